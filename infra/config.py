@@ -1,0 +1,353 @@
+"""Stack configuration: read once from pulumi.Config, validated, returned as frozen dataclasses.
+
+Every error is a `ConfigError` (a `pulumi.RunError`, so `pulumi up` prints the one line without a
+traceback) raised before any resource is declared. Types, defaults and the set of known keys come
+from the schema in Pulumi.yaml, the one place where settings are declared.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import config as runtime_config
+
+from infra import catalogue
+from infra.catalogue import CatalogueError, GpuCatalogue
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+PROJECT_FILE = PROJECT_DIR / "Pulumi.yaml"
+
+RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
+DRIVER_VERSIONS = ("DEFAULT", "LATEST", "INSTALLATION_DISABLED")
+# kubernetes-validate ships schemas for these minors; a cluster outside them cannot be checked.
+KUBERNETES_MINORS = range(25, 38)
+# T4 limits on N1: vCPUs a VM may have per attached T4 count (Google's GPU platform table).
+T4_MAX_VCPUS = {1: 24, 2: 48, 4: 96}
+N1_MACHINE_TYPE = re.compile(r"^n1-(standard|highmem|highcpu)-(\d+)$|^n1-custom-(\d+)-\d+$")
+GCP_PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+
+
+class ConfigError(pulumi.RunError):
+    """One line naming the key, the bad value and what is allowed."""
+
+
+@dataclass(frozen=True)
+class RegionSettings:
+    name: str
+    zones: tuple[str, ...]
+    # Row of the region in infra/data/gcp_regions.csv: fixes its address ranges, so adding or
+    # removing another region never renumbers this one.
+    index: int
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    release_channel: str
+    kubernetes_version: str
+    deletion_protection: bool
+    master_authorized_cidrs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CpuPoolSettings:
+    machine_type: str
+    min_nodes: int
+    max_nodes: int
+
+
+@dataclass(frozen=True)
+class GpuPoolSettings:
+    machine_type: str
+    accelerator_type: str
+    accelerator_count: int
+    min_nodes: int
+    max_nodes: int
+    spot: bool
+    disk_size_gb: int
+    driver_version: str
+
+    @property
+    def gke_installs_driver(self) -> bool:
+        return self.driver_version != "INSTALLATION_DISABLED"
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    project: str
+    stack: str
+    regions: tuple[RegionSettings, ...]
+    cluster: ClusterSettings
+    cpu_pool: CpuPoolSettings
+    gpu_pool: GpuPoolSettings
+    gpu_catalogue: GpuCatalogue
+
+
+@dataclass(frozen=True)
+class _Key:
+    name: str
+    type: str
+    default: Any
+
+
+@cache
+def config_schema(project_file: Path = PROJECT_FILE) -> tuple[str, dict[str, _Key]]:
+    """(project name, declared keys) from Pulumi.yaml."""
+    project = yaml.safe_load(project_file.read_text())
+    keys = {
+        name: _Key(name, spec.get("type", "string"), spec.get("default"))
+        for name, spec in (project.get("config") or {}).items()
+        if ":" not in name
+    }
+    return project["name"], keys
+
+
+class _Reader:
+    """Typed access to the project's config keys, with one-line errors naming the key."""
+
+    def __init__(self, project: str, keys: dict[str, _Key]) -> None:
+        self.project = project
+        self.keys = keys
+        self.config = pulumi.Config(project)
+
+    def full(self, key: str) -> str:
+        return f"{self.project}:{key}"
+
+    def fail(self, key: str, value: Any, allowed: str) -> ConfigError:
+        return ConfigError(f"{self.full(key)}: {_show(value)} is not valid; {allowed}")
+
+    def raw(self, key: str) -> Any:
+        spec = self.keys[key]
+        text = self.config.get(key)
+        if text is None:
+            return spec.default
+        if spec.type == "string":
+            return text
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            raise self.fail(key, text, f"expected {_a(spec.type)}") from None
+        return value
+
+    def string(self, key: str) -> str:
+        value = self.raw(key)
+        if not isinstance(value, str):
+            raise self.fail(key, value, "expected a string")
+        return value.strip()
+
+    def integer(self, key: str, minimum: int = 0) -> int:
+        value = self.raw(key)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(key, value, "expected a whole number")
+        if value < minimum:
+            raise self.fail(key, value, f"expected a number >= {minimum}")
+        return value
+
+    def boolean(self, key: str) -> bool:
+        value = self.raw(key)
+        if not isinstance(value, bool):
+            raise self.fail(key, value, "expected true or false")
+        return value
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        value = self.raw(key)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(key, value, "expected a list of strings")
+        return tuple(v.strip() for v in value)
+
+    def choice(self, key: str, allowed: tuple[str, ...]) -> str:
+        value = self.string(key)
+        if value not in allowed:
+            raise self.fail(key, value, f"allowed: {', '.join(allowed)}")
+        return value
+
+
+def _show(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else json.dumps(value)
+
+
+def _a(type_name: str) -> str:
+    return {"array": "a list (JSON array)", "integer": "a whole number", "boolean": "true or false"}.get(
+        type_name, type_name
+    )
+
+
+def _set_keys() -> set[str]:
+    return set(runtime_config.CONFIG.get()) | set(runtime_config.get_config_env())
+
+
+def _refuse_unknown_keys(reader: _Reader) -> None:
+    prefix = f"{reader.project}:"
+    for full_key in sorted(_set_keys()):
+        if not full_key.startswith(prefix):
+            continue
+        key = full_key[len(prefix) :]
+        if key not in reader.keys:
+            close = difflib.get_close_matches(key, reader.keys, n=1)
+            hint = f"did you mean {close[0]}?" if close else "see Pulumi.yaml for the known keys"
+            raise ConfigError(f"{full_key}: unknown setting; {hint}")
+
+
+def _gcp_project() -> str:
+    project = pulumi.Config("gcp").get("project")
+    if not project:
+        raise ConfigError(
+            "gcp:project: missing; set the Google Cloud project with `pulumi config set gcp:project PROJECT_ID`"
+        )
+    if not GCP_PROJECT_ID.match(project):
+        raise ConfigError(
+            f"gcp:project: {project!r} is not a valid project ID; expected 6-30 lowercase letters, digits or hyphens"
+        )
+    return project
+
+
+def _gpu_catalogue(reader: _Reader) -> GpuCatalogue:
+    override = reader.string("gpuCatalogue")
+    path = (PROJECT_DIR / override) if override else catalogue.DEFAULT_GPU_CATALOGUE
+    try:
+        return catalogue.load_gpu_catalogue(path)
+    except CatalogueError as err:
+        raise ConfigError(f"{reader.full('gpuCatalogue')}: {err}") from None
+
+
+def _regions(reader: _Reader, gpu_catalogue: GpuCatalogue, accelerator: str) -> tuple[RegionSettings, ...]:
+    known = catalogue.load_regions()
+    names = reader.strings("regions")
+    if not names:
+        raise reader.fail("regions", [], "list at least one region")
+    zones = reader.strings("zones")
+    with_gpu = gpu_catalogue.regions_with(accelerator)
+    for name in names:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]}?" if close else "see infra/data/gcp_regions.csv"
+            raise reader.fail("regions", name, f"unknown GCP region; {hint}")
+        if name not in with_gpu:
+            raise reader.fail(
+                "regions", name, f"it has no {accelerator} zone in the GPU catalogue; regions with one: {', '.join(with_gpu)}"
+            )
+        if names.count(name) > 1:
+            raise reader.fail("regions", name, "each region may be listed once")
+    for zone in zones:
+        _check_zone(reader, zone, names, known, gpu_catalogue, accelerator)
+    return tuple(
+        RegionSettings(
+            name=name,
+            zones=tuple(z for z in zones if z.startswith(f"{name}-"))
+            or gpu_catalogue.zones_with(accelerator, name)[:3],
+            index=list(known).index(name),
+        )
+        for name in names
+    )
+
+
+def _check_zone(
+    reader: _Reader,
+    zone: str,
+    regions: tuple[str, ...],
+    known: dict[str, tuple[str, ...]],
+    gpu_catalogue: GpuCatalogue,
+    accelerator: str,
+) -> None:
+    region = next((r for r in regions if zone.startswith(f"{r}-")), None)
+    if region is None or zone not in known[region]:
+        raise reader.fail("zones", zone, f"not a zone of the stack's regions ({', '.join(regions)})")
+    if gpu_catalogue.offer(accelerator, zone) is None:
+        in_region = gpu_catalogue.zones_with(accelerator, region)
+        raise reader.fail("zones", zone, f"it has no {accelerator}; {region} zones with one: {', '.join(in_region)}")
+
+
+def _cluster(reader: _Reader) -> ClusterSettings:
+    version = reader.string("kubernetesVersion")
+    match = re.fullmatch(r"1\.(\d+)", version)
+    if not match or int(match.group(1)) not in KUBERNETES_MINORS:
+        supported = f"1.{KUBERNETES_MINORS.start}..1.{KUBERNETES_MINORS.stop - 1}"
+        raise reader.fail("kubernetesVersion", version, f"expected a minor version in {supported}, like \"1.33\"")
+    cidrs = reader.strings("masterAuthorizedCidrs")
+    for cidr in cidrs:
+        try:
+            ipaddress.ip_network(cidr)
+        except ValueError:
+            raise reader.fail("masterAuthorizedCidrs", cidr, "expected a CIDR such as 203.0.113.0/24") from None
+    return ClusterSettings(
+        release_channel=reader.choice("releaseChannel", RELEASE_CHANNELS),
+        kubernetes_version=version,
+        deletion_protection=reader.boolean("deletionProtection"),
+        master_authorized_cidrs=cidrs,
+    )
+
+
+def _node_range(reader: _Reader, prefix: str) -> tuple[int, int]:
+    low = reader.integer(f"{prefix}MinNodes")
+    high = reader.integer(f"{prefix}MaxNodes", minimum=1)
+    if low > high:
+        raise reader.fail(f"{prefix}MinNodes", low, f"must not exceed {prefix}MaxNodes ({high})")
+    return low, high
+
+
+def _cpu_pool(reader: _Reader) -> CpuPoolSettings:
+    low, high = _node_range(reader, "cpu")
+    return CpuPoolSettings(machine_type=reader.string("cpuMachineType"), min_nodes=low, max_nodes=high)
+
+
+def _gpu_pool(reader: _Reader, gpu_catalogue: GpuCatalogue) -> GpuPoolSettings:
+    accelerator = reader.string("gpuAcceleratorType")
+    if accelerator not in gpu_catalogue.accelerators:
+        raise reader.fail(
+            "gpuAcceleratorType", accelerator, f"unknown accelerator type; allowed: {', '.join(gpu_catalogue.accelerators)}"
+        )
+    count = reader.integer("gpuAcceleratorCount", minimum=1)
+    if count not in T4_MAX_VCPUS:
+        raise reader.fail("gpuAcceleratorCount", count, "a T4 node carries 1, 2 or 4 GPUs")
+    machine_type = reader.string("gpuMachineType")
+    _check_t4_machine_type(reader, machine_type, count)
+    low, high = _node_range(reader, "gpu")
+    disk = reader.integer("gpuDiskSizeGb", minimum=10)
+    return GpuPoolSettings(
+        machine_type=machine_type,
+        accelerator_type=accelerator,
+        accelerator_count=count,
+        min_nodes=low,
+        max_nodes=high,
+        spot=reader.boolean("gpuSpot"),
+        disk_size_gb=disk,
+        driver_version=reader.choice("gpuDriverVersion", DRIVER_VERSIONS),
+    )
+
+
+def _check_t4_machine_type(reader: _Reader, machine_type: str, gpus: int) -> None:
+    match = N1_MACHINE_TYPE.match(machine_type)
+    if not match:
+        raise reader.fail("gpuMachineType", machine_type, "a T4 attaches to N1 machine types only, e.g. n1-standard-4")
+    vcpus = int(match.group(2) or match.group(3))
+    if vcpus > T4_MAX_VCPUS[gpus]:
+        raise reader.fail(
+            "gpuMachineType", machine_type, f"{gpus} T4 allow at most {T4_MAX_VCPUS[gpus]} vCPUs per VM"
+        )
+
+
+def load_stack_settings() -> StackSettings:
+    """Read and validate the whole stack configuration; raises ConfigError on the first problem."""
+    project_name, keys = config_schema()
+    reader = _Reader(project_name, keys)
+    _refuse_unknown_keys(reader)
+    project = _gcp_project()
+    gpu_catalogue = _gpu_catalogue(reader)
+    gpu_pool = _gpu_pool(reader, gpu_catalogue)
+    return StackSettings(
+        project=project,
+        stack=pulumi.get_stack(),
+        regions=_regions(reader, gpu_catalogue, gpu_pool.accelerator_type),
+        cluster=_cluster(reader),
+        cpu_pool=_cpu_pool(reader),
+        gpu_pool=gpu_pool,
+        gpu_catalogue=gpu_catalogue,
+    )

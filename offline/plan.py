@@ -1,0 +1,202 @@
+"""The offline plan: what `pulumi up` would create for a stack, without the CLI or a cloud account.
+
+    python -m offline.plan --stack dev            # resource tree, key properties, count per type
+    python -m offline.plan --stack prod --json    # JSON array: type, name, parent, provider, inputs
+    python -m offline.plan --stack dev --out DIR  # also every Kubernetes object as YAML
+
+Invalid stack config: one line on stderr, exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.config import ConfigError, config_schema
+from offline.runtime import PROJECT_DIR, Plan, PlannedResource, run_program, stack_config
+
+EXIT_BAD_CONFIG = 2
+KUBERNETES_PREFIX = "kubernetes:"
+
+# Dotted input paths shown beside each resource in the tree; other types show their first scalars.
+KEY_PROPERTIES: dict[str, tuple[str, ...]] = {
+    "gcp:container/cluster:Cluster": (
+        "name", "location", "nodeLocations", "releaseChannel.channel", "minMasterVersion",
+        "workloadIdentityConfig.workloadPool", "privateClusterConfig.enablePrivateNodes", "deletionProtection",
+    ),
+    "gcp:container/nodePool:NodePool": (
+        "location", "nodeConfig.machineType", "nodeConfig.guestAccelerators.0.type",
+        "nodeConfig.guestAccelerators.0.count", "nodeConfig.guestAccelerators.0.gpuDriverInstallationConfig.gpuDriverVersion",
+        "nodeConfig.taints", "nodeConfig.spot", "autoscaling.totalMinNodeCount", "autoscaling.totalMaxNodeCount",
+        "nodeConfig.serviceAccount", "nodeConfig.workloadMetadataConfig.mode", "nodeConfig.shieldedInstanceConfig.enableSecureBoot",
+    ),
+    "gcp:compute/subnetwork:Subnetwork": ("region", "ipCidrRange", "secondaryIpRanges", "privateIpGoogleAccess"),
+    "gcp:serviceaccount/account:Account": ("accountId",),
+    "gcp:projects/iAMMember:IAMMember": ("role", "member"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    try:
+        plan = evaluate(args.stack)
+    except (ConfigError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    k8s_files = write_kubernetes_objects(plan, args.out or PROJECT_DIR / "build" / "plan" / args.stack)
+    if args.json:
+        json.dump(plan_records(plan), sys.stdout, indent=2)
+        print()
+    else:
+        print(render_text(plan, k8s_files))
+    return 0
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="make plan", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default dev)")
+    parser.add_argument("--json", action="store_true", help="print only a JSON array of resources on stdout")
+    parser.add_argument("--out", type=Path, help="folder for the Kubernetes YAML (default build/plan/<stack>)")
+    return parser.parse_args(argv)
+
+
+def evaluate(stack: str) -> Plan:
+    project_name, _ = config_schema()
+    return run_program(stack, stack_config(stack), project_name)
+
+
+def plan_records(plan: Plan) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": r.type,
+            "name": r.name,
+            "parent": r.parent.name if r.parent else None,
+            "provider": _provider_name(plan, r),
+            "inputs": _tidy(r.inputs),
+        }
+        for r in _tree_order(plan)
+    ]
+
+
+def _provider_name(plan: Plan, resource: PlannedResource) -> str | None:
+    provider = plan.by_urn(resource.provider_urn)
+    return provider.name if provider else None
+
+
+def _tidy(value: Any) -> Any:
+    """Whole-number floats (the wire format has no ints) back to ints."""
+    if isinstance(value, dict):
+        return {k: _tidy(v) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [_tidy(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _children(plan: Plan) -> dict[str, list[PlannedResource]]:
+    children: dict[str, list[PlannedResource]] = {}
+    for r in plan.resources:
+        children.setdefault(r.parent.urn if r.parent else "", []).append(r)
+    for group in children.values():
+        group.sort(key=lambda r: (r.custom, r.type, r.name))
+    return children
+
+
+def _tree_order(plan: Plan) -> list[PlannedResource]:
+    children = _children(plan)
+    ordered: list[PlannedResource] = []
+
+    def walk(urn: str) -> None:
+        for child in children.get(urn, []):
+            ordered.append(child)
+            walk(child.urn)
+
+    walk("")
+    return ordered
+
+
+def _lookup(inputs: Any, path: str) -> Any:
+    for part in path.split("."):
+        if isinstance(inputs, list) and part.isdigit() and int(part) < len(inputs):
+            inputs = inputs[int(part)]
+        elif isinstance(inputs, dict) and part in inputs:
+            inputs = inputs[part]
+        else:
+            return None
+    return inputs
+
+
+def _key_properties(resource: PlannedResource) -> str:
+    inputs = _tidy(resource.inputs)
+    paths = KEY_PROPERTIES.get(resource.type)
+    if paths is None:
+        paths = tuple(k for k, v in inputs.items() if isinstance(v, str | int | bool) and k != "name")[:4]
+    shown = []
+    for path in paths:
+        value = _lookup(inputs, path)
+        if value is not None:
+            shown.append(f"{_label(path)}={json.dumps(value, separators=(',', ':'))}")
+    return "  ".join(shown)
+
+
+def _label(path: str) -> str:
+    parts = [p for p in path.split(".") if not p.isdigit()]
+    return ".".join(parts[-2:]) if parts[-1] in ("type", "count", "mode", "channel") else parts[-1]
+
+
+def render_text(plan: Plan, k8s_files: list[Path]) -> str:
+    children = _children(plan)
+    lines = [f"Offline plan of stack '{plan.stack}': Pulumi's mock runtime evaluated the real program; nothing was created.", ""]
+
+    def walk(urn: str, indent: str) -> None:
+        for child in children.get(urn, []):
+            props = _key_properties(child)
+            lines.append(f"{indent}{child.type}  {child.name}" + (f"\n{indent}    {props}" if props else ""))
+            walk(child.urn, indent + "    ")
+
+    walk("", "")
+    lines += ["", "Resources by type:"]
+    counts = Counter(r.type for r in plan.resources)
+    lines += [f"  {n:4d}  {t}" for t, n in sorted(counts.items())]
+    lines.append(f"  {len(plan.resources):4d}  in all")
+    if k8s_files:
+        lines.append(f"Kubernetes objects: {len(k8s_files)} written under {_common_dir(k8s_files)}")
+    return "\n".join(lines)
+
+
+def _common_dir(files: list[Path]) -> Path:
+    return Path(*Path(files[0]).parts[: len(Path(files[0]).parts) - 2]) if files else Path()
+
+
+def kubernetes_objects(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
+    """(provider name, manifest) for every Kubernetes object the program declares."""
+    return [
+        (_provider_name(plan, r) or "default", _tidy(r.inputs))
+        for r in _tree_order(plan)
+        if r.type.startswith(KUBERNETES_PREFIX) and r.custom
+    ]
+
+
+def write_kubernetes_objects(plan: Plan, out_dir: Path) -> list[Path]:
+    for stale in out_dir.glob("*/*.yaml"):
+        stale.unlink()
+    written = []
+    for provider, manifest in kubernetes_objects(plan):
+        meta = manifest.get("metadata", {})
+        name = f"{manifest.get('kind', 'Object')}-{meta.get('namespace', 'cluster')}-{meta.get('name', 'unnamed')}.yaml"
+        path = out_dir / provider / name.lower()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    sys.exit(main())
