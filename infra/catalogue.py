@@ -43,9 +43,7 @@ class GpuCatalogue:
         return tuple(sorted({o.region for o in self.offers if o.accelerator == accelerator}))
 
     def zones_with(self, accelerator: str, region: str) -> tuple[str, ...]:
-        return tuple(
-            sorted(o.zone for o in self.offers if o.accelerator == accelerator and o.region == region)
-        )
+        return tuple(sorted(o.zone for o in self.offers if o.accelerator == accelerator and o.region == region))
 
     def offer(self, accelerator: str, zone: str) -> ZonePrice | None:
         return next((o for o in self.offers if o.accelerator == accelerator and o.zone == zone), None)
@@ -61,10 +59,7 @@ def _data_rows(path: Path) -> list[dict[str, str]]:
 
 def load_regions(path: Path = REGIONS_CSV) -> dict[str, tuple[str, ...]]:
     """Region name -> its zone names, in the file's (append-only) order."""
-    return {
-        row["region"]: tuple(f"{row['region']}-{z}" for z in row["zones"].split())
-        for row in _data_rows(path)
-    }
+    return {row["region"]: tuple(f"{row['region']}-{z}" for z in row["zones"].split()) for row in _data_rows(path)}
 
 
 def load_gpu_catalogue(path: Path) -> GpuCatalogue:

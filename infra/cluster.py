@@ -53,12 +53,16 @@ class GkeCluster(pulumi.ComponentResource):
         self.node_service_account = self._node_service_account()
         self.cluster = self._cluster()
         pools_depend = pulumi.ResourceOptions(parent=self, depends_on=self._node_sa_grants)
-        self.cpu_pool = self._pool("cpu", self._cpu_node_config(), args.cpu_pool.min_nodes, args.cpu_pool.max_nodes, pools_depend)
-        self.gpu_pool = self._pool("gpu", self._gpu_node_config(), args.gpu_pool.min_nodes, args.gpu_pool.max_nodes, pools_depend)
+        self.cpu_pool = self._pool(
+            "cpu", self._cpu_node_config(), args.cpu_pool.min_nodes, args.cpu_pool.max_nodes, pools_depend
+        )
+        self.gpu_pool = self._pool(
+            "gpu", self._gpu_node_config(), args.gpu_pool.min_nodes, args.gpu_pool.max_nodes, pools_depend
+        )
         self.kubeconfig = pulumi.Output.secret(
-            pulumi.Output.all(self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate).apply(
-                lambda parts: build_kubeconfig(*parts)
-            )
+            pulumi.Output.all(
+                self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
+            ).apply(lambda parts: build_kubeconfig(*parts))
         )
         self.provider = k8s.Provider(
             f"{name}-k8s",
@@ -173,7 +177,9 @@ class GkeCluster(pulumi.ComponentResource):
         )
 
     def _cpu_node_config(self) -> gcp.container.NodePoolNodeConfigArgs:
-        return gcp.container.NodePoolNodeConfigArgs(**self._base_node_config(self._args.cpu_pool.machine_type, 100, "cpu"))
+        return gcp.container.NodePoolNodeConfigArgs(
+            **self._base_node_config(self._args.cpu_pool.machine_type, 100, "cpu")
+        )
 
     def _gpu_node_config(self) -> gcp.container.NodePoolNodeConfigArgs:
         gpu = self._args.gpu_pool
@@ -193,7 +199,12 @@ class GkeCluster(pulumi.ComponentResource):
         )
 
     def _pool(
-        self, role: str, node_config: gcp.container.NodePoolNodeConfigArgs, min_nodes: int, max_nodes: int, opts: pulumi.ResourceOptions
+        self,
+        role: str,
+        node_config: gcp.container.NodePoolNodeConfigArgs,
+        min_nodes: int,
+        max_nodes: int,
+        opts: pulumi.ResourceOptions,
     ) -> gcp.container.NodePool:
         zones = len(self._args.region.zones)
         return gcp.container.NodePool(
@@ -223,7 +234,10 @@ def build_kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> s
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [
-                {"name": context, "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca_certificate}}
+                {
+                    "name": context,
+                    "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca_certificate},
+                }
             ],
             "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
             "current-context": context,
@@ -234,7 +248,7 @@ def build_kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> s
                         "exec": {
                             "apiVersion": "client.authentication.k8s.io/v1beta1",
                             "command": "gke-gcloud-auth-plugin",
-                            "installHint": "Install gke-gcloud-auth-plugin: gcloud components install gke-gcloud-auth-plugin",
+                            "installHint": "gcloud components install gke-gcloud-auth-plugin",
                             "provideClusterInfo": True,
                         }
                     },

@@ -232,7 +232,9 @@ def _regions(reader: _Reader, gpu_catalogue: GpuCatalogue, accelerator: str) -> 
             raise reader.fail("regions", name, f"unknown GCP region; {hint}")
         if name not in with_gpu:
             raise reader.fail(
-                "regions", name, f"it has no {accelerator} zone in the GPU catalogue; regions with one: {', '.join(with_gpu)}"
+                "regions",
+                name,
+                f"it has no {accelerator} zone in the GPU catalogue; regions with one: {', '.join(with_gpu)}",
             )
         if names.count(name) > 1:
             raise reader.fail("regions", name, "each region may be listed once")
@@ -270,7 +272,7 @@ def _cluster(reader: _Reader) -> ClusterSettings:
     match = re.fullmatch(r"1\.(\d+)", version)
     if not match or int(match.group(1)) not in KUBERNETES_MINORS:
         supported = f"1.{KUBERNETES_MINORS.start}..1.{KUBERNETES_MINORS.stop - 1}"
-        raise reader.fail("kubernetesVersion", version, f"expected a minor version in {supported}, like \"1.33\"")
+        raise reader.fail("kubernetesVersion", version, f'expected a minor version in {supported}, like "1.33"')
     cidrs = reader.strings("masterAuthorizedCidrs")
     for cidr in cidrs:
         try:
@@ -302,7 +304,9 @@ def _gpu_pool(reader: _Reader, gpu_catalogue: GpuCatalogue) -> GpuPoolSettings:
     accelerator = reader.string("gpuAcceleratorType")
     if accelerator not in gpu_catalogue.accelerators:
         raise reader.fail(
-            "gpuAcceleratorType", accelerator, f"unknown accelerator type; allowed: {', '.join(gpu_catalogue.accelerators)}"
+            "gpuAcceleratorType",
+            accelerator,
+            f"unknown accelerator type; allowed: {', '.join(gpu_catalogue.accelerators)}",
         )
     count = reader.integer("gpuAcceleratorCount", minimum=1)
     if count not in T4_MAX_VCPUS:
@@ -329,9 +333,7 @@ def _check_t4_machine_type(reader: _Reader, machine_type: str, gpus: int) -> Non
         raise reader.fail("gpuMachineType", machine_type, "a T4 attaches to N1 machine types only, e.g. n1-standard-4")
     vcpus = int(match.group(2) or match.group(3))
     if vcpus > T4_MAX_VCPUS[gpus]:
-        raise reader.fail(
-            "gpuMachineType", machine_type, f"{gpus} T4 allow at most {T4_MAX_VCPUS[gpus]} vCPUs per VM"
-        )
+        raise reader.fail("gpuMachineType", machine_type, f"{gpus} T4 allow at most {T4_MAX_VCPUS[gpus]} vCPUs per VM")
 
 
 def load_stack_settings() -> StackSettings:

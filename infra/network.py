@@ -62,9 +62,7 @@ class Network(pulumi.ComponentResource):
         self.plans = {}
         for region in args.regions:
             self._add_region(name, region)
-        self.register_outputs(
-            {"vpc": self.vpc.self_link, "subnets": {r: s.self_link for r, s in self.subnets.items()}}
-        )
+        self.register_outputs({"vpc": self.vpc.self_link, "subnets": {r: s.self_link for r, s in self.subnets.items()}})
 
     def _add_region(self, name: str, region: RegionSettings) -> None:
         plan = SubnetPlan.for_region(region)

@@ -29,7 +29,12 @@ def _host_volume(name: str, path: str) -> k8s.core.v1.VolumeArgs:
 
 
 def _installer_container() -> k8s.core.v1.ContainerArgs:
-    mounts = {"nvidia-install-dir-host": "/usr/local/nvidia", "dev": "/dev", "root-mount": "/root", "cos-tools": "/build/cos-tools"}
+    mounts = {
+        "nvidia-install-dir-host": "/usr/local/nvidia",
+        "dev": "/dev",
+        "root-mount": "/root",
+        "cos-tools": "/build/cos-tools",
+    }
     env = {
         "NVIDIA_INSTALL_DIR_HOST": INSTALL_DIR_HOST,
         "NVIDIA_INSTALL_DIR_CONTAINER": "/usr/local/nvidia",
@@ -62,7 +67,9 @@ class NvidiaDriverInstaller(pulumi.ComponentResource):
                         k8s.core.v1.NodeSelectorTermArgs(
                             match_expressions=[
                                 k8s.core.v1.NodeSelectorRequirementArgs(
-                                    key="cloud.google.com/gke-accelerator", operator="In", values=[args.accelerator_type]
+                                    key="cloud.google.com/gke-accelerator",
+                                    operator="In",
+                                    values=[args.accelerator_type],
                                 ),
                                 k8s.core.v1.NodeSelectorRequirementArgs(
                                     key="cloud.google.com/gke-gpu-driver-version", operator="DoesNotExist"

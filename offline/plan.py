@@ -27,14 +27,28 @@ KUBERNETES_PREFIX = "kubernetes:"
 # Dotted input paths shown beside each resource in the tree; other types show their first scalars.
 KEY_PROPERTIES: dict[str, tuple[str, ...]] = {
     "gcp:container/cluster:Cluster": (
-        "name", "location", "nodeLocations", "releaseChannel.channel", "minMasterVersion",
-        "workloadIdentityConfig.workloadPool", "privateClusterConfig.enablePrivateNodes", "deletionProtection",
+        "name",
+        "location",
+        "nodeLocations",
+        "releaseChannel.channel",
+        "minMasterVersion",
+        "workloadIdentityConfig.workloadPool",
+        "privateClusterConfig.enablePrivateNodes",
+        "deletionProtection",
     ),
     "gcp:container/nodePool:NodePool": (
-        "location", "nodeConfig.machineType", "nodeConfig.guestAccelerators.0.type",
-        "nodeConfig.guestAccelerators.0.count", "nodeConfig.guestAccelerators.0.gpuDriverInstallationConfig.gpuDriverVersion",
-        "nodeConfig.taints", "nodeConfig.spot", "autoscaling.totalMinNodeCount", "autoscaling.totalMaxNodeCount",
-        "nodeConfig.serviceAccount", "nodeConfig.workloadMetadataConfig.mode", "nodeConfig.shieldedInstanceConfig.enableSecureBoot",
+        "location",
+        "nodeConfig.machineType",
+        "nodeConfig.guestAccelerators.0.type",
+        "nodeConfig.guestAccelerators.0.count",
+        "nodeConfig.guestAccelerators.0.gpuDriverInstallationConfig.gpuDriverVersion",
+        "nodeConfig.taints",
+        "nodeConfig.spot",
+        "autoscaling.totalMinNodeCount",
+        "autoscaling.totalMaxNodeCount",
+        "nodeConfig.serviceAccount",
+        "nodeConfig.workloadMetadataConfig.mode",
+        "nodeConfig.shieldedInstanceConfig.enableSecureBoot",
     ),
     "gcp:compute/subnetwork:Subnetwork": ("region", "ipCidrRange", "secondaryIpRanges", "privateIpGoogleAccess"),
     "gcp:serviceaccount/account:Account": ("accountId",),
@@ -59,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="make plan", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="make plan", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default dev)")
     parser.add_argument("--json", action="store_true", help="print only a JSON array of resources on stdout")
     parser.add_argument("--out", type=Path, help="folder for the Kubernetes YAML (default build/plan/<stack>)")
@@ -153,7 +169,10 @@ def _label(path: str) -> str:
 
 def render_text(plan: Plan, k8s_files: list[Path]) -> str:
     children = _children(plan)
-    lines = [f"Offline plan of stack '{plan.stack}': Pulumi's mock runtime evaluated the real program; nothing was created.", ""]
+    lines = [
+        f"Offline plan of stack '{plan.stack}': Pulumi's mock runtime evaluated the real program; nothing was created.",
+        "",
+    ]
 
     def walk(urn: str, indent: str) -> None:
         for child in children.get(urn, []):

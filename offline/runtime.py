@@ -82,7 +82,7 @@ def _cluster_outputs(name: str, inputs: dict) -> dict:
     return {
         "endpoint": "203.0.113.10",  # documentation address range: never routable
         "masterAuth": {"clusterCaCertificate": MOCK_CA},
-        "selfLink": f"https://container.googleapis.com/v1/projects/p/locations/{inputs.get('location')}/clusters/{inputs.get('name', name)}",
+        "selfLink": f"projects/p/locations/{inputs.get('location')}/clusters/{inputs.get('name', name)}",
     }
 
 
@@ -92,7 +92,9 @@ def _service_account_outputs(name: str, inputs: dict) -> dict:
 
 
 def _self_link(kind: str) -> Any:
-    return lambda name, inputs: {"selfLink": f"https://www.googleapis.com/compute/v1/projects/p/{kind}/{inputs.get('name', name)}"}
+    return lambda name, inputs: {
+        "selfLink": f"https://www.googleapis.com/compute/v1/projects/p/{kind}/{inputs.get('name', name)}"
+    }
 
 
 _COMPUTED = {
