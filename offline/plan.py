@@ -19,9 +19,11 @@ from typing import Any
 import yaml
 
 from infra.config import ConfigError, config_schema
+from k8s.schema import ManifestError, validate_manifest
 from offline.runtime import PROJECT_DIR, Plan, PlannedResource, run_program, stack_config
 
 EXIT_BAD_CONFIG = 2
+EXIT_BAD_MANIFEST = 3
 KUBERNETES_PREFIX = "kubernetes:"
 
 # Dotted input paths shown beside each resource in the tree; other types show their first scalars.
@@ -59,11 +61,15 @@ KEY_PROPERTIES: dict[str, tuple[str, ...]] = {
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     try:
-        plan = evaluate(args.stack)
+        plan = evaluate(args.stack, _overrides(args.set))
     except (ConfigError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     k8s_files = write_kubernetes_objects(plan, args.out or PROJECT_DIR / "build" / "plan" / args.stack)
+    problems = invalid_kubernetes_objects(plan, _kubernetes_version(args.stack, args.set))
+    if problems:
+        print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
+        return EXIT_BAD_MANIFEST
     if args.json:
         json.dump(plan_records(plan), sys.stdout, indent=2)
         print()
@@ -78,13 +84,28 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default dev)")
     parser.add_argument("--json", action="store_true", help="print only a JSON array of resources on stdout")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a stack setting (JSON for lists)"
+    )
     parser.add_argument("--out", type=Path, help="folder for the Kubernetes YAML (default build/plan/<stack>)")
     return parser.parse_args(argv)
 
 
-def evaluate(stack: str) -> Plan:
+def evaluate(stack: str, overrides: dict[str, str] | None = None) -> Plan:
     project_name, _ = config_schema()
-    return run_program(stack, stack_config(stack), project_name)
+    return run_program(stack, stack_config(stack) | (overrides or {}), project_name)
+
+
+def _overrides(pairs: list[str]) -> dict[str, str]:
+    """`--set key=value` pairs; a key without a namespace belongs to this project, as with `pulumi config set`."""
+    project_name, _ = config_schema()
+    overrides = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
+        overrides[key if ":" in key else f"{project_name}:{key}"] = value
+    return overrides
 
 
 def plan_records(plan: Plan) -> list[dict[str, Any]]:
@@ -201,6 +222,24 @@ def kubernetes_objects(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
         for r in _tree_order(plan)
         if r.type.startswith(KUBERNETES_PREFIX) and r.custom
     ]
+
+
+def _kubernetes_version(stack: str, pairs: list[str]) -> str:
+    project_name, keys = config_schema()
+    key = f"{project_name}:kubernetesVersion"
+    config = stack_config(stack) | _overrides(pairs)
+    return config.get(key) or keys["kubernetesVersion"].default
+
+
+def invalid_kubernetes_objects(plan: Plan, kubernetes_version: str) -> list[str]:
+    """One line per object the target cluster's schema rejects."""
+    problems = []
+    for _, manifest in kubernetes_objects(plan):
+        try:
+            validate_manifest(manifest, kubernetes_version)
+        except ManifestError as err:
+            problems.append(str(err))
+    return problems
 
 
 def write_kubernetes_objects(plan: Plan, out_dir: Path) -> list[Path]:

@@ -13,6 +13,7 @@ import json
 import runpy
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pulumi
@@ -149,10 +150,10 @@ def stack_config(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, str]:
     if not path.exists():
         raise FileNotFoundError(f"{path.name}: no such stack file")
     values = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
-    return {key: _config_string(value) for key, value in values.items()}
+    return {key: config_string(value) for key, value in values.items()}
 
 
-def _config_string(value: Any) -> str:
+def config_string(value: Any) -> str:
     if isinstance(value, dict) and "secure" in value:
         return "[secret]"
     if isinstance(value, str):
@@ -160,21 +161,34 @@ def _config_string(value: Any) -> str:
     return json.dumps(value)
 
 
-def run_program(stack: str, config: dict[str, str], project_name: str) -> Plan:
+def run_program(
+    stack: str, config: dict[str, str], project_name: str, monitor: RecordingMonitor | None = None
+) -> Plan:
     """Run __main__.py for `stack` with `config`; exceptions from the program propagate."""
+    declare = lambda: runpy.run_path(str(PROGRAM), run_name="__main__")  # noqa: E731
+    return run_under_mocks(declare, stack, config, project_name, monitor)
+
+
+def run_under_mocks(
+    declare: Callable[[], Any],
+    stack: str,
+    config: dict[str, str],
+    project_name: str,
+    monitor: RecordingMonitor | None = None,
+) -> Plan:
+    """Run `declare` (a program or a single component) under the mock runtime and record what it registers."""
     pulumi_settings.ROOT.set(None)
-    monitor = RecordingMonitor(CloudMocks())
+    monitor = monitor or RecordingMonitor(CloudMocks())
     pulumi.runtime.set_mocks(monitor.mocks, project=project_name, stack=stack, preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(config)
 
     @pulumi.runtime.test
     def program() -> None:
-        runpy.run_path(str(PROGRAM), run_name="__main__")
+        declare()
 
     program()
-    root = pulumi_settings.get_root_resource()
     by_urn = {r.urn: r for r in monitor.records}
     for record in monitor.records:
         record.parent = by_urn.get(record.parent_urn)
-    outputs = dict(getattr(root, "outputs", {}))
+    outputs = dict(getattr(pulumi_settings.get_root_resource(), "outputs", {}))
     return Plan(stack=stack, resources=monitor.records, outputs=outputs)

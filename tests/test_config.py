@@ -1,0 +1,81 @@
+"""Every stack-config mistake is refused in one line naming the key and value, before any resource."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from conftest import PROJECT, PROJECT_DIR, stack_settings
+
+from infra.config import ConfigError
+from offline.runtime import CloudMocks, RecordingMonitor, run_program
+
+BAD_CONFIG = {
+    "unknown region": ({"regions": ["us-centrall1"]}, "triton-gke:regions", "'us-centrall1'", "did you mean us-central1"),
+    "region without T4": ({"regions": ["europe-north1"]}, "triton-gke:regions", "'europe-north1'", "no nvidia-tesla-t4"),
+    "duplicate region": ({"regions": ["us-central1", "us-central1"]}, "triton-gke:regions", "'us-central1'", "once"),
+    "no region": ({"regions": []}, "triton-gke:regions", "[]", "at least one"),
+    "zone without T4": ({"regions": ["asia-east1"], "zones": ["asia-east1-b"]}, "triton-gke:zones", "'asia-east1-b'", "asia-east1-a, asia-east1-c"),
+    "zone not in its region": ({"zones": ["europe-west4-a"]}, "triton-gke:zones", "'europe-west4-a'", "not a zone of"),
+    "zone that does not exist": ({"zones": ["us-central1-z"]}, "triton-gke:zones", "'us-central1-z'", "not a zone of"),
+    "machine type without T4": ({"gpuMachineType": "e2-standard-4"}, "triton-gke:gpuMachineType", "'e2-standard-4'", "N1"),
+    "too many vCPUs for one T4": ({"gpuMachineType": "n1-standard-32"}, "triton-gke:gpuMachineType", "'n1-standard-32'", "24 vCPUs"),
+    "unknown accelerator": ({"gpuAcceleratorType": "nvidia-tesla-k80"}, "triton-gke:gpuAcceleratorType", "'nvidia-tesla-k80'", "nvidia-tesla-t4"),
+    "three T4 per node": ({"gpuAcceleratorCount": 3}, "triton-gke:gpuAcceleratorCount", "3", "1, 2 or 4"),
+    "min above max": ({"gpuMinNodes": 4, "gpuMaxNodes": 2}, "triton-gke:gpuMinNodes", "4", "gpuMaxNodes (2)"),
+    "negative node count": ({"cpuMinNodes": -1}, "triton-gke:cpuMinNodes", "-1", ">= 0"),
+    "zero max nodes": ({"gpuMinNodes": 0, "gpuMaxNodes": 0}, "triton-gke:gpuMaxNodes", "0", ">= 1"),
+    "count that is not a number": ({"gpuMaxNodes": "many"}, "triton-gke:gpuMaxNodes", "'many'", "whole number"),
+    "bad driver version": ({"gpuDriverVersion": "535.104"}, "triton-gke:gpuDriverVersion", "'535.104'", "LATEST"),
+    "bad release channel": ({"releaseChannel": "NIGHTLY"}, "triton-gke:releaseChannel", "'NIGHTLY'", "REGULAR"),
+    "kubernetes version without schema": ({"kubernetesVersion": "1.20"}, "triton-gke:kubernetesVersion", "'1.20'", "1.25..1.37"),
+    "bad authorised network": ({"masterAuthorizedCidrs": ["10.0.0.0/33"]}, "triton-gke:masterAuthorizedCidrs", "'10.0.0.0/33'", "CIDR"),
+    "boolean that is not one": ({"gpuSpot": "yes"}, "triton-gke:gpuSpot", "'yes'", "true or false"),
+    "list that is not one": ({"regions": "us-central1"}, "triton-gke:regions", "'us-central1'", "list"),
+    "misspelt key": ({"gpuMaxNode": 3}, "triton-gke:gpuMaxNode", "unknown setting", "did you mean gpuMaxNodes"),
+    "missing catalogue": ({"gpuCatalogue": "no/such.csv"}, "triton-gke:gpuCatalogue", "no/such.csv", "cannot read"),
+    "missing GCP project": ({"gcp:project": None}, "gcp:project", "missing", "pulumi config set gcp:project"),
+    "invalid GCP project": ({"gcp:project": "My_Project"}, "gcp:project", "'My_Project'", "project ID"),
+}
+
+
+@pytest.mark.parametrize("overrides,key,value,hint", BAD_CONFIG.values(), ids=BAD_CONFIG.keys())
+def test_bad_config_is_refused_in_one_line_before_any_resource(overrides, key, value, hint):
+    monitor = RecordingMonitor(CloudMocks())
+    with pytest.raises(ConfigError) as refused:
+        run_program("dev", stack_settings("dev", **overrides), PROJECT, monitor=monitor)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(f"{key}:")
+    assert value in message and hint in message
+    assert monitor.records == [], "resources were declared before the config was checked"
+
+
+def test_catalogue_override_is_used(tmp_path):
+    catalogue = tmp_path / "t4.csv"
+    catalogue.write_text(
+        "# Source: test, 2026-11\n"
+        "accelerator,count,region,zone,price_on_demand_usd_h,price_spot_usd_h\n"
+        "nvidia-tesla-t4,1,europe-north1,europe-north1-a,0.40,0.16\n"
+    )
+    plan = run_program(
+        "dev", stack_settings("dev", regions=["europe-north1"], zones=[], gpuCatalogue=str(catalogue)), PROJECT
+    )
+    (cluster,) = plan.of_type("gcp:container/cluster:Cluster")
+    assert cluster.inputs["nodeLocations"] == ["europe-north1-a"]
+
+
+def test_plan_command_refuses_a_region_without_t4():
+    result = subprocess.run(
+        [sys.executable, "-m", "offline.plan", "--stack", "dev", "--set", 'regions=["europe-north1"]'],
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "europe-north1" in lines[0] and "triton-gke:regions" in lines[0]
+    assert "Traceback" not in result.stderr
