@@ -22,6 +22,8 @@ from pulumi.runtime import config as runtime_config
 
 from infra import catalogue
 from infra.catalogue import CatalogueError, GpuCatalogue
+from model_repo.errors import ModelRepoError
+from model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings, VariantSettings, validate_settings
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 PROJECT_FILE = PROJECT_DIR / "Pulumi.yaml"
@@ -81,6 +83,13 @@ class GpuPoolSettings:
 
 
 @dataclass(frozen=True)
+class ModelStoreSettings:
+    location: str
+    force_destroy: bool
+    prefix: str
+
+
+@dataclass(frozen=True)
 class StackSettings:
     project: str
     stack: str
@@ -89,6 +98,8 @@ class StackSettings:
     cpu_pool: CpuPoolSettings
     gpu_pool: GpuPoolSettings
     gpu_catalogue: GpuCatalogue
+    model_store: ModelStoreSettings
+    model_repo: ModelRepoSettings
 
 
 @dataclass(frozen=True)
@@ -336,6 +347,62 @@ def _check_t4_machine_type(reader: _Reader, machine_type: str, gpus: int) -> Non
         raise reader.fail("gpuMachineType", machine_type, f"{gpus} T4 allow at most {T4_MAX_VCPUS[gpus]} vCPUs per VM")
 
 
+def _model_store(reader: _Reader, regions: tuple[RegionSettings, ...]) -> ModelStoreSettings:
+    prefix = reader.string("modelPrefix").strip("/")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", prefix):
+        raise reader.fail("modelPrefix", prefix, "expected a folder path of letters, digits, '_', '-', '.' and '/'")
+    location = reader.string("bucketLocation") or regions[0].name
+    if not re.fullmatch(r"[A-Za-z0-9-]+", location):
+        raise reader.fail("bucketLocation", location, "expected a GCS location such as us-central1, EU or US")
+    return ModelStoreSettings(location=location, force_destroy=reader.boolean("bucketForceDestroy"), prefix=prefix)
+
+
+def _model_repo(reader: _Reader) -> ModelRepoSettings:
+    known = {v.name: v for v in REFERENCE_VARIANTS}
+    names = reader.strings("modelVariants")
+    if not names:
+        raise reader.fail("modelVariants", [], f"list at least one of {', '.join(known)}")
+    for name in names:
+        if name not in known:
+            raise reader.fail("modelVariants", name, f"unknown variant; allowed: {', '.join(known)}")
+        if names.count(name) > 1:
+            raise reader.fail("modelVariants", name, "each variant may be listed once")
+    variants = tuple(_variant(reader, known[name]) for name in names)
+    source = reader.string("modelSource")
+    settings = ModelRepoSettings(
+        variants=variants,
+        source=str(PROJECT_DIR / source) if source else None,
+        triton_image_tag=reader.string("tritonImageTag"),
+    )
+    try:
+        validate_settings(settings)
+    except ModelRepoError as err:
+        key = "modelSource" if str(err).startswith("source") else "tritonImageTag"
+        raise ConfigError(f"{reader.full(key)}: {str(err).split(': ', 1)[-1]}") from None
+    return settings
+
+
+def _variant(reader: _Reader, reference: VariantSettings) -> VariantSettings:
+    small = reference.max_batch_size != REFERENCE_VARIANTS[0].max_batch_size
+    batch_key, count_key = (
+        ("modelSmallBatchSize", "modelSmallBatchInstanceCount")
+        if small
+        else ("modelMaxBatchSize", "modelInstanceCount")
+    )
+    max_batch = reader.integer(batch_key, minimum=1)
+    preferred = max_batch if small else reader.integer("modelPreferredBatchSize", minimum=1)
+    if preferred > max_batch:
+        raise reader.fail("modelPreferredBatchSize", preferred, f"must not exceed modelMaxBatchSize ({max_batch})")
+    return VariantSettings(
+        name=reference.name,
+        precision=reference.precision,
+        max_batch_size=max_batch,
+        preferred_batch_size=preferred,
+        max_queue_delay_us=reader.integer("modelMaxQueueDelayUs"),
+        instance_count=reader.integer(count_key, minimum=1),
+    )
+
+
 def load_stack_settings() -> StackSettings:
     """Read and validate the whole stack configuration; raises ConfigError on the first problem."""
     project_name, keys = config_schema()
@@ -344,12 +411,15 @@ def load_stack_settings() -> StackSettings:
     project = _gcp_project()
     gpu_catalogue = _gpu_catalogue(reader)
     gpu_pool = _gpu_pool(reader, gpu_catalogue)
+    regions = _regions(reader, gpu_catalogue, gpu_pool.accelerator_type)
     return StackSettings(
         project=project,
         stack=pulumi.get_stack(),
-        regions=_regions(reader, gpu_catalogue, gpu_pool.accelerator_type),
+        regions=regions,
         cluster=_cluster(reader),
         cpu_pool=_cpu_pool(reader),
         gpu_pool=gpu_pool,
         gpu_catalogue=gpu_catalogue,
+        model_store=_model_store(reader, regions),
+        model_repo=_model_repo(reader),
     )

@@ -54,6 +54,9 @@ KEY_PROPERTIES: dict[str, tuple[str, ...]] = {
     ),
     "gcp:compute/subnetwork:Subnetwork": ("region", "ipCidrRange", "secondaryIpRanges", "privateIpGoogleAccess"),
     "gcp:serviceaccount/account:Account": ("accountId",),
+    "gcp:storage/bucket:Bucket": (
+        "name", "location", "uniformBucketLevelAccess", "publicAccessPrevention", "versioning.enabled", "forceDestroy",
+    ),
     "gcp:projects/iAMMember:IAMMember": ("role", "member"),
 }
 

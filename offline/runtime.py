@@ -88,8 +88,8 @@ def _cluster_outputs(name: str, inputs: dict) -> dict:
 
 
 def _service_account_outputs(name: str, inputs: dict) -> dict:
-    account = inputs.get("accountId", name)
-    return {"email": f"{account}@{inputs.get('project', 'project')}.iam.gserviceaccount.com"}
+    email = f"{inputs.get('accountId', name)}@{inputs.get('project', 'project')}.iam.gserviceaccount.com"
+    return {"email": email, "name": f"projects/{inputs.get('project', 'project')}/serviceAccounts/{email}"}
 
 
 def _self_link(kind: str) -> Any:

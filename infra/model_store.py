@@ -1,0 +1,81 @@
+"""The GCS model repository bucket and the identity Triton reads it with.
+
+Triton's pods run as a Kubernetes service account bound by Workload Identity to a Google service
+account that may read this bucket and nothing else. objectViewer alone is not enough: Triton reads
+bucket metadata too, which needs legacyBucketReader (triton-inference-server/server#2253).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.naming import gcp_name
+
+READER_ROLES = ("roles/storage.objectViewer", "roles/storage.legacyBucketReader")
+# Old model versions stay recoverable for a while after a sync replaces them, then go.
+KEEP_NONCURRENT_DAYS = 30
+
+
+@dataclass(frozen=True)
+class ModelStoreArgs:
+    project: str
+    stack: str
+    location: str
+    force_destroy: bool
+    # The Kubernetes service account Triton runs as (same name in every cluster).
+    kubernetes_namespace: str
+    kubernetes_service_account: str
+
+
+class ModelStore(pulumi.ComponentResource):
+    bucket: gcp.storage.Bucket
+    reader: gcp.serviceaccount.Account
+
+    def __init__(self, name: str, args: ModelStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("triton-gke:infra:ModelStore", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.bucket = gcp.storage.Bucket(
+            f"{name}-bucket",
+            name=gcp_name(args.project, args.stack, "triton-models", max_len=63),
+            project=args.project,
+            location=args.location,
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            versioning=gcp.storage.BucketVersioningArgs(enabled=True),
+            lifecycle_rules=[
+                gcp.storage.BucketLifecycleRuleArgs(
+                    action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+                    condition=gcp.storage.BucketLifecycleRuleConditionArgs(
+                        with_state="ARCHIVED", days_since_noncurrent_time=KEEP_NONCURRENT_DAYS
+                    ),
+                )
+            ],
+            force_destroy=args.force_destroy,
+            labels={"app": "triton", "stack": gcp_name(args.stack, max_len=63)},
+            opts=child,
+        )
+        self.reader = gcp.serviceaccount.Account(
+            f"{name}-reader",
+            account_id=gcp_name(args.stack, "triton-reader", max_len=30),
+            display_name=f"Triton model reader ({args.stack})",
+            project=args.project,
+            opts=child,
+        )
+        member = self.reader.email.apply(lambda email: f"serviceAccount:{email}")
+        for role in READER_ROLES:
+            gcp.storage.BucketIAMMember(
+                f"{name}-{role.split('.')[-1]}", bucket=self.bucket.name, role=role, member=member, opts=child
+            )
+        # One binding serves every cluster: the workload pool (PROJECT.svc.id.goog) is per project.
+        gcp.serviceaccount.IAMMember(
+            f"{name}-workload-identity",
+            service_account_id=self.reader.name,
+            role="roles/iam.workloadIdentityUser",
+            member=f"serviceAccount:{args.project}.svc.id.goog"
+            f"[{args.kubernetes_namespace}/{args.kubernetes_service_account}]",
+            opts=child,
+        )
+        self.register_outputs({"bucket": self.bucket.name, "reader": self.reader.email})

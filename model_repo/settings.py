@@ -1,0 +1,152 @@
+"""Settings for the model repository: the variants to serve and where the model comes from.
+
+Kept free of heavy imports (no onnx/numpy) so stack configuration code can build and
+validate these dataclasses cheaply.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from model_repo.errors import ModelRepoError
+
+# Triton 25.10: CUDA 13.0 (driver >= R575, or R535 via forward compatibility on data centre
+# GPUs such as T4), supports compute capability 7.5 (T4); ONNX Runtime backend with TensorRT.
+TRITON_IMAGE_TAG = "25.10-py3"
+
+# Triton dropped the TensorFlow backend after 25.02, so SavedModels need an image <= 25.02.
+LAST_TENSORFLOW_RELEASE = (25, 2)
+
+PRECISIONS = ("none", "FP32", "FP16", "INT8")
+
+# Model names become folder names locally and object prefixes in gs://; keep them portable.
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_TAG_RE = re.compile(r"^(\d{2})\.(\d{2})(-[A-Za-z0-9_.-]+)?$")
+
+
+@dataclass(frozen=True)
+class VariantSettings:
+    """One served model: a precision plus the batching/instance tuning knobs."""
+
+    name: str
+    precision: str  # "none" (plain onnxruntime) | "FP32" | "FP16" | "INT8" (TensorRT)
+    max_batch_size: int
+    preferred_batch_size: int
+    max_queue_delay_us: int
+    instance_count: int
+
+    @property
+    def uses_tensorrt(self) -> bool:
+        return self.precision != "none"
+
+
+def _reference(name: str, precision: str, batch: int = 64, count: int = 1) -> VariantSettings:
+    return VariantSettings(name, precision, batch, batch, 20000, count)
+
+
+# The five variants of the original tutorial, with TF-TRT replaced by ONNX Runtime + TensorRT.
+REFERENCE_VARIANTS: tuple[VariantSettings, ...] = (
+    _reference("original", "none"),
+    _reference("trt_fp32", "FP32"),
+    _reference("trt_fp16", "FP16"),
+    _reference("trt_int8", "INT8"),
+    _reference("trt_int8_bs16_count4", "INT8", batch=16, count=4),
+)
+
+
+@dataclass(frozen=True)
+class ModelRepoSettings:
+    """What to build. Input/output names and shapes are read from the model itself."""
+
+    variants: tuple[VariantSettings, ...] = REFERENCE_VARIANTS
+    source: str | None = None  # ONNX file or TF SavedModel dir; None = built-in ResNet-50
+    triton_image_tag: str = TRITON_IMAGE_TAG
+    labels: str | None = None  # labels file (one class per line); None = placeholder names
+    # Container path where ONNX Runtime keeps TensorRT engines; mount a node-local volume
+    # there so each node builds an engine once, not on every pod start.
+    trt_cache_dir: str = "/trt-cache"
+
+
+def default_settings() -> ModelRepoSettings:
+    return ModelRepoSettings()
+
+
+def image_release(tag: str) -> tuple[int, int]:
+    """(year, month) of a Triton image tag such as '25.10-py3'."""
+    match = _TAG_RE.match(tag)
+    if not match:
+        raise ModelRepoError(
+            f"triton_image_tag: {tag!r} is not a Triton release tag (expected YY.MM-py3, e.g. 25.10-py3)"
+        )
+    return int(match.group(1)), int(match.group(2))
+
+
+def is_saved_model_dir(path: Path) -> bool:
+    return path.is_dir() and any((path / n).is_file() for n in ("saved_model.pb", "saved_model.pbtxt"))
+
+
+def validate_settings(settings: ModelRepoSettings) -> None:
+    """Raise ModelRepoError (one line naming the key and value) on the first problem found."""
+    release = image_release(settings.triton_image_tag)
+    if not settings.variants:
+        raise ModelRepoError("variants: at least one model variant is required")
+    seen: set[str] = set()
+    for variant in settings.variants:
+        _validate_variant(variant)
+        if variant.name in seen:
+            raise ModelRepoError(f"variants: duplicate model name {variant.name!r}")
+        seen.add(variant.name)
+    _validate_source(settings, release)
+    if settings.labels is not None and not Path(settings.labels).is_file():
+        raise ModelRepoError(f"labels: file not found: {settings.labels}")
+    if not settings.trt_cache_dir.startswith("/"):
+        raise ModelRepoError(f"trt_cache_dir: {settings.trt_cache_dir!r} must be an absolute container path")
+
+
+def _validate_variant(v: VariantSettings) -> None:
+    where = f"variant {v.name!r}"
+    if not isinstance(v.name, str) or not _NAME_RE.match(v.name):
+        raise ModelRepoError(
+            f"variant name {v.name!r}: use 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit"
+        )
+    if v.precision not in PRECISIONS:
+        raise ModelRepoError(f"{where}: precision {v.precision!r} is not one of {', '.join(PRECISIONS)}")
+    for key in ("max_batch_size", "preferred_batch_size", "max_queue_delay_us", "instance_count"):
+        value = getattr(v, key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ModelRepoError(f"{where}: {key} must be an integer, got {value!r}")
+    if v.max_batch_size <= 0:
+        raise ModelRepoError(f"{where}: max_batch_size must be >= 1, got {v.max_batch_size}")
+    if not 1 <= v.preferred_batch_size <= v.max_batch_size:
+        raise ModelRepoError(
+            f"{where}: preferred_batch_size must be between 1 and max_batch_size "
+            f"({v.max_batch_size}), got {v.preferred_batch_size}"
+        )
+    if v.max_queue_delay_us < 0:
+        raise ModelRepoError(f"{where}: max_queue_delay_us must be >= 0, got {v.max_queue_delay_us}")
+    if v.instance_count < 1:
+        raise ModelRepoError(f"{where}: instance_count must be >= 1, got {v.instance_count}")
+
+
+def _validate_source(settings: ModelRepoSettings, release: tuple[int, int]) -> None:
+    if settings.source is None:
+        return
+    path = Path(settings.source)
+    if not path.exists():
+        raise ModelRepoError(f"source: model file not found: {path}")
+    if path.is_dir():
+        if not is_saved_model_dir(path):
+            raise ModelRepoError(f"source: {path} is a directory without saved_model.pb (not a TF SavedModel)")
+        if release > LAST_TENSORFLOW_RELEASE:
+            raise ModelRepoError(
+                f"source: {path} is a TF SavedModel, but triton_image_tag {settings.triton_image_tag} has no "
+                "TensorFlow backend (removed after 25.02); convert it to ONNX or use an image <= 25.02-py3"
+            )
+        int8 = next((v.name for v in settings.variants if v.precision == "INT8"), None)
+        if int8:
+            raise ModelRepoError(
+                f"variant {int8!r}: precision INT8 is not available for a TF SavedModel "
+                "(Triton's TF-TRT accepts FP32/FP16 only); use an ONNX source for INT8"
+            )
