@@ -11,9 +11,9 @@ from __future__ import annotations
 import base64
 import json
 import runpy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 import pulumi

@@ -12,17 +12,30 @@ from k8s.nvidia_driver import NvidiaDriverInstaller, NvidiaDriverInstallerArgs
 US = RegionSettings(name="us-central1", zones=("us-central1-a", "us-central1-b"), index=30)
 EU = RegionSettings(name="europe-west4", zones=("europe-west4-a",), index=17)
 GPU_POOL = GpuPoolSettings(
-    machine_type="n1-standard-4", accelerator_type="nvidia-tesla-t4", accelerator_count=1,
-    min_nodes=0, max_nodes=4, spot=True, disk_size_gb=100, driver_version="LATEST",
+    machine_type="n1-standard-4",
+    accelerator_type="nvidia-tesla-t4",
+    accelerator_count=1,
+    min_nodes=0,
+    max_nodes=4,
+    spot=True,
+    disk_size_gb=100,
+    driver_version="LATEST",
 )
 
 
 def cluster_args(gpu_pool: GpuPoolSettings = GPU_POOL) -> GkeClusterArgs:
     return GkeClusterArgs(
-        project="demo-project", stack="test", region=US,
-        settings=ClusterSettings("STABLE", "1.33", deletion_protection=False, master_authorized_cidrs=("203.0.113.0/24",)),
-        cpu_pool=CpuPoolSettings("e2-standard-4", 1, 2), gpu_pool=gpu_pool,
-        network="vpc", subnet="subnet", subnet_plan=SubnetPlan.for_region(US),
+        project="demo-project",
+        stack="test",
+        region=US,
+        settings=ClusterSettings(
+            "STABLE", "1.33", deletion_protection=False, master_authorized_cidrs=("203.0.113.0/24",)
+        ),
+        cpu_pool=CpuPoolSettings("e2-standard-4", 1, 2),
+        gpu_pool=gpu_pool,
+        network="vpc",
+        subnet="subnet",
+        subnet_plan=SubnetPlan.for_region(US),
     )
 
 
@@ -73,7 +86,8 @@ def test_driver_installer_avoids_nodes_whose_driver_gke_manages():
     (ds,) = plan.of_type("kubernetes:apps/v1:DaemonSet")
     assert ds.inputs["metadata"]["namespace"] == "kube-system"
     terms = ds.inputs["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
-        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
     expressions = {e["key"]: e for e in terms[0]["matchExpressions"]}
     assert expressions["cloud.google.com/gke-gpu-driver-version"]["operator"] == "DoesNotExist"
     assert expressions["cloud.google.com/gke-accelerator"]["values"] == ["nvidia-tesla-t4"]

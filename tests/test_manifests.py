@@ -18,8 +18,11 @@ def test_all_declared_objects_are_schema_valid(version):
 
 def test_a_misspelt_field_is_rejected_with_the_object_named():
     manifest = {
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "locust-config", "namespace": "load"},
-        "data": {"model": "original"}, "dat": {},
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "locust-config", "namespace": "load"},
+        "data": {"model": "original"},
+        "dat": {},
     }
     with pytest.raises(ManifestError, match=r"ConfigMap load/locust-config: .*'dat' was unexpected"):
         validate_manifest(manifest, "1.33")
@@ -27,7 +30,9 @@ def test_a_misspelt_field_is_rejected_with_the_object_named():
 
 def test_a_removed_api_version_is_a_failure():
     manifest = {
-        "apiVersion": "autoscaling/v2beta2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "triton"},
+        "apiVersion": "autoscaling/v2beta2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "triton"},
         "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "triton"}, "maxReplicas": 3},
     }
     with pytest.raises(ManifestError, match="not served by Kubernetes 1.33"):

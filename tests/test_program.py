@@ -50,8 +50,13 @@ def test_prod_has_three_protected_clusters_each_in_its_region(prod_plan):
 def test_resource_counts_per_region(stack, regions):
     plan = evaluate(stack)
     per_region = {
-        CLUSTER: 1, NODE_POOL: 2, SERVICE_ACCOUNT: 1, K8S_PROVIDER: 1,
-        "gcp:compute/subnetwork:Subnetwork": 1, "gcp:compute/router:Router": 1, "gcp:compute/routerNat:RouterNat": 1,
+        CLUSTER: 1,
+        NODE_POOL: 2,
+        SERVICE_ACCOUNT: 1,
+        K8S_PROVIDER: 1,
+        "gcp:compute/subnetwork:Subnetwork": 1,
+        "gcp:compute/router:Router": 1,
+        "gcp:compute/routerNat:RouterNat": 1,
     }
     for type_token, count in per_region.items():
         assert len(plan.of_type(type_token)) == count * regions, type_token
@@ -150,7 +155,11 @@ def test_kubeconfigs_are_exported_as_secrets_and_use_the_gke_auth_plugin(dev_pla
 def test_plan_json_lists_every_resource_with_type_name_parent_inputs():
     result = subprocess.run(
         [sys.executable, "-m", "offline.plan", "--stack", "prod", "--json"],
-        cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120, check=True,
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     records = json.loads(result.stdout)
     assert all({"type", "name", "parent", "inputs"} <= set(r) for r in records)
@@ -163,7 +172,11 @@ def test_plan_json_lists_every_resource_with_type_name_parent_inputs():
 def test_plan_text_shows_the_tree_and_counts():
     result = subprocess.run(
         [sys.executable, "-m", "offline.plan", "--stack", "dev"],
-        cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120, check=True,
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     assert "gcp:container/nodePool:NodePool  gke-us-central1-gpu" in result.stdout
     assert 'gpuDriverVersion="LATEST"' in result.stdout
