@@ -22,6 +22,10 @@ def gpu_pools(plan: Plan):
     return [p for p in plan.of_type(NODE_POOL) if p.inputs["nodeConfig"].get("guestAccelerators")]
 
 
+def node_accounts(plan: Plan):
+    return [a for a in plan.of_type(SERVICE_ACCOUNT) if a.parent.type == "triton-gke:infra:GkeCluster"]
+
+
 def region_of(plan: Plan, resource) -> str:
     """The region of the cluster component a resource belongs to."""
     component = next(a for a in [resource, *plan.ancestors(resource)] if a.type == "triton-gke:infra:GkeCluster")
@@ -52,7 +56,6 @@ def test_resource_counts_per_region(stack, regions):
     per_region = {
         CLUSTER: 1,
         NODE_POOL: 2,
-        SERVICE_ACCOUNT: 1,
         K8S_PROVIDER: 1,
         "gcp:compute/subnetwork:Subnetwork": 1,
         "gcp:compute/router:Router": 1,
@@ -60,6 +63,7 @@ def test_resource_counts_per_region(stack, regions):
     }
     for type_token, count in per_region.items():
         assert len(plan.of_type(type_token)) == count * regions, type_token
+    assert len(node_accounts(plan)) == regions
     assert len(plan.of_type("gcp:compute/network:Network")) == 1
 
 
@@ -84,7 +88,7 @@ def test_cpu_pools_are_untainted_so_system_pods_land_there(prod_plan):
 
 
 def test_every_pool_runs_its_own_clusters_least_privilege_service_account(prod_plan):
-    accounts = {region_of(prod_plan, a): a for a in prod_plan.of_type(SERVICE_ACCOUNT)}
+    accounts = {region_of(prod_plan, a): a for a in node_accounts(prod_plan)}
     assert len({a.inputs["accountId"] for a in accounts.values()}) == 3
     for pool in prod_plan.of_type(NODE_POOL):
         email = pool.inputs["nodeConfig"]["serviceAccount"]
