@@ -16,8 +16,12 @@ $(VENV)/.installed: requirements.txt requirements-nodeps.txt constraints.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	touch $@
 
+## The model repository STACK serves (build/model_repository) and its CPU twins (build/model_repository_cpu)
+model-repo: setup
+	$(PY) -m offline.build_models --stack $(STACK)
+
 ## The offline plan of STACK (default dev): what `pulumi up -s STACK` would create. ARGS: --json, --set KEY=VALUE, --out DIR
-plan: setup
+plan: model-repo
 	$(PY) -m offline.plan --stack $(STACK) $(ARGS)
 
 test: setup

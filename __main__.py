@@ -5,10 +5,12 @@ import pulumi
 from infra.cluster import GkeCluster, GkeClusterArgs
 from infra.config import load_stack_settings
 from infra.model_store import ModelStore, ModelStoreArgs
+from infra.model_upload import ModelUpload, ModelUploadArgs, built_repository_digest
 from infra.network import Network, NetworkArgs
 from k8s.triton import TRITON_NAMESPACE, TRITON_SERVICE_ACCOUNT
 
 settings = load_stack_settings()
+model_repository_digest = built_repository_digest(settings.model_repo, settings.stack)
 
 network = Network("triton", NetworkArgs(regions=settings.regions))
 
@@ -22,6 +24,10 @@ model_store = ModelStore(
         kubernetes_namespace=TRITON_NAMESPACE,
         kubernetes_service_account=TRITON_SERVICE_ACCOUNT,
     ),
+)
+model_upload = ModelUpload(
+    "models",
+    ModelUploadArgs(bucket=model_store.bucket.name, prefix=settings.model_store.prefix, digest=model_repository_digest),
 )
 
 clusters = {

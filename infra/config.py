@@ -377,9 +377,16 @@ def _model_repo(reader: _Reader) -> ModelRepoSettings:
     try:
         validate_settings(settings)
     except ModelRepoError as err:
-        key = "modelSource" if str(err).startswith("source") else "tritonImageTag"
-        raise ConfigError(f"{reader.full(key)}: {str(err).split(': ', 1)[-1]}") from None
+        raise ConfigError(f"{reader.full(_model_key(str(err)))}: {str(err).split(': ', 1)[-1]}") from None
     return settings
+
+
+def _model_key(message: str) -> str:
+    """The stack key behind a model-settings error (they start with the settings field they concern)."""
+    for prefix, key in (("source", "modelSource"), ("triton_image_tag", "tritonImageTag")):
+        if message.startswith(prefix):
+            return key
+    return "modelVariants"
 
 
 def _variant(reader: _Reader, reference: VariantSettings) -> VariantSettings:

@@ -54,8 +54,14 @@ KEY_PROPERTIES: dict[str, tuple[str, ...]] = {
     ),
     "gcp:compute/subnetwork:Subnetwork": ("region", "ipCidrRange", "secondaryIpRanges", "privateIpGoogleAccess"),
     "gcp:serviceaccount/account:Account": ("accountId",),
+    "command:local:Command": ("create", "triggers"),
     "gcp:storage/bucket:Bucket": (
-        "name", "location", "uniformBucketLevelAccess", "publicAccessPrevention", "versioning.enabled", "forceDestroy",
+        "name",
+        "location",
+        "uniformBucketLevelAccess",
+        "publicAccessPrevention",
+        "versioning.enabled",
+        "forceDestroy",
     ),
     "gcp:projects/iAMMember:IAMMember": ("role", "member"),
 }
@@ -64,7 +70,7 @@ KEY_PROPERTIES: dict[str, tuple[str, ...]] = {
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     try:
-        plan = evaluate(args.stack, _overrides(args.set))
+        plan = evaluate(args.stack, overrides_from(args.set))
     except (ConfigError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_CONFIG
@@ -99,7 +105,7 @@ def evaluate(stack: str, overrides: dict[str, str] | None = None) -> Plan:
     return run_program(stack, stack_config(stack) | (overrides or {}), project_name)
 
 
-def _overrides(pairs: list[str]) -> dict[str, str]:
+def overrides_from(pairs: list[str]) -> dict[str, str]:
     """`--set key=value` pairs; a key without a namespace belongs to this project, as with `pulumi config set`."""
     project_name, _ = config_schema()
     overrides = {}
@@ -230,7 +236,7 @@ def kubernetes_objects(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
 def _kubernetes_version(stack: str, pairs: list[str]) -> str:
     project_name, keys = config_schema()
     key = f"{project_name}:kubernetesVersion"
-    config = stack_config(stack) | _overrides(pairs)
+    config = stack_config(stack) | overrides_from(pairs)
     return config.get(key) or keys["kubernetesVersion"].default
 
 

@@ -161,9 +161,7 @@ def config_string(value: Any) -> str:
     return json.dumps(value)
 
 
-def run_program(
-    stack: str, config: dict[str, str], project_name: str, monitor: RecordingMonitor | None = None
-) -> Plan:
+def run_program(stack: str, config: dict[str, str], project_name: str, monitor: RecordingMonitor | None = None) -> Plan:
     """Run __main__.py for `stack` with `config`; exceptions from the program propagate."""
     declare = lambda: runpy.run_path(str(PROGRAM), run_name="__main__")  # noqa: E731
     return run_under_mocks(declare, stack, config, project_name, monitor)
@@ -192,3 +190,17 @@ def run_under_mocks(
         record.parent = by_urn.get(record.parent_urn)
     outputs = dict(getattr(pulumi_settings.get_root_resource(), "outputs", {}))
     return Plan(stack=stack, resources=monitor.records, outputs=outputs)
+
+
+def load_settings(stack: str, overrides: dict[str, str] | None = None) -> Any:
+    """The validated StackSettings of `stack`, read exactly as the program reads them."""
+    from infra.config import config_schema, load_stack_settings
+
+    captured = []
+    run_under_mocks(
+        lambda: captured.append(load_stack_settings()),
+        stack,
+        stack_config(stack) | (overrides or {}),
+        config_schema()[0],
+    )
+    return captured[0]

@@ -38,6 +38,14 @@ def evaluate_component(declare: Callable[[], Any], stack: str = "dev", **overrid
     return run_under_mocks(declare, stack, stack_settings(stack, **overrides), PROJECT)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def built_model_repository() -> None:
+    """The program refuses to plan without the repository it uploads; dev and prod share the reference settings."""
+    from offline import build_models
+
+    assert build_models.main(["--stack", "dev"]) == 0
+
+
 @pytest.fixture(scope="session")
 def dev_plan() -> Plan:
     return evaluate("dev")

@@ -1,0 +1,90 @@
+"""Moves the built model repository into the bucket during `pulumi up`.
+
+Why a sync command and not one `gcp.storage.BucketObject` per file: the same tested code
+(model_repo/sync.py) then serves `pulumi up`, the local sandbox's GCS emulator and CI pipelines
+that publish models without touching infrastructure; it skips unchanged files by MD5, orders each
+model's config.pbtxt after its files so a polling Triton never sees half a model, deletes removed
+files, and streams large files in resumable chunks. Pulumi keeps only a digest of the repository
+(its trigger), never file contents.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+
+import pulumi
+import pulumi_command as command
+
+from infra.config import PROJECT_DIR, ConfigError
+from model_repo.build import MANIFEST
+from model_repo.settings import ModelRepoSettings
+from model_repo.sync import hash_local, scan_local
+
+BUILT_REPOSITORY = PROJECT_DIR / "build" / "model_repository"
+# Relative to the project directory, where Pulumi runs the command; Pulumi.yaml names this venv.
+VENV_PYTHON = ".venv/bin/python"
+
+
+def _rebuild_hint(stack: str) -> str:
+    return f"run `make model-repo STACK={stack}` first"
+
+
+def built_repository_digest(settings: ModelRepoSettings, stack: str, root: Path = BUILT_REPOSITORY) -> str:
+    """Digest of the built repository, after checking it was built from these settings."""
+    where = root.relative_to(PROJECT_DIR) if root.is_relative_to(PROJECT_DIR) else root
+    try:
+        manifest = json.loads((root / MANIFEST).read_text())
+    except (OSError, ValueError):
+        raise ConfigError(f"{where}: no model repository built; {_rebuild_hint(stack)}") from None
+    built = {"models": manifest.get("models"), "tritonImageTag": manifest.get("triton_image_tag")}
+    wanted = {"models": [asdict(v) for v in settings.variants], "tritonImageTag": settings.triton_image_tag}
+    source_ok = (settings.source is None) == manifest.get("source", "").startswith("built-in")
+    if built != wanted or not source_ok:
+        raise ConfigError(f"{where}: built from other model settings than stack {stack!r}; {_rebuild_hint(stack)}")
+    paths = scan_local(root)
+    return _content_digest(root, tuple((p, p.stat().st_size, p.stat().st_mtime_ns) for p in paths))
+
+
+@cache
+def _content_digest(root: Path, files_with_stat: tuple[tuple[Path, int, int], ...]) -> str:
+    """Hashes every byte once per (size, mtime) of each file: a preview never re-reads an unchanged repository."""
+    files = hash_local(root, [path for path, _, _ in files_with_stat])
+    listing = "\n".join(f"{name} {files[name].md5} {files[name].size}" for name in sorted(files))
+    return hashlib.sha256(listing.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ModelUploadArgs:
+    bucket: pulumi.Input[str]
+    prefix: str
+    digest: str
+    local_dir: Path = BUILT_REPOSITORY
+
+
+class ModelUpload(pulumi.ComponentResource):
+    sync: command.local.Command
+
+    def __init__(self, name: str, args: ModelUploadArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("triton-gke:infra:ModelUpload", name, None, opts)
+        local_dir = (
+            args.local_dir.relative_to(PROJECT_DIR) if args.local_dir.is_relative_to(PROJECT_DIR) else args.local_dir
+        )
+        sync = pulumi.Output.from_input(args.bucket).apply(
+            lambda bucket: shlex.join(
+                [VENV_PYTHON, "-m", "model_repo.sync", str(local_dir), f"gs://{bucket}/{args.prefix}"]
+            )
+        )
+        self.sync = command.local.Command(
+            f"{name}-sync",
+            create=sync,
+            update=sync,
+            # A new digest (any file added, changed or removed) runs the sync again.
+            triggers=[args.digest],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs({"digest": args.digest})

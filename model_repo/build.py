@@ -1,0 +1,277 @@
+"""Build a Triton model repository (and optionally its CPU twin) from ModelRepoSettings.
+
+Everything is written into a staging folder next to the target and renamed into place at
+the end, so a failed build leaves the target as it was. Built and quantised ONNX files are
+cached under build/cache keyed by a content hash, so repeated builds take seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+import onnxruntime
+
+from model_repo import configs, cpu_twin, quantize, resnet50
+from model_repo.errors import ModelRepoError
+from model_repo.settings import ModelRepoSettings, VariantSettings, is_saved_model_dir, validate_settings
+
+DEFAULT_CACHE_DIR = Path(__file__).resolve().parent.parent / "build" / "cache"
+MANIFEST = ".model_repo.json"  # marks folders this builder owns (and may replace)
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """The model every variant is built from, resolved to files."""
+
+    description: str
+    key: str  # content hash: cache key and part of the TensorRT engine cache path
+    fp32: Path | None = None  # ONNX file (None for a SavedModel)
+    int8: Path | None = None  # QDQ INT8 ONNX file, when an INT8 variant asks for it
+    saved_model: Path | None = None
+    io: configs.ModelIO | None = None
+    labels: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    out: Path
+    cpu_out: Path | None
+    models: tuple[str, ...]
+    source: str
+    files: tuple[Path, ...] = field(repr=False)  # every file written, final paths
+    variants: tuple[VariantSettings, ...] = field(default=(), repr=False)
+
+    def summary(self) -> str:
+        lines = [f"model repository {self.out}: {len(self.models)} models from {self.source}"]
+        for v in self.variants:
+            lines.append(
+                f"  {v.name:24} {v.precision:5} max batch {v.max_batch_size:3}, preferred {v.preferred_batch_size:3}, "
+                f"queue delay {v.max_queue_delay_us} us, {v.instance_count} instance(s)"
+            )
+        if self.cpu_out:
+            lines.append(f"CPU twins {self.cpu_out}: same models, python backend + ONNX Runtime on CPU")
+        lines.append(f"{len(self.files)} files written; every config.pbtxt validated")
+        return "\n".join(lines)
+
+
+def build_repository(
+    settings: ModelRepoSettings, out: Path, cpu_out: Path | None = None, cache_dir: Path | None = None
+) -> BuildResult:
+    """Write one folder per variant under `out` (and CPU twins under `cpu_out`)."""
+    validate_settings(settings)
+    out, cpu_out = Path(out).resolve(), Path(cpu_out).resolve() if cpu_out else None
+    _check_targets(out, cpu_out)
+    source = resolve_source(settings, Path(cache_dir) if cache_dir else DEFAULT_CACHE_DIR)
+    if cpu_out and source.fp32 is None:
+        raise ModelRepoError("cpu_out: CPU twins need an ONNX model (TensorFlow cannot run locally)")
+    targets = [(out, _write_gpu_model)] + ([(cpu_out, _write_twin)] if cpu_out else [])
+    with contextlib.ExitStack() as stack:
+        stages = [(target, stack.enter_context(_staging(target)), write) for target, write in targets]
+        for _, stage, write in stages:
+            for variant in settings.variants:
+                write(stage, variant, source, settings)
+            _write_manifest(stage, settings, source)
+        files = [target / p.relative_to(stage) for target, stage, _ in stages for p in _files(stage)]
+        for target, stage, _ in stages:
+            _commit(stage, target)
+    names = tuple(v.name for v in settings.variants)
+    return BuildResult(out, cpu_out, names, source.description, tuple(files), settings.variants)
+
+
+# ---------------------------------------------------------------- sources
+
+
+def resolve_source(settings: ModelRepoSettings, cache_dir: Path) -> ModelSource:
+    if settings.source and is_saved_model_dir(Path(settings.source)):
+        path = Path(settings.source).resolve()
+        return ModelSource(f"TF SavedModel {path}", _tree_hash(path), saved_model=path)
+    if settings.source:
+        fp32, description = _cache_user_onnx(Path(settings.source), cache_dir), f"ONNX file {settings.source}"
+    else:
+        fp32 = _cached(cache_dir, _builtin_key(), lambda p: onnx.save(resnet50.build_resnet50(), str(p)))
+        description = "built-in ResNet-50 (RANDOM weights: predictions are meaningless)"
+    io = configs.read_onnx_io(fp32)
+    int8 = None
+    if any(v.precision == "INT8" for v in settings.variants):
+        int8 = _cached(cache_dir, _int8_key(fp32), lambda p: quantize.quantize_int8(fp32, p))
+    labels = _labels(settings, io)
+    return ModelSource(description, fp32.stem, fp32=fp32, int8=int8, io=io, labels=labels)
+
+
+def _builtin_key() -> str:
+    recipe = f"resnet50 v{resnet50.BUILDER_VERSION} seed {resnet50.DEFAULT_SEED} onnx {onnx.__version__}"
+    return hashlib.sha256(recipe.encode()).hexdigest()[:32]
+
+
+def _int8_key(fp32: Path) -> str:
+    recipe = f"{fp32.stem} int8 v{quantize.QUANTIZER_VERSION} ort {onnxruntime.__version__}"
+    return hashlib.sha256(recipe.encode()).hexdigest()[:32]
+
+
+def _cache_user_onnx(path: Path, cache_dir: Path) -> Path:
+    """Validate the user's file, then copy it into the cache under its content hash."""
+    configs.read_onnx_io(path)
+    digest = _file_hash(path)
+    return _cached(cache_dir, digest, lambda p: shutil.copyfile(path, p))
+
+
+def _cached(cache_dir: Path, key: str, produce: Callable[[Path], object]) -> Path:
+    """Return cache_dir/key.onnx, producing it first (atomically) if absent."""
+    target = cache_dir / f"{key}.onnx"
+    if target.is_file():
+        return target
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=f".{key}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        produce(Path(tmp))
+        os.chmod(tmp, 0o444)  # outputs are hard links to it: guard against in-place edits
+        os.replace(tmp, target)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return target
+
+
+def _file_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:32]
+
+
+def _tree_hash(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(root)).encode() + _file_hash(path).encode())
+    return digest.hexdigest()[:32]
+
+
+def _labels(settings: ModelRepoSettings, io: configs.ModelIO) -> tuple[str, ...]:
+    """User labels, or placeholders (class_0000...) when the first output is a class vector."""
+    output = io.outputs[0]
+    classes = output.dims[0] if len(output.dims) == 1 and output.dims[0] > 0 else None
+    if settings.labels is None:
+        return tuple(resnet50.placeholder_labels(classes)) if classes else ()
+    try:
+        lines = Path(settings.labels).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ModelRepoError(f"labels: cannot read {settings.labels} ({err})") from None
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if classes and len(lines) != classes:
+        raise ModelRepoError(
+            f"labels: {settings.labels} has {len(lines)} lines but output {output.name!r} has {classes} classes"
+        )
+    return tuple(lines)
+
+
+# ---------------------------------------------------------------- writing models
+
+
+def _write_gpu_model(stage: Path, variant: VariantSettings, source: ModelSource, settings: ModelRepoSettings) -> None:
+    folder = stage / variant.name
+    (folder / configs.VERSION).mkdir(parents=True)
+    if source.saved_model:
+        shutil.copytree(source.saved_model, folder / configs.VERSION / configs.SAVEDMODEL_DIRNAME)
+        config = configs.savedmodel_gpu_config(variant)
+    else:
+        model = _variant_onnx(variant, source)
+        _link(model, folder / configs.VERSION / configs.ONNX_FILENAME)
+        cache = f"{settings.trt_cache_dir.rstrip('/')}/{variant.name}/{model.stem[:16]}-{settings.triton_image_tag}"
+        config = configs.onnx_gpu_config(variant, source.io, bool(source.labels), cache)
+    note = f"precision {variant.precision}, for Triton {settings.triton_image_tag}"
+    _write_config(folder, configs.render(config, note), source.labels)
+
+
+def _write_twin(stage: Path, variant: VariantSettings, source: ModelSource, settings: ModelRepoSettings) -> None:
+    folder = stage / variant.name
+    version = folder / configs.VERSION
+    version.mkdir(parents=True)
+    _link(_variant_onnx(variant, source), version / configs.ONNX_FILENAME)
+    shutil.copyfile(cpu_twin.TEMPLATE, version / configs.PYTHON_FILENAME)
+    config = cpu_twin.twin_config(variant, source.io, bool(source.labels))
+    _write_config(folder, configs.render(config, cpu_twin.twin_note(variant)), source.labels)
+
+
+def _variant_onnx(variant: VariantSettings, source: ModelSource) -> Path:
+    return source.int8 if variant.precision == "INT8" else source.fp32
+
+
+def _write_config(folder: Path, text: str, labels: tuple[str, ...]) -> None:
+    if labels:
+        (folder / configs.LABELS_FILENAME).write_text("\n".join(labels) + "\n", encoding="utf-8")
+    path = folder / "config.pbtxt"
+    path.write_text(text, encoding="utf-8")
+    configs.validate_config_text(text, path)
+
+
+def _link(src: Path, dst: Path) -> None:
+    """Hard link from the read-only cache (no 100 MB copies); copy across file systems."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def _write_manifest(stage: Path, settings: ModelRepoSettings, source: ModelSource) -> None:
+    manifest = {
+        "source": source.description,
+        "source_key": source.key,
+        "triton_image_tag": settings.triton_image_tag,
+        "models": [v.__dict__ for v in settings.variants],
+    }
+    (stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+
+# ---------------------------------------------------------------- staging and commit
+
+
+def _check_targets(out: Path, cpu_out: Path | None) -> None:
+    if cpu_out and (cpu_out == out or out in cpu_out.parents or cpu_out in out.parents):
+        raise ModelRepoError(f"cpu_out: {cpu_out} must be separate from out {out}")
+    for key, target in (("out", out), ("cpu_out", cpu_out)):
+        if target is None:
+            continue
+        if target.exists() and not target.is_dir():
+            raise ModelRepoError(f"{key}: {target} exists and is not a folder")
+        if target.is_dir() and any(target.iterdir()) and not (target / MANIFEST).is_file():
+            raise ModelRepoError(
+                f"{key}: {target} is not empty and was not written by model_repo; choose another folder"
+            )
+
+
+@contextlib.contextmanager
+def _staging(target: Path) -> Iterator[Path]:
+    """A temp folder beside `target` (same file system, so the final rename is atomic)."""
+    created = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.staging-"))
+    try:
+        yield stage
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        for folder in created:  # deepest first; only if the build left them empty
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+def _commit(stage: Path, target: Path) -> None:
+    old = target.with_name(f".{target.name}.old-{os.getpid()}")
+    if target.exists():
+        target.rename(old)
+    stage.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())

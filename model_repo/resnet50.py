@@ -1,0 +1,174 @@
+"""A ResNet-50 ONNX graph with RANDOM weights, built offline with onnx.helper.
+
+Same layer structure as torchvision's resnet50 (v1.5: stride on the 3x3 conv), with
+BatchNorm folded into conv biases as an exported inference graph would have it. Nothing can
+be downloaded here, so the weights are seeded random numbers: the model is right for
+speed, batching and plumbing tests, and its predictions mean nothing.
+Expected input: RGB scaled to [0, 1], NHWC; the folded BatchNorm statistics come from
+seeded synthetic images of that range (see synthetic_images).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+INPUT_NAME = "input"
+OUTPUT_NAME = "probabilities"
+IMAGE_SIZE = 224
+NUM_CLASSES = 1000
+DEFAULT_SEED = 50
+OPSET = 17
+# Bump when the graph or weight recipe changes: it is part of the build cache key.
+BUILDER_VERSION = 1
+
+_STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # (width, blocks, stride)
+_EXPANSION = 4
+# BatchNorm gamma of each block's last conv: small, as in trained ResNets, so the residual
+# sum grows slowly with depth.
+_RESIDUAL_GAMMA = 0.3
+_FC_STD = 0.07
+# Synthetic images that stand in for the data BatchNorm statistics come from.
+_STATS_IMAGES = 4
+
+
+class _GraphBuilder:
+    """Builds the graph eagerly: every op also runs on a small batch of synthetic images.
+
+    The running activations give each conv the batch statistics a BatchNorm would have
+    seen, which are folded into the conv (scale and bias). Without this, random weights
+    produce activations that barely depend on the input and do not survive INT8.
+    """
+
+    def __init__(self, seed: int, images: np.ndarray) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self.values: dict[str, np.ndarray] = {INPUT_NAME: images}
+        self._count = 0
+
+    def _name(self, kind: str) -> str:
+        self._count += 1
+        return f"{kind}_{self._count}"
+
+    def const(self, kind: str, array: np.ndarray) -> str:
+        name = self._name(kind)
+        self.initializers.append(numpy_helper.from_array(array.astype(np.float32), name))
+        self.values[name] = array.astype(np.float32)
+        return name
+
+    def op(self, op_type: str, inputs: list[str], output: str | None = None, **attrs: object) -> str:
+        y = output or self._name(op_type.lower())
+        node = helper.make_node(op_type, inputs, [y], **attrs)
+        self.nodes.append(node)
+        self.values[y] = _run_node(node, [self.values[i] for i in inputs])
+        return y
+
+    def conv(self, x: str, c_in: int, c_out: int, k: int, stride: int = 1, gamma: float = 1.0) -> str:
+        """Conv with He-normal weights and a BatchNorm (batch statistics) folded in."""
+        w = self.rng.standard_normal((c_out, c_in, k, k), dtype=np.float32) * np.sqrt(2.0 / (c_in * k * k))
+        attrs = {"kernel_shape": [k, k], "strides": [stride, stride], "pads": [k // 2] * 4}
+        raw = _run_node(helper.make_node("Conv", ["x", "w"], ["y"], **attrs), [self.values[x], w])
+        mean, std = raw.mean(axis=(0, 2, 3)), raw.std(axis=(0, 2, 3)) + 1e-5
+        scale = gamma / std
+        beta = self.rng.standard_normal(c_out, dtype=np.float32) * 0.1 * gamma
+        w_name = self.const("w", w * scale[:, None, None, None])
+        b_name = self.const("b", beta - mean * scale)
+        return self.op("Conv", [x, w_name, b_name], **attrs)
+
+    def bottleneck(self, x: str, c_in: int, width: int, stride: int) -> str:
+        c_out = width * _EXPANSION
+        y = self.op("Relu", [self.conv(x, c_in, width, 1)])
+        y = self.op("Relu", [self.conv(y, width, width, 3, stride)])
+        y = self.conv(y, width, c_out, 1, gamma=_RESIDUAL_GAMMA)
+        shortcut = x if stride == 1 and c_in == c_out else self.conv(x, c_in, c_out, 1, stride)
+        return self.op("Relu", [self.op("Add", [y, shortcut])])
+
+
+def _run_node(node: onnx.NodeProto, arrays: list[np.ndarray]) -> np.ndarray:
+    """Evaluate one ONNX node with ONNX Runtime (fast convs, same semantics as serving)."""
+    names = [f"in{i}" for i in range(len(arrays))]
+    single = helper.make_node(
+        node.op_type, names, ["out"], **{a.name: helper.get_attribute_value(a) for a in node.attribute}
+    )
+    graph = helper.make_graph(
+        [single],
+        "step",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape) for n, a in zip(names, arrays, strict=True)],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # no warnings about the throw-away one-node graphs
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return session.run(None, dict(zip(names, arrays, strict=True)))[0]
+
+
+def synthetic_images(count: int, seed: int) -> np.ndarray:
+    """Seeded synthetic 'images' in [0, 1], NHWC FP32 (no real images offline).
+
+    Coarse random colour blocks plus fine noise: images differ in global content, as
+    photos do. Pure i.i.d. noise would not: global pooling averages it away, leaving
+    every image with (almost) the same features.
+    """
+    rng = np.random.default_rng(seed)
+    coarse = rng.random((count, 8, 8, 3), dtype=np.float32)
+    blocks = coarse.repeat(IMAGE_SIZE // 8, axis=1).repeat(IMAGE_SIZE // 8, axis=2)
+    noise = rng.normal(0.0, 0.05, blocks.shape).astype(np.float32)
+    return np.clip(blocks + noise, 0.0, 1.0)
+
+
+def build_resnet50(seed: int = DEFAULT_SEED) -> onnx.ModelProto:
+    """ResNet-50: NHWC FP32 `input` [-1,224,224,3] -> `probabilities` [-1,1000] (softmax)."""
+    g = _GraphBuilder(seed, synthetic_images(_STATS_IMAGES, seed + 1))
+    x = g.op("Transpose", [INPUT_NAME], perm=[0, 3, 1, 2])  # NHWC -> NCHW inside the graph
+    x = g.op("Relu", [g.conv(x, 3, 64, 7, stride=2)])
+    x = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    c_in = 64
+    for width, blocks, stride in _STAGES:
+        for i in range(blocks):
+            x = g.bottleneck(x, c_in, width, stride if i == 0 else 1)
+            c_in = width * _EXPANSION
+    x = g.op("Flatten", [g.op("GlobalAveragePool", [x])], axis=1)
+    logits = g.op("Gemm", [x, *_standardised_fc(g, x, c_in)], transB=1)
+    g.op("Softmax", [logits], output=OUTPUT_NAME, axis=1)
+    return _finish(g, seed)
+
+
+def _standardised_fc(g: _GraphBuilder, features: str, c_in: int) -> tuple[str, str]:
+    """Random fc whose inputs are standardised per channel (the last BatchNorm's job)."""
+    feats = g.values[features]
+    mean, std = feats.mean(axis=0), feats.std(axis=0) + 1e-3
+    weight = g.rng.standard_normal((NUM_CLASSES, c_in), dtype=np.float32) * _FC_STD / std
+    return g.const("fc_w", weight), g.const("fc_b", -(weight @ mean))
+
+
+def _finish(g: _GraphBuilder, seed: int) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        g.nodes,
+        "resnet50_random_weights",
+        [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, ["batch", IMAGE_SIZE, IMAGE_SIZE, 3])],
+        [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", NUM_CLASSES])],
+        g.initializers,
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        producer_name="model_repo.resnet50",
+        doc_string=f"ResNet-50 with random weights (seed {seed}); predictions are meaningless.",
+    )
+    model.ir_version = 8  # the IR of opset 17; readable by older ONNX Runtime builds in Triton
+    onnx.checker.check_model(model)
+    return model
+
+
+def parameter_count(model: onnx.ModelProto) -> int:
+    return sum(int(np.prod(t.dims)) for t in model.graph.initializer)
+
+
+def placeholder_labels(count: int) -> list[str]:
+    """ImageNet class names are not available offline: honest placeholders instead."""
+    return [f"class_{i:04d}" for i in range(count)]

@@ -1,0 +1,65 @@
+"""Triton python-backend model: runs the ONNX file next to it with ONNX Runtime on CPU.
+
+Copied as `model.py` into each CPU twin's version folder by model_repo.cpu_twin. Input and
+output names come from the model configuration, so one file serves any ONNX model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import triton_python_backend_utils as pb_utils
+
+ONNX_FILENAME = "model.onnx"
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # honours cpusets/containers, unlike os.cpu_count
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _session(path: Path, instances: int) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    # Instances share the cores: more threads than cores/instances only adds contention,
+    # and spinning threads burn the cores other instances need.
+    options.intra_op_num_threads = max(1, _cpu_count() // instances)
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+class TritonPythonModel:
+    def initialize(self, args: dict[str, str]) -> None:
+        config = json.loads(args["model_config"])
+        instances = sum(int(group.get("count", 1)) for group in config.get("instance_group", [])) or 1
+        folder = Path(args["model_repository"]) / args["model_version"]
+        self.session = _session(folder / ONNX_FILENAME, instances)
+        self.inputs = [tensor["name"] for tensor in config["input"]]
+        self.outputs = [tensor["name"] for tensor in config["output"]]
+
+    def execute(self, requests: list) -> list:
+        """Run all requests the batcher collected as ONE batch, then split the results."""
+        try:
+            arrays = {
+                name: [pb_utils.get_input_tensor_by_name(r, name).as_numpy() for r in requests] for name in self.inputs
+            }
+            sizes = [a.shape[0] for a in arrays[self.inputs[0]]]
+            feed = {name: np.concatenate(parts) for name, parts in arrays.items()}
+            results = self.session.run(self.outputs, feed)
+        except Exception as err:  # answer every request rather than crash the instance
+            error = pb_utils.TritonError(f"{type(err).__name__}: {err}")
+            return [pb_utils.InferenceResponse(error=error) for _ in requests]
+        bounds = np.cumsum(sizes)[:-1]
+        per_output = [np.split(result, bounds) for result in results]
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor(name, parts[i]) for name, parts in zip(self.outputs, per_output, strict=True)]
+            )
+            for i in range(len(requests))
+        ]

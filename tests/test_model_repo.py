@@ -1,0 +1,310 @@
+"""The model repository builder: configs Triton accepts, the reference tuning, and refusals."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from google.protobuf import text_format
+from onnx import TensorProto, helper, numpy_helper
+from tritonclient.grpc import model_config_pb2 as mc
+
+from model_repo.__main__ import main
+from model_repo.build import BuildResult, build_repository
+from model_repo.configs import validate_config_text
+from model_repo.errors import ModelRepoError
+from model_repo.settings import ModelRepoSettings, VariantSettings, default_settings, validate_settings
+
+pytest_plugins = ("tests.triton_fixtures",)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = {  # name: (precision, max batch, preferred, queue delay us, instances)
+    "original": (None, 64, 64, 20000, 1),
+    "trt_fp32": ("FP32", 64, 64, 20000, 1),
+    "trt_fp16": ("FP16", 64, 64, 20000, 1),
+    "trt_int8": ("INT8", 64, 64, 20000, 1),
+    "trt_int8_bs16_count4": ("INT8", 16, 16, 20000, 4),
+}
+
+
+def load_config(folder: Path) -> mc.ModelConfig:
+    return text_format.Parse((folder / "config.pbtxt").read_text(), mc.ModelConfig())
+
+
+def tensorrt_params(config: mc.ModelConfig) -> dict[str, str] | None:
+    accelerators = config.optimization.execution_accelerators.gpu_execution_accelerator
+    trt = [a for a in accelerators if a.name == "tensorrt"]
+    return dict(trt[0].parameters) if trt else None
+
+
+def small_onnx(path: Path, input_name: str = "pixels", output_name: str = "scores", batch: str | int = "n") -> Path:
+    """A tiny conv net with its own tensor names (NCHW 3x32x32 -> 10 scores)."""
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w"),
+        numpy_helper.from_array(rng.standard_normal((10, 8)).astype(np.float32), "fc"),
+        numpy_helper.from_array(np.zeros(10, np.float32), "fc_b"),
+    ]
+    nodes = [
+        helper.make_node("Conv", [input_name, "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("Gemm", ["f", "fc", "fc_b"], [output_name], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "small",
+        [helper.make_tensor_value_info(input_name, TensorProto.FLOAT, [batch, 3, 32, 32])],
+        [helper.make_tensor_value_info(output_name, TensorProto.FLOAT, [batch, 10])],
+        weights,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+# ---------------------------------------------------------------- the built repository
+
+
+def test_every_config_parses_and_passes_validation(model_repos: BuildResult) -> None:
+    configs = sorted([*model_repos.out.glob("*/config.pbtxt"), *model_repos.cpu_out.glob("*/config.pbtxt")])
+    assert len(configs) == 10
+    for path in configs:
+        config = text_format.Parse(path.read_text(), mc.ModelConfig())
+        assert config.name == path.parent.name
+        validate_config_text(path.read_text(), path)
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE))
+def test_variant_has_the_reference_tuning(model_repos: BuildResult, name: str) -> None:
+    _, max_batch, preferred, delay, instances = REFERENCE[name]
+    for root, kind in (
+        (model_repos.out, mc.ModelInstanceGroup.KIND_GPU),
+        (model_repos.cpu_out, mc.ModelInstanceGroup.KIND_CPU),
+    ):
+        config = load_config(root / name)
+        assert config.max_batch_size == max_batch
+        assert list(config.dynamic_batching.preferred_batch_size) == [preferred]
+        assert config.dynamic_batching.max_queue_delay_microseconds == delay
+        assert [(g.count, g.kind) for g in config.instance_group] == [(instances, kind)]
+        assert [(i.name, list(i.dims)) for i in config.input] == [("input", [224, 224, 3])]
+        assert [(o.name, list(o.dims)) for o in config.output] == [("probabilities", [1000])]
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE))
+def test_tensorrt_accelerator_matches_the_variant(model_repos: BuildResult, name: str) -> None:
+    precision, max_batch, preferred, *_ = REFERENCE[name]
+    gpu = load_config(model_repos.out / name)
+    assert (gpu.platform, gpu.backend) == ("onnxruntime_onnx", "onnxruntime")
+    params = tensorrt_params(gpu)
+    if precision is None:
+        assert params is None
+        return
+    assert params["precision_mode"] == precision
+    assert int(params["max_workspace_size_bytes"]) > 0
+    assert params["trt_engine_cache_enable"] == "1"
+    assert params["trt_engine_cache_path"].startswith(f"/trt-cache/{name}/")
+    assert params["trt_profile_min_shapes"] == "input:1x224x224x3"
+    assert params["trt_profile_opt_shapes"] == f"input:{preferred}x224x224x3"
+    assert params["trt_profile_max_shapes"] == f"input:{max_batch}x224x224x3"
+    twin = load_config(model_repos.cpu_out / name)
+    assert twin.backend == "python" and tensorrt_params(twin) is None
+
+
+def test_model_folders_hold_version_labels_and_the_right_onnx(model_repos: BuildResult) -> None:
+    for name, (precision, *_) in REFERENCE.items():
+        gpu, twin = model_repos.out / name, model_repos.cpu_out / name
+        labels = (gpu / "labels.txt").read_text().splitlines()
+        assert len(labels) == 1000 and labels[0] == "class_0000"
+        assert load_config(gpu).output[0].label_filename == "labels.txt"
+        assert (twin / "labels.txt").read_text() == (gpu / "labels.txt").read_text()
+        assert (twin / "1" / "model.py").is_file()
+        model = onnx.load(str(gpu / "1" / "model.onnx"))
+        quantized = any(n.op_type == "QuantizeLinear" for n in model.graph.node)
+        assert quantized == (precision == "INT8"), name
+        assert (twin / "1" / "model.onnx").read_bytes() == (gpu / "1" / "model.onnx").read_bytes()
+
+
+def test_builtin_model_is_a_resnet50_with_dynamic_batch(model_repos: BuildResult) -> None:
+    model = onnx.load(str(model_repos.out / "original" / "1" / "model.onnx"))
+    onnx.checker.check_model(model)
+    params = sum(int(np.prod(t.dims)) for t in model.graph.initializer)
+    assert 25_000_000 < params < 26_000_000
+    assert sum(n.op_type == "Conv" for n in model.graph.node) == 53  # 49 + 4 downsample shortcuts
+    dims = [(d.dim_param or d.dim_value) for d in model.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == ["batch", 224, 224, 3]
+    assert model.graph.output[0].name == "probabilities"
+
+
+def test_rebuild_with_fewer_variants_replaces_the_repository(tmp_path: Path) -> None:
+    out = tmp_path / "repo"
+    build_repository(default_settings(), out)
+    result = build_repository(ModelRepoSettings(variants=default_settings().variants[:1]), out)
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["original"]
+    assert result.models == ("original",)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
+
+
+# ---------------------------------------------------------------- other sources
+
+
+def test_user_onnx_gets_configs_with_its_own_names(tmp_path: Path) -> None:
+    source = small_onnx(tmp_path / "small.onnx")
+    out, cpu = tmp_path / "repo", tmp_path / "cpu"
+    rc = main(["--out", str(out), "--cpu-out", str(cpu), "--onnx", str(source), "--variants", "original,trt_int8",
+               "--cache-dir", str(tmp_path / "cache")])  # fmt: skip
+    assert rc == 0
+    for root in (out, cpu):
+        for name in ("original", "trt_int8"):
+            config = load_config(root / name)
+            assert [(i.name, list(i.dims)) for i in config.input] == [("pixels", [3, 32, 32])]
+            assert [(o.name, list(o.dims)) for o in config.output] == [("scores", [10])]
+            assert len((root / name / "labels.txt").read_text().splitlines()) == 10
+    assert tensorrt_params(load_config(out / "trt_int8"))["trt_profile_max_shapes"] == "pixels:64x3x32x32"
+    int8 = onnx.load(str(out / "trt_int8" / "1" / "model.onnx"))
+    assert any(n.op_type == "QuantizeLinear" for n in int8.graph.node)
+
+
+def test_saved_model_is_served_by_the_tensorflow_backend_on_old_images(tmp_path: Path) -> None:
+    saved = tmp_path / "saved"
+    (saved / "variables").mkdir(parents=True)
+    (saved / "saved_model.pb").write_bytes(b"\x08\x01")
+    out = tmp_path / "repo"
+    rc = main(
+        ["--out", str(out), "--saved-model", str(saved), "--image-tag", "25.02-py3", "--variants", "original,trt_fp16"]
+    )
+    assert rc == 0
+    config = load_config(out / "trt_fp16")
+    assert config.platform == "tensorflow_savedmodel"
+    assert tensorrt_params(config) == {"precision_mode": "FP16", "max_workspace_size_bytes": "1073741824"}
+    assert (out / "trt_fp16" / "1" / "model.savedmodel" / "saved_model.pb").is_file()
+
+
+# ---------------------------------------------------------------- refusals
+
+
+def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
+    (tmp / "notes.txt").write_text("this is not a model\n")
+    (tmp / "saved").mkdir()
+    (tmp / "saved" / "saved_model.pb").write_bytes(b"\x08\x01")
+    (tmp / "foreign").mkdir()
+    (tmp / "foreign" / "keep.txt").write_text("mine")
+    fixed = small_onnx(tmp / "fixed.onnx", batch=1)
+    split = onnx.load(str(small_onnx(tmp / "split.onnx")))
+    onnx.save(split, str(tmp / "split.onnx"), save_as_external_data=True, location="split.data", size_threshold=0)
+    return {
+        "missing model file": (["--onnx", str(tmp / "nope.onnx")], "nope.onnx"),
+        "not an ONNX model": (["--onnx", str(tmp / "notes.txt")], "notes.txt"),
+        "fixed batch dimension": (["--onnx", str(fixed)], "fixed.onnx"),
+        "external weights file": (["--onnx", str(tmp / "split.onnx")], "external data"),
+        "unknown variant": (["--variants", "original,trt_int4"], "trt_int4"),
+        "preferred above max": (["--set", "trt_fp16.preferred_batch_size=128"], "preferred_batch_size"),
+        "zero max batch": (["--set", "original.max_batch_size=0"], "max_batch_size"),
+        "negative queue delay": (["--set", "trt_int8.max_queue_delay_us=-5"], "max_queue_delay_us"),
+        "no instances": (["--set", "trt_int8_bs16_count4.instance_count=0"], "instance_count"),
+        "unknown precision": (["--set", "trt_fp32.precision=INT4"], "INT4"),
+        "non-integer batch": (["--set", "original.max_batch_size=lots"], "max_batch_size"),
+        "bad image tag": (["--image-tag", "latest"], "triton_image_tag"),
+        "SavedModel on a new image": (["--saved-model", str(tmp / "saved")], "25.02"),
+        "SavedModel with INT8": (["--saved-model", str(tmp / "saved"), "--image-tag", "24.08-py3"], "INT8"),
+        "foreign output folder": (["--out", str(tmp / "foreign")], "foreign"),
+        "unknown flag": (["--max-batch", "3"], "--max-batch"),
+    }
+
+
+BAD_CASES = [
+    "missing model file",
+    "not an ONNX model",
+    "fixed batch dimension",
+    "external weights file",
+    "unknown variant",
+    "preferred above max",
+    "zero max batch",
+    "negative queue delay",
+    "no instances",
+    "unknown precision",
+    "non-integer batch",
+    "bad image tag",
+    "SavedModel on a new image",
+    "SavedModel with INT8",
+    "foreign output folder",
+    "unknown flag",
+]
+
+
+@pytest.mark.parametrize("case", BAD_CASES)
+def test_bad_input_is_refused_in_one_line_and_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    args, fragment = _bad_inputs(tmp_path)[case]
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    out = ["--out", str(tmp_path / "out" / "repo")] if "--out" not in args else []
+    rc = main([*out, "--cpu-out", str(tmp_path / "out" / "cpu"), "--cache-dir", str(tmp_path / "cache"), *args])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
+    assert fragment in err
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_cli_exits_2_without_traceback(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "model_repo", "--out", str(tmp_path / "repo"), "--onnx", str(tmp_path / "nope.onnx")],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"error: source: model file not found: {tmp_path / 'nope.onnx'}"]
+    assert not (tmp_path / "repo").exists()
+
+
+@pytest.mark.parametrize(
+    ("variants", "fragment"),
+    [
+        ((), "at least one"),
+        ((VariantSettings("a", "FP16", 8, 8, 0, 1), VariantSettings("a", "FP32", 8, 8, 0, 1)), "duplicate"),
+        ((VariantSettings("a/b", "FP16", 8, 8, 0, 1),), "'a/b'"),
+        ((VariantSettings("..", "FP16", 8, 8, 0, 1),), "'..'"),
+        ((VariantSettings("x", "FP16", 8, 9, 0, 1),), "variant 'x': preferred_batch_size"),
+    ],
+)
+def test_validate_settings_names_the_offending_variant(variants: tuple, fragment: str) -> None:
+    with pytest.raises(ModelRepoError) as caught:
+        validate_settings(ModelRepoSettings(variants=variants))
+    assert fragment in str(caught.value) and "\n" not in str(caught.value)
+
+
+# ---------------------------------------------------------------- config validation
+
+
+CONFIG_EDITS = {  # what a hand edit might break: (old text, new text, expected fragment)
+    "syntax error": ("max_batch_size: 64", "max_batch_size: 64 {", "config.pbtxt:"),
+    "unknown enum": ("KIND_GPU", "KIND_TPU", "KIND_TPU"),
+    "preferred above max": ("preferred_batch_size: 64", "preferred_batch_size: 128", "preferred size"),
+    "name not folder": ('name: "trt_fp16"', 'name: "other"', "does not match its folder"),
+    "zero dim": ("dims: 1000", "dims: 0", "dims must be positive"),
+    "unknown trt key": ('"precision_mode"', '"precision"', "'precision' is unknown"),
+    "unknown precision": ('value: "FP16"', 'value: "FP8"', "precision_mode='FP8'"),
+    "no instances": ("count: 1", "count: 0", "instance_group count"),
+    "missing model file": ('"model.onnx"', '"model.plan"', "1/model.plan is missing"),
+    "missing labels": ('"labels.txt"', '"classes.txt"', "classes.txt"),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(CONFIG_EDITS))
+def test_validate_config_text_rejects_what_triton_would(model_repos: BuildResult, edit: str) -> None:
+    old, new, fragment = CONFIG_EDITS[edit]
+    path = model_repos.out / "trt_fp16" / "config.pbtxt"
+    text = path.read_text()
+    assert old in text
+    with pytest.raises(ModelRepoError) as caught:
+        validate_config_text(text.replace(old, new), path)
+    assert str(caught.value).startswith(str(path)) and fragment in str(caught.value)

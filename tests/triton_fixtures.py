@@ -1,0 +1,28 @@
+"""Session fixtures: the model repository built once, and a real tritonserver serving it.
+
+Use from a test module with `pytest_plugins = ("tests.triton_fixtures",)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from model_repo.build import BuildResult, build_repository
+from model_repo.settings import default_settings
+from sandbox.triton import TritonServer, isolation_available
+
+
+@pytest.fixture(scope="session")
+def model_repos(tmp_path_factory: pytest.TempPathFactory) -> BuildResult:
+    """The five reference variants (GPU repo + CPU twins); ONNX files come from build/cache."""
+    root = tmp_path_factory.mktemp("model_repos")
+    return build_repository(default_settings(), root / "gpu", root / "cpu")
+
+
+@pytest.fixture(scope="session")
+def cpu_triton(model_repos: BuildResult) -> Iterator[TritonServer]:
+    """tritonserver on the CPU twins, in a loopback-only network namespace where allowed."""
+    with TritonServer(model_repos.cpu_out, isolate_network=isolation_available(), ready_timeout_s=240) as server:
+        yield server
