@@ -1,13 +1,19 @@
-"""Compose the stack: read config once, then the network, the model store and one GKE cluster per region."""
+"""Compose the stack: read config once; then the network, the model store, and per region a GKE cluster
+with Triton serving the bucket and Locust to load it; optionally one global load balancer in front."""
 
 import pulumi
+import pulumi_random as random
 
 from infra.cluster import GkeCluster, GkeClusterArgs
 from infra.config import load_stack_settings
+from infra.cost import stack_cost_summary
+from infra.global_lb import GlobalLoadBalancer, GlobalLoadBalancerArgs, RegionBackend
 from infra.model_store import ModelStore, ModelStoreArgs
 from infra.model_upload import ModelUpload, ModelUploadArgs, built_repository_digest
 from infra.network import Network, NetworkArgs
-from k8s.triton import TRITON_NAMESPACE, TRITON_SERVICE_ACCOUNT
+from k8s.locust import LOCUST_NAMESPACE, LoadTest, LoadTestArgs
+from k8s.monitoring import Monitoring, MonitoringArgs
+from k8s.triton import TRITON_NAMESPACE, TRITON_SERVICE_ACCOUNT, TritonServing, TritonServingArgs, triton_address
 
 settings = load_stack_settings()
 model_repository_digest = built_repository_digest(settings.model_repo, settings.stack)
@@ -29,6 +35,9 @@ model_upload = ModelUpload(
     "models",
     ModelUploadArgs(bucket=model_store.bucket.name, prefix=settings.model_store.prefix, digest=model_repository_digest),
 )
+# Sent only by operators, never by inference clients: it unlocks Triton's admin APIs.
+triton_admin_key = random.RandomPassword("triton-admin-key", length=40, special=False)
+grafana_admin_password = random.RandomPassword("grafana-admin-password", length=32, special=False)
 
 clusters = {
     region.name: GkeCluster(
@@ -48,8 +57,108 @@ clusters = {
     for region in settings.regions
 }
 
+serving = {
+    region: TritonServing(
+        f"triton-{region}",
+        TritonServingArgs(
+            image=settings.serving.image,
+            model_repository=model_upload.repository_url,
+            reader_email=model_store.reader.email,
+            admin_key=triton_admin_key.result,
+            accelerator_type=settings.gpu_pool.accelerator_type,
+            gpus_per_node=settings.gpu_pool.accelerator_count,
+            min_replicas=max(1, settings.gpu_pool.min_nodes),
+            max_replicas=settings.gpu_pool.max_nodes,
+            queue_time_target_us=settings.serving.queue_time_target_us,
+            neg_name_prefix=cluster.cluster_name,
+        ),
+        opts=pulumi.ResourceOptions(providers=[cluster.provider]),
+    )
+    for region, cluster in clusters.items()
+}
+
+load = settings.load_test
+load_tests = {
+    region: LoadTest(
+        f"locust-{region}",
+        LoadTestArgs(
+            triton_address=triton_address(load.protocol),
+            model=load.model,
+            rps_per_user=load.rps_per_user,
+            protocol=load.protocol,
+            payload=load.payload,
+            workers=load.workers,
+            web_ui_source_ranges=settings.web_ui_source_ranges,
+        ),
+        opts=pulumi.ResourceOptions(providers=[cluster.provider]),
+    )
+    for region, cluster in clusters.items()
+}
+
+for region, cluster in clusters.items():
+    Monitoring(
+        f"monitoring-{region}",
+        MonitoringArgs(
+            region=region,
+            stack=settings.stack,
+            slo=settings.monitoring.slo,
+            mode=settings.monitoring.mode,
+            retention=settings.monitoring.retention,
+            storage_gb=settings.monitoring.storage_gb,
+            grafana_admin_password=grafana_admin_password.result,
+            watched_namespaces={
+                TRITON_NAMESPACE: serving[region].namespace.metadata.name,
+                LOCUST_NAMESPACE: load_tests[region].namespace.metadata.name,
+            },
+            web_ui_source_ranges=settings.web_ui_source_ranges,
+        ),
+        opts=pulumi.ResourceOptions(providers=[cluster.provider]),
+    )
+
+if settings.load_balancer.enabled:
+    lb = GlobalLoadBalancer(
+        "global",
+        GlobalLoadBalancerArgs(
+            project=settings.project,
+            stack=settings.stack,
+            network=network.vpc.id,
+            regions=tuple(
+                RegionBackend(
+                    region=region.name,
+                    zones=region.zones,
+                    neg_names=serving[region.name].neg_names,
+                    neg_service=serving[region.name].neg_service,
+                    node_service_account=clusters[region.name].node_service_account.email,
+                )
+                for region in settings.regions
+            ),
+            max_rate_per_pod=settings.load_balancer.max_rate_per_pod,
+            domain=settings.load_balancer.domain,
+        ),
+    )
+    pulumi.export("lbAddress", lb.address.address)
+    pulumi.export("httpEndpoint", pulumi.Output.concat("http://", lb.address.address, "/v2/models/MODEL/infer"))
+    if settings.load_balancer.domain:
+        pulumi.export("grpcEndpoint", f"{settings.load_balancer.domain}:443")
+
 pulumi.export("clusters", {region: c.cluster.name for region, c in clusters.items()})
 pulumi.export("endpoints", {region: c.cluster.endpoint for region, c in clusters.items()})
 pulumi.export("kubeconfigs", {region: c.kubeconfig for region, c in clusters.items()})
-pulumi.export("modelRepository", model_store.bucket.name.apply(lambda b: f"gs://{b}/{settings.model_store.prefix}"))
-pulumi.export("modelReader", model_store.reader.email)
+pulumi.export(
+    "access",
+    {
+        region: {
+            "credentials": f"gcloud container clusters get-credentials {c.cluster_name} "
+            f"--region {region} --project {settings.project}",
+            "locust": "kubectl -n load port-forward svc/locust-master 8089:8089  # then http://localhost:8089",
+            "grafana": "kubectl -n monitoring port-forward svc/grafana 3000:3000  # then http://localhost:3000, "
+            "user admin, password: pulumi stack output grafanaAdminPassword --show-secrets",
+            "prometheus": "kubectl -n monitoring port-forward svc/prometheus 9090:9090",
+        }
+        for region, c in clusters.items()
+    },
+)
+pulumi.export("modelRepository", model_upload.repository_url)
+pulumi.export("tritonAdminKey", triton_admin_key.result)
+pulumi.export("grafanaAdminPassword", grafana_admin_password.result)
+pulumi.export("estimatedCost", stack_cost_summary(settings))

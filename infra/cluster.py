@@ -45,11 +45,14 @@ class GkeCluster(pulumi.ComponentResource):
     node_service_account: gcp.serviceaccount.Account
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
+    # Known before creation: also names per-cluster cloud objects such as the Triton NEGs.
+    cluster_name: str
 
     def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-gke:infra:GkeCluster", name, None, opts)
         self._name = name
         self._args = args
+        self.cluster_name = gcp_name("triton", args.stack, args.region.name)
         self.node_service_account = self._node_service_account()
         self.cluster = self._cluster()
         pools_depend = pulumi.ResourceOptions(parent=self, depends_on=self._node_sa_grants)
@@ -120,7 +123,7 @@ class GkeCluster(pulumi.ComponentResource):
         )
         return gcp.container.Cluster(
             self._name,
-            name=gcp_name("triton", a.stack, a.region.name),
+            name=self.cluster_name,
             project=a.project,
             location=a.region.name,
             node_locations=list(a.region.zones),

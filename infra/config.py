@@ -24,6 +24,7 @@ from infra import catalogue
 from infra.catalogue import CatalogueError, GpuCatalogue
 from model_repo.errors import ModelRepoError
 from model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings, VariantSettings, validate_settings
+from monitoring.settings import MonitoringError, SloSettings, validate_duration, validate_slo
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 PROJECT_FILE = PROJECT_DIR / "Pulumi.yaml"
@@ -35,6 +36,9 @@ KUBERNETES_MINORS = range(25, 38)
 # T4 limits on N1: vCPUs a VM may have per attached T4 count (Google's GPU platform table).
 T4_MAX_VCPUS = {1: 24, 2: 48, 4: 96}
 N1_MACHINE_TYPE = re.compile(r"^n1-(standard|highmem|highcpu)-(\d+)$|^n1-custom-(\d+)-\d+$")
+TRITON_IMAGE = "nvcr.io/nvidia/tritonserver"
+MAX_LOCUST_WORKERS = 100
+DOMAIN = re.compile(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}")
 GCP_PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 
 
@@ -90,6 +94,36 @@ class ModelStoreSettings:
 
 
 @dataclass(frozen=True)
+class ServingSettings:
+    image: str
+    queue_time_target_us: int
+
+
+@dataclass(frozen=True)
+class LoadTestSettings:
+    workers: int
+    model: str
+    rps_per_user: int
+    protocol: str
+    payload: str
+
+
+@dataclass(frozen=True)
+class LoadBalancerSettings:
+    enabled: bool
+    domain: str
+    max_rate_per_pod: int
+
+
+@dataclass(frozen=True)
+class MonitoringSettings:
+    mode: str
+    slo: SloSettings
+    retention: str
+    storage_gb: int
+
+
+@dataclass(frozen=True)
 class StackSettings:
     project: str
     stack: str
@@ -100,6 +134,11 @@ class StackSettings:
     gpu_catalogue: GpuCatalogue
     model_store: ModelStoreSettings
     model_repo: ModelRepoSettings
+    serving: ServingSettings
+    load_test: LoadTestSettings
+    web_ui_source_ranges: tuple[str, ...]
+    load_balancer: LoadBalancerSettings
+    monitoring: MonitoringSettings
 
 
 @dataclass(frozen=True)
@@ -410,6 +449,79 @@ def _variant(reader: _Reader, reference: VariantSettings) -> VariantSettings:
     )
 
 
+def _serving(reader: _Reader, model_repo: ModelRepoSettings) -> ServingSettings:
+    return ServingSettings(
+        image=f"{TRITON_IMAGE}:{model_repo.triton_image_tag}",
+        queue_time_target_us=reader.integer("autoscaleQueueTimeMs", minimum=1) * 1000,
+    )
+
+
+def _load_test(reader: _Reader, model_repo: ModelRepoSettings) -> LoadTestSettings:
+    served = [v.name for v in model_repo.variants]
+    model = reader.string("locustModel")
+    if model not in served:
+        raise reader.fail("locustModel", model, f"not a served model; modelVariants: {', '.join(served)}")
+    workers = reader.integer("locustWorkers", minimum=1)
+    if workers > MAX_LOCUST_WORKERS:
+        raise reader.fail("locustWorkers", workers, f"at most {MAX_LOCUST_WORKERS} workers per cluster")
+    return LoadTestSettings(
+        workers=workers,
+        model=model,
+        rps_per_user=reader.integer("locustRps"),
+        protocol=reader.choice("locustProtocol", ("http", "grpc")),
+        payload=reader.choice("locustPayload", ("fp32", "uint8")),
+    )
+
+
+def _load_balancer(reader: _Reader) -> LoadBalancerSettings:
+    domain = reader.string("domain").lower().rstrip(".")
+    if domain and not DOMAIN.fullmatch(domain):
+        raise reader.fail("domain", domain, "expected a DNS name such as infer.example.com")
+    enabled = reader.boolean("globalLoadBalancer")
+    if domain and not enabled:
+        raise reader.fail("domain", domain, "a domain needs globalLoadBalancer: true")
+    return LoadBalancerSettings(
+        enabled=enabled, domain=domain, max_rate_per_pod=reader.integer("lbMaxRatePerPod", minimum=1)
+    )
+
+
+def _monitoring(reader: _Reader) -> MonitoringSettings:
+    failure_percent = reader.integer("sloMaxFailurePercent")
+    if failure_percent > 100:
+        raise reader.fail("sloMaxFailurePercent", failure_percent, "expected a percentage, 0 to 100")
+    slo = SloSettings(
+        latency_ms=reader.integer("sloLatencyMs", minimum=1),
+        for_minutes=reader.integer("sloForMinutes", minimum=1),
+        max_failure_ratio=failure_percent / 100,
+    )
+    retention = reader.string("prometheusRetention")
+    validate_slo(slo)  # cannot fail on the whole numbers read above; guards the dataclass contract
+    try:
+        validate_duration("prometheusRetention", retention)
+    except MonitoringError:
+        raise reader.fail(
+            "prometheusRetention", retention, "expected a Prometheus duration such as 15d or 720h"
+        ) from None
+    return MonitoringSettings(
+        mode=reader.choice("monitoringMode", ("builtin", "operator")),
+        slo=slo,
+        retention=retention,
+        storage_gb=reader.integer("prometheusStorageGb", minimum=1),
+    )
+
+
+def _cidrs(reader: _Reader, key: str) -> tuple[str, ...]:
+    cidrs = reader.strings(key)
+    for cidr in cidrs:
+        try:
+            network = ipaddress.ip_network(cidr)
+        except ValueError:
+            raise reader.fail(key, cidr, "expected a CIDR such as 203.0.113.0/24") from None
+        if network.prefixlen == 0:
+            raise reader.fail(key, cidr, "opening a web UI to the whole internet is refused; list your own ranges")
+    return cidrs
+
+
 def load_stack_settings() -> StackSettings:
     """Read and validate the whole stack configuration; raises ConfigError on the first problem."""
     project_name, keys = config_schema()
@@ -419,6 +531,7 @@ def load_stack_settings() -> StackSettings:
     gpu_catalogue = _gpu_catalogue(reader)
     gpu_pool = _gpu_pool(reader, gpu_catalogue)
     regions = _regions(reader, gpu_catalogue, gpu_pool.accelerator_type)
+    model_repo = _model_repo(reader)
     return StackSettings(
         project=project,
         stack=pulumi.get_stack(),
@@ -428,5 +541,10 @@ def load_stack_settings() -> StackSettings:
         gpu_pool=gpu_pool,
         gpu_catalogue=gpu_catalogue,
         model_store=_model_store(reader, regions),
-        model_repo=_model_repo(reader),
+        model_repo=model_repo,
+        serving=_serving(reader, model_repo),
+        load_test=_load_test(reader, model_repo),
+        web_ui_source_ranges=_cidrs(reader, "webUiSourceRanges"),
+        load_balancer=_load_balancer(reader),
+        monitoring=_monitoring(reader),
     )

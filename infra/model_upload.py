@@ -68,6 +68,8 @@ class ModelUploadArgs:
 
 class ModelUpload(pulumi.ComponentResource):
     sync: command.local.Command
+    # gs://BUCKET/PREFIX, resolved only after the sync ran: consumers wait for the models by using it.
+    repository_url: pulumi.Output[str]
 
     def __init__(self, name: str, args: ModelUploadArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-gke:infra:ModelUpload", name, None, opts)
@@ -87,4 +89,7 @@ class ModelUpload(pulumi.ComponentResource):
             triggers=[args.digest],
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.register_outputs({"digest": args.digest})
+        self.repository_url = pulumi.Output.all(args.bucket, self.sync.stdout).apply(
+            lambda values: f"gs://{values[0]}/{args.prefix}"
+        )
+        self.register_outputs({"digest": args.digest, "repositoryUrl": self.repository_url})

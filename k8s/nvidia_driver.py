@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from k8s.common import required_node_affinity
+
 # Preloaded by GKE on GPU nodes (imagePullPolicy Never); pause is the upstream tag-pinned image.
 INSTALLER_IMAGE = "cos-nvidia-installer:fixed"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
@@ -60,25 +62,13 @@ class NvidiaDriverInstaller(pulumi.ComponentResource):
     def __init__(self, name: str, args: NvidiaDriverInstallerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-gke:k8s:NvidiaDriverInstaller", name, None, opts)
         labels = {"k8s-app": "nvidia-driver-installer"}
-        affinity = k8s.core.v1.AffinityArgs(
-            node_affinity=k8s.core.v1.NodeAffinityArgs(
-                required_during_scheduling_ignored_during_execution=k8s.core.v1.NodeSelectorArgs(
-                    node_selector_terms=[
-                        k8s.core.v1.NodeSelectorTermArgs(
-                            match_expressions=[
-                                k8s.core.v1.NodeSelectorRequirementArgs(
-                                    key="cloud.google.com/gke-accelerator",
-                                    operator="In",
-                                    values=[args.accelerator_type],
-                                ),
-                                k8s.core.v1.NodeSelectorRequirementArgs(
-                                    key="cloud.google.com/gke-gpu-driver-version", operator="DoesNotExist"
-                                ),
-                            ]
-                        )
-                    ]
-                )
-            )
+        affinity = required_node_affinity(
+            k8s.core.v1.NodeSelectorRequirementArgs(
+                key="cloud.google.com/gke-accelerator", operator="In", values=[args.accelerator_type]
+            ),
+            k8s.core.v1.NodeSelectorRequirementArgs(
+                key="cloud.google.com/gke-gpu-driver-version", operator="DoesNotExist"
+            ),
         )
         self.daemon_set = k8s.apps.v1.DaemonSet(
             f"{name}-ds",

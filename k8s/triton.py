@@ -1,5 +1,271 @@
-"""Triton Inference Server on each cluster."""
+"""Triton Inference Server on one cluster: one pod per T4 node, serving the model bucket.
+
+The pod reads gs://BUCKET/PREFIX as a Kubernetes service account that Workload Identity maps
+to the bucket's reader. Admin APIs (model repository control, shared memory, logging, trace)
+answer only requests that carry the admin key header, which inference clients never get.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from k8s.common import GPU_TOLERATION, non_root_container_security, non_root_pod_security, restricted_namespace
 
 # The identity Triton's pods run as; the model store binds it to its bucket reader by Workload Identity.
 TRITON_NAMESPACE = "triton"
 TRITON_SERVICE_ACCOUNT = "triton"
+TRITON_APP = "triton"
+PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}
+ADMIN_KEY_HEADER = "triton-admin-key"
+ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
+RESTRICTED_APIS = ("model-repository", "shared-memory", "logging", "trace")
+# Quantiles of Triton's latency summaries: p95 is the SLO, the others the dashboards.
+SUMMARY_QUANTILES = "0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001"
+# Pods metric served by the Prometheus adapter: rate(queue time) / rate(successes), never the cumulative counter.
+QUEUE_TIME_METRIC = "triton_queue_time_per_request_us"
+TRT_CACHE_DIR = "/trt-cache"
+TRITON_UID = 1000  # the triton-server user of NVIDIA's image
+
+
+def triton_address(protocol: str) -> str:
+    """In-cluster address of Triton's ClusterIP Service for `protocol` (http or grpc)."""
+    return f"{TRITON_APP}.{TRITON_NAMESPACE}.svc.cluster.local:{PORTS[protocol]}"
+
+
+def triton_server_args(model_repository: str, gpu: bool = True, admin_key: str = f"$({ADMIN_KEY_ENV})") -> list[str]:
+    """tritonserver's command line; local runs reuse it with a local repository and gpu=False."""
+    restricted = f"{','.join(RESTRICTED_APIS)}:{ADMIN_KEY_HEADER}={admin_key}"
+    return [
+        "tritonserver",
+        f"--model-repository={model_repository}",
+        # Ready only when every model loaded; exit (and restart) rather than serve half a repository.
+        "--strict-readiness=true",
+        "--exit-on-error=true",
+        f"--http-port={PORTS['http']}",
+        f"--grpc-port={PORTS['grpc']}",
+        "--allow-metrics=true",
+        f"--allow-gpu-metrics={'true' if gpu else 'false'}",
+        f"--metrics-port={PORTS['metrics']}",
+        "--metrics-config=summary_latencies=true",
+        f"--metrics-config=summary_quantiles={SUMMARY_QUANTILES}",
+        f"--http-restricted-api={restricted}",
+        f"--grpc-restricted-protocol={restricted}",
+        "--exit-timeout-secs=20",
+    ]
+
+
+@dataclass(frozen=True)
+class TritonServingArgs:
+    image: str
+    model_repository: pulumi.Input[str]
+    reader_email: pulumi.Input[str]
+    admin_key: pulumi.Input[str]
+    accelerator_type: str
+    gpus_per_node: int
+    min_replicas: int
+    max_replicas: int
+    queue_time_target_us: int
+    # Names of the zonal NEGs GKE creates for the global load balancer.
+    neg_name_prefix: str
+
+
+class TritonServing(pulumi.ComponentResource):
+    namespace: k8s.core.v1.Namespace
+    deployment: k8s.apps.v1.Deployment
+    service: k8s.core.v1.Service
+    neg_service: k8s.core.v1.Service
+
+    def __init__(self, name: str, args: TritonServingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("triton-gke:k8s:TritonServing", name, None, opts)
+        self._name = name
+        self._args = args
+        self.namespace = restricted_namespace(f"{name}-ns", TRITON_NAMESPACE, self)
+        ns = self.namespace.metadata.name
+        child = pulumi.ResourceOptions(parent=self)
+        service_account = k8s.core.v1.ServiceAccount(
+            f"{name}-sa",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=TRITON_SERVICE_ACCOUNT,
+                namespace=ns,
+                annotations={"iam.gke.io/gcp-service-account": args.reader_email},
+            ),
+            automount_service_account_token=False,
+            opts=child,
+        )
+        admin_secret = k8s.core.v1.Secret(
+            f"{name}-admin-key",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name="triton-admin-key", namespace=ns),
+            string_data={"key": args.admin_key},
+            opts=child,
+        )
+        self.deployment = k8s.apps.v1.Deployment(
+            f"{name}-deployment",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=TRITON_APP, namespace=ns, labels=self.labels),
+            spec=k8s.apps.v1.DeploymentSpecArgs(
+                replicas=args.min_replicas,
+                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=self.labels),
+                template=self._pod_template(service_account, admin_secret),
+            ),
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["spec.replicas"]),  # the HPA owns it
+        )
+        self._disruption_budget_and_autoscaler(ns)
+        self.service = self._service(ns, TRITON_APP, annotations={})
+        self.neg_service = self._service(
+            ns, f"{TRITON_APP}-neg", annotations={"cloud.google.com/neg": self.neg_annotation}
+        )
+        self.register_outputs({"namespace": ns, "service": self.service.metadata.name})
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {"app.kubernetes.io/name": TRITON_APP, "app.kubernetes.io/component": "inference-server"}
+
+    @property
+    def neg_names(self) -> dict[str, str]:
+        return {port: f"{self._args.neg_name_prefix}-{port}" for port in ("http", "grpc")}
+
+    @property
+    def neg_annotation(self) -> str:
+        ports = {str(PORTS[port]): {"name": neg} for port, neg in self.neg_names.items()}
+        return json.dumps({"exposed_ports": ports}, sort_keys=True)
+
+    def _pod_template(self, service_account: k8s.core.v1.ServiceAccount, admin_secret: k8s.core.v1.Secret):
+        a = self._args
+        return k8s.core.v1.PodTemplateSpecArgs(
+            metadata=k8s.meta.v1.ObjectMetaArgs(labels=self.labels),
+            spec=k8s.core.v1.PodSpecArgs(
+                service_account_name=service_account.metadata.name,
+                automount_service_account_token=False,
+                node_selector={"cloud.google.com/gke-accelerator": a.accelerator_type},
+                tolerations=[GPU_TOLERATION],
+                # One pod per GPU node: it takes every GPU of the node, and never shares a node with another.
+                affinity=_one_pod_per_node(self.labels),
+                security_context=non_root_pod_security(TRITON_UID),
+                termination_grace_period_seconds=30,
+                containers=[self._container(admin_secret)],
+                volumes=[
+                    # TensorRT engines are built at model load (minutes on a T4) and kept for the pod's life.
+                    k8s.core.v1.VolumeArgs(
+                        name="trt-cache", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit="20Gi")
+                    ),
+                    k8s.core.v1.VolumeArgs(
+                        name="dshm", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(medium="Memory", size_limit="1Gi")
+                    ),
+                ],
+            ),
+        )
+
+    def _container(self, admin_secret: k8s.core.v1.Secret) -> k8s.core.v1.ContainerArgs:
+        a = self._args
+        return k8s.core.v1.ContainerArgs(
+            name="tritonserver",
+            image=a.image,
+            args=pulumi.Output.from_input(a.model_repository).apply(triton_server_args),
+            env=[
+                k8s.core.v1.EnvVarArgs(
+                    name=ADMIN_KEY_ENV,
+                    value_from=k8s.core.v1.EnvVarSourceArgs(
+                        secret_key_ref=k8s.core.v1.SecretKeySelectorArgs(name=admin_secret.metadata.name, key="key")
+                    ),
+                )
+            ],
+            ports=[k8s.core.v1.ContainerPortArgs(name=n, container_port=p) for n, p in PORTS.items()],
+            resources=k8s.core.v1.ResourceRequirementsArgs(
+                requests={"cpu": "2500m", "memory": "8Gi"},
+                limits={"memory": "12Gi", "nvidia.com/gpu": str(a.gpus_per_node)},
+            ),
+            security_context=non_root_container_security(),
+            volume_mounts=[
+                k8s.core.v1.VolumeMountArgs(name="trt-cache", mount_path=TRT_CACHE_DIR),
+                k8s.core.v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
+            ],
+            # Loading (and TensorRT engine building) may take many minutes: only then do the other probes start.
+            startup_probe=_http_probe("/v2/health/ready", period=10, failures=120),
+            readiness_probe=_http_probe("/v2/health/ready", period=5, failures=3),
+            liveness_probe=_http_probe("/v2/health/live", period=10, failures=3),
+        )
+
+    def _disruption_budget_and_autoscaler(self, ns: pulumi.Input[str]) -> None:
+        a = self._args
+        child = pulumi.ResourceOptions(parent=self)
+        k8s.policy.v1.PodDisruptionBudget(
+            f"{self._name}-pdb",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=TRITON_APP, namespace=ns),
+            spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(
+                max_unavailable=1, selector=k8s.meta.v1.LabelSelectorArgs(match_labels=self.labels)
+            ),
+            opts=child,
+        )
+        # Pending pods (one per node) make the cluster autoscaler add GPU nodes up to the pool's maximum.
+        k8s.autoscaling.v2.HorizontalPodAutoscaler(
+            f"{self._name}-hpa",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=TRITON_APP, namespace=ns),
+            spec=k8s.autoscaling.v2.HorizontalPodAutoscalerSpecArgs(
+                scale_target_ref=k8s.autoscaling.v2.CrossVersionObjectReferenceArgs(
+                    api_version="apps/v1", kind="Deployment", name=self.deployment.metadata.name
+                ),
+                min_replicas=a.min_replicas,
+                max_replicas=a.max_replicas,
+                metrics=[
+                    k8s.autoscaling.v2.MetricSpecArgs(
+                        type="Pods",
+                        pods=k8s.autoscaling.v2.PodsMetricSourceArgs(
+                            metric=k8s.autoscaling.v2.MetricIdentifierArgs(name=QUEUE_TIME_METRIC),
+                            target=k8s.autoscaling.v2.MetricTargetArgs(
+                                type="AverageValue", average_value=str(a.queue_time_target_us)
+                            ),
+                        ),
+                    )
+                ],
+                behavior=k8s.autoscaling.v2.HorizontalPodAutoscalerBehaviorArgs(
+                    # A new GPU node takes minutes: do not give one back at the first quiet minute.
+                    scale_down=k8s.autoscaling.v2.HPAScalingRulesArgs(stabilization_window_seconds=600)
+                ),
+            ),
+            opts=child,
+        )
+
+    def _service(self, ns: pulumi.Input[str], name: str, annotations: dict[str, str]) -> k8s.core.v1.Service:
+        return k8s.core.v1.Service(
+            f"{self._name}-{name}-svc",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels=self.labels, annotations=annotations),
+            spec=k8s.core.v1.ServiceSpecArgs(
+                type="ClusterIP",
+                selector=self.labels,
+                ports=[
+                    k8s.core.v1.ServicePortArgs(name=n, port=p, target_port=n, app_protocol=_app_protocol(n))
+                    for n, p in PORTS.items()
+                    if n != "metrics" or name == TRITON_APP
+                ],
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+
+def _app_protocol(port_name: str) -> str:
+    return "kubernetes.io/h2c" if port_name == "grpc" else "http"
+
+
+def _http_probe(path: str, period: int, failures: int) -> k8s.core.v1.ProbeArgs:
+    return k8s.core.v1.ProbeArgs(
+        http_get=k8s.core.v1.HTTPGetActionArgs(path=path, port="http"),
+        period_seconds=period,
+        failure_threshold=failures,
+        timeout_seconds=3,
+    )
+
+
+def _one_pod_per_node(labels: dict[str, str]) -> k8s.core.v1.AffinityArgs:
+    return k8s.core.v1.AffinityArgs(
+        pod_anti_affinity=k8s.core.v1.PodAntiAffinityArgs(
+            required_during_scheduling_ignored_during_execution=[
+                k8s.core.v1.PodAffinityTermArgs(
+                    label_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=labels),
+                    topology_key="kubernetes.io/hostname",
+                )
+            ]
+        )
+    )

@@ -4,26 +4,70 @@ A twin keeps the name, inputs/outputs, dynamic batching, warm-up and instance co
 GPU model, but runs on CPU through Triton's python backend, whose model.py runs the same
 ONNX file (the QDQ INT8 file for INT8 variants) with ONNX Runtime. The ONNX file is copied
 into the twin's version folder because Triton downloads only a model's own folder from gs://.
+
+A twin can be made deliberately slow (config parameter `inject_delay_ms`, honoured by its
+model.py) to test latency alerts against a real server: delayed_copy().
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from model_repo.configs import PYTHON_FILENAME, ModelIO, base_config
+from model_repo.configs import PYTHON_FILENAME, ModelIO, base_config, render, validate_config_text
+from model_repo.errors import ModelRepoError
 from model_repo.settings import VariantSettings
 
 TEMPLATE = Path(__file__).with_name("twin_model.py")
+DELAY_PARAMETER = "inject_delay_ms"  # read by twin_model.py
+MAX_DELAY_MS = 600_000
 
 
-def twin_config(variant: VariantSettings, io: ModelIO, labels: bool) -> mc.ModelConfig:
+def twin_config(variant: VariantSettings, io: ModelIO, labels: bool, inject_delay_ms: int = 0) -> mc.ModelConfig:
     config = base_config(variant, io, labels)
     config.backend = "python"
     config.default_model_filename = PYTHON_FILENAME
     config.instance_group.add(count=variant.instance_count, kind=mc.ModelInstanceGroup.KIND_CPU)
+    if inject_delay_ms:
+        inject_delay(config, inject_delay_ms)
     return config
+
+
+def inject_delay(config: mc.ModelConfig, delay_ms: int) -> None:
+    """Make the twin sleep delay_ms in every execution (after running the model)."""
+    if isinstance(delay_ms, bool) or not isinstance(delay_ms, int) or not 0 <= delay_ms <= MAX_DELAY_MS:
+        raise ModelRepoError(
+            f"{DELAY_PARAMETER}: expected a whole number of ms from 0 to {MAX_DELAY_MS}, got {delay_ms!r}"
+        )
+    config.parameters[DELAY_PARAMETER].string_value = str(delay_ms)
+
+
+def delayed_copy(twin_dir: Path, target_dir: Path, delay_ms: int) -> Path:
+    """Copy a built twin folder to target_dir (its name becomes the model name), delay_ms slower."""
+    twin_dir, target_dir = Path(twin_dir), Path(target_dir)
+    config = validate_config_text((twin_dir / "config.pbtxt").read_text(encoding="utf-8"), twin_dir / "config.pbtxt")
+    if config.backend != "python" or not (twin_dir / "1" / PYTHON_FILENAME).is_file():
+        raise ModelRepoError(f"{twin_dir}: not a CPU twin (python backend with 1/{PYTHON_FILENAME})")
+    shutil.copytree(twin_dir, target_dir, copy_function=_link_or_copy)
+    config.name = target_dir.name
+    inject_delay(config, delay_ms)
+    text = render(config, f"CPU twin {twin_dir.name}, {delay_ms} ms slower on purpose")
+    (target_dir / "config.pbtxt").write_text(text, encoding="utf-8")
+    validate_config_text(text, target_dir / "config.pbtxt")
+    return target_dir
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """Hard-link the ONNX file (~100 MB, read-only); copy the rest, which may be rewritten."""
+    if src.endswith(".onnx"):
+        with contextlib.suppress(OSError):
+            os.link(src, dst)
+            return
+    shutil.copy2(src, dst)
 
 
 def twin_note(variant: VariantSettings) -> str:

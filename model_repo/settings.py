@@ -12,9 +12,10 @@ from pathlib import Path
 
 from model_repo.errors import ModelRepoError
 
-# Triton 25.10: CUDA 13.0 (driver >= R575, or R535 via forward compatibility on data centre
-# GPUs such as T4), supports compute capability 7.5 (T4); ONNX Runtime backend with TensorRT.
-TRITON_IMAGE_TAG = "25.10-py3"
+# Triton 25.06 (2.59): the last releases on CUDA 12 (12.9). It runs on every driver GKE installs for a
+# T4: R535 (DEFAULT) through the forward-compatibility package, R550/R570 through CUDA 12 minor-version
+# compatibility, R575+ natively. 25.08 and later are CUDA 13, which an R550 or R570 driver cannot run.
+TRITON_IMAGE_TAG = "25.06-py3"
 
 # Triton dropped the TensorFlow backend after 25.02, so SavedModels need an image <= 25.02.
 LAST_TENSORFLOW_RELEASE = (25, 2)

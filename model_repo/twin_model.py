@@ -2,12 +2,15 @@
 
 Copied as `model.py` into each CPU twin's version folder by model_repo.cpu_twin. Input and
 output names come from the model configuration, so one file serves any ONNX model.
+A config parameter `inject_delay_ms` (absent by default) adds that much time to every
+execution: a deliberately slow model, for testing latency alerts.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +18,7 @@ import onnxruntime as ort
 import triton_python_backend_utils as pb_utils
 
 ONNX_FILENAME = "model.onnx"
+DELAY_PARAMETER = "inject_delay_ms"
 
 
 def _cpu_count() -> int:
@@ -34,6 +38,14 @@ def _session(path: Path, instances: int) -> ort.InferenceSession:
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
+def _injected_delay_ms(config: dict) -> float:
+    raw = config.get("parameters", {}).get(DELAY_PARAMETER, {}).get("string_value", "0")
+    delay = float(raw)  # a bad value fails initialize(): the model does not load, the log says why
+    if not 0 <= delay <= 600_000:
+        raise ValueError(f"{DELAY_PARAMETER}={raw!r}: expected 0 to 600000 ms")
+    return delay
+
+
 class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
         config = json.loads(args["model_config"])
@@ -42,6 +54,7 @@ class TritonPythonModel:
         self.session = _session(folder / ONNX_FILENAME, instances)
         self.inputs = [tensor["name"] for tensor in config["input"]]
         self.outputs = [tensor["name"] for tensor in config["output"]]
+        self.delay_s = _injected_delay_ms(config) / 1000
 
     def execute(self, requests: list) -> list:
         """Run all requests the batcher collected as ONE batch, then split the results."""
@@ -52,6 +65,8 @@ class TritonPythonModel:
             sizes = [a.shape[0] for a in arrays[self.inputs[0]]]
             feed = {name: np.concatenate(parts) for name, parts in arrays.items()}
             results = self.session.run(self.outputs, feed)
+            if self.delay_s:
+                time.sleep(self.delay_s)  # holds the instance, as a slower model would
         except Exception as err:  # answer every request rather than crash the instance
             error = pb_utils.TritonError(f"{type(err).__name__}: {err}")
             return [pb_utils.InferenceResponse(error=error) for _ in requests]

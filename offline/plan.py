@@ -66,6 +66,18 @@ KEY_PROPERTIES: dict[str, tuple[str, ...]] = {
     "gcp:projects/iAMMember:IAMMember": ("role", "member"),
 }
 
+# Shown for every Kubernetes object (those a kind lacks are skipped).
+K8S_PROPERTIES = (
+    "metadata.namespace",
+    "metadata.name",
+    "spec.type",
+    "spec.replicas",
+    "spec.minReplicas",
+    "spec.maxReplicas",
+    "spec.template.spec.containers.0.image",
+    "spec.template.spec.nodeSelector",
+)
+
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
@@ -181,7 +193,9 @@ def _lookup(inputs: Any, path: str) -> Any:
 
 def _key_properties(resource: PlannedResource) -> str:
     inputs = _tidy(resource.inputs)
-    paths = KEY_PROPERTIES.get(resource.type)
+    paths = KEY_PROPERTIES.get(resource.type) or (
+        K8S_PROPERTIES if resource.type.startswith(KUBERNETES_PREFIX) else None
+    )
     if paths is None:
         paths = tuple(k for k, v in inputs.items() if isinstance(v, str | int | bool) and k != "name")[:4]
     shown = []

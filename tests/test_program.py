@@ -22,14 +22,23 @@ def gpu_pools(plan: Plan):
     return [p for p in plan.of_type(NODE_POOL) if p.inputs["nodeConfig"].get("guestAccelerators")]
 
 
+def driver_installers(plan: Plan):
+    daemonsets = plan.of_type("kubernetes:apps/v1:DaemonSet")
+    return [d for d in daemonsets if d.inputs["metadata"]["name"] == "nvidia-driver-installer"]
+
+
 def node_accounts(plan: Plan):
     return [a for a in plan.of_type(SERVICE_ACCOUNT) if a.parent.type == "triton-gke:infra:GkeCluster"]
 
 
 def region_of(plan: Plan, resource) -> str:
-    """The region of the cluster component a resource belongs to."""
-    component = next(a for a in [resource, *plan.ancestors(resource)] if a.type == "triton-gke:infra:GkeCluster")
-    return component.name.removeprefix("gke-")
+    """The region of the per-region component (a cluster, or a workload on one) that a resource belongs to."""
+    for owner in [resource, *plan.ancestors(resource)]:
+        if owner.type == "triton-gke:infra:GkeCluster":
+            return owner.name.removeprefix("gke-")
+        if owner.type in ("triton-gke:k8s:TritonServing", "triton-gke:k8s:LoadTest", "triton-gke:k8s:Monitoring"):
+            return owner.name.split("-", 1)[1]
+    raise AssertionError(f"{resource.name} belongs to no region")
 
 
 def test_dev_is_one_region_one_spot_t4_and_disposable(dev_plan):
@@ -123,7 +132,7 @@ def test_installation_disabled_deploys_the_driver_daemonset_instead_in_every_reg
     for pool in gpu_pools(plan):
         config = pool.inputs["nodeConfig"]["guestAccelerators"][0]["gpuDriverInstallationConfig"]
         assert config["gpuDriverVersion"] == "INSTALLATION_DISABLED"
-    daemonsets = plan.of_type("kubernetes:apps/v1:DaemonSet")
+    daemonsets = driver_installers(plan)
     assert len(daemonsets) == 3
     for ds in daemonsets:
         provider = plan.by_urn(ds.provider_urn)
@@ -132,7 +141,7 @@ def test_installation_disabled_deploys_the_driver_daemonset_instead_in_every_reg
 
 
 def test_managed_drivers_never_also_get_the_daemonset(prod_plan):
-    assert prod_plan.of_type("kubernetes:apps/v1:DaemonSet") == []
+    assert driver_installers(prod_plan) == []
 
 
 def test_every_kubernetes_resource_is_bound_to_its_own_regions_provider():

@@ -1,0 +1,240 @@
+"""One global external Application Load Balancer in front of every region's Triton pods.
+
+Traffic reaches pods directly through the zonal NEGs that GKE creates from the `triton-neg`
+Service annotation (container-native load balancing). Backends use RATE balancing with a
+per-pod capacity: each client goes to the closest region that has healthy pods with spare
+capacity, overflows to the next closest when a region is full, and skips a region whose pods
+all fail the health check.
+
+Only inference routes exist (KServe v2 HTTP inference, health and metadata; the gRPC inference
+methods). Everything else, the repository, shared-memory, trace, logging and statistics APIs
+included, is answered 404 by the load balancer itself and never reaches Triton.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.naming import gcp_name
+
+# Google's health-check and global front-end ranges: the only sources the firewall opens.
+HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
+SCHEME = "EXTERNAL_MANAGED"
+TRITON_PORTS = {"http": 8000, "grpc": 8001}
+GRPC_SERVICE = "/inference.GRPCInferenceService"
+GRPC_INFERENCE_METHODS = (
+    "ServerLive",
+    "ServerReady",
+    "ModelReady",
+    "ServerMetadata",
+    "ModelMetadata",
+    "ModelInfer",
+    "ModelStreamInfer",
+)
+HTTP_FULL_PATHS = ("/v2", "/v2/health/live", "/v2/health/ready")
+HTTP_PATH_TEMPLATES = (
+    "/v2/models/{model=*}",
+    "/v2/models/{model=*}/ready",
+    "/v2/models/{model=*}/infer",
+    "/v2/models/{model=*}/versions/{version=*}",
+    "/v2/models/{model=*}/versions/{version=*}/ready",
+    "/v2/models/{model=*}/versions/{version=*}/infer",
+)
+
+
+@dataclass(frozen=True)
+class RegionBackend:
+    region: str
+    zones: tuple[str, ...]
+    neg_names: dict[str, str]  # port name (http, grpc) -> NEG name GKE creates in every zone
+    neg_service: pulumi.Resource  # the Service whose annotation makes GKE create the NEGs
+    node_service_account: pulumi.Input[str]
+
+
+@dataclass(frozen=True)
+class GlobalLoadBalancerArgs:
+    project: str
+    stack: str
+    network: pulumi.Input[str]
+    regions: tuple[RegionBackend, ...]
+    max_rate_per_pod: int
+    domain: str = ""
+
+
+class GlobalLoadBalancer(pulumi.ComponentResource):
+    address: gcp.compute.GlobalAddress
+    backend_services: dict[str, gcp.compute.BackendService]
+
+    def __init__(self, name: str, args: GlobalLoadBalancerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("triton-gke:infra:GlobalLoadBalancer", name, None, opts)
+        self._name = name
+        self._args = args
+        child = pulumi.ResourceOptions(parent=self)
+        self.address = gcp.compute.GlobalAddress(
+            f"{name}-ip", name=self._physical("ip"), project=args.project, ip_version="IPV4", opts=child
+        )
+        self._firewall()
+        health_check = self._health_check()
+        self.backend_services = {
+            port: self._backend_service(port, "HTTP" if port == "http" else "H2C", health_check)
+            for port in TRITON_PORTS
+        }
+        url_map = self._url_map()
+        self._front_ends(url_map)
+        self.register_outputs({"address": self.address.address})
+
+    def _physical(self, what: str) -> str:
+        return gcp_name("triton", self._args.stack, what, max_len=63)
+
+    def _firewall(self) -> None:
+        a = self._args
+        for region in a.regions:
+            # One rule per region, opening only that region's GPU nodes (by service account), only to Google's ranges.
+            gcp.compute.Firewall(
+                f"{self._name}-allow-lb-{region.region}",
+                name=self._physical(f"allow-lb-{region.region}"),
+                project=a.project,
+                network=a.network,
+                direction="INGRESS",
+                source_ranges=list(HEALTH_CHECK_RANGES),
+                target_service_accounts=[region.node_service_account],
+                allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(p) for p in TRITON_PORTS.values()])],
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+
+    def _health_check(self) -> gcp.compute.HealthCheck:
+        # Strict readiness: a pod is healthy only when every model it serves has loaded.
+        return gcp.compute.HealthCheck(
+            f"{self._name}-ready",
+            name=self._physical("ready"),
+            project=self._args.project,
+            http_health_check=gcp.compute.HealthCheckHttpHealthCheckArgs(
+                port=TRITON_PORTS["http"], port_specification="USE_FIXED_PORT", request_path="/v2/health/ready"
+            ),
+            check_interval_sec=5,
+            timeout_sec=3,
+            healthy_threshold=2,
+            unhealthy_threshold=3,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _backend_service(self, port: str, protocol: str, health_check: gcp.compute.HealthCheck):
+        a = self._args
+        return gcp.compute.BackendService(
+            f"{self._name}-{port}",
+            name=self._physical(port),
+            project=a.project,
+            protocol=protocol,
+            load_balancing_scheme=SCHEME,
+            locality_lb_policy="LEAST_REQUEST",
+            health_checks=health_check.id,
+            timeout_sec=60,
+            backends=[self._backend(region, zone, port) for region in a.regions for zone in region.zones],
+            log_config=gcp.compute.BackendServiceLogConfigArgs(enable=True, sample_rate=0.1),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _backend(self, region: RegionBackend, zone: str, port: str) -> gcp.compute.BackendServiceBackendArgs:
+        # GKE creates the NEGs asynchronously after the Service; the lookup runs only once the Service
+        # exists (and pulumi-kubernetes has seen its endpoints), and destroy removes this backend first.
+        neg = gcp.compute.get_network_endpoint_group_output(
+            name=region.neg_names[port],
+            zone=zone,
+            project=self._args.project,
+            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[region.neg_service]),
+        )
+        return gcp.compute.BackendServiceBackendArgs(
+            group=neg.self_link,
+            balancing_mode="RATE",
+            max_rate_per_endpoint=self._args.max_rate_per_pod,
+            capacity_scaler=1.0,
+        )
+
+    def _url_map(self) -> gcp.compute.URLMap:
+        http, grpc = self.backend_services["http"], self.backend_services["grpc"]
+        grpc_rule = gcp.compute.URLMapPathMatcherRouteRuleArgs(
+            priority=1,
+            service=grpc.id,
+            match_rules=[
+                gcp.compute.URLMapPathMatcherRouteRuleMatchRuleArgs(full_path_match=f"{GRPC_SERVICE}/{method}")
+                for method in GRPC_INFERENCE_METHODS
+            ],
+        )
+        http_rule = gcp.compute.URLMapPathMatcherRouteRuleArgs(
+            priority=2,
+            service=http.id,
+            match_rules=[
+                gcp.compute.URLMapPathMatcherRouteRuleMatchRuleArgs(full_path_match=p) for p in HTTP_FULL_PATHS
+            ]
+            + [gcp.compute.URLMapPathMatcherRouteRuleMatchRuleArgs(path_template_match=t) for t in HTTP_PATH_TEMPLATES],
+        )
+        not_found = gcp.compute.URLMapPathMatcherDefaultRouteActionArgs(
+            weighted_backend_services=[
+                gcp.compute.URLMapPathMatcherDefaultRouteActionWeightedBackendServiceArgs(
+                    backend_service=http.id, weight=100
+                )
+            ],
+            fault_injection_policy=gcp.compute.URLMapPathMatcherDefaultRouteActionFaultInjectionPolicyArgs(
+                abort=gcp.compute.URLMapPathMatcherDefaultRouteActionFaultInjectionPolicyAbortArgs(
+                    http_status=404, percentage=100
+                )
+            ),
+        )
+        return gcp.compute.URLMap(
+            f"{self._name}-routes",
+            name=self._physical("routes"),
+            project=self._args.project,
+            default_service=http.id,
+            host_rules=[gcp.compute.URLMapHostRuleArgs(hosts=["*"], path_matcher="inference-only")],
+            path_matchers=[
+                gcp.compute.URLMapPathMatcherArgs(
+                    name="inference-only",
+                    route_rules=[grpc_rule, http_rule],
+                    # Anything else (admin APIs included) is aborted at the load balancer with 404.
+                    default_route_action=not_found,
+                )
+            ],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _front_ends(self, url_map: gcp.compute.URLMap) -> None:
+        a = self._args
+        child = pulumi.ResourceOptions(parent=self)
+        http_proxy = gcp.compute.TargetHttpProxy(
+            f"{self._name}-http-proxy", name=self._physical("http"), project=a.project, url_map=url_map.id, opts=child
+        )
+        self._forwarding_rule("http", http_proxy.id, "80")
+        if not a.domain:
+            return
+        certificate = gcp.compute.ManagedSslCertificate(
+            f"{self._name}-cert",
+            name=self._physical("cert"),
+            project=a.project,
+            managed=gcp.compute.ManagedSslCertificateManagedArgs(domains=[a.domain]),
+            opts=child,
+        )
+        https_proxy = gcp.compute.TargetHttpsProxy(
+            f"{self._name}-https-proxy",
+            name=self._physical("https"),
+            project=a.project,
+            url_map=url_map.id,
+            ssl_certificates=[certificate.id],
+            opts=child,
+        )
+        self._forwarding_rule("https", https_proxy.id, "443")
+
+    def _forwarding_rule(self, kind: str, target: pulumi.Input[str], port: str) -> None:
+        gcp.compute.GlobalForwardingRule(
+            f"{self._name}-{kind}-rule",
+            name=self._physical(f"{kind}-rule"),
+            project=self._args.project,
+            target=target,
+            ip_address=self.address.address,
+            port_range=port,
+            ip_protocol="TCP",
+            load_balancing_scheme=SCHEME,
+            opts=pulumi.ResourceOptions(parent=self),
+        )

@@ -1,0 +1,54 @@
+"""Pieces every Kubernetes component shares."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+# Matches the taint of the T4 pool (infra/cluster.py): only pods that tolerate it land on GPU nodes.
+GPU_TOLERATION = k8s.core.v1.TolerationArgs(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")
+# The CPU pool's node label (infra/cluster.py POOL_ROLE_LABEL).
+CPU_POOL_SELECTOR = {"triton-gke/pool": "cpu"}
+
+
+def restricted_namespace(resource_name: str, name: str, parent: pulumi.Resource) -> k8s.core.v1.Namespace:
+    """A namespace whose pods must meet the 'restricted' Pod Security Standard (non-root, no escalation)."""
+    return k8s.core.v1.Namespace(
+        resource_name,
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            name=name,
+            labels={
+                "pod-security.kubernetes.io/enforce": "restricted",
+                "pod-security.kubernetes.io/warn": "restricted",
+            },
+        ),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+def non_root_container_security() -> k8s.core.v1.SecurityContextArgs:
+    return k8s.core.v1.SecurityContextArgs(
+        allow_privilege_escalation=False, capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"])
+    )
+
+
+def non_root_pod_security(uid: int) -> k8s.core.v1.PodSecurityContextArgs:
+    """Pod-level half of the restricted Pod Security Standard, running as the image's own user."""
+    return k8s.core.v1.PodSecurityContextArgs(
+        run_as_non_root=True,
+        run_as_user=uid,
+        run_as_group=uid,
+        fs_group=uid,
+        seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
+    )
+
+
+def required_node_affinity(*expressions: k8s.core.v1.NodeSelectorRequirementArgs) -> k8s.core.v1.AffinityArgs:
+    """Schedule only on nodes matching every expression."""
+    return k8s.core.v1.AffinityArgs(
+        node_affinity=k8s.core.v1.NodeAffinityArgs(
+            required_during_scheduling_ignored_during_execution=k8s.core.v1.NodeSelectorArgs(
+                node_selector_terms=[k8s.core.v1.NodeSelectorTermArgs(match_expressions=list(expressions))]
+            )
+        )
+    )

@@ -1,0 +1,171 @@
+"""Locust in the cluster: one master and N workers running the project's locustfile against Triton.
+
+The public locust image does not have tritonclient; an init container pip-installs the pinned
+client into a shared volume on PYTHONPATH, so no private registry or custom image is needed.
+The web UI is reached with `kubectl port-forward` unless the stack lists source ranges for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from k8s.common import CPU_POOL_SELECTOR, non_root_container_security, non_root_pod_security, restricted_namespace
+
+LOCUST_NAMESPACE = "load"
+LOCUST_IMAGE = "locustio/locust:2.47.0"
+LOCUST_UID = 1000  # the locust user of the image
+LOCUSTFILE = Path(__file__).resolve().parent.parent / "loadtest" / "locustfile.py"
+PIP_PACKAGES = ("tritonclient[http,grpc]==2.73.0", "prometheus-client==0.21.1")
+PORTS = {"web": 8089, "master": 5557, "metrics": 9646}
+DEPS_DIR = "/deps"
+
+
+@dataclass(frozen=True)
+class LoadTestArgs:
+    triton_address: str
+    model: str
+    rps_per_user: int
+    protocol: str
+    payload: str
+    workers: int
+    # CIDRs for a LoadBalancer in front of the web UI; empty: ClusterIP only.
+    web_ui_source_ranges: tuple[str, ...] = ()
+
+
+class LoadTest(pulumi.ComponentResource):
+    namespace: k8s.core.v1.Namespace
+    config: k8s.core.v1.ConfigMap
+    master: k8s.apps.v1.Deployment
+    workers: k8s.apps.v1.Deployment
+    service: k8s.core.v1.Service
+
+    def __init__(self, name: str, args: LoadTestArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("triton-gke:k8s:LoadTest", name, None, opts)
+        self._name = name
+        self._args = args
+        self.namespace = restricted_namespace(f"{name}-ns", LOCUST_NAMESPACE, self)
+        ns = self.namespace.metadata.name
+        child = pulumi.ResourceOptions(parent=self)
+        self.config = k8s.core.v1.ConfigMap(
+            f"{name}-config",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name="locust-config", namespace=ns),
+            data=self.settings,
+            opts=child,
+        )
+        self._locustfile = k8s.core.v1.ConfigMap(
+            f"{name}-locustfile",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name="locustfile", namespace=ns),
+            data={"locustfile.py": LOCUSTFILE.read_text()},
+            opts=child,
+        )
+        self.master = self._deployment(ns, "master", 1, ["--master"])
+        self.workers = self._deployment(
+            ns, "worker", args.workers, ["--worker", f"--master-host=locust-master.{LOCUST_NAMESPACE}"]
+        )
+        self.service = self._master_service(ns)
+        self.register_outputs({"namespace": ns, "service": self.service.metadata.name})
+
+    @property
+    def settings(self) -> dict[str, str]:
+        """The reference's keys (model, saddr, rps) plus ours; the locustfile reads them from its environment."""
+        a = self._args
+        return {
+            "model": a.model,
+            "saddr": a.triton_address,
+            "rps": str(a.rps_per_user),
+            "protocol": a.protocol,
+            "payload": a.payload,
+            "metrics_port": str(PORTS["metrics"]),
+        }
+
+    def labels(self, component: str) -> dict[str, str]:
+        return {"app.kubernetes.io/name": "locust", "app.kubernetes.io/component": component}
+
+    def _deployment(
+        self, ns: pulumi.Input[str], role: str, replicas: int, role_args: list[str]
+    ) -> k8s.apps.v1.Deployment:
+        labels = self.labels(role)
+        return k8s.apps.v1.Deployment(
+            f"{self._name}-{role}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=f"locust-{role}", namespace=ns, labels=labels),
+            spec=k8s.apps.v1.DeploymentSpecArgs(
+                replicas=replicas,
+                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=labels),
+                template=k8s.core.v1.PodTemplateSpecArgs(
+                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
+                    spec=k8s.core.v1.PodSpecArgs(
+                        node_selector=CPU_POOL_SELECTOR,
+                        automount_service_account_token=False,
+                        security_context=non_root_pod_security(LOCUST_UID),
+                        init_containers=[self._install_client()],
+                        containers=[self._locust(role, role_args)],
+                        volumes=[
+                            k8s.core.v1.VolumeArgs(name="deps", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs()),
+                            k8s.core.v1.VolumeArgs(
+                                name="locustfile",
+                                config_map=k8s.core.v1.ConfigMapVolumeSourceArgs(name=self._locustfile.metadata.name),
+                            ),
+                        ],
+                    ),
+                ),
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _install_client(self) -> k8s.core.v1.ContainerArgs:
+        return k8s.core.v1.ContainerArgs(
+            name="install-tritonclient",
+            image=LOCUST_IMAGE,
+            command=["pip", "install", "--no-cache-dir", "--quiet", f"--target={DEPS_DIR}", *PIP_PACKAGES],
+            security_context=non_root_container_security(),
+            volume_mounts=[k8s.core.v1.VolumeMountArgs(name="deps", mount_path=DEPS_DIR)],
+        )
+
+    def _locust(self, role: str, role_args: list[str]) -> k8s.core.v1.ContainerArgs:
+        ports = PORTS if role == "master" else {}
+        return k8s.core.v1.ContainerArgs(
+            name="locust",
+            image=LOCUST_IMAGE,
+            args=["-f", "/mnt/locust/locustfile.py", *role_args],
+            env=[k8s.core.v1.EnvVarArgs(name="PYTHONPATH", value=DEPS_DIR)],
+            env_from=[
+                k8s.core.v1.EnvFromSourceArgs(
+                    config_map_ref=k8s.core.v1.ConfigMapEnvSourceArgs(name=self.config.metadata.name)
+                )
+            ],
+            ports=[k8s.core.v1.ContainerPortArgs(name=n, container_port=p) for n, p in ports.items()],
+            resources=k8s.core.v1.ResourceRequirementsArgs(
+                requests={"cpu": "500m", "memory": "512Mi"}, limits={"memory": "1Gi"}
+            ),
+            security_context=non_root_container_security(),
+            volume_mounts=[
+                k8s.core.v1.VolumeMountArgs(name="deps", mount_path=DEPS_DIR),
+                k8s.core.v1.VolumeMountArgs(name="locustfile", mount_path="/mnt/locust", read_only=True),
+            ],
+        )
+
+    def _master_service(self, ns: pulumi.Input[str]) -> k8s.core.v1.Service:
+        service = self._service(ns, "locust-master", "ClusterIP", PORTS)
+        if self._args.web_ui_source_ranges:
+            # Only the web UI, only from the listed ranges; workers and metrics stay inside the cluster.
+            self._service(ns, "locust-web", "LoadBalancer", {"web": PORTS["web"]}, self._args.web_ui_source_ranges)
+        return service
+
+    def _service(
+        self, ns: pulumi.Input[str], name: str, kind: str, ports: dict[str, int], sources: tuple[str, ...] = ()
+    ) -> k8s.core.v1.Service:
+        return k8s.core.v1.Service(
+            f"{self._name}-{name}-svc",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels=self.labels("master")),
+            spec=k8s.core.v1.ServiceSpecArgs(
+                type=kind,
+                load_balancer_source_ranges=list(sources) or None,
+                selector=self.labels("master"),
+                ports=[k8s.core.v1.ServicePortArgs(name=n, port=p, target_port=n) for n, p in ports.items()],
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )

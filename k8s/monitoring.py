@@ -1,0 +1,558 @@
+"""Monitoring of one cluster: Prometheus, Grafana, the DCGM GPU exporter and the HPA's metrics adapter.
+
+Prometheus discovers Triton, DCGM and Locust pods with kubernetes_sd (monitoring/prometheus_config.py)
+and evaluates the recording and SLO alerting rules (monitoring/rules.py); Grafana starts with the
+Prometheus datasource and the dashboards in dashboards/. With `monitoringMode: operator` the
+cluster's own Prometheus Operator gets PodMonitor and PrometheusRule objects instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from k8s.common import (
+    CPU_POOL_SELECTOR,
+    GPU_TOLERATION,
+    non_root_container_security,
+    non_root_pod_security,
+    required_node_affinity,
+    restricted_namespace,
+)
+from k8s.triton import QUEUE_TIME_METRIC
+from monitoring.dashboards import dashboard_text, dashboards
+from monitoring.prometheus_config import prometheus_config_yaml
+from monitoring.rules import rules, rules_yaml
+from monitoring.settings import DCGM_PODS, POD_SELECTORS, TRITON_PODS, SloSettings
+
+MONITORING_NAMESPACE = "monitoring"
+PROMETHEUS_IMAGE = "quay.io/prometheus/prometheus:v3.5.0"
+GRAFANA_IMAGE = "docker.io/grafana/grafana:11.6.0"
+DCGM_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.5-3.4.1-ubuntu22.04"
+ADAPTER_IMAGE = "registry.k8s.io/prometheus-adapter/prometheus-adapter:v0.12.0"
+PROMETHEUS_URL = f"http://prometheus.{MONITORING_NAMESPACE}.svc:9090"
+DATASOURCE_UID = "prometheus"
+RULES_DIR = "/etc/prometheus-rules"
+NOBODY = 65534
+GRAFANA_UID = 472
+
+
+@dataclass(frozen=True)
+class MonitoringArgs:
+    region: str
+    stack: str
+    slo: SloSettings
+    mode: str  # "builtin" or "operator"
+    retention: str
+    storage_gb: int
+    grafana_admin_password: pulumi.Input[str]
+    # Namespace name -> the created Namespace's name output, for objects this component puts in
+    # other components' namespaces (so they wait for them, and go before them on destroy).
+    watched_namespaces: dict[str, pulumi.Input[str]]
+    web_ui_source_ranges: tuple[str, ...] = ()
+
+
+def _meta(name: str, namespace: pulumi.Input[str] | None = None, **labels: str) -> k8s.meta.v1.ObjectMetaArgs:
+    return k8s.meta.v1.ObjectMetaArgs(name=name, namespace=namespace, labels=labels or None)
+
+
+def _app(name: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": name}
+
+
+class Monitoring(pulumi.ComponentResource):
+    def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("triton-gke:k8s:Monitoring", name, None, opts)
+        self._name = name
+        self._args = args
+        self._dcgm_exporter()
+        if args.mode == "operator":
+            self._operator_objects()
+        else:
+            self.namespace = restricted_namespace(f"{name}-ns", MONITORING_NAMESPACE, self)
+            self._prometheus()
+            self._metrics_adapter()
+            self._grafana()
+        self.register_outputs({})
+
+    def _opts(self, **kwargs: Any) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self, **kwargs)
+
+    def _namespace(self, name: str) -> pulumi.Input[str]:
+        if name == DCGM_PODS.namespace:
+            return self._gpu_namespace.metadata.name
+        return self._args.watched_namespaces[name]
+
+    # ------------------------------------------------------------------ GPU metrics
+
+    def _dcgm_exporter(self) -> None:
+        # Reading GPU counters needs the host's driver and a privileged container: its own namespace,
+        # so every other namespace can keep the restricted Pod Security Standard.
+        namespace = self._gpu_namespace = k8s.core.v1.Namespace(
+            f"{self._name}-gpu-ns",
+            metadata=_meta(DCGM_PODS.namespace, **{"pod-security.kubernetes.io/enforce": "privileged"}),
+            opts=self._opts(),
+        )
+        labels = dict(DCGM_PODS.labels)
+        mounts = {
+            "nvidia-install-dir-host": ("/home/kubernetes/bin/nvidia", "/usr/local/nvidia"),
+            "pod-resources": ("/var/lib/kubelet/pod-resources", "/var/lib/kubelet/pod-resources"),
+        }
+        k8s.apps.v1.DaemonSet(
+            f"{self._name}-dcgm-exporter",
+            metadata=_meta("dcgm-exporter", namespace.metadata.name, **labels),
+            spec=k8s.apps.v1.DaemonSetSpecArgs(
+                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=labels),
+                template=k8s.core.v1.PodTemplateSpecArgs(
+                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
+                    spec=k8s.core.v1.PodSpecArgs(
+                        automount_service_account_token=False,
+                        affinity=_gpu_nodes_only(),
+                        tolerations=[GPU_TOLERATION],
+                        priority_class_name="system-node-critical",
+                        containers=[
+                            k8s.core.v1.ContainerArgs(
+                                name="dcgm-exporter",
+                                image=DCGM_IMAGE,
+                                env=[
+                                    k8s.core.v1.EnvVarArgs(name="LD_LIBRARY_PATH", value="/usr/local/nvidia/lib64"),
+                                    k8s.core.v1.EnvVarArgs(name="DCGM_EXPORTER_KUBERNETES", value="true"),
+                                ],
+                                ports=[k8s.core.v1.ContainerPortArgs(name="metrics", container_port=9400)],
+                                security_context=k8s.core.v1.SecurityContextArgs(privileged=True),
+                                resources=k8s.core.v1.ResourceRequirementsArgs(
+                                    requests={"cpu": "50m", "memory": "128Mi"}, limits={"memory": "512Mi"}
+                                ),
+                                volume_mounts=[
+                                    k8s.core.v1.VolumeMountArgs(name=n, mount_path=path, read_only=True)
+                                    for n, (_, path) in mounts.items()
+                                ],
+                            )
+                        ],
+                        volumes=[
+                            k8s.core.v1.VolumeArgs(name=n, host_path=k8s.core.v1.HostPathVolumeSourceArgs(path=host))
+                            for n, (host, _) in mounts.items()
+                        ],
+                    ),
+                ),
+            ),
+            opts=self._opts(),
+        )
+
+    # ------------------------------------------------------------------ Prometheus
+
+    def _prometheus(self) -> None:
+        a = self._args
+        ns = self.namespace.metadata.name
+        account = k8s.core.v1.ServiceAccount(
+            f"{self._name}-prometheus-sa", metadata=_meta("prometheus", ns), opts=self._opts()
+        )
+        # Least privilege: read pods in the three watched namespaces only, no cluster-wide access.
+        for selector in POD_SELECTORS:
+            self._pod_reader(selector.namespace, account)
+        config = k8s.core.v1.ConfigMap(
+            f"{self._name}-prometheus-config",
+            metadata=_meta("prometheus-config", ns),
+            data={"prometheus.yml": prometheus_config_yaml(a.region, a.stack, rule_files=(f"{RULES_DIR}/*.yml",))},
+            opts=self._opts(),
+        )
+        rule_files = k8s.core.v1.ConfigMap(
+            f"{self._name}-prometheus-rules",
+            metadata=_meta("prometheus-rules", ns),
+            data={"triton.yml": rules_yaml(a.slo, a.region)},
+            opts=self._opts(),
+        )
+        storage = k8s.core.v1.PersistentVolumeClaim(
+            f"{self._name}-prometheus-data",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name="prometheus-data",
+                namespace=ns,
+                # GKE's default class binds only once the pod is scheduled: waiting here would deadlock.
+                annotations={"pulumi.com/skipAwait": "true"},
+            ),
+            spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
+                access_modes=["ReadWriteOnce"],
+                resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": f"{a.storage_gb}Gi"}),
+            ),
+            opts=self._opts(),
+        )
+        self._deployment(
+            "prometheus",
+            ns,
+            NOBODY,
+            k8s.core.v1.ContainerArgs(
+                name="prometheus",
+                image=PROMETHEUS_IMAGE,
+                args=[
+                    "--config.file=/etc/prometheus/prometheus.yml",
+                    "--storage.tsdb.path=/prometheus",
+                    f"--storage.tsdb.retention.time={a.retention}",
+                ],
+                ports=[k8s.core.v1.ContainerPortArgs(name="web", container_port=9090)],
+                readiness_probe=_http_probe("/-/ready", "web"),
+                resources=k8s.core.v1.ResourceRequirementsArgs(
+                    requests={"cpu": "200m", "memory": "1Gi"}, limits={"memory": "4Gi"}
+                ),
+                security_context=non_root_container_security(),
+                volume_mounts=[
+                    k8s.core.v1.VolumeMountArgs(name="config", mount_path="/etc/prometheus", read_only=True),
+                    k8s.core.v1.VolumeMountArgs(name="rules", mount_path=RULES_DIR, read_only=True),
+                    k8s.core.v1.VolumeMountArgs(name="data", mount_path="/prometheus"),
+                ],
+            ),
+            volumes=[
+                _config_map_volume("config", config),
+                _config_map_volume("rules", rule_files),
+                k8s.core.v1.VolumeArgs(
+                    name="data",
+                    persistent_volume_claim=k8s.core.v1.PersistentVolumeClaimVolumeSourceArgs(
+                        claim_name=storage.metadata.name
+                    ),
+                ),
+            ],
+            service_account=account,
+        )
+        self._service("prometheus", ns, {"web": 9090}, ())
+
+    def _pod_reader(self, namespace: str, account: k8s.core.v1.ServiceAccount) -> None:
+        role = k8s.rbac.v1.Role(
+            f"{self._name}-read-pods-{namespace}",
+            metadata=_meta("prometheus-read-pods", self._namespace(namespace)),
+            rules=[k8s.rbac.v1.PolicyRuleArgs(api_groups=[""], resources=["pods"], verbs=["get", "list", "watch"])],
+            opts=self._opts(),
+        )
+        k8s.rbac.v1.RoleBinding(
+            f"{self._name}-read-pods-{namespace}-binding",
+            metadata=_meta("prometheus-read-pods", self._namespace(namespace)),
+            role_ref=k8s.rbac.v1.RoleRefArgs(
+                api_group="rbac.authorization.k8s.io", kind="Role", name=role.metadata.name
+            ),
+            subjects=[
+                k8s.rbac.v1.SubjectArgs(
+                    kind="ServiceAccount", name=account.metadata.name, namespace=MONITORING_NAMESPACE
+                )
+            ],
+            opts=self._opts(),
+        )
+
+    # ------------------------------------------------------------------ HPA metrics
+
+    def _metrics_adapter(self) -> None:
+        """prometheus-adapter serves the Pods metric the Triton HPA scales on (custom.metrics.k8s.io)."""
+        ns = self.namespace.metadata.name
+        account = k8s.core.v1.ServiceAccount(
+            f"{self._name}-adapter-sa", metadata=_meta("prometheus-adapter", ns), opts=self._opts()
+        )
+        subject = k8s.rbac.v1.SubjectArgs(
+            kind="ServiceAccount", name=account.metadata.name, namespace=MONITORING_NAMESPACE
+        )
+        reader = k8s.rbac.v1.ClusterRole(
+            f"{self._name}-adapter-reader",
+            metadata=_meta("prometheus-adapter-resource-reader"),
+            rules=[
+                k8s.rbac.v1.PolicyRuleArgs(
+                    api_groups=[""], resources=["namespaces", "pods", "services"], verbs=["get", "list", "watch"]
+                )
+            ],
+            opts=self._opts(),
+        )
+        bindings = {
+            "reader": ("ClusterRole", reader.metadata.name, None),
+            "auth-delegator": ("ClusterRole", "system:auth-delegator", None),
+            "auth-reader": ("Role", "extension-apiserver-authentication-reader", "kube-system"),
+        }
+        for suffix, (kind, role, namespace) in bindings.items():
+            binding_type = k8s.rbac.v1.RoleBinding if kind == "Role" else k8s.rbac.v1.ClusterRoleBinding
+            binding_type(
+                f"{self._name}-adapter-{suffix}",
+                metadata=_meta(f"prometheus-adapter-{suffix}", namespace),
+                role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind=kind, name=role),
+                subjects=[subject],
+                opts=self._opts(),
+            )
+        config = k8s.core.v1.ConfigMap(
+            f"{self._name}-adapter-config",
+            metadata=_meta("prometheus-adapter-config", ns),
+            data={"config.yaml": yaml.safe_dump(adapter_rules())},
+            opts=self._opts(),
+        )
+        self._deployment(
+            "prometheus-adapter",
+            ns,
+            NOBODY,
+            k8s.core.v1.ContainerArgs(
+                name="prometheus-adapter",
+                image=ADAPTER_IMAGE,
+                args=[
+                    f"--prometheus-url={PROMETHEUS_URL}",
+                    "--config=/etc/adapter/config.yaml",
+                    "--metrics-relist-interval=1m",
+                    "--secure-port=6443",
+                    "--cert-dir=/tmp/cert",
+                ],
+                ports=[k8s.core.v1.ContainerPortArgs(name="https", container_port=6443)],
+                resources=k8s.core.v1.ResourceRequirementsArgs(
+                    requests={"cpu": "100m", "memory": "128Mi"}, limits={"memory": "512Mi"}
+                ),
+                security_context=non_root_container_security(),
+                volume_mounts=[
+                    k8s.core.v1.VolumeMountArgs(name="config", mount_path="/etc/adapter", read_only=True),
+                    k8s.core.v1.VolumeMountArgs(name="tmp", mount_path="/tmp"),
+                ],
+            ),
+            volumes=[
+                _config_map_volume("config", config),
+                k8s.core.v1.VolumeArgs(name="tmp", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs()),
+            ],
+            service_account=account,
+        )
+        service = self._service("prometheus-adapter", ns, {"https": 443}, (), target={"https": "https"})
+        k8s.apiregistration.v1.APIService(
+            f"{self._name}-custom-metrics-api",
+            metadata=_meta("v1beta1.custom.metrics.k8s.io"),
+            spec=k8s.apiregistration.v1.APIServiceSpecArgs(
+                group="custom.metrics.k8s.io",
+                version="v1beta1",
+                service=k8s.apiregistration.v1.ServiceReferenceArgs(
+                    name=service.metadata.name, namespace=MONITORING_NAMESPACE
+                ),
+                group_priority_minimum=100,
+                version_priority=100,
+                # The adapter serves a self-signed certificate; the API server reaches it inside the cluster.
+                insecure_skip_tls_verify=True,
+            ),
+            opts=self._opts(),
+        )
+
+    # ------------------------------------------------------------------ Grafana
+
+    def _grafana(self) -> None:
+        a = self._args
+        ns = self.namespace.metadata.name
+        secret = k8s.core.v1.Secret(
+            f"{self._name}-grafana-admin",
+            metadata=_meta("grafana-admin", ns),
+            string_data={"password": a.grafana_admin_password},
+            opts=self._opts(),
+        )
+        provisioning = k8s.core.v1.ConfigMap(
+            f"{self._name}-grafana-provisioning",
+            metadata=_meta("grafana-provisioning", ns),
+            data={
+                "datasources.yaml": yaml.safe_dump(grafana_datasources()),
+                "dashboards.yaml": yaml.safe_dump(dashboard_provider()),
+            },
+            opts=self._opts(),
+        )
+        boards = k8s.core.v1.ConfigMap(
+            f"{self._name}-grafana-dashboards",
+            metadata=_meta("grafana-dashboards", ns),
+            data={file: dashboard_text(board) for file, board in dashboards(a.slo).items()},
+            opts=self._opts(),
+        )
+        env = {
+            "GF_SECURITY_ADMIN_USER": "admin",
+            "GF_AUTH_ANONYMOUS_ENABLED": "false",
+            "GF_USERS_ALLOW_SIGN_UP": "false",
+            "GF_ANALYTICS_REPORTING_ENABLED": "false",
+            "GF_ANALYTICS_CHECK_FOR_UPDATES": "false",
+        }
+        password = k8s.core.v1.EnvVarArgs(
+            name="GF_SECURITY_ADMIN_PASSWORD",
+            value_from=k8s.core.v1.EnvVarSourceArgs(
+                secret_key_ref=k8s.core.v1.SecretKeySelectorArgs(name=secret.metadata.name, key="password")
+            ),
+        )
+        mounts = {
+            "provisioning-datasources": ("/etc/grafana/provisioning/datasources", provisioning, "datasources.yaml"),
+            "provisioning-dashboards": ("/etc/grafana/provisioning/dashboards", provisioning, "dashboards.yaml"),
+            "dashboards": ("/var/lib/grafana-dashboards", boards, None),
+        }
+        self._deployment(
+            "grafana",
+            ns,
+            GRAFANA_UID,
+            k8s.core.v1.ContainerArgs(
+                name="grafana",
+                image=GRAFANA_IMAGE,
+                env=[k8s.core.v1.EnvVarArgs(name=k, value=v) for k, v in env.items()] + [password],
+                ports=[k8s.core.v1.ContainerPortArgs(name="web", container_port=3000)],
+                readiness_probe=_http_probe("/api/health", "web"),
+                resources=k8s.core.v1.ResourceRequirementsArgs(
+                    requests={"cpu": "100m", "memory": "256Mi"}, limits={"memory": "1Gi"}
+                ),
+                security_context=non_root_container_security(),
+                volume_mounts=[
+                    k8s.core.v1.VolumeMountArgs(name=n, mount_path=path, read_only=True)
+                    for n, (path, _, _) in mounts.items()
+                ]
+                + [k8s.core.v1.VolumeMountArgs(name="data", mount_path="/var/lib/grafana")],
+            ),
+            volumes=[_config_map_volume(n, cm, key) for n, (_, cm, key) in mounts.items()]
+            + [k8s.core.v1.VolumeArgs(name="data", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs())],
+        )
+        self._service("grafana", ns, {"web": 3000}, ())
+        if a.web_ui_source_ranges:
+            self._service("grafana-web", ns, {"web": 3000}, a.web_ui_source_ranges, selector_name="grafana")
+
+    # ------------------------------------------------------------------ Prometheus Operator
+
+    def _operator_objects(self) -> None:
+        """PodMonitors and a PrometheusRule for a cluster whose Prometheus Operator (and its CRDs) already runs."""
+        a = self._args
+        for selector in POD_SELECTORS:
+            k8s.apiextensions.CustomResource(
+                f"{self._name}-podmonitor-{selector.job}",
+                api_version="monitoring.coreos.com/v1",
+                kind="PodMonitor",
+                metadata=_meta(f"triton-gke-{selector.job}", self._namespace(selector.namespace)),
+                spec={
+                    "selector": {"matchLabels": dict(selector.labels)},
+                    "podMetricsEndpoints": [
+                        {"port": selector.port, "relabelings": [{"targetLabel": "region", "replacement": a.region}]}
+                    ],
+                },
+                opts=self._opts(),
+            )
+        k8s.apiextensions.CustomResource(
+            f"{self._name}-prometheusrule",
+            api_version="monitoring.coreos.com/v1",
+            kind="PrometheusRule",
+            metadata=_meta("triton-gke", self._namespace(TRITON_PODS.namespace)),
+            spec=rules(a.slo, a.region),
+            opts=self._opts(),
+        )
+
+    # ------------------------------------------------------------------ shared shapes
+
+    def _deployment(
+        self,
+        name: str,
+        ns: pulumi.Input[str],
+        uid: int,
+        container: k8s.core.v1.ContainerArgs,
+        volumes: list[k8s.core.v1.VolumeArgs],
+        service_account: k8s.core.v1.ServiceAccount | None = None,
+    ) -> k8s.apps.v1.Deployment:
+        labels = _app(name)
+        return k8s.apps.v1.Deployment(
+            f"{self._name}-{name}",
+            metadata=_meta(name, ns, **labels),
+            spec=k8s.apps.v1.DeploymentSpecArgs(
+                replicas=1,
+                # A single writer of its volume: never two Prometheus pods on one disk.
+                strategy=k8s.apps.v1.DeploymentStrategyArgs(type="Recreate"),
+                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=labels),
+                template=k8s.core.v1.PodTemplateSpecArgs(
+                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
+                    spec=k8s.core.v1.PodSpecArgs(
+                        service_account_name=service_account.metadata.name if service_account else None,
+                        automount_service_account_token=service_account is not None,
+                        node_selector=CPU_POOL_SELECTOR,
+                        security_context=non_root_pod_security(uid),
+                        containers=[container],
+                        volumes=volumes,
+                    ),
+                ),
+            ),
+            opts=self._opts(),
+        )
+
+    def _service(
+        self,
+        name: str,
+        ns: pulumi.Input[str],
+        ports: dict[str, int],
+        sources: tuple[str, ...],
+        target: dict[str, str] | None = None,
+        selector_name: str | None = None,
+    ) -> k8s.core.v1.Service:
+        return k8s.core.v1.Service(
+            f"{self._name}-{name}-svc",
+            metadata=_meta(name, ns),
+            spec=k8s.core.v1.ServiceSpecArgs(
+                # Reached with kubectl port-forward; a LoadBalancer only for the ranges the stack lists.
+                type="LoadBalancer" if sources else "ClusterIP",
+                load_balancer_source_ranges=list(sources) or None,
+                selector=_app(selector_name or name),
+                ports=[
+                    k8s.core.v1.ServicePortArgs(name=n, port=p, target_port=(target or {}).get(n, n))
+                    for n, p in ports.items()
+                ],
+            ),
+            opts=self._opts(),
+        )
+
+
+def adapter_rules() -> dict[str, Any]:
+    """The HPA's Pods metric: queue time per request in microseconds, from rates; 0 when idle (not NaN)."""
+    window = "2m"
+    return {
+        "rules": [
+            {
+                "seriesQuery": 'nv_inference_queue_duration_us{namespace!="",pod!=""}',
+                "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
+                "name": {"matches": "^.*$", "as": QUEUE_TIME_METRIC},
+                "metricsQuery": (
+                    f"max by (<<.GroupBy>>) (rate(nv_inference_queue_duration_us{{<<.LabelMatchers>>}}[{window}])"
+                    f" / clamp_min(rate(nv_inference_request_success{{<<.LabelMatchers>>}}[{window}]), 0.001))"
+                ),
+            }
+        ]
+    }
+
+
+def grafana_datasources() -> dict[str, Any]:
+    return {
+        "apiVersion": 1,
+        "datasources": [
+            {
+                "name": "Prometheus",
+                "type": "prometheus",
+                "uid": DATASOURCE_UID,
+                "access": "proxy",
+                "url": PROMETHEUS_URL,
+                "isDefault": True,
+                "editable": False,
+            }
+        ],
+    }
+
+
+def dashboard_provider() -> dict[str, Any]:
+    return {
+        "apiVersion": 1,
+        "providers": [
+            {
+                "name": "triton-gke",
+                "folder": "Triton",
+                "type": "file",
+                "disableDeletion": True,
+                "allowUiUpdates": False,
+                "options": {"path": "/var/lib/grafana-dashboards"},
+            }
+        ],
+    }
+
+
+def _gpu_nodes_only() -> k8s.core.v1.AffinityArgs:
+    return required_node_affinity(
+        k8s.core.v1.NodeSelectorRequirementArgs(key="cloud.google.com/gke-accelerator", operator="Exists")
+    )
+
+
+def _config_map_volume(name: str, config_map: k8s.core.v1.ConfigMap, key: str | None = None) -> k8s.core.v1.VolumeArgs:
+    items = [k8s.core.v1.KeyToPathArgs(key=key, path=key)] if key else None
+    return k8s.core.v1.VolumeArgs(
+        name=name, config_map=k8s.core.v1.ConfigMapVolumeSourceArgs(name=config_map.metadata.name, items=items)
+    )
+
+
+def _http_probe(path: str, port: str) -> k8s.core.v1.ProbeArgs:
+    return k8s.core.v1.ProbeArgs(
+        http_get=k8s.core.v1.HTTPGetActionArgs(path=path, port=port), period_seconds=10, failure_threshold=3
+    )

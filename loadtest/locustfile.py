@@ -1,0 +1,346 @@
+"""Locust load test for Triton Inference Server: each simulated user sends an image to one model.
+
+Settings are environment variables named like the keys of the Kubernetes ConfigMap
+`locust-config` (mounted with envFrom); an empty value counts as unset:
+
+    model        model name                                    original
+    saddr        Triton address, host[:port]                   127.0.0.1, port 8000 (http) / 8001 (grpc)
+    rps          requests per second PER USER, 0 = flat out    0
+    protocol     http | grpc                                   http
+    payload      fp32 | uint8: the tensor type sent            fp32 (a 224x224x3 image)
+    input_name   model input                                   input
+    output_name  model output                                  probabilities
+    batch        images per request                            1
+    timeout_s    network timeout per request, seconds          10
+    metrics_port Prometheus metrics of the master, 0 = off     9646
+    metrics_addr address the metrics server binds              0.0.0.0
+
+A bad value stops Locust at start with one line naming the key (exit code 2).
+Needs locust, tritonclient[http,grpc] (numpy comes with it); prometheus-client is optional.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import math
+import os
+import sys
+import time
+import weakref
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from types import ModuleType
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+from locust import User, constant, constant_throughput, events, task
+from locust.env import Environment
+from locust.runners import WorkerRunner
+
+IMAGE_SHAPE = (224, 224, 3)  # NHWC, like the reference ResNet-50
+DEFAULT_PORTS = {"http": 8000, "grpc": 8001}
+PAYLOAD_TYPES = {"fp32": "FP32", "uint8": "UINT8"}
+GRPC_MAX_MESSAGE = 2**31 - 1
+
+log = logging.getLogger("locustfile")
+
+
+class SettingError(ValueError):
+    """A bad value in the environment; the message names the key."""
+
+
+class InferFailure(Exception):
+    """A failed request, with a message meant for Locust's failure table."""
+
+
+# ---------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class Settings:
+    model: str
+    url: str  # host:port, as both tritonclient modules take it
+    rps: float
+    protocol: str
+    payload: str
+    input_name: str
+    output_name: str
+    batch: int
+    timeout_s: float
+    metrics_port: int
+    metrics_addr: str
+
+
+def _get(env: Mapping[str, str], key: str, default: str) -> str:
+    return env.get(key, "").strip() or default
+
+
+def _number(env: Mapping[str, str], key: str, default: str, minimum: float, *, above: bool = False) -> float:
+    raw = _get(env, key, default)
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < minimum or (above and value == minimum):
+        bound = f"> {minimum:g}" if above else f">= {minimum:g}"
+        raise SettingError(f"{key}={raw!r}: expected a number {bound}")
+    return value
+
+
+def _integer(env: Mapping[str, str], key: str, default: str, low: int, high: int) -> int:
+    raw = _get(env, key, default)
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise SettingError(f"{key}={raw!r}: expected a whole number from {low} to {high}")
+    return int(raw)
+
+
+def _choice(env: Mapping[str, str], key: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = _get(env, key, default)
+    if raw.lower() not in choices:
+        raise SettingError(f"{key}={raw!r}: expected one of {', '.join(choices)}")
+    return raw.lower()
+
+
+def _name(env: Mapping[str, str], key: str, default: str) -> str:
+    raw = _get(env, key, default)
+    if any(c.isspace() for c in raw):
+        raise SettingError(f"{key}={raw!r}: names contain no spaces")
+    return raw
+
+
+def _server_url(env: Mapping[str, str], protocol: str) -> str:
+    raw = _get(env, "saddr", "127.0.0.1")
+    try:
+        parts = urlsplit(f"//{raw}")
+        port = parts.port or DEFAULT_PORTS[protocol]
+    except ValueError:
+        parts, port = None, 0
+    if parts is None or "://" in raw or not parts.hostname or parts.path or parts.query or parts.username:
+        raise SettingError(f"saddr={raw!r}: expected host or host:port (no scheme), e.g. triton:8000")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{host}:{port}"
+
+
+def load_settings(env: Mapping[str, str]) -> Settings:
+    """Read and check every setting; raise SettingError naming the first bad key."""
+    protocol = _choice(env, "protocol", "http", tuple(DEFAULT_PORTS))
+    return Settings(
+        model=_name(env, "model", "original"),
+        url=_server_url(env, protocol),
+        rps=_number(env, "rps", "0", 0),
+        protocol=protocol,
+        payload=_choice(env, "payload", "fp32", tuple(PAYLOAD_TYPES)),
+        input_name=_name(env, "input_name", "input"),
+        output_name=_name(env, "output_name", "probabilities"),
+        batch=_integer(env, "batch", "1", 1, 4096),
+        timeout_s=_number(env, "timeout_s", "10", 0, above=True),
+        metrics_port=_integer(env, "metrics_port", "9646", 0, 65535),
+        metrics_addr=_name(env, "metrics_addr", "0.0.0.0"),
+    )
+
+
+def _settings_or_exit() -> Settings:
+    """Locust imports this file before anything runs: a bad ConfigMap stops it here, in one line."""
+    try:
+        return load_settings(os.environ)
+    except SettingError as err:
+        print(f"locustfile: bad setting {err}", file=sys.stderr)
+        raise SystemExit(2) from None  # SystemExit passes through Locust's import: no traceback
+
+
+def _triton_module(protocol: str) -> ModuleType:
+    if protocol == "grpc":
+        # gRPC's own threads would block gevent: without this, every user waits for the others
+        # and the load silently runs one request at a time. Must precede any channel.
+        from grpc.experimental import gevent as grpc_gevent
+
+        grpc_gevent.init_gevent()
+    return importlib.import_module(f"tritonclient.{protocol}")
+
+
+SETTINGS = _settings_or_exit()
+triton = _triton_module(SETTINGS.protocol)
+
+
+# ---------------------------------------------------------------- requests
+
+
+@cache
+def request_tensors() -> tuple[list[Any], list[Any]]:
+    """Inputs and requested outputs, built once per process and shared by all users (read-only)."""
+    rng = np.random.default_rng(0)
+    shape = (SETTINGS.batch, *IMAGE_SHAPE)
+    if SETTINGS.payload == "uint8":
+        images = rng.integers(0, 256, size=shape, dtype=np.uint8)
+    else:
+        images = rng.random(shape, dtype=np.float32)
+    tensor = triton.InferInput(SETTINGS.input_name, list(shape), PAYLOAD_TYPES[SETTINGS.payload])
+    tensor.set_data_from_numpy(images)
+    # Name the output: tritonclient 2.73 cannot reshape a 2.51 server's reply without it.
+    return [tensor], [triton.InferRequestedOutput(SETTINGS.output_name)]
+
+
+def check_output(array: np.ndarray | None) -> int:
+    """Size in bytes of a plausible output; InferFailure for a missing, mis-shaped or non-finite one."""
+    name = SETTINGS.output_name
+    if array is None:
+        raise InferFailure(f"bad response: no output {name!r}")
+    if array.ndim < 2 or array.shape[0] != SETTINGS.batch or array.size == 0:
+        raise InferFailure(
+            f"bad response: output {name!r} has shape {list(array.shape)}, expected [{SETTINGS.batch}, N]"
+        )
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise InferFailure(f"bad response: output {name!r} has NaN or infinite values")
+    return int(array.nbytes)
+
+
+class Client(triton.InferenceServerClient):
+    """tritonclient's client, closed at most once, and surely before the interpreter exits.
+
+    tritonclient closes again in __del__; with gRPC under gevent, closing a channel twice, or
+    during interpreter shutdown, can deadlock, and Locust then never exits.
+    """
+
+    _closed = False
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            super().close()
+
+
+OPEN_CLIENTS: weakref.WeakSet[Client] = weakref.WeakSet()
+
+
+def open_client() -> Client:
+    """A client with its own connection: each user holds one TCP connection, so a ClusterIP Service
+    (which balances connections, not requests) spreads users over all Triton pods."""
+    if SETTINGS.protocol == "grpc":
+        # gRPC shares one connection between channels to the same target unless told otherwise.
+        args = [
+            ("grpc.use_local_subchannel_pool", 1),
+            ("grpc.max_send_message_length", GRPC_MAX_MESSAGE),
+            ("grpc.max_receive_message_length", GRPC_MAX_MESSAGE),
+        ]
+        client = Client(SETTINGS.url, channel_args=args)
+    else:
+        timeout = SETTINGS.timeout_s
+        client = Client(SETTINGS.url, concurrency=1, connection_timeout=timeout, network_timeout=timeout)
+    OPEN_CLIENTS.add(client)
+    return client
+
+
+@events.quit.add_listener
+def close_clients(**_kwargs: Any) -> None:
+    # Users killed before on_stop keep their clients; close those while gevent still runs.
+    for client in list(OPEN_CLIENTS):
+        client.close()
+
+
+def infer_once(client: Client) -> int:
+    """One inference; returns the output's size in bytes, raises on any failure."""
+    inputs, outputs = request_tensors()
+    options = {"client_timeout": SETTINGS.timeout_s} if SETTINGS.protocol == "grpc" else {}
+    result = client.infer(SETTINGS.model, inputs, outputs=outputs, **options)
+    return check_output(result.as_numpy(SETTINGS.output_name))
+
+
+def describe(err: Exception) -> InferFailure:
+    """One readable line per kind of failure (Locust groups failures by this text)."""
+    if isinstance(err, InferFailure):
+        return err
+    if isinstance(err, triton.InferenceServerException):
+        return InferFailure(f"triton: {err}")
+    return InferFailure(f"{type(err).__name__}: {err}")
+
+
+class TritonUser(User):
+    """Sends the configured model one request after another, at `rps` per user if set."""
+
+    wait_time = constant_throughput(SETTINGS.rps) if SETTINGS.rps > 0 else constant(0)
+
+    def on_start(self) -> None:
+        self.triton = open_client()  # not `self.client`: Locust reserves that for its HTTP users
+
+    def on_stop(self) -> None:
+        self.triton.close()
+
+    @task
+    def infer(self) -> None:
+        started, length, failure = time.perf_counter(), 0, None
+        try:
+            length = infer_once(self.triton)
+        except Exception as err:  # a failed request is a result to report, never a crashed user
+            failure = describe(err)
+        self.environment.events.request.fire(
+            request_type=f"infer-{SETTINGS.protocol}",
+            name=SETTINGS.model,
+            response_time=(time.perf_counter() - started) * 1000,
+            response_length=length,
+            exception=failure,
+            context={},
+        )
+
+
+# ---------------------------------------------------------------- Prometheus metrics
+
+
+class LocustCollector:
+    """Reads the runner's stats at scrape time; on the master they aggregate all workers."""
+
+    def __init__(self, environment: Environment) -> None:
+        self.environment = environment
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        runner = self.environment.runner
+        yield GaugeMetricFamily("locust_users", "Simulated users running", value=runner.user_count if runner else 0)
+        labels = ["name", "method"]
+        families = {
+            "rps": GaugeMetricFamily("locust_requests_per_second", "Requests per second, recent", labels=labels),
+            "fps": GaugeMetricFamily("locust_failures_per_second", "Failed requests per second, recent", labels=labels),
+            "p50": GaugeMetricFamily("locust_response_time_p50_ms", "Median response time, last ~10 s", labels=labels),
+            "p95": GaugeMetricFamily("locust_response_time_p95_ms", "95th percentile, last ~10 s", labels=labels),
+            "req": CounterMetricFamily("locust_requests", "Requests sent, failed ones included", labels=labels),
+            "fail": CounterMetricFamily("locust_failures", "Failed requests", labels=labels),
+        }
+        for entry in list(runner.stats.entries.values()) if runner else []:
+            values = [entry.name, entry.method]
+            families["rps"].add_metric(values, entry.current_rps)
+            families["fps"].add_metric(values, entry.current_fail_per_sec)
+            families["req"].add_metric(values, entry.num_requests)
+            families["fail"].add_metric(values, entry.num_failures)
+            for key, percent in (("p50", 0.5), ("p95", 0.95)):
+                value = entry.get_current_response_time_percentile(percent)
+                if value is not None:  # None until the window has data
+                    families[key].add_metric(values, value)
+        yield from families.values()
+
+
+def serve_metrics(environment: Environment) -> None:
+    try:
+        from gevent.pywsgi import WSGIServer
+        from prometheus_client import CollectorRegistry, make_wsgi_app
+    except ImportError:
+        log.info("prometheus_client is not installed: no metrics endpoint")
+        return
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LocustCollector(environment))
+    server = WSGIServer((SETTINGS.metrics_addr, SETTINGS.metrics_port), make_wsgi_app(registry), log=None)
+    try:
+        server.start()  # a greenlet in Locust's own event loop
+    except OSError as err:  # the load test is still worth running without its dashboard
+        log.error("metrics: cannot listen on %s:%s (%s)", SETTINGS.metrics_addr, SETTINGS.metrics_port, err)
+        return
+    log.info("metrics on http://%s:%s/metrics", SETTINGS.metrics_addr, SETTINGS.metrics_port)
+
+
+@events.init.add_listener
+def on_init(environment: Environment, **_kwargs: Any) -> None:
+    # Workers only forward their stats; the master (or a standalone run) holds the totals.
+    if SETTINGS.metrics_port and not isinstance(environment.runner, WorkerRunner):
+        serve_metrics(environment)

@@ -1,0 +1,271 @@
+"""The real Locust running loadtest/locustfile.py against a real tritonserver (CPU twin of `original`).
+
+Each run is `locust --headless` in a subprocess, configured only through the environment
+variables of the `locust-config` ConfigMap, exactly as in the cluster. The model has random
+weights: these tests check the load test's behaviour, not the model.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from model_repo.build import BuildResult
+from sandbox.triton import TritonServer, free_port, isolation_available, wait_for
+
+pytest_plugins = ("tests.triton_fixtures",)
+
+LOCUSTFILE = Path(__file__).resolve().parent.parent / "loadtest" / "locustfile.py"
+LOCUST = Path(sys.executable).parent / "locust"
+CONFIG_KEYS = ("model", "saddr", "rps", "protocol", "payload", "input_name", "output_name", "batch", "timeout_s")
+# Marks every locust this module starts, to find any left behind.
+MARK_KEY, MARK_VALUE = "LOCUST_TEST_RUN", uuid.uuid4().hex
+STARTUP_MARGIN_S = 10  # locust's own start and shutdown on 2 busy cores
+METRICS = (
+    "locust_users",
+    "locust_requests_per_second",
+    "locust_failures_per_second",
+    "locust_response_time_p50_ms",
+    "locust_response_time_p95_ms",
+    "locust_requests_total",
+    "locust_failures_total",
+)
+NO_PROXY = {"http_proxy", "https_proxy", "grpc_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"}
+
+
+@dataclass
+class LocustRun:
+    """A locust process: started, then finished into its exit code, output and CSV files."""
+
+    process: subprocess.Popen[bytes]
+    prefix: Path
+    run_time_s: int
+    started: float = field(default_factory=time.monotonic)
+    code: int | None = None
+    elapsed_s: float = 0.0
+    output: str = ""
+
+    def finish(self) -> LocustRun:
+        """Wait for locust to stop by itself; kill it and fail if it overruns its limit."""
+        try:
+            self.process.wait(timeout=self.run_time_s + STARTUP_MARGIN_S + 20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            pytest.fail(f"locust still running {self.run_time_s} s after its time limit:\n{self._log()}")
+        self.code, self.elapsed_s = self.process.returncode, time.monotonic() - self.started
+        self.output = self._log()
+        return self
+
+    def _log(self) -> str:
+        return self.prefix.with_suffix(".log").read_text(errors="replace")
+
+    def rows(self, kind: str) -> list[dict[str, str]]:
+        with open(f"{self.prefix}_{kind}.csv", newline="") as handle:
+            return list(csv.DictReader(handle))
+
+    def aggregated(self) -> dict[str, str]:
+        return next(row for row in self.rows("stats") if row["Name"] == "Aggregated")
+
+
+def start_locust(folder: Path, settings: Mapping[str, str], users: int, run_time_s: int) -> LocustRun:
+    env = {k: v for k, v in os.environ.items() if k not in CONFIG_KEYS and k not in NO_PROXY}
+    env.update({"metrics_port": "0", **settings, "no_proxy": "*", MARK_KEY: MARK_VALUE})
+    prefix = folder / f"run{len(list(folder.glob('*.log')))}"
+    command = [str(LOCUST), "-f", str(LOCUSTFILE), "--headless", "--only-summary", "--csv", str(prefix)]
+    command += ["-u", str(users), "-r", str(users), "-t", f"{run_time_s}s"]
+    with prefix.with_suffix(".log").open("wb") as log:
+        process = subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return LocustRun(process, prefix, run_time_s)
+
+
+def connections(run: LocustRun, port: int) -> int:
+    """Established TCP connections from the locust process to a server port."""
+    found = psutil.Process(run.process.pid).net_connections(kind="tcp")
+    return sum(1 for c in found if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED)
+
+
+def served(server: TritonServer) -> int:
+    """Successful inferences of `original`, from Triton's statistics API."""
+    url = f"http://{server.http_url}/v2/models/original/stats"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=5) as response:
+            return int(json.load(response)["model_stats"][0]["inference_stats"]["success"]["count"])
+    except OSError:
+        return 0
+
+
+def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return samples
+
+
+def locust_processes() -> list[int]:
+    """Processes that carry this module's run mark in their environment."""
+    processes = psutil.process_iter(["pid", "environ"])
+    return [p.info["pid"] for p in processes if (p.info.get("environ") or {}).get(MARK_KEY) == MARK_VALUE]
+
+
+def start_triton(model_repos: BuildResult) -> TritonServer:
+    """A server with only `original` loaded: the other twins would only slow these 2 cores down."""
+    server = TritonServer(
+        model_repos.cpu_out,
+        isolate_network=isolation_available(),
+        extra_args=["--model-control-mode=explicit", "--load-model=original"],
+        ready_timeout_s=240,
+    )
+    try:
+        return server.start()
+    except BaseException:
+        server.close()
+        raise
+
+
+@pytest.fixture(scope="module")
+def triton(model_repos: BuildResult) -> Iterator[TritonServer]:
+    server = start_triton(model_repos)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def nothing_left_behind() -> Iterator[None]:
+    yield
+    assert locust_processes() == [], "locust processes left running"
+
+
+@pytest.fixture(scope="module")
+def http_run(triton: TritonServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    """One 10 s HTTP run with 4 users, watched while it runs: metrics endpoint and connections."""
+    port = free_port()
+    settings = {"saddr": triton.http_url, "metrics_port": str(port), "metrics_addr": "127.0.0.1"}
+    run = start_locust(tmp_path_factory.mktemp("http"), settings, users=4, run_time_s=10)
+    seen: dict[str, object] = {}
+
+    def watch() -> bool:
+        try:
+            seen["metrics"] = scrape(port)
+        except OSError:
+            return False
+        requests = sum(v for _, v in seen["metrics"].get("locust_requests_total", []))
+        seen["connections"] = connections(run, triton.http_port)
+        return requests >= 8 and "locust_response_time_p95_ms" in seen["metrics"]
+
+    watched = wait_for(watch, timeout_s=run.run_time_s + STARTUP_MARGIN_S, interval_s=0.5)
+    yield {"run": run.finish(), "watched": watched, **seen}
+
+
+def test_http_run_reports_throughput_and_percentiles(http_run: dict[str, object]) -> None:
+    run = http_run["run"]
+    assert run.code == 0, run.output
+    total = run.aggregated()
+    assert int(total["Request Count"]) > 0 and int(total["Failure Count"]) == 0, total
+    assert float(total["Requests/s"]) > 0
+    assert 0 < float(total["50%"]) <= float(total["95%"])
+    assert [(r["Type"], r["Name"]) for r in run.rows("stats")] == [("infer-http", "original"), ("", "Aggregated")]
+
+
+def test_each_user_holds_its_own_connection(http_run: dict[str, object]) -> None:
+    # One TCP connection per user is what lets a ClusterIP Service spread users over pods.
+    assert http_run["connections"] == 4
+
+
+def test_metrics_endpoint_serves_live_locust_stats(http_run: dict[str, object]) -> None:
+    assert http_run["watched"], f"metrics never showed requests: {http_run.get('metrics')}"
+    metrics = http_run["metrics"]
+    assert set(METRICS) <= set(metrics), sorted(metrics)
+    assert metrics["locust_users"] == [({}, 4.0)]
+    for name in METRICS[1:]:
+        assert [labels["name"] for labels, _ in metrics[name]] == ["original"], (name, metrics[name])
+    assert metrics["locust_requests_total"][0][1] >= 8
+    assert metrics["locust_failures_total"][0][1] == 0
+    assert metrics["locust_response_time_p95_ms"][0][1] > 0
+
+
+def test_grpc_run_paced_by_rps_per_user(triton: TritonServer, tmp_path: Path) -> None:
+    settings = {"protocol": "grpc", "saddr": triton.grpc_url, "rps": "0.5"}
+    run = start_locust(tmp_path, settings, users=3, run_time_s=6)
+    seen = wait_for(lambda: connections(run, triton.grpc_port) == 3, timeout_s=STARTUP_MARGIN_S)
+    run.finish()
+    assert run.code == 0, run.output
+    total = run.aggregated()
+    assert int(total["Request Count"]) >= 3 and int(total["Failure Count"]) == 0, total
+    assert float(total["Requests/s"]) <= 3 * 0.5 * 1.5  # paced: unthrottled, this server does ~6/s
+    assert total["Type"] == "" and run.rows("stats")[0]["Type"] == "infer-grpc"
+    assert seen, "gRPC users should not share one connection"
+
+
+def test_uint8_payload_to_fp32_model_is_reported_as_failures(triton: TritonServer, tmp_path: Path) -> None:
+    run = start_locust(tmp_path, {"saddr": triton.http_url, "payload": "uint8", "rps": "5"}, users=1, run_time_s=3)
+    run.finish()
+    assert run.code == 1, run.output  # Locust exits 1 when any request failed
+    assert int(run.aggregated()["Failure Count"]) > 0
+    [failure] = run.rows("failures")
+    assert "data-type is 'UINT8', but model 'original' expects 'FP32'" in failure["Error"]
+    assert "Traceback" not in run.output
+
+
+def test_killed_server_counts_failures_and_run_ends_on_time(model_repos: BuildResult, tmp_path: Path) -> None:
+    server = start_triton(model_repos)
+    try:
+        run = start_locust(tmp_path, {"saddr": server.http_url, "timeout_s": "2"}, users=2, run_time_s=10)
+        assert wait_for(lambda: served(server) >= 2, timeout_s=STARTUP_MARGIN_S), "no request was served"
+        server.kill()
+        run.finish()
+    finally:
+        server.close()
+    assert run.code == 1, run.output  # failures, not a crash: Locust's exit code for failed requests
+    assert run.elapsed_s < run.run_time_s + STARTUP_MARGIN_S
+    total = run.aggregated()
+    assert int(total["Failure Count"]) > 0 and int(total["Request Count"]) > int(total["Failure Count"])
+    assert "Traceback" not in run.output
+
+
+def test_hung_server_times_out_instead_of_hanging(triton: TritonServer, tmp_path: Path) -> None:
+    run = start_locust(tmp_path, {"saddr": triton.http_url, "timeout_s": "1"}, users=2, run_time_s=8)
+    try:
+        assert wait_for(lambda: served(triton) >= 2, timeout_s=STARTUP_MARGIN_S), "no request was served"
+        triton.suspend()  # ports open, nothing answers
+        run.finish()
+    finally:
+        triton.resume()
+    assert run.code == 1, run.output
+    assert run.elapsed_s < run.run_time_s + STARTUP_MARGIN_S
+    errors = [row["Error"] for row in run.rows("failures")]
+    assert errors and all("timed out" in error.lower() for error in errors), errors
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("protocol", "ftp", "locustfile: bad setting protocol='ftp': expected one of http, grpc"),
+        ("rps", "abc", "locustfile: bad setting rps='abc': expected a number >= 0"),
+        ("saddr", "http://triton:8000", "locustfile: bad setting saddr='http://triton:8000': expected host or"),
+    ],
+)
+def test_bad_setting_fails_fast_in_one_line(key: str, value: str, message: str, tmp_path: Path) -> None:
+    run = start_locust(tmp_path, {key: value}, users=1, run_time_s=30).finish()
+    assert run.code == 2
+    assert run.elapsed_s < STARTUP_MARGIN_S
+    [line] = run.output.strip().splitlines()
+    assert line.startswith(message)
