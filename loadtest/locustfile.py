@@ -263,16 +263,16 @@ class TritonUser(User):
     wait_time = constant_throughput(SETTINGS.rps) if SETTINGS.rps > 0 else constant(0)
 
     def on_start(self) -> None:
-        self.triton = open_client()  # not `self.client`: Locust reserves that for its HTTP users
+        self.connection = open_client()
 
     def on_stop(self) -> None:
-        self.triton.close()
+        self.connection.close()
 
     @task
     def infer(self) -> None:
         started, length, failure = time.perf_counter(), 0, None
         try:
-            length = infer_once(self.triton)
+            length = infer_once(self.connection)
         except Exception as err:  # a failed request is a result to report, never a crashed user
             failure = describe(err)
         self.environment.events.request.fire(

@@ -15,7 +15,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +30,10 @@ pytest_plugins = ("tests.triton_fixtures",)
 
 LOCUSTFILE = Path(__file__).resolve().parent.parent / "loadtest" / "locustfile.py"
 LOCUST = Path(sys.executable).parent / "locust"
-CONFIG_KEYS = ("model", "saddr", "rps", "protocol", "payload", "input_name", "output_name", "batch", "timeout_s")
+CONFIG_KEYS = (
+    *("model", "saddr", "rps", "protocol", "payload", "input_name", "output_name", "batch", "timeout_s"),
+    *("metrics_port", "metrics_addr"),
+)
 # Marks every locust this module starts, to find any left behind.
 MARK_KEY, MARK_VALUE = "LOCUST_TEST_RUN", uuid.uuid4().hex
 STARTUP_MARGIN_S = 10  # locust's own start and shutdown on 2 busy cores
@@ -43,6 +46,7 @@ METRICS = (
     "locust_requests_total",
     "locust_failures_total",
 )
+Samples = dict[str, list[tuple[dict[str, str], float]]]  # metric name -> (labels, value)
 NO_PROXY = {"http_proxy", "https_proxy", "grpc_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"}
 
 
@@ -81,12 +85,17 @@ class LocustRun:
         return next(row for row in self.rows("stats") if row["Name"] == "Aggregated")
 
 
-def start_locust(folder: Path, settings: Mapping[str, str], users: int, run_time_s: int) -> LocustRun:
+def start_locust(
+    folder: Path, settings: Mapping[str, str], users: int, run_time_s: int, role: Sequence[str] = ()
+) -> LocustRun:
+    """A headless run (`role` adds --master options), or a worker when users is 0."""
     env = {k: v for k, v in os.environ.items() if k not in CONFIG_KEYS and k not in NO_PROXY}
     env.update({"metrics_port": "0", **settings, "no_proxy": "*", MARK_KEY: MARK_VALUE})
     prefix = folder / f"run{len(list(folder.glob('*.log')))}"
-    command = [str(LOCUST), "-f", str(LOCUSTFILE), "--headless", "--only-summary", "--csv", str(prefix)]
-    command += ["-u", str(users), "-r", str(users), "-t", f"{run_time_s}s"]
+    command = [str(LOCUST), "-f", str(LOCUSTFILE), *role]
+    if users:
+        command += ["--headless", "--only-summary", "--csv", str(prefix)]
+        command += ["-u", str(users), "-r", str(users), "-t", f"{run_time_s}s"]
     with prefix.with_suffix(".log").open("wb") as log:
         process = subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT)
     return LocustRun(process, prefix, run_time_s)
@@ -109,11 +118,11 @@ def served(server: TritonServer) -> int:
         return 0
 
 
-def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
+def scrape(port: int) -> Samples:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         text = response.read().decode()
-    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    samples: Samples = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             samples.setdefault(sample.name, []).append((sample.labels, sample.value))
@@ -151,32 +160,44 @@ def triton(model_repos: BuildResult) -> Iterator[TritonServer]:
 @pytest.fixture(scope="module", autouse=True)
 def nothing_left_behind() -> Iterator[None]:
     yield
-    assert locust_processes() == [], "locust processes left running"
+    left = locust_processes()
+    for pid in left:  # only processes this module started (they carry its mark)
+        psutil.Process(pid).kill()
+    assert left == [], "locust processes left running"
+
+
+@dataclass
+class WatchedRun:
+    run: LocustRun
+    saw_requests: bool  # the metrics endpoint showed requests while locust ran
+    metrics: Samples
+    connections: int  # TCP connections to Triton while it ran
 
 
 @pytest.fixture(scope="module")
-def http_run(triton: TritonServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+def http_run(triton: TritonServer, tmp_path_factory: pytest.TempPathFactory) -> WatchedRun:
     """One 10 s HTTP run with 4 users, watched while it runs: metrics endpoint and connections."""
     port = free_port()
     settings = {"saddr": triton.http_url, "metrics_port": str(port), "metrics_addr": "127.0.0.1"}
     run = start_locust(tmp_path_factory.mktemp("http"), settings, users=4, run_time_s=10)
-    seen: dict[str, object] = {}
+    watched = WatchedRun(run, False, {}, 0)
 
     def watch() -> bool:
         try:
-            seen["metrics"] = scrape(port)
+            watched.metrics = scrape(port)
         except OSError:
             return False
-        requests = sum(v for _, v in seen["metrics"].get("locust_requests_total", []))
-        seen["connections"] = connections(run, triton.http_port)
-        return requests >= 8 and "locust_response_time_p95_ms" in seen["metrics"]
+        watched.connections = connections(run, triton.http_port)
+        requests = sum(v for _, v in watched.metrics.get("locust_requests_total", []))
+        return requests >= 8 and "locust_response_time_p95_ms" in watched.metrics
 
-    watched = wait_for(watch, timeout_s=run.run_time_s + STARTUP_MARGIN_S, interval_s=0.5)
-    yield {"run": run.finish(), "watched": watched, **seen}
+    watched.saw_requests = wait_for(watch, timeout_s=run.run_time_s + STARTUP_MARGIN_S, interval_s=0.5)
+    run.finish()
+    return watched
 
 
-def test_http_run_reports_throughput_and_percentiles(http_run: dict[str, object]) -> None:
-    run = http_run["run"]
+def test_http_run_reports_throughput_and_percentiles(http_run: WatchedRun) -> None:
+    run = http_run.run
     assert run.code == 0, run.output
     total = run.aggregated()
     assert int(total["Request Count"]) > 0 and int(total["Failure Count"]) == 0, total
@@ -185,14 +206,14 @@ def test_http_run_reports_throughput_and_percentiles(http_run: dict[str, object]
     assert [(r["Type"], r["Name"]) for r in run.rows("stats")] == [("infer-http", "original"), ("", "Aggregated")]
 
 
-def test_each_user_holds_its_own_connection(http_run: dict[str, object]) -> None:
+def test_each_user_holds_its_own_connection(http_run: WatchedRun) -> None:
     # One TCP connection per user is what lets a ClusterIP Service spread users over pods.
-    assert http_run["connections"] == 4
+    assert http_run.connections == 4
 
 
-def test_metrics_endpoint_serves_live_locust_stats(http_run: dict[str, object]) -> None:
-    assert http_run["watched"], f"metrics never showed requests: {http_run.get('metrics')}"
-    metrics = http_run["metrics"]
+def test_metrics_endpoint_serves_live_locust_stats(http_run: WatchedRun) -> None:
+    assert http_run.saw_requests, f"metrics never showed requests: {http_run.metrics}"
+    metrics = http_run.metrics
     assert set(METRICS) <= set(metrics), sorted(metrics)
     assert metrics["locust_users"] == [({}, 4.0)]
     for name in METRICS[1:]:
@@ -200,6 +221,35 @@ def test_metrics_endpoint_serves_live_locust_stats(http_run: dict[str, object]) 
     assert metrics["locust_requests_total"][0][1] >= 8
     assert metrics["locust_failures_total"][0][1] == 0
     assert metrics["locust_response_time_p95_ms"][0][1] > 0
+
+
+def test_master_with_workers_serves_metrics_of_all_workers(triton: TritonServer, tmp_path: Path) -> None:
+    # As in the cluster: workers send the load, only the master serves metrics (workers get the same
+    # metrics_port; had they tried to serve it too, all but one would log "cannot listen").
+    port, bus = free_port(), free_port()
+    settings = {"saddr": triton.http_url, "metrics_port": str(port), "metrics_addr": "127.0.0.1"}
+    master_role = ["--master", "--master-bind-host=127.0.0.1", f"--master-bind-port={bus}", "--expect-workers=2"]
+    master = start_locust(tmp_path, settings, users=4, run_time_s=6, role=master_role)
+    worker_role = ["--worker", "--master-host=127.0.0.1", f"--master-port={bus}"]
+    workers = [start_locust(tmp_path, settings, users=0, run_time_s=6, role=worker_role) for _ in range(2)]
+    seen: Samples = {}
+
+    def watch() -> bool:
+        try:
+            seen.update(scrape(port))
+        except OSError:
+            return False
+        return sum(v for _, v in seen.get("locust_requests_total", [])) >= 4
+
+    watched = wait_for(watch, timeout_s=master.run_time_s + STARTUP_MARGIN_S, interval_s=0.5)
+    master.finish()
+    for worker in workers:
+        worker.finish()  # workers quit when the master does
+    assert master.code == 0 and all(w.code == 0 for w in workers), master.output
+    assert watched, f"metrics never showed requests: {seen}"
+    assert seen["locust_users"] == [({}, 4.0)]
+    assert int(master.aggregated()["Request Count"]) > 0
+    assert all("cannot listen" not in run.output for run in (master, *workers))
 
 
 def test_grpc_run_paced_by_rps_per_user(triton: TritonServer, tmp_path: Path) -> None:
@@ -210,7 +260,8 @@ def test_grpc_run_paced_by_rps_per_user(triton: TritonServer, tmp_path: Path) ->
     assert run.code == 0, run.output
     total = run.aggregated()
     assert int(total["Request Count"]) >= 3 and int(total["Failure Count"]) == 0, total
-    assert float(total["Requests/s"]) <= 3 * 0.5 * 1.5  # paced: unthrottled, this server does ~6/s
+    # Paced: at most one request at start plus rps x run time per user (unthrottled: ~6/s here).
+    assert int(total["Request Count"]) <= 3 * (1 + 0.5 * run.run_time_s)
     assert total["Type"] == "" and run.rows("stats")[0]["Type"] == "infer-grpc"
     assert seen, "gRPC users should not share one connection"
 
@@ -242,15 +293,18 @@ def test_killed_server_counts_failures_and_run_ends_on_time(model_repos: BuildRe
 
 
 def test_hung_server_times_out_instead_of_hanging(triton: TritonServer, tmp_path: Path) -> None:
+    before = served(triton)  # the module's server has served other tests already
     run = start_locust(tmp_path, {"saddr": triton.http_url, "timeout_s": "1"}, users=2, run_time_s=8)
     try:
-        assert wait_for(lambda: served(triton) >= 2, timeout_s=STARTUP_MARGIN_S), "no request was served"
+        assert wait_for(lambda: served(triton) >= before + 2, timeout_s=STARTUP_MARGIN_S), "no request was served"
         triton.suspend()  # ports open, nothing answers
         run.finish()
     finally:
         triton.resume()
     assert run.code == 1, run.output
     assert run.elapsed_s < run.run_time_s + STARTUP_MARGIN_S
+    total = run.aggregated()
+    assert int(total["Failure Count"]) > 0 and int(total["Request Count"]) > int(total["Failure Count"])
     errors = [row["Error"] for row in run.rows("failures")]
     assert errors and all("timed out" in error.lower() for error in errors), errors
 
@@ -262,6 +316,7 @@ def test_hung_server_times_out_instead_of_hanging(triton: TritonServer, tmp_path
         ("rps", "abc", "locustfile: bad setting rps='abc': expected a number >= 0"),
         ("saddr", "http://triton:8000", "locustfile: bad setting saddr='http://triton:8000': expected host or"),
     ],
+    ids=["protocol", "rps", "saddr"],
 )
 def test_bad_setting_fails_fast_in_one_line(key: str, value: str, message: str, tmp_path: Path) -> None:
     run = start_locust(tmp_path, {key: value}, users=1, run_time_s=30).finish()
