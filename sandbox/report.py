@@ -1,0 +1,194 @@
+"""The sandbox's report: Locust's CSV for what clients saw, Prometheus (the generated recording rules and
+alerts) for what Triton did. Printed as a few lines and saved as JSON with the raw query results.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from monitoring.local import LocalPrometheus, PrometheusError
+from monitoring.rules import quantile_label, recorded
+from monitoring.settings import SloSettings
+
+WEIGHTS_NOTE = "the model has random weights: latency and throughput are real, its predictions are meaningless"
+
+
+class ReportError(RuntimeError):
+    """The load test left no usable results (one line)."""
+
+
+@dataclass
+class Report:
+    """Everything report.json holds; `summary` is what the text report shows."""
+
+    summary: dict[str, Any]
+    queries: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {**self.summary, "note": WEIGHTS_NOTE, "prometheus_queries": self.queries}
+
+
+# ---------------------------------------------------------------- Locust
+
+
+def locust_results(csv_prefix: Path) -> dict[str, float | int | None]:
+    """The Aggregated row of Locust's stats CSV: requests, failures, RPS and latency percentiles (ms)."""
+    path = Path(f"{csv_prefix}_stats.csv")
+    try:
+        with path.open(newline="") as handle:
+            row = next((r for r in csv.DictReader(handle) if r.get("Name") == "Aggregated"), None)
+    except OSError as err:
+        raise ReportError(f"Locust wrote no statistics ({path}): {err.strerror}") from None
+    if row is None:
+        raise ReportError(f"Locust wrote no Aggregated row in {path}")
+    return {
+        "requests": int(row["Request Count"]),
+        "failures": int(row["Failure Count"]),
+        "rps": _number(row["Requests/s"]),
+        "p50_ms": _number(row["50%"]),
+        "p95_ms": _number(row["95%"]),
+        "average_ms": _number(row["Average Response Time"]),
+    }
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None  # Locust writes N/A where it has no sample
+    return value if math.isfinite(value) else None
+
+
+# ---------------------------------------------------------------- Prometheus
+
+
+def report_queries(model: str, slo: SloSettings, window_s: int) -> dict[str, str]:
+    """Named PromQL: the stack's recording rules for the load-tested model, alerts, targets.
+
+    Locust's series go stale once it exits, so its figures (and `up`) are read over the run's window.
+    """
+    selector = f'model="{model}"'
+    quantile = f'quantile="{quantile_label(slo.quantile)}"'
+    return {
+        "triton_requests_per_second": f"{recorded('triton:requests_per_second', slo)}{{{selector}}}",
+        "batch_size": f"{recorded('triton:batch_size', slo)}{{{selector}}}",
+        "queue_ms_per_request": f"{recorded('triton:queue_ms_per_request', slo)}{{{selector}}}",
+        "compute_ms_per_request": f"{recorded('triton:compute_ms_per_request', slo)}{{{selector}}}",
+        "latency_ms_per_request": f"{recorded('triton:request_latency_ms', slo)}{{{selector}}}",
+        "latency_quantile_ms": f"triton:request_latency_ms:quantile{{{quantile},{selector}}}",
+        "alerts": "ALERTS",
+        "targets_up": f"max by (job) (max_over_time(up[{window_s}s]))",
+        "locust_users": f"max(max_over_time(locust_users[{window_s}s]))",
+        "locust_requests": f"sum(max_over_time(locust_requests_total[{window_s}s]))",
+    }
+
+
+def run_queries(prometheus: LocalPrometheus, queries: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    results = {}
+    for name, expr in queries.items():
+        try:
+            results[name] = {"query": expr, "result": prometheus.query(expr)}
+        except PrometheusError as err:
+            results[name] = {"query": expr, "error": str(err)}
+    return results
+
+
+def scalar(prometheus: LocalPrometheus, expr: str) -> float | None:
+    """The first sample of an instant query; None when it has none or Prometheus refuses it."""
+    try:
+        samples = prometheus.query(expr)
+    except PrometheusError:
+        return None
+    return _number(samples[0]["value"][1]) if samples else None
+
+
+def first_value(results: Mapping[str, dict[str, Any]], name: str) -> float | None:
+    samples = results.get(name, {}).get("result") or []
+    return _number(samples[0]["value"][1]) if samples else None
+
+
+def alerts(results: Mapping[str, dict[str, Any]]) -> dict[str, list[dict[str, str]]]:
+    found: dict[str, list[dict[str, str]]] = {"firing": [], "pending": []}
+    for sample in results.get("alerts", {}).get("result") or []:
+        labels = {k: v for k, v in sample["metric"].items() if k != "__name__"}
+        found.setdefault(labels.get("alertstate", "firing"), []).append(labels)
+    return found
+
+
+def targets(results: Mapping[str, dict[str, Any]]) -> dict[str, bool]:
+    """Per scrape job: whether Prometheus scraped it successfully at least once during the run."""
+    samples = results.get("targets_up", {}).get("result") or []
+    return {s["metric"].get("job", "?"): _number(s["value"][1]) == 1 for s in samples}
+
+
+def triton_summary(results: Mapping[str, dict[str, Any]], slo: SloSettings) -> dict[str, Any]:
+    # Averages over the rules' rate window: ratios of rates, so idle time in the window does not dilute them.
+    names = ("batch_size", "queue_ms_per_request", "compute_ms_per_request", "latency_ms_per_request")
+    summary: dict[str, Any] = {name: first_value(results, name) for name in names}
+    summary["latency_quantile"] = slo.quantile
+    summary["latency_quantile_ms"] = first_value(results, "latency_quantile_ms")
+    return summary
+
+
+# ---------------------------------------------------------------- text and files
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0f} ms"
+
+
+def _alert_list(found: list[dict[str, str]]) -> str:
+    """'Name (model, model), Other': one entry per alert, with the models it concerns."""
+    models: dict[str, set[str]] = {}
+    for alert in found:
+        models.setdefault(alert.get("alertname", "?"), set()).update([alert["model"]] if "model" in alert else [])
+    entries = [f"{name} ({', '.join(sorted(m))})" if m else name for name, m in sorted(models.items())]
+    return ", ".join(entries) or "none"
+
+
+def render(report: Report) -> str:
+    s = report.summary
+    load, triton, slo = s["locust"], s["triton"], s["slo"]
+    batch = triton["batch_size"]
+    percentile = f"p{round(triton['latency_quantile'] * 100, 1):g}"
+    scraped = ", ".join(f"{job} {'up' if up else 'DOWN'}" for job, up in sorted(s["targets"].items())) or "none"
+    lines = [
+        f"sandbox report: stack {s['stack']}, model {s['model']} over {s['protocol']} ({s['payload']}), "
+        f"{s['users']} users x {s['rps_per_user']} req/s, {s['duration_s']} s",
+        f"  Locust       {_rate(load['rps'])} req/s, p50 {_ms(load['p50_ms'])}, p95 {_ms(load['p95_ms'])}, "
+        f"{load['failures']} failures of {load['requests']} requests",
+        f"  Triton       batch size {'n/a' if batch is None else f'{batch:.2f}'} per execution; per request "
+        f"queue {_ms(triton['queue_ms_per_request'])}, compute {_ms(triton['compute_ms_per_request'])}; "
+        f"{percentile} {_ms(triton['latency_quantile_ms'])} (its summary)",
+        f"  Alerts       firing: {_alert_list(s['alerts']['firing'])}; pending: {_alert_list(s['alerts']['pending'])} "
+        f"(SLO {percentile} < {slo['latency_ms']} ms; alerts fire after {slo['for_minutes']:g} min)",
+        f"  Scraped      {scraped}",
+        f"  Note         {WEIGHTS_NOTE}",
+        f"  Data         {s['out_dir']}/: {', '.join(s['files'])}",
+    ]
+    return "\n".join(lines)
+
+
+def _rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities as null: report.json stays strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def write_json(report: Report, path: Path) -> None:
+    path.write_text(json.dumps(_finite(report.as_json()), indent=2, allow_nan=False) + "\n", encoding="utf-8")

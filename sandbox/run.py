@@ -1,0 +1,378 @@
+"""The stack's serving path on this machine, with real software: `make sandbox`.
+
+    python -m sandbox.run [--stack dev] [--duration 20] [--users N] [--keep-data] [--no-isolation]
+                          [--out build/sandbox] [--set KEY=VALUE]
+
+1. builds the stack's model repository (CPU twins in build/model_repository_cpu);
+2. starts a GCS emulator and uploads the twins with model_repo.sync into gs://BUCKET/PREFIX;
+3. starts the real tritonserver with the GKE command line, reading gs://BUCKET/PREFIX, inside a
+   loopback-only network namespace shared with the emulator where the machine allows it;
+4. starts Prometheus with the generated config (file_sd in place of kubernetes_sd) and rules;
+5. runs the project's locustfile headless against Triton with the stack's load-test settings;
+6. prints a report and writes it to OUT/report.json, with Locust's CSV files beside it.
+
+Every process it starts is stopped on success, failure, Ctrl-C and SIGTERM. A part that cannot
+start is named in one line on stderr; exit codes: 1 a part failed, 2 bad settings, 130/143 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import psutil
+
+from infra.config import PROJECT_DIR, ConfigError, StackSettings
+from infra.model_upload import BUILT_REPOSITORY
+from infra.naming import gcp_name
+from k8s.triton import ADMIN_KEY_HEADER
+from model_repo.build import build_repository
+from model_repo.errors import ModelRepoError
+from monitoring.local import LocalPrometheus
+from monitoring.settings import TRITON_PODS
+from offline.build_models import CPU_TWINS
+from offline.plan import overrides_from
+from offline.runtime import load_settings
+from sandbox import components as parts
+from sandbox import report as reporting
+from sandbox.components import ComponentError, LoadSettings, LocustLoad, ScrapeTargets
+from sandbox.triton import NetworkNamespace, TritonServer, isolation_available
+
+DEFAULT_OUT = PROJECT_DIR / "build" / "sandbox"
+SCRAPE_INTERVAL_S = 2  # short, so a run of a few seconds still gets a dozen samples
+TICK_S = 5.0
+FIRST_SCRAPE_TIMEOUT_S = 30.0
+EXIT_FAILED, EXIT_BAD_CONFIG = 1, 2
+# What a run writes into OUT; removed at the start so no file of an earlier run is mistaken for this one's.
+OUTPUTS = ("locust*", "report.json", "prometheus.yml", "rules.yml", "file_sd", "tritonserver.log", "prometheus-data")
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM: a BaseException, so no `except Exception` on the way swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class Progress:
+    """Progress lines with the time since start, flushed at once (the output may be a pipe)."""
+
+    def __init__(self) -> None:
+        # From the process's start: imports take a few seconds before the first line.
+        self.started = time.monotonic() - max(0.0, time.time() - psutil.Process().create_time())
+
+    def __call__(self, message: str) -> None:
+        print(f"[{time.monotonic() - self.started:5.1f}s] {message}", flush=True)
+
+
+# ---------------------------------------------------------------- signals
+
+
+class _Signals:
+    """Turn SIGINT/SIGTERM into Interrupted until cleanup starts; during cleanup only remember them,
+    so a second Ctrl-C cannot cut the cleanup short and leave processes behind."""
+
+    def __init__(self) -> None:
+        self.shielded = False
+        self.received: int | None = None
+
+    def handle(self, signum: int, _frame: FrameType | None) -> None:
+        self.received = self.received or signum
+        if not self.shielded:
+            raise Interrupted(signum)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[_Signals]:
+        previous = {sig: signal.signal(sig, self.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+# ---------------------------------------------------------------- steps
+
+
+def prepare_out(out: Path, keep_data: bool) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    for pattern in OUTPUTS:
+        for path in out.glob(pattern):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    if keep_data:
+        (out / "prometheus-data").mkdir()
+    return out
+
+
+def build_models(settings: StackSettings, progress: Progress) -> None:
+    started = time.monotonic()
+    result = build_repository(settings.model_repo, BUILT_REPOSITORY, cpu_out=CPU_TWINS)
+    progress(
+        f"model repository: {len(result.models)} models ({', '.join(result.models)}) in "
+        f"{time.monotonic() - started:.1f} s; CPU twins in {_shown(CPU_TWINS)}"
+    )
+
+
+def open_namespace(no_isolation: bool, progress: Progress, cleanup: contextlib.ExitStack) -> NetworkNamespace | None:
+    if no_isolation or not isolation_available():
+        why = "--no-isolation" if no_isolation else "no permission for network namespaces (unshare -n) here"
+        progress(f"network: {why}; everything runs plainly on 127.0.0.1 with free ports")
+        return None
+    try:
+        netns = NetworkNamespace().open()
+    except RuntimeError as err:
+        raise ComponentError(f"network namespace could not be created: {parts.one_line(err)}") from None
+    cleanup.callback(netns.close)
+    progress(
+        "network: GCS emulator and tritonserver share a loopback-only network namespace "
+        "(GKE's ports 8000-8002 inside), forwarded to 127.0.0.1"
+    )
+    return netns
+
+
+def start_storage(
+    settings: StackSettings, netns: NetworkNamespace | None, progress: Progress, cleanup: contextlib.ExitStack
+) -> tuple[parts.GcsEmulator, str]:
+    gcs = parts.start_emulator(netns)
+    cleanup.callback(gcs.stop)
+    progress(f"GCS emulator: {gcs.endpoint} (Triton uses {gcs.internal_endpoint})")
+    bucket = gcp_name(settings.project, settings.stack, "triton-models", max_len=63)
+    started = time.monotonic()
+    sync = parts.upload(gcs, CPU_TWINS, bucket, settings.model_store.prefix)
+    repository = f"gs://{bucket}/{settings.model_store.prefix}"
+    progress(
+        f"uploaded {len(sync.uploaded)} files ({sync.bytes_uploaded / 2**20:.0f} MiB) to {repository} "
+        f"with model_repo.sync in {time.monotonic() - started:.1f} s"
+    )
+    return gcs, repository
+
+
+def prepare_triton(
+    repository: str, gcs: parts.GcsEmulator, netns: NetworkNamespace | None, out: Path, cleanup: contextlib.ExitStack
+) -> tuple[TritonServer, str, list[Path]]:
+    """The server with its ports chosen, not started: Prometheus can be told where to scrape it first."""
+    key = parts.admin_key()
+    server = parts.prepare_triton(repository, gcs, netns, key)
+    copies: list[Path] = []  # filled once it runs; removed if it ever leaves them behind
+    cleanup.callback(parts.stop_triton, server, copies, out / "tritonserver.log")
+    return server, key, copies
+
+
+def launch_triton(server: TritonServer, key: str, copies: list[Path], progress: Progress) -> None:
+    started = time.monotonic()
+    parts.launch_triton(server)
+    copies.extend(parts.model_copies(server))
+    denied, _ = parts.repository_index(server, {})
+    allowed, models = parts.repository_index(server, {ADMIN_KEY_HEADER: key})
+    ready = [m.get("name", "?") for m in models if m.get("state") == "READY"]
+    progress(
+        f"tritonserver: {len(ready)} models READY from {server.model_repository} in "
+        f"{time.monotonic() - started:.1f} s (GKE command line; admin API answered {denied} without the "
+        f"generated key, {allowed} with it; model copies in "
+        f"{'its own /tmp' if parts.has_private_tmp(server) else 'the host /tmp'}); "
+        f"http {server.http_url}, grpc {server.grpc_url}, metrics {server.metrics_url}"
+    )
+
+
+def start_prometheus(
+    settings: StackSettings,
+    server: TritonServer,
+    locust: LocustLoad,
+    out: Path,
+    keep_data: bool,
+    progress: Progress,
+    cleanup: contextlib.ExitStack,
+) -> LocalPrometheus:
+    """Started before Triton loads its models: Prometheus hands new targets to its scrapers only
+    every 5 s, and that wait then overlaps the loading instead of delaying the load test."""
+    prometheus = parts.SandboxPrometheus(out / "prometheus-data" if keep_data else None)
+    cleanup.callback(prometheus.close)
+    triton_ports = {"http": server.http_url, "grpc": server.grpc_url, "metrics": f"127.0.0.1:{server.metrics_port}"}
+    targets = ScrapeTargets(triton=triton_ports, locust={"metrics": locust.metrics_address})
+    interval = f"{SCRAPE_INTERVAL_S}s"
+    config = parts.prometheus_files(out, prometheus, settings.stack, settings.monitoring.slo, targets, interval)
+    parts.start_prometheus(prometheus, config)
+    progress(
+        f"Prometheus: {prometheus.url} with the generated config (region {parts.REGION}, file_sd for "
+        f"kubernetes_sd) and rules ({_shown(out)}/prometheus.yml, rules.yml), scraping tritonserver and "
+        f"the Locust master every {interval}"
+    )
+    return prometheus
+
+
+def run_load(
+    locust: LocustLoad, prometheus: LocalPrometheus, progress: Progress, cleanup: contextlib.ExitStack
+) -> None:
+    load = locust.load
+    cleanup.callback(locust.stop)
+    locust.start()
+    progress(
+        f"Locust: {load.users} users x {load.rps_per_user} req/s on {load.model} over {load.protocol} "
+        f"({load.payload}) for {load.duration_s} s"
+    )
+    locust.wait(TICK_S, lambda elapsed: progress(_load_line(prometheus, elapsed, load.duration_s)))
+    progress(f"Locust finished; statistics in {_shown(locust.csv_prefix)}_stats.csv")
+
+
+def _load_line(prometheus: LocalPrometheus, elapsed: float, duration_s: int) -> str:
+    """What Prometheus has scraped from the Locust master so far."""
+    requests = reporting.scalar(prometheus, "sum(locust_requests_total)")
+    if requests is None:
+        return f"  load {elapsed:.0f}/{duration_s} s: waiting for Prometheus' first scrape of Locust"
+    failures = reporting.scalar(prometheus, "sum(locust_failures_total)") or 0
+    return (
+        f"  load {elapsed:.0f}/{duration_s} s: {requests:.0f} requests, {failures:.0f} failures "
+        "(Prometheus' latest scrape of the Locust master)"
+    )
+
+
+def collect(
+    settings: StackSettings, load: LoadSettings, locust: LocustLoad, prometheus: LocalPrometheus, window_s: int
+) -> reporting.Report:
+    # One more scrape and rule evaluation, so the recording rules cover the end of the load.
+    time.sleep(2 * SCRAPE_INTERVAL_S + 0.5)
+    slo = settings.monitoring.slo
+    results = reporting.run_queries(prometheus, reporting.report_queries(load.model, slo, window_s))
+    summary: dict[str, Any] = {
+        "stack": settings.stack,
+        "region": parts.REGION,
+        **asdict(load),
+        "locust": reporting.locust_results(locust.csv_prefix),
+        "triton": reporting.triton_summary(results, slo),
+        "alerts": reporting.alerts(results),
+        "targets": reporting.targets(results),
+        "slo": {"latency_ms": slo.latency_ms, "quantile": slo.quantile, "for_minutes": slo.for_minutes},
+        "random_weights": True,
+    }
+    return reporting.Report(summary, results)
+
+
+def _shown(path: Path) -> str:
+    path = Path(path)
+    return str(path.relative_to(PROJECT_DIR)) if path.is_relative_to(PROJECT_DIR) else str(path)
+
+
+def _files(out: Path) -> list[str]:
+    return sorted(p.name + ("/" if p.is_dir() else "") for p in out.iterdir())
+
+
+# ---------------------------------------------------------------- the run
+
+
+def run(args: argparse.Namespace, settings: StackSettings, progress: Progress, cleanup: contextlib.ExitStack) -> int:
+    out = prepare_out(args.out.resolve(), args.keep_data)
+    lt = settings.load_test
+    load = LoadSettings(lt.model, lt.protocol, lt.payload, lt.rps_per_user, args.users, args.duration)
+    timings: dict[str, float] = {}
+    mark = time.monotonic()
+
+    def timed(step: str) -> None:
+        nonlocal mark
+        timings[step], mark = round(time.monotonic() - mark, 1), time.monotonic()
+
+    build_models(settings, progress)
+    timed("build_s")
+    netns = open_namespace(args.no_isolation, progress, cleanup)
+    gcs, repository = start_storage(settings, netns, progress, cleanup)
+    timed("storage_s")
+    server, key, copies = prepare_triton(repository, gcs, netns, out, cleanup)
+    locust = LocustLoad(load, server, out)
+    prometheus = start_prometheus(settings, server, locust, out, args.keep_data, progress, cleanup)
+    prometheus_started = time.monotonic()
+    timed("prometheus_s")
+    launch_triton(server, key, copies, progress)
+    parts.wait_for_first_scrape(prometheus, TRITON_PODS.job, FIRST_SCRAPE_TIMEOUT_S)
+    timed("triton_s")
+    run_load(locust, prometheus, progress, cleanup)
+    timed("load_s")
+    window_s = int(time.monotonic() - prometheus_started) + 10
+    report = collect(settings, load, locust, prometheus, window_s)
+    timings["total_s"] = round(time.monotonic() - progress.started, 1)
+    report.summary.update(
+        network="namespace" if netns else "host",
+        bucket=repository,
+        triton_command=parts.masked_command(server, key),
+        timings_s=timings,
+        out_dir=_shown(out),
+    )
+    report.summary["files"] = sorted({*_files(out), "report.json", "tritonserver.log"})  # the log: at cleanup
+    reporting.write_json(report, out / "report.json")
+    print(reporting.render(report), flush=True)
+    locust_results = report.summary["locust"]
+    if locust_results["requests"] == locust_results["failures"]:
+        raise ComponentError(
+            f"Locust got no successful answer from tritonserver; see {_shown(out)}/locust_failures.csv"
+        )
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="make sandbox", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stack", default="dev", help="stack whose settings are used (default: dev)")
+    parser.add_argument("--duration", type=_positive, default=20, help="seconds of load (default: 20)")
+    parser.add_argument("--users", type=_positive, default=4, help="simulated Locust users (default: 4)")
+    parser.add_argument("--keep-data", action="store_true", help="keep the Prometheus TSDB in OUT/prometheus-data")
+    parser.add_argument(
+        "--no-isolation",
+        action="store_true",
+        help="run on 127.0.0.1 with free ports even where a network namespace is possible",
+    )
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder (default: build/sandbox)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a stack setting")
+    return parser
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def _settings(args: argparse.Namespace) -> StackSettings:
+    try:
+        return load_settings(args.stack, overrides_from(args.set))
+    except FileNotFoundError as err:  # no Pulumi.<stack>.yaml
+        raise ConfigError(f"--stack {args.stack}: {err}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    progress = Progress()
+    signals = _Signals()
+    with signals.installed():
+        try:
+            settings = _settings(args)
+            progress(f"stack {args.stack}: settings loaded as the Pulumi program reads them")
+            with contextlib.ExitStack() as cleanup:
+                try:
+                    code = run(args, settings, progress, cleanup)
+                finally:
+                    signals.shielded = True
+                    progress("stopping every process the sandbox started")
+            progress("stopped")
+            if signals.received:  # arrived during the cleanup: the run still counts as interrupted
+                raise Interrupted(signals.received)
+            return code
+        except (ConfigError, ModelRepoError) as err:
+            print(f"error: {parts.one_line(err)}", file=sys.stderr)
+            return EXIT_BAD_CONFIG
+        except (ComponentError, reporting.ReportError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_FAILED
+        except Interrupted as err:
+            print(f"interrupted by {err}: stopped every process the sandbox started", file=sys.stderr)
+            return 128 + err.signum
+
+
+if __name__ == "__main__":
+    sys.exit(main())
