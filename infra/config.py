@@ -35,6 +35,8 @@ DRIVER_VERSIONS = ("DEFAULT", "LATEST", "INSTALLATION_DISABLED")
 KUBERNETES_MINORS = range(25, 38)
 # T4 limits on N1: vCPUs a VM may have per attached T4 count (Google's GPU platform table).
 T4_MAX_VCPUS = {1: 24, 2: 48, 4: 96}
+N1_PREDEFINED_VCPUS = (1, 2, 4, 8, 16, 32, 64, 96)
+MACHINE_TYPE = re.compile(r"[a-z][a-z0-9]*-[a-z0-9]+(-[a-z0-9]+)*")
 N1_MACHINE_TYPE = re.compile(r"^n1-(standard|highmem|highcpu)-(\d+)$|^n1-custom-(\d+)-\d+$")
 TRITON_IMAGE = "nvcr.io/nvidia/tritonserver"
 MAX_LOCUST_WORKERS = 100
@@ -290,6 +292,8 @@ def _regions(reader: _Reader, gpu_catalogue: GpuCatalogue, accelerator: str) -> 
             raise reader.fail("regions", name, "each region may be listed once")
     for zone in zones:
         _check_zone(reader, zone, names, known, gpu_catalogue, accelerator)
+        if zones.count(zone) > 1:
+            raise reader.fail("zones", zone, "each zone may be listed once")
     return tuple(
         RegionSettings(
             name=name,
@@ -347,7 +351,12 @@ def _node_range(reader: _Reader, prefix: str) -> tuple[int, int]:
 
 def _cpu_pool(reader: _Reader) -> CpuPoolSettings:
     low, high = _node_range(reader, "cpu")
-    return CpuPoolSettings(machine_type=reader.string("cpuMachineType"), min_nodes=low, max_nodes=high)
+    machine_type = reader.string("cpuMachineType")
+    if not MACHINE_TYPE.fullmatch(machine_type):
+        raise reader.fail(
+            "cpuMachineType", machine_type, "expected a Compute Engine machine type such as n1-standard-8"
+        )
+    return CpuPoolSettings(machine_type=machine_type, min_nodes=low, max_nodes=high)
 
 
 def _gpu_pool(reader: _Reader, gpu_catalogue: GpuCatalogue) -> GpuPoolSettings:
@@ -382,13 +391,16 @@ def _check_t4_machine_type(reader: _Reader, machine_type: str, gpus: int) -> Non
     if not match:
         raise reader.fail("gpuMachineType", machine_type, "a T4 attaches to N1 machine types only, e.g. n1-standard-4")
     vcpus = int(match.group(2) or match.group(3))
+    if match.group(2) and vcpus not in N1_PREDEFINED_VCPUS or vcpus < 1:
+        raise reader.fail("gpuMachineType", machine_type, "not an N1 machine type (n1-standard-1, -2, -4, -8 ... -96)")
     if vcpus > T4_MAX_VCPUS[gpus]:
         raise reader.fail("gpuMachineType", machine_type, f"{gpus} T4 allow at most {T4_MAX_VCPUS[gpus]} vCPUs per VM")
 
 
 def _model_store(reader: _Reader, regions: tuple[RegionSettings, ...]) -> ModelStoreSettings:
     prefix = reader.string("modelPrefix").strip("/")
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", prefix):
+    segments = prefix.split("/")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", prefix) or {".", ".."} & set(segments):
         raise reader.fail("modelPrefix", prefix, "expected a folder path of letters, digits, '_', '-', '.' and '/'")
     location = reader.string("bucketLocation") or regions[0].name
     if not re.fullmatch(r"[A-Za-z0-9-]+", location):
@@ -406,7 +418,11 @@ def _model_repo(reader: _Reader) -> ModelRepoSettings:
             raise reader.fail("modelVariants", name, f"unknown variant; allowed: {', '.join(known)}")
         if names.count(name) > 1:
             raise reader.fail("modelVariants", name, "each variant may be listed once")
-    variants = tuple(_variant(reader, known[name]) for name in names)
+    uint8 = reader.strings("modelUint8Input")
+    for name in uint8:
+        if name not in names:
+            raise reader.fail("modelUint8Input", name, f"not in modelVariants ({', '.join(names)})")
+    variants = tuple(_variant(reader, known[name], uint8_input=name in uint8) for name in names)
     source = reader.string("modelSource")
     settings = ModelRepoSettings(
         variants=variants,
@@ -428,7 +444,7 @@ def _model_key(message: str) -> str:
     return "modelVariants"
 
 
-def _variant(reader: _Reader, reference: VariantSettings) -> VariantSettings:
+def _variant(reader: _Reader, reference: VariantSettings, uint8_input: bool) -> VariantSettings:
     small = reference.max_batch_size != REFERENCE_VARIANTS[0].max_batch_size
     batch_key, count_key = (
         ("modelSmallBatchSize", "modelSmallBatchInstanceCount")
@@ -446,6 +462,7 @@ def _variant(reader: _Reader, reference: VariantSettings) -> VariantSettings:
         preferred_batch_size=preferred,
         max_queue_delay_us=reader.integer("modelMaxQueueDelayUs"),
         instance_count=reader.integer(count_key, minimum=1),
+        input_dtype="UINT8" if uint8_input else "FP32",
     )
 
 
@@ -461,6 +478,10 @@ def _load_test(reader: _Reader, model_repo: ModelRepoSettings) -> LoadTestSettin
     model = reader.string("locustModel")
     if model not in served:
         raise reader.fail("locustModel", model, f"not a served model; modelVariants: {', '.join(served)}")
+    payload = reader.choice("locustPayload", ("fp32", "uint8"))
+    served_dtype = next(v.input_dtype for v in model_repo.variants if v.name == model)
+    if payload.upper() != served_dtype:
+        raise reader.fail("locustPayload", payload, f"{model} takes {served_dtype} input (see modelUint8Input)")
     workers = reader.integer("locustWorkers", minimum=1)
     if workers > MAX_LOCUST_WORKERS:
         raise reader.fail("locustWorkers", workers, f"at most {MAX_LOCUST_WORKERS} workers per cluster")
@@ -469,7 +490,7 @@ def _load_test(reader: _Reader, model_repo: ModelRepoSettings) -> LoadTestSettin
         model=model,
         rps_per_user=reader.integer("locustRps"),
         protocol=reader.choice("locustProtocol", ("http", "grpc")),
-        payload=reader.choice("locustPayload", ("fp32", "uint8")),
+        payload=payload,
     )
 
 
@@ -517,8 +538,11 @@ def _cidrs(reader: _Reader, key: str) -> tuple[str, ...]:
             network = ipaddress.ip_network(cidr)
         except ValueError:
             raise reader.fail(key, cidr, "expected a CIDR such as 203.0.113.0/24") from None
-        if network.prefixlen == 0:
-            raise reader.fail(key, cidr, "opening a web UI to the whole internet is refused; list your own ranges")
+        widest = 8 if network.version == 4 else 32
+        if network.prefixlen < widest:
+            raise reader.fail(
+                key, cidr, f"wider than /{widest}: a web UI is not opened to the internet; list your own ranges"
+            )
     return cidrs
 
 

@@ -8,6 +8,7 @@ cached under build/cache keyed by a content hash, so repeated builds take second
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -39,6 +40,19 @@ class ModelSource:
     saved_model: Path | None = None
     io: configs.ModelIO | None = None
     labels: tuple[str, ...] = ()
+    # The same files behind a UINT8 input (cast and /255 in the graph), when a variant asks for one.
+    fp32_uint8: Path | None = None
+    int8_uint8: Path | None = None
+    io_uint8: configs.ModelIO | None = None
+
+    def onnx_for(self, variant: VariantSettings) -> Path:
+        int8 = variant.precision == "INT8"
+        if variant.uint8_input:
+            return self.int8_uint8 if int8 else self.fp32_uint8
+        return self.int8 if int8 else self.fp32
+
+    def io_for(self, variant: VariantSettings) -> configs.ModelIO:
+        return self.io_uint8 if variant.uint8_input else self.io
 
 
 @dataclass(frozen=True)
@@ -56,6 +70,7 @@ class BuildResult:
             lines.append(
                 f"  {v.name:24} {v.precision:5} max batch {v.max_batch_size:3}, preferred {v.preferred_batch_size:3}, "
                 f"queue delay {v.max_queue_delay_us} us, {v.instance_count} instance(s)"
+                + (", UINT8 input" if v.uint8_input else "")
             )
         if self.cpu_out:
             lines.append(f"CPU twins {self.cpu_out}: same models, python backend + ONNX Runtime on CPU")
@@ -104,7 +119,40 @@ def resolve_source(settings: ModelRepoSettings, cache_dir: Path) -> ModelSource:
     if any(v.precision == "INT8" for v in settings.variants):
         int8 = _cached(cache_dir, _int8_key(fp32), lambda p: quantize.quantize_int8(fp32, p))
     labels = _labels(settings, io)
-    return ModelSource(description, fp32.stem, fp32=fp32, int8=int8, io=io, labels=labels)
+    source = ModelSource(description, fp32.stem, fp32=fp32, int8=int8, io=io, labels=labels)
+    return _with_uint8_files(source, settings, cache_dir)
+
+
+def _with_uint8_files(source: ModelSource, settings: ModelRepoSettings, cache_dir: Path) -> ModelSource:
+    """Add the UINT8-input copies the variants ask for (cached like the other files)."""
+    wanted = [v for v in settings.variants if v.uint8_input]
+    if not wanted:
+        return source
+    _check_uint8_capable(wanted[0], source)
+    fp32_u8 = _uint8_copy(source.fp32, cache_dir) if any(v.precision != "INT8" for v in wanted) else None
+    int8_u8 = _uint8_copy(source.int8, cache_dir) if any(v.precision == "INT8" for v in wanted) else None
+    io_uint8 = configs.read_onnx_io(fp32_u8 or int8_u8)  # read back: the configs describe the real file
+    return dataclasses.replace(source, fp32_uint8=fp32_u8, int8_uint8=int8_u8, io_uint8=io_uint8)
+
+
+def _check_uint8_capable(variant: VariantSettings, source: ModelSource) -> None:
+    inputs = source.io.inputs
+    if len(inputs) != 1 or inputs[0].data_type != "TYPE_FP32":
+        found = ", ".join(f"{i.name} {i.data_type.removeprefix('TYPE_')}" for i in inputs)
+        raise ModelRepoError(
+            f"variant {variant.name!r}: input_dtype UINT8 needs a model with one FP32 input (pixels in [0, 1]); "
+            f"{source.description} has {found}"
+        )
+
+
+def _uint8_copy(path: Path, cache_dir: Path) -> Path:
+    recipe = f"{path.stem} uint8 front v{resnet50.UINT8_FRONT_VERSION} onnx {onnx.__version__}"
+    key = hashlib.sha256(recipe.encode()).hexdigest()[:32]
+
+    def produce(target: Path) -> None:  # loads the 100 MB model only on a cache miss
+        onnx.save(resnet50.with_uint8_input(onnx.load(str(path))), str(target))
+
+    return _cached(cache_dir, key, produce)
 
 
 def _builtin_key() -> str:
@@ -185,11 +233,11 @@ def _write_gpu_model(stage: Path, variant: VariantSettings, source: ModelSource,
         shutil.copytree(source.saved_model, folder / configs.VERSION / configs.SAVEDMODEL_DIRNAME)
         config = configs.savedmodel_gpu_config(variant)
     else:
-        model = _variant_onnx(variant, source)
+        model = source.onnx_for(variant)
         _link(model, folder / configs.VERSION / configs.ONNX_FILENAME)
         cache = f"{settings.trt_cache_dir.rstrip('/')}/{variant.name}/{model.stem[:16]}-{settings.triton_image_tag}"
-        config = configs.onnx_gpu_config(variant, source.io, bool(source.labels), cache)
-    note = f"precision {variant.precision}, for Triton {settings.triton_image_tag}"
+        config = configs.onnx_gpu_config(variant, source.io_for(variant), bool(source.labels), cache)
+    note = f"precision {variant.precision}, {variant.input_dtype} input, for Triton {settings.triton_image_tag}"
     _write_config(folder, configs.render(config, note), source.labels)
 
 
@@ -197,14 +245,10 @@ def _write_twin(stage: Path, variant: VariantSettings, source: ModelSource, sett
     folder = stage / variant.name
     version = folder / configs.VERSION
     version.mkdir(parents=True)
-    _link(_variant_onnx(variant, source), version / configs.ONNX_FILENAME)
+    _link(source.onnx_for(variant), version / configs.ONNX_FILENAME)
     shutil.copyfile(cpu_twin.TEMPLATE, version / configs.PYTHON_FILENAME)
-    config = cpu_twin.twin_config(variant, source.io, bool(source.labels))
+    config = cpu_twin.twin_config(variant, source.io_for(variant), bool(source.labels))
     _write_config(folder, configs.render(config, cpu_twin.twin_note(variant)), source.labels)
-
-
-def _variant_onnx(variant: VariantSettings, source: ModelSource) -> Path:
-    return source.int8 if variant.precision == "INT8" else source.fp32
 
 
 def _write_config(folder: Path, text: str, labels: tuple[str, ...]) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
+import onnxruntime
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 from tritonclient.grpc import model_config_pb2 as mc
@@ -111,12 +112,24 @@ def read_onnx_io(path: Path) -> ModelIO:
         onnx.checker.check_model(str(path))  # by path: no second copy of the weights in memory
     except onnx.checker.ValidationError as err:
         raise ModelRepoError(f"{path}: invalid ONNX model: {str(err).splitlines()[0]}") from None
+    _check_onnxruntime_loads(path)
     initializers = {t.name for t in graph.initializer}
     inputs = tuple(_tensor_spec(v, path) for v in graph.input if v.name not in initializers)
     outputs = tuple(_tensor_spec(v, path) for v in graph.output)
     if not inputs:
         raise ModelRepoError(f"{path}: the ONNX graph has no inputs")
     return ModelIO(inputs, outputs)
+
+
+def _check_onnxruntime_loads(path: Path) -> None:
+    """Triton's onnxruntime backend must load it: catches IR versions, opsets and operators it lacks."""
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3  # errors come back as the exception below, not as log noise
+    try:
+        onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as err:  # onnxruntime raises its own exception types for every load failure
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ModelRepoError(f"{path}: onnxruntime cannot load it: {first}") from None
 
 
 def _tensor_spec(value: onnx.ValueInfoProto, path: Path) -> TensorSpec:

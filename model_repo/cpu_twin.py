@@ -2,8 +2,9 @@
 
 A twin keeps the name, inputs/outputs, dynamic batching, warm-up and instance count of its
 GPU model, but runs on CPU through Triton's python backend, whose model.py runs the same
-ONNX file (the QDQ INT8 file for INT8 variants) with ONNX Runtime. The ONNX file is copied
-into the twin's version folder because Triton downloads only a model's own folder from gs://.
+ONNX file (the QDQ INT8 file for INT8 variants, the UINT8-input file for UINT8 variants) with
+ONNX Runtime. The ONNX file is copied into the twin's version folder because Triton downloads
+only a model's own folder from gs://.
 
 A twin can be made deliberately slow (config parameter `inject_delay_ms`, honoured by its
 model.py) to test latency alerts against a real server: delayed_copy().
@@ -72,4 +73,6 @@ def _link_or_copy(src: str, dst: str) -> None:
 
 def twin_note(variant: VariantSettings) -> str:
     gpu = "an ONNX Runtime" if variant.precision == "none" else f"a TensorRT {variant.precision}"
-    return f"CPU twin of {gpu} GPU model: python backend + ONNX Runtime on CPU"
+    # The UINT8 front (cast, /255) is in the ONNX graph itself, so model.py passes the bytes through.
+    dtype = ", UINT8 input" if variant.uint8_input else ""
+    return f"CPU twin of {gpu} GPU model{dtype}: python backend + ONNX Runtime on CPU"

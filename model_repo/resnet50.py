@@ -5,7 +5,8 @@ BatchNorm folded into conv biases as an exported inference graph would have it. 
 be downloaded here, so the weights are seeded random numbers: the model is right for
 speed, batching and plumbing tests, and its predictions mean nothing.
 Expected input: RGB scaled to [0, 1], NHWC; the folded BatchNorm statistics come from
-seeded synthetic images of that range (see synthetic_images).
+seeded synthetic images of that range (see synthetic_images). with_uint8_input() puts a
+UINT8 front (cast, then /255) on such a model, so clients can send raw 8-bit pixels.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ DEFAULT_SEED = 50
 OPSET = 17
 # Bump when the graph or weight recipe changes: it is part of the build cache key.
 BUILDER_VERSION = 1
+# Bump when with_uint8_input changes: it is part of the cache key of UINT8-input files.
+UINT8_FRONT_VERSION = 1
+UINT8_SCALE = 1.0 / 255.0  # 8-bit pixel values to the [0, 1] range the model expects
 
 _STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # (width, blocks, stride)
 _EXPANSION = 4
@@ -172,3 +176,48 @@ def parameter_count(model: onnx.ModelProto) -> int:
 def placeholder_labels(count: int) -> list[str]:
     """ImageNet class names are not available offline: honest placeholders instead."""
     return [f"class_{i:04d}" for i in range(count)]
+
+
+def with_uint8_input(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The same model behind a UINT8 input of the same name and shape: Cast to FP32, then x/255.
+
+    For models whose single FP32 input expects pixel values in [0, 1] (the built-in ResNet-50
+    and its QDQ INT8 copy). Keeping the input name means configs, clients and TensorRT
+    profiles need no other change; only the tensor type differs.
+    """
+    model = onnx.ModelProto.FromString(model.SerializeToString())  # never edit the caller's copy
+    graph = model.graph
+    initializers = {t.name for t in graph.initializer}
+    (source,) = [i for i in graph.input if i.name not in initializers]
+    if source.type.tensor_type.elem_type != TensorProto.FLOAT:
+        raise ValueError(f"input {source.name!r} is not FP32")
+    name, scaled = source.name, _unused_name(model, f"{source.name}_fp32")
+    for node in graph.node:  # every consumer of the old FP32 input now reads the scaled tensor
+        inputs = [scaled if i == name else i for i in node.input]
+        del node.input[:]
+        node.input.extend(inputs)
+    cast_out, scale = _unused_name(model, f"{name}_cast"), _unused_name(model, f"{name}_uint8_scale")
+    front = [
+        helper.make_node("Cast", [name], [cast_out], name=_unused_name(model, "uint8_cast"), to=TensorProto.FLOAT),
+        helper.make_node("Mul", [cast_out, scale], [scaled], name=_unused_name(model, "uint8_scale")),
+    ]
+    graph.initializer.append(numpy_helper.from_array(np.array(UINT8_SCALE, dtype=np.float32), scale))
+    nodes = [*front, *graph.node]  # topological order: the front runs first
+    del graph.node[:]
+    graph.node.extend(nodes)
+    source.type.tensor_type.elem_type = TensorProto.UINT8
+    model.doc_string = f"{model.doc_string} UINT8 input (cast and /255 in the graph).".strip()
+    onnx.checker.check_model(model)
+    return model
+
+
+def _unused_name(model: onnx.ModelProto, wanted: str) -> str:
+    """`wanted`, or wanted_2, wanted_3... if a tensor or node already has that name."""
+    graph = model.graph
+    taken = {*(t.name for t in graph.initializer), *(v.name for v in (*graph.input, *graph.output))}
+    taken |= {n.name for n in graph.node} | {o for n in graph.node for o in (*n.input, *n.output)}
+    name, number = wanted, 1
+    while name in taken:
+        number += 1
+        name = f"{wanted}_{number}"
+    return name

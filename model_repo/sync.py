@@ -23,6 +23,7 @@ import base64
 import contextlib
 import hashlib
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -109,6 +110,9 @@ def normalize_prefix(prefix: str) -> str:
     prefix = prefix.strip("/")
     if prefix and any(part in ("", ".", "..") for part in prefix.split("/")):
         raise SyncError(f"invalid object prefix: {prefix!r}")
+    # GCS object names may not hold CR/LF and are at most 1024 bytes (some emulators accept them anyway).
+    if any(c in prefix for c in "\r\n") or len(prefix.encode()) > 900:
+        raise SyncError(f"invalid object prefix: {prefix!r} (no line breaks; at most 900 bytes)")
     return f"{prefix}/" if prefix else ""
 
 
@@ -352,6 +356,9 @@ def _size(count: int) -> str:
     return f"{value:.1f} GiB"
 
 
+_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]")
+
+
 def parse_gs_url(url: str) -> tuple[str, str]:
     """'gs://bucket/some/prefix' -> ('bucket', 'some/prefix')."""
     if not url.startswith("gs://"):
@@ -359,6 +366,11 @@ def parse_gs_url(url: str) -> tuple[str, str]:
     bucket, _, prefix = url[len("gs://") :].partition("/")
     if not bucket:
         raise SyncError(f"destination has no bucket name: {url!r}")
+    if not _BUCKET_NAME.fullmatch(bucket):
+        raise SyncError(
+            f"invalid bucket name in {url!r}: 3-63 lowercase letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit"
+        )
     return bucket, prefix
 
 

@@ -119,7 +119,7 @@ BAD_CONFIG = {
         {"webUiSourceRanges": ["0.0.0.0/0"]},
         "triton-gke:webUiSourceRanges",
         "'0.0.0.0/0'",
-        "refused",
+        "wider than /8",
     ),
     "zero queue-time target": ({"autoscaleQueueTimeMs": 0}, "triton-gke:autoscaleQueueTimeMs", "0", ">= 1"),
     "domain without load balancer": (
@@ -135,6 +135,24 @@ BAD_CONFIG = {
         "DNS name",
     ),
     "zero LB rate": ({"lbMaxRatePerPod": 0}, "triton-gke:lbMaxRatePerPod", "0", ">= 1"),
+    "UINT8 input for an unserved variant": (
+        {"modelVariants": ["original"], "modelUint8Input": ["trt_fp16"]},
+        "triton-gke:modelUint8Input",
+        "'trt_fp16'",
+        "not in modelVariants",
+    ),
+    "uint8 load on an FP32 model": (
+        {"locustPayload": "uint8"},
+        "triton-gke:locustPayload",
+        "'uint8'",
+        "original takes FP32",
+    ),
+    "fp32 load on a UINT8 model": (
+        {"modelUint8Input": ["original"]},
+        "triton-gke:locustPayload",
+        "'fp32'",
+        "original takes UINT8",
+    ),
     "missing GCP project": ({"gcp:project": None}, "gcp:project", "missing", "pulumi config set gcp:project"),
     "invalid GCP project": ({"gcp:project": "My_Project"}, "gcp:project", "'My_Project'", "project ID"),
 }

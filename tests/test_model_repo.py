@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
+import tritonclient.http as httpclient
 from google.protobuf import text_format
 from onnx import TensorProto, helper, numpy_helper
 from tritonclient.grpc import model_config_pb2 as mc
@@ -17,7 +20,15 @@ from model_repo.__main__ import main
 from model_repo.build import BuildResult, build_repository
 from model_repo.configs import validate_config_text
 from model_repo.errors import ModelRepoError
-from model_repo.settings import ModelRepoSettings, VariantSettings, default_settings, validate_settings
+from model_repo.resnet50 import with_uint8_input
+from model_repo.settings import (
+    REFERENCE_VARIANTS,
+    ModelRepoSettings,
+    VariantSettings,
+    default_settings,
+    validate_settings,
+)
+from sandbox.triton import TritonServer
 
 pytest_plugins = ("tests.triton_fixtures",)
 
@@ -151,6 +162,89 @@ def test_rebuild_with_fewer_variants_replaces_the_repository(tmp_path: Path) -> 
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
 
 
+# ---------------------------------------------------------------- UINT8 input
+
+
+def uint8_copy(variant: VariantSettings) -> VariantSettings:
+    return dataclasses.replace(variant, name=f"{variant.name}_uint8", input_dtype="UINT8")
+
+
+@pytest.fixture(scope="module")
+def uint8_repos(tmp_path_factory: pytest.TempPathFactory) -> BuildResult:
+    """original and trt_int8 behind a UINT8 input, beside the FP32 original (files from build/cache)."""
+    original, int8 = REFERENCE_VARIANTS[0], REFERENCE_VARIANTS[3]
+    settings = ModelRepoSettings(variants=(original, uint8_copy(original), uint8_copy(int8)))
+    root = tmp_path_factory.mktemp("uint8")
+    return build_repository(settings, root / "gpu", root / "cpu")
+
+
+def test_uint8_variants_declare_a_uint8_input_everywhere(uint8_repos: BuildResult) -> None:
+    for root in (uint8_repos.out, uint8_repos.cpu_out):
+        for name in ("original_uint8", "trt_int8_uint8"):
+            config = load_config(root / name)
+            assert [(i.name, mc.DataType.Name(i.data_type), list(i.dims)) for i in config.input] == [
+                ("input", "TYPE_UINT8", [224, 224, 3])
+            ]
+            assert [mc.DataType.Name(w.data_type) for w in config.model_warmup[0].inputs.values()] == ["TYPE_UINT8"]
+            model = onnx.load(str(root / name / "1" / "model.onnx"), load_external_data=False)
+            assert model.graph.input[0].type.tensor_type.elem_type == TensorProto.UINT8
+        assert mc.DataType.Name(load_config(root / "original").input[0].data_type) == "TYPE_FP32"
+    params = tensorrt_params(load_config(uint8_repos.out / "trt_int8_uint8"))
+    assert params["precision_mode"] == "INT8" and params["trt_profile_max_shapes"] == "input:64x224x224x3"
+    int8 = onnx.load(str(uint8_repos.out / "trt_int8_uint8" / "1" / "model.onnx"))
+    assert any(n.op_type == "QuantizeLinear" for n in int8.graph.node)
+
+
+def test_uint8_model_casts_and_scales_in_the_graph(uint8_repos: BuildResult) -> None:
+    """The UINT8 model gives what the FP32 model gives for the same pixels scaled to [0, 1]."""
+    pixels = np.random.default_rng(3).integers(0, 256, (2, 224, 224, 3), dtype=np.uint8)
+    fp32 = ort.InferenceSession(str(uint8_repos.out / "original" / "1" / "model.onnx"))
+    uint8 = ort.InferenceSession(str(uint8_repos.out / "original_uint8" / "1" / "model.onnx"))
+    expected = fp32.run(["probabilities"], {"input": pixels.astype(np.float32) / 255})[0]
+    got = uint8.run(["probabilities"], {"input": pixels})[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_uint8_twin_serves_uint8_requests_on_a_real_server(uint8_repos: BuildResult) -> None:
+    pixels = np.random.default_rng(4).integers(0, 256, (1, 224, 224, 3), dtype=np.uint8)
+    expected = ort.InferenceSession(str(uint8_repos.out / "original_uint8" / "1" / "model.onnx")).run(
+        ["probabilities"], {"input": pixels}
+    )[0]
+    args = ["--model-control-mode=explicit", "--load-model=original_uint8"]
+    with TritonServer(uint8_repos.cpu_out, extra_args=args, ready_timeout_s=240) as server:
+        client = httpclient.InferenceServerClient(server.http_url, network_timeout=120)
+        request = httpclient.InferInput("input", list(pixels.shape), "UINT8")
+        request.set_data_from_numpy(pixels)
+        result = client.infer("original_uint8", [request], outputs=[httpclient.InferRequestedOutput("probabilities")])
+        np.testing.assert_allclose(result.as_numpy("probabilities"), expected, rtol=1e-4, atol=1e-6)
+        wrong = httpclient.InferInput("input", list(pixels.shape), "FP32")
+        wrong.set_data_from_numpy(pixels.astype(np.float32))
+        with pytest.raises(Exception, match="UINT8|TYPE_UINT8|data-type|datatype"):
+            client.infer("original_uint8", [wrong])
+
+
+def test_uint8_front_works_on_a_user_onnx_with_its_own_names(tmp_path: Path) -> None:
+    source = small_onnx(tmp_path / "small.onnx")
+    variants = (uint8_copy(REFERENCE_VARIANTS[0]),)
+    settings = ModelRepoSettings(variants=variants, source=str(source))
+    build_repository(settings, tmp_path / "repo", cache_dir=tmp_path / "cache")
+    config = load_config(tmp_path / "repo" / "original_uint8")
+    assert [(i.name, mc.DataType.Name(i.data_type), list(i.dims)) for i in config.input] == [
+        ("pixels", "TYPE_UINT8", [3, 32, 32])
+    ]
+
+
+def test_uint8_front_leaves_the_callers_model_alone(tmp_path: Path) -> None:
+    model = onnx.load(str(small_onnx(tmp_path / "small.onnx")))
+    before = model.SerializeToString()
+    wrapped = with_uint8_input(model)
+    assert model.SerializeToString() == before
+    assert [n.op_type for n in wrapped.graph.node[:2]] == ["Cast", "Mul"]
+    assert wrapped.graph.node[2].input[0] == wrapped.graph.node[1].output[0]  # the conv reads the scaled pixels
+    with pytest.raises(ValueError, match="not FP32"):
+        with_uint8_input(wrapped)
+
+
 # ---------------------------------------------------------------- other sources
 
 
@@ -274,12 +368,41 @@ def test_cli_exits_2_without_traceback(tmp_path: Path) -> None:
         ((VariantSettings("a/b", "FP16", 8, 8, 0, 1),), "'a/b'"),
         ((VariantSettings("..", "FP16", 8, 8, 0, 1),), "'..'"),
         ((VariantSettings("x", "FP16", 8, 9, 0, 1),), "variant 'x': preferred_batch_size"),
+        ((VariantSettings("x", "FP16", 8, 8, 0, 1, "INT4"),), "variant 'x': input_dtype 'INT4' is not one of FP32"),
+        ((VariantSettings("x", "FP16", 8, 8, 0, 1, "uint8"),), "input_dtype 'uint8'"),
     ],
 )
 def test_validate_settings_names_the_offending_variant(variants: tuple, fragment: str) -> None:
     with pytest.raises(ModelRepoError) as caught:
         validate_settings(ModelRepoSettings(variants=variants))
     assert fragment in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_uint8_input_is_refused_for_a_saved_model(tmp_path: Path) -> None:
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "saved_model.pb").write_bytes(b"\x08\x01")
+    variants = (uint8_copy(REFERENCE_VARIANTS[0]),)
+    with pytest.raises(ModelRepoError) as caught:
+        validate_settings(ModelRepoSettings(variants=variants, source=str(saved), triton_image_tag="24.08-py3"))
+    assert str(caught.value).startswith("variant 'original_uint8': input_dtype UINT8 is not available")
+    assert "\n" not in str(caught.value)
+
+
+def test_uint8_input_is_refused_for_a_model_without_one_fp32_input(tmp_path: Path) -> None:
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, ["n", 4])
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["n", 4])
+    graph = helper.make_graph([helper.make_node("Cast", ["ids"], ["out"], to=TensorProto.FLOAT)], "ids", [ids], [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "ids.onnx"))
+    settings = ModelRepoSettings(variants=(uint8_copy(REFERENCE_VARIANTS[0]),), source=str(tmp_path / "ids.onnx"))
+    with pytest.raises(ModelRepoError) as caught:
+        build_repository(settings, tmp_path / "repo", cache_dir=tmp_path / "cache")
+    message = str(caught.value)
+    assert message.startswith("variant 'original_uint8': input_dtype UINT8 needs a model with one FP32 input")
+    assert "ids INT64" in message and "\n" not in message
+    assert not (tmp_path / "repo").exists()
 
 
 # ---------------------------------------------------------------- config validation

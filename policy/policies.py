@@ -1,0 +1,455 @@
+"""The guardrails of triton-gke as CrossGuard resource policies.
+
+Every check is a plain function `validate(args, report_violation)` so tests call it directly on the
+mock-registered state; __main__.py only puts the policies below into a PolicyPack (which serves gRPC
+forever once built). This module needs nothing but pulumi-policy and the standard library: the pack
+runs in its own virtualenv, apart from the program it checks, and never trusts that program's constants.
+
+Properties arrive as Pulumi gives them to policies: the resource's inputs, camelCase, lists and maps
+wrapped in read-only proxies (so: Mapping and Sequence, never list or dict checks).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import shlex
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    Severity,
+)
+
+CLUSTER = "gcp:container/cluster:Cluster"
+NODE_POOL = "gcp:container/nodePool:NodePool"
+BUCKET = "gcp:storage/bucket:Bucket"
+FIREWALL = "gcp:compute/firewall:Firewall"
+SERVICE = "kubernetes:core/v1:Service"
+# Where each workload kind keeps its pod spec.
+POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
+    "kubernetes:apps/v1:Deployment": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:DaemonSet": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:StatefulSet": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:ReplicaSet": ("spec", "template", "spec"),
+    "kubernetes:batch/v1:Job": ("spec", "template", "spec"),
+    "kubernetes:batch/v1:CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+    "kubernetes:core/v1:Pod": ("spec",),
+}
+
+GPU_TAINT_KEY = "nvidia.com/gpu"
+# NoExecute also keeps other pods off (and evicts them), so it satisfies the rule too.
+GPU_TAINT_EFFECTS = ("NO_SCHEDULE", "NO_EXECUTE")
+# Accelerator-optimised machine types carry GPUs without a guestAccelerators block.
+GPU_MACHINE_TYPE = re.compile(r"^(a2|a3|a4|g2|g4)-")
+DEFAULT_COMPUTE_SA = re.compile(r"^\d+-compute@developer\.gserviceaccount\.com$")
+WEB_UIS = ("grafana", "prometheus", "locust")
+# A range wider than this is "the internet" for a web UI: 0.0.0.0/0 split into halves must not slip through.
+WIDEST_WEB_UI_PREFIX = {4: 8, 6: 32}
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+TRITON_RESTRICTED_APIS = frozenset({"model-repository", "shared-memory", "logging", "trace"})
+TRITON_RESTRICTION_FLAGS = ("--http-restricted-api", "--grpc-restricted-protocol")
+DEFAULT_PROD_STACKS = ("prod",)
+
+
+# ---------------------------------------------------------------- property access
+
+
+def get(props: Any, *path: str | int) -> Any:
+    """props[path[0]][path[1]]..., or None where any step is missing (unknown values still raise)."""
+    for step in path:
+        if not _has(props, step):
+            return None
+        props = props[step]
+    return props
+
+
+def _has(props: Any, step: str | int) -> bool:
+    if isinstance(step, int):
+        return _is_list(props) and step < len(props)
+    return isinstance(props, Mapping) and step in props
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str)
+
+
+def items(value: Any) -> list[Any]:
+    """A list property as a list (missing: empty)."""
+    return list(value) if _is_list(value) else []
+
+
+def node_configs(args: ResourceValidationArgs) -> Iterator[tuple[str, Any]]:
+    """(label, nodeConfig) of every node pool a resource creates; None where the pool has no nodeConfig.
+
+    A cluster always creates its default pool from its own nodeConfig, even when it removes that pool
+    right after, and may declare more pools inline.
+    """
+    props = args.props
+    if args.resource_type == NODE_POOL:
+        yield "node pool", get(props, "nodeConfig")
+    elif args.resource_type == CLUSTER and not get(props, "enableAutopilot"):
+        yield "default node pool", get(props, "nodeConfig")
+        for index, pool in enumerate(items(get(props, "nodePools"))):
+            yield f"inline node pool {get(pool, 'name') or index}", get(pool, "nodeConfig")
+
+
+def stack_of(urn: str) -> str:
+    """The stack in a URN: urn:pulumi:STACK::PROJECT::TYPE::NAME."""
+    head = urn.split("::", 1)[0]
+    return head.split(":", 2)[2] if head.count(":") >= 2 else ""
+
+
+# ---------------------------------------------------------------- GKE
+
+
+def has_gpus(node_config: Any) -> bool:
+    accelerators = items(get(node_config, "guestAccelerators"))
+    machine_type = get(node_config, "machineType") or ""
+    return any((get(a, "count") or 0) > 0 for a in accelerators) or bool(GPU_MACHINE_TYPE.match(machine_type))
+
+
+def validate_gpu_taint(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    for label, config in node_configs(args):
+        if not has_gpus(config):
+            continue
+        taints = items(get(config, "taints"))
+        if not any(get(t, "key") == GPU_TAINT_KEY and get(t, "effect") in GPU_TAINT_EFFECTS for t in taints):
+            report_violation(
+                f"{label} has GPUs but no '{GPU_TAINT_KEY}' NO_SCHEDULE taint: pods that do not ask for a GPU "
+                "could take the node (and keep it, and its cost, from scaling down)",
+                None,
+            )
+
+
+def validate_workload_identity(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    is_cluster = args.resource_type == CLUSTER and not get(args.props, "enableAutopilot")  # Autopilot: always on
+    if is_cluster and not get(args.props, "workloadIdentityConfig", "workloadPool"):
+        report_violation(
+            "cluster has no workloadIdentityConfig.workloadPool (PROJECT.svc.id.goog): pods would act as "
+            "the node's service account instead of their own",
+            None,
+        )
+    for label, config in node_configs(args):
+        mode = get(config, "workloadMetadataConfig", "mode")
+        # The cluster's own pools inherit the cluster's setting; a separate NodePool must say it.
+        if mode != "GKE_METADATA" and (mode is not None or args.resource_type == NODE_POOL):
+            report_violation(
+                f"{label} has workloadMetadataConfig.mode {mode!r}; expected 'GKE_METADATA' so pods reach the "
+                "GKE metadata server (Workload Identity), never the node's credentials",
+                None,
+            )
+
+
+def validate_node_service_account(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    for label, config in node_configs(args):
+        account = (get(config, "serviceAccount") or "").strip()
+        if not account or account == "default" or DEFAULT_COMPUTE_SA.match(account):
+            shown = repr(account) if account else "none (the default compute service account)"
+            report_violation(
+                f"{label} runs as service account {shown}; give nodes a dedicated least-privilege account "
+                "(the default compute account is often a project Editor)",
+                None,
+            )
+
+
+def validate_shielded_nodes(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    # The provider's default for enableShieldedNodes is true: only an explicit false is a problem.
+    if args.resource_type == CLUSTER and get(args.props, "enableShieldedNodes") is False:
+        report_violation("cluster sets enableShieldedNodes: false; shielded GKE nodes must stay on", None)
+    for label, config in node_configs(args):
+        if get(config, "shieldedInstanceConfig", "enableSecureBoot") is not True:
+            report_violation(
+                f"{label} does not set shieldedInstanceConfig.enableSecureBoot: true (off by default); "
+                "secure boot keeps unsigned boot components and kernel modules off the nodes",
+                None,
+            )
+
+
+def validate_prod_deletion_protection(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    prod_stacks = tuple(args.get_config().get("prodStacks") or DEFAULT_PROD_STACKS)
+    stack = stack_of(args.urn)
+    if stack not in prod_stacks:
+        return
+    # Missing deletionProtection is the provider's default, true; only an explicit false disarms it.
+    if args.resource_type == CLUSTER and get(args.props, "deletionProtection") is False:
+        report_violation(
+            f"stack {stack!r} is a production stack: the cluster needs deletionProtection: true "
+            "(set triton-gke:deletionProtection)",
+            None,
+        )
+    if args.resource_type == BUCKET and get(args.props, "forceDestroy") is True:
+        report_violation(
+            f"stack {stack!r} is a production stack: the model bucket must not set forceDestroy: true "
+            "(set triton-gke:bucketForceDestroy: false)",
+            None,
+        )
+
+
+# ---------------------------------------------------------------- storage and network
+
+
+def validate_bucket(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    if args.resource_type != BUCKET:
+        return  # the engine asks every policy about every resource
+    if get(args.props, "uniformBucketLevelAccess") is not True:
+        report_violation("bucket must set uniformBucketLevelAccess: true (IAM only, no per-object ACLs)", None)
+    prevention = get(args.props, "publicAccessPrevention")
+    if prevention != "enforced":
+        report_violation(f"bucket has publicAccessPrevention {prevention!r}; expected 'enforced'", None)
+
+
+def is_whole_internet(cidr: str) -> bool:
+    try:
+        return ipaddress.ip_network(str(cidr).strip(), strict=False).prefixlen == 0
+    except ValueError:
+        return False
+
+
+def validate_firewall(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    props = args.props
+    if args.resource_type != FIREWALL:
+        return
+    if (get(props, "direction") or "INGRESS") != "INGRESS" or not items(get(props, "allows")):
+        return  # egress rules and deny rules do not open anything
+    sources = [str(s) for s in items(get(props, "sourceRanges"))]
+    # GCP applies 0.0.0.0/0 to an ingress rule that names no source at all.
+    implicit = not sources and not items(get(props, "sourceTags")) and not items(get(props, "sourceServiceAccounts"))
+    opened = [s for s in sources if is_whole_internet(s)] or (["0.0.0.0/0 (no source given)"] if implicit else [])
+    if opened:
+        report_violation(
+            f"firewall rule allows ingress from {', '.join(opened)}; list the sources that need it "
+            "(the load balancer's health checks come from 35.191.0.0/16 and 130.211.0.0/22)",
+            None,
+        )
+
+
+# ---------------------------------------------------------------- Kubernetes
+
+
+def web_ui_of(props: Any) -> str | None:
+    """Which web UI (grafana, prometheus, locust) a Service fronts, by its name, labels or selector."""
+    words = [get(props, "metadata", "name") or ""]
+    for path in (("metadata", "labels"), ("spec", "selector")):
+        mapping = get(props, *path)
+        words += [str(v) for v in mapping.values()] if isinstance(mapping, Mapping) else []
+    text = " ".join(str(w) for w in words).lower()
+    return next((ui for ui in WEB_UIS if ui in text), None)
+
+
+def too_wide(cidr: str) -> bool:
+    try:
+        network = ipaddress.ip_network(str(cidr).strip(), strict=False)
+    except ValueError:
+        return True  # Kubernetes would reject it; refuse rather than guess
+    return network.prefixlen < WIDEST_WEB_UI_PREFIX[network.version]
+
+
+def validate_web_ui_exposure(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    props = args.props
+    if args.resource_type != SERVICE or get(props, "spec", "type") != "LoadBalancer":
+        return
+    ui = web_ui_of(props)
+    if ui is None:
+        return
+    ranges = [str(r) for r in items(get(props, "spec", "loadBalancerSourceRanges"))]
+    wide = [r for r in ranges if too_wide(r)]
+    if not ranges or wide:
+        problem = f"ranges wider than /8 (IPv6 /32): {', '.join(wide)}" if wide else "no loadBalancerSourceRanges"
+        report_violation(
+            f"LoadBalancer Service for {ui} with {problem}: its web UI would be open to the internet; "
+            "use kubectl port-forward, or list your own ranges (triton-gke:webUiSourceRanges)",
+            None,
+        )
+
+
+def pod_spec(args: ResourceValidationArgs) -> Any:
+    path = POD_SPEC_PATHS.get(args.resource_type)
+    return get(args.props, *path) if path else None
+
+
+def containers(spec: Any, *, init: bool = True) -> Iterator[Any]:
+    yield from items(get(spec, "containers"))
+    if init:
+        yield from items(get(spec, "initContainers"))
+
+
+def image_problem(image: str) -> str | None:
+    """Why an image reference is not pinned, or None: a tag other than latest, or a sha256 digest."""
+    name, at, digest = image.partition("@")
+    if at:
+        return None if DIGEST.fullmatch(digest) else "has a malformed digest"
+    last = name.rsplit("/", 1)[-1]
+    if ":" not in last:
+        return "has no tag (means latest)"
+    if last.rsplit(":", 1)[1] in ("", "latest"):
+        return "uses the tag latest"
+    return None
+
+
+def validate_images_pinned(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    for container in containers(pod_spec(args)):
+        image = str(get(container, "image") or "")
+        problem = "has no image" if not image else image_problem(image)
+        if problem:
+            report_violation(
+                f"container {get(container, 'name')!r} image {image!r} {problem}; pin a release tag or a digest "
+                "so every node runs the same, reviewed image",
+                None,
+            )
+
+
+def command_line(container: Any) -> list[str]:
+    """command + args as tokens; a shell string (sh -c '...') is split too."""
+    tokens: list[str] = []
+    for part in items(get(container, "command")) + items(get(container, "args")):
+        text = str(part)
+        tokens += shlex.split(text) if " " in text.strip() else [text]
+    return tokens
+
+
+def is_triton(container: Any) -> bool:
+    image = str(get(container, "image") or "").split("@", 1)[0]
+    repository = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+    return repository.rsplit("/", 1)[-1] == "tritonserver" or any(
+        t.rsplit("/", 1)[-1] == "tritonserver" for t in command_line(container)
+    )
+
+
+def restricted_apis(tokens: list[str], flag: str) -> set[str]:
+    """APIs a tritonserver command line puts behind a header for one protocol flag.
+
+    The syntax is API[,API...]:HEADER=VALUE, repeatable, as --flag=value or --flag value.
+    """
+    values = [t.split("=", 1)[1] for t in tokens if t.startswith(f"{flag}=")]
+    values += [tokens[i + 1] for i, t in enumerate(tokens[:-1]) if t == flag]
+    covered: set[str] = set()
+    for value in values:
+        apis, _, header = value.partition(":")
+        key, _, secret = header.partition("=")
+        if key.strip() and secret.strip():
+            covered |= {a.strip() for a in apis.split(",")}
+    return covered
+
+
+def validate_triton_admin_apis(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    for container in containers(pod_spec(args), init=False):
+        if not is_triton(container):
+            continue
+        tokens = command_line(container)
+        for flag in TRITON_RESTRICTION_FLAGS:
+            missing = sorted(TRITON_RESTRICTED_APIS - restricted_apis(tokens, flag))
+            if missing:
+                report_violation(
+                    f"tritonserver container {get(container, 'name')!r}: {flag} does not put "
+                    f"{', '.join(missing)} behind a key header (API,...:HEADER=KEY); anyone who reaches "
+                    "the port could load, unload or reconfigure models",
+                    None,
+                )
+
+
+# ---------------------------------------------------------------- the policies
+
+
+def _policy(
+    name: str, description: str, validate: Any, level: EnforcementLevel, severity: Severity, **extra: Any
+) -> ResourceValidationPolicy:
+    return ResourceValidationPolicy(
+        name=name,
+        description=description,
+        validate=validate,
+        enforcement_level=level,
+        severity=severity,
+        **extra,
+    )
+
+
+MANDATORY, ADVISORY = EnforcementLevel.MANDATORY, EnforcementLevel.ADVISORY
+
+POLICIES: list[ResourceValidationPolicy] = [
+    _policy(
+        "gpu-node-pools-tainted",
+        "GPU node pools carry the nvidia.com/gpu NoSchedule taint.",
+        validate_gpu_taint,
+        ADVISORY,
+        Severity.LOW,
+    ),
+    _policy(
+        "gke-workload-identity",
+        "Clusters enable Workload Identity; node pools use the GKE metadata server (GKE_METADATA).",
+        validate_workload_identity,
+        MANDATORY,
+        Severity.HIGH,
+    ),
+    _policy(
+        "gke-no-default-service-account",
+        "No node pool runs as the default compute service account (or without one).",
+        validate_node_service_account,
+        MANDATORY,
+        Severity.HIGH,
+    ),
+    _policy(
+        "gke-shielded-nodes-secure-boot",
+        "Clusters keep shielded nodes on; every node pool enables secure boot.",
+        validate_shielded_nodes,
+        MANDATORY,
+        Severity.MEDIUM,
+    ),
+    _policy(
+        "bucket-locked-down",
+        "Buckets use uniform bucket-level access and enforce public access prevention.",
+        validate_bucket,
+        MANDATORY,
+        Severity.HIGH,
+    ),
+    _policy(
+        "firewall-no-internet-ingress",
+        "No firewall rule allows ingress from 0.0.0.0/0 or ::/0 (stated or implied).",
+        validate_firewall,
+        MANDATORY,
+        Severity.HIGH,
+    ),
+    _policy(
+        "web-ui-not-public",
+        "Grafana, Prometheus and Locust get a LoadBalancer only with source ranges, none wider than /8.",
+        validate_web_ui_exposure,
+        MANDATORY,
+        Severity.HIGH,
+    ),
+    _policy(
+        "prod-deletion-protection",
+        "Production stacks protect their clusters from deletion and never force-destroy buckets.",
+        validate_prod_deletion_protection,
+        MANDATORY,
+        Severity.HIGH,
+        config_schema=PolicyConfigSchema(
+            properties={
+                "prodStacks": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "default": list(DEFAULT_PROD_STACKS),
+                    "description": "Stack names treated as production.",
+                }
+            }
+        ),
+    ),
+    _policy(
+        "images-pinned",
+        "Every container and init container image is pinned to a tag other than latest, or to a digest.",
+        validate_images_pinned,
+        MANDATORY,
+        Severity.MEDIUM,
+    ),
+    _policy(
+        "triton-admin-apis-restricted",
+        "tritonserver restricts model-repository, shared-memory, logging and trace on HTTP and gRPC.",
+        validate_triton_admin_apis,
+        MANDATORY,
+        Severity.CRITICAL,
+    ),
+]

@@ -1,0 +1,290 @@
+"""Faults, with real processes: Triton killed under load, storage down, a sync interrupted, a model that fails.
+
+Every wait is bounded: a fault that makes something hang fails the test instead of blocking the run.
+The model has random weights: these tests check behaviour under faults, not predictions.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from google.cloud import storage
+
+# Locust runner helpers shared with the load-test tests (plain functions, not tests).
+from test_locust import STARTUP_MARGIN_S, locust_processes, served, start_locust, start_triton
+
+from k8s.triton import ADMIN_KEY_HEADER, triton_server_args
+from model_repo.build import BuildResult
+from sandbox.gcs_emulator import PYTHON_CLIENT_ENV, TRITON_ENV, GcsEmulator
+from sandbox.triton import NetworkNamespace, TritonServer, TritonStartError, isolation_available, wait_for
+
+pytest_plugins = ("tests.triton_fixtures", "tests.gcs_fixtures")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+needs_isolation = pytest.mark.skipif(
+    not isolation_available(), reason="needs a loopback-only network namespace (unshare -n)"
+)
+ADMIN_KEY = "fault-test-admin-key"
+# How long a server that cannot reach storage is given here (Triton itself gives up only after ~16 minutes).
+STORAGE_DOWN_WAIT_S = 20
+SYNC_TIMEOUT_S = 120
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+# ---------------------------------------------------------------- Triton killed under load
+
+
+def test_killed_triton_fails_requests_and_a_restart_serves_a_clean_run(
+    model_repos: BuildResult, tmp_path: Path
+) -> None:
+    server = start_triton(model_repos)
+    try:
+        loaded = start_locust(tmp_path, {"saddr": server.http_url, "timeout_s": "2"}, users=2, run_time_s=8)
+        assert wait_for(lambda: served(server) >= 2, timeout_s=STARTUP_MARGIN_S), "no request was served"
+        server.kill()
+        loaded.finish()  # ends by itself, or fails the test after its time limit
+        address = server.http_url
+        server.restart()  # same ports: clients that reconnect find it where it was
+        assert server.http_url == address
+        again = start_locust(tmp_path, {"saddr": address, "timeout_s": "5"}, users=2, run_time_s=5).finish()
+    finally:
+        server.close()
+    assert loaded.code == 1, loaded.output  # Locust's exit code when requests failed
+    assert loaded.elapsed_s < loaded.run_time_s + STARTUP_MARGIN_S
+    first = loaded.aggregated()
+    assert int(first["Failure Count"]) > 0 and int(first["Request Count"]) > int(first["Failure Count"])
+    assert again.code == 0, again.output
+    second = again.aggregated()
+    assert int(second["Request Count"]) > 0 and int(second["Failure Count"]) == 0, second
+    assert "Traceback" not in loaded.output + again.output
+    assert locust_processes() == [], "locust processes left running"
+
+
+# ---------------------------------------------------------------- storage down
+
+
+@needs_isolation
+def test_gs_repository_with_storage_down_fails_within_a_bounded_wait() -> None:
+    """Nothing answers at the emulator's address: tritonserver retries GCS and never becomes ready.
+
+    Triton exits by itself only when its storage client's retry policy runs out: measured here after 964 s,
+    with "Could not get MetaData for bucket with name triton-models : Retry policy exhausted ...
+    Couldn't connect to server", and nothing logged before that, even at --log-verbose=1. Too long for a
+    test, so the bound comes from the runner: TritonStartError after the wait, the log tail showing the
+    server stuck on the gs:// repository, and the server stopped.
+    """
+    with NetworkNamespace() as netns:  # no emulator in it: connections to its port are refused
+        server = TritonServer(
+            "gs://triton-models/models",
+            netns=netns,
+            env={TRITON_ENV: "http://127.0.0.1:9023"},
+            ready_timeout_s=STORAGE_DOWN_WAIT_S,
+        )
+        started = time.monotonic()
+        try:
+            with pytest.raises(TritonStartError) as caught:
+                server.start()
+            elapsed = time.monotonic() - started
+            assert not server.is_running() and not server.health("live")
+        finally:
+            server.close()
+    message = str(caught.value)
+    assert message.startswith(f"tritonserver not ready after {STORAGE_DOWN_WAIT_S} s (stopped it)")
+    assert "gs://triton-models/models" in message.split("log tail:", 1)[1]
+    assert elapsed < STORAGE_DOWN_WAIT_S + 30  # the wait, then SIGTERM (SIGKILL after 15 s)
+
+
+@needs_isolation
+def test_gs_repository_in_a_missing_bucket_fails_at_once_naming_it() -> None:
+    """The emulator is up, the bucket is not: Triton exits non-zero within seconds and says which bucket."""
+    with NetworkNamespace() as netns, GcsEmulator(netns=netns) as gcs:
+        server = TritonServer(
+            "gs://no-such-models/models", netns=netns, env={TRITON_ENV: gcs.internal_endpoint}, ready_timeout_s=60
+        )
+        started = time.monotonic()
+        try:
+            with pytest.raises(TritonStartError) as caught:
+                server.start()
+        finally:
+            server.close()
+    assert time.monotonic() - started < 60
+    assert "exited with code 1" in str(caught.value)
+    assert "no-such-models" in str(caught.value).split("errors in", 1)[1]
+
+
+def _fake_emulator_package(folder: Path) -> Path:
+    """A gcp_storage_emulator that dies at start, first on PYTHONPATH: the emulator process fails for real."""
+    package = folder / "gcp_storage_emulator"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text(
+        "import sys\nsys.exit('gcp-storage-emulator crashed at start (fault injected by tests/test_faults.py)')\n"
+    )
+    return folder
+
+
+@pytest.mark.skipif(not (REPO_ROOT / "sandbox" / "run.py").exists(), reason="sandbox/run.py is not there yet")
+def test_sandbox_run_names_the_emulator_failure_in_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": f"{_fake_emulator_package(tmp_path / 'inject')}{os.pathsep}{REPO_ROOT}"}
+    run = subprocess.run(
+        [sys.executable, "-m", "sandbox.run", "--duration", "1", "--out", str(tmp_path / "out")],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    errors = [line for line in run.stderr.splitlines() if line.strip()]
+    assert run.returncode == 1, run.stderr
+    assert len(errors) == 1 and "GCS emulator" in errors[0] and "crashed at start" in errors[0], run.stderr
+    assert "Traceback" not in run.stdout + run.stderr
+
+
+# ---------------------------------------------------------------- a sync interrupted half-way
+# (tests/test_sync.py covers an exception inside the sync and a SIGKILL of the CLI; here: Ctrl-C.)
+
+
+def _md5s(client: storage.Client, bucket: str, prefix: str) -> dict[str, str]:
+    return {b.name[len(prefix) :]: b.md5_hash for b in client.list_blobs(bucket, prefix=prefix)}
+
+
+def _local_md5s(root: Path) -> dict[str, str]:
+    """Relative path -> base64 MD5, computed here, independently of the sync's own hashing."""
+    digests = {
+        p.relative_to(root).as_posix(): hashlib.md5(p.read_bytes(), usedforsecurity=False)
+        for p in root.rglob("*")
+        if p.is_file()
+    }
+    return {name: base64.b64encode(digest.digest()).decode() for name, digest in digests.items()}
+
+
+def _sync_cli(repo: Path, url: str, endpoint: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "model_repo.sync", str(repo), url],
+        cwd=REPO_ROOT,
+        env={**os.environ, PYTHON_CLIENT_ENV: endpoint, "PYTHONPATH": str(REPO_ROOT)},
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def test_sync_interrupted_with_ctrl_c_then_rerun_ends_identical(
+    gcs_emulator: GcsEmulator, gcs_client: storage.Client, bucket_name: str, big_repo: Path
+) -> None:
+    url, prefix = f"gs://{bucket_name}/models", "models/"
+    cli = _sync_cli(big_repo, url, gcs_emulator.endpoint)
+    assert cli.stdout is not None
+    for line in cli.stdout:
+        if "MiB (" in line:  # half-way: a chunk of the 30 MB file is in, other files are not
+            cli.send_signal(signal.SIGINT)
+            break
+    _, err = cli.communicate(timeout=SYNC_TIMEOUT_S)
+    assert cli.returncode == 130, err
+    assert err.strip().splitlines() == ["interrupted; run the same command again to finish"]
+    source = _local_md5s(big_repo)
+    partial = _md5s(gcs_client, bucket_name, prefix)
+    assert partial != source and all(source[name] == md5 for name, md5 in partial.items())
+
+    out, err = _sync_cli(big_repo, url, gcs_emulator.endpoint).communicate(timeout=SYNC_TIMEOUT_S)
+    assert "Traceback" not in err, err
+    assert _md5s(gcs_client, bucket_name, prefix) == source
+
+
+# ---------------------------------------------------------------- one model that fails to load
+
+
+@pytest.fixture
+def repository_with_a_broken_model(model_repos: BuildResult, tmp_path: Path) -> Path:
+    """`original` (a working CPU twin) beside `broken`: the same model whose ONNX file is cut in half."""
+    repo = tmp_path / "repo"
+    shutil.copytree(model_repos.cpu_out / "original", repo / "original")
+    shutil.copytree(model_repos.cpu_out / "original", repo / "broken")
+    config = repo / "broken" / "config.pbtxt"
+    config.write_text(config.read_text().replace('name: "original"', 'name: "broken"'))
+    weights = repo / "broken" / "1" / "model.onnx"
+    whole = weights.read_bytes()
+    weights.unlink()  # a hard link into the build cache, read-only: replace, never edit
+    weights.write_bytes(whole[: len(whole) // 2])
+    return repo
+
+
+def gke_flags(repo: Path, **overrides: str) -> list[str]:
+    """The GKE command line (k8s.triton) for a local repository, flags in `overrides` replaced."""
+    args = triton_server_args(str(repo), gpu=False, admin_key=ADMIN_KEY)[1:]
+    kept = [a for a in args if not a.startswith("--model-repository=") and a.split("=", 1)[0] not in overrides]
+    return kept + [f"{flag}={value}" for flag, value in overrides.items()]
+
+
+class LiveTriton(TritonServer):
+    """Started once live, not once ready: with --exit-on-error=false and one bad model, it never gets ready."""
+
+    def wait_ready(self, timeout_s: float) -> None:
+        if not wait_for(lambda: self.health("live") or not self.is_running(), timeout_s, interval_s=0.2):
+            self.stop()
+            raise TritonStartError(f"tritonserver not live after {timeout_s:.0f} s\n{self.log_tail()}")
+        if not self.is_running():
+            raise TritonStartError(f"tritonserver exited with code {self.stop()}\n{self.log_tail()}")
+
+
+def _status(url: str, headers: dict[str, str] | None = None) -> int:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with NO_PROXY.open(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+@needs_isolation
+def test_gke_command_line_refuses_to_start_and_names_the_model(repository_with_a_broken_model: Path) -> None:
+    flags = gke_flags(repository_with_a_broken_model)
+    assert "--exit-on-error=true" in flags and "--strict-readiness=true" in flags
+    server = TritonServer(repository_with_a_broken_model, isolate_network=True, extra_args=flags, ready_timeout_s=120)
+    try:
+        with pytest.raises(TritonStartError) as caught:
+            server.start()
+        assert not server.is_running()
+    finally:
+        server.close()
+    message = str(caught.value)
+    assert "exited with code 1" in message
+    errors = message.split("errors in", 1)[1].split("log tail:", 1)[0]
+    assert "failed to load 'broken'" in errors and "failed to load 'original'" not in errors, errors
+
+
+@needs_isolation
+def test_without_exit_on_error_the_other_models_serve_while_ready_stays_false(
+    repository_with_a_broken_model: Path,
+) -> None:
+    flags = gke_flags(repository_with_a_broken_model, **{"--exit-on-error": "false"})
+    with LiveTriton(
+        repository_with_a_broken_model, isolate_network=True, extra_args=flags, ready_timeout_s=120
+    ) as server:
+        base = f"http://{server.http_url}/v2"
+        assert wait_for(lambda: _status(f"{base}/models/original/ready") == 200, timeout_s=120), server.log_tail()
+        assert _status(f"{base}/models/broken/ready") != 200
+        # Strict readiness: not ready while any model failed (checked over a few seconds, not once).
+        assert not wait_for(lambda: server.health("ready"), timeout_s=3)
+        client = httpclient.InferenceServerClient(server.http_url)
+        image = httpclient.InferInput("input", [1, 224, 224, 3], "FP32")
+        image.set_data_from_numpy(np.zeros((1, 224, 224, 3), dtype=np.float32))
+        result = client.infer("original", [image], outputs=[httpclient.InferRequestedOutput("probabilities")])
+        assert result.as_numpy("probabilities").shape == (1, 1000)
+        index = client.get_model_repository_index(headers={ADMIN_KEY_HEADER: ADMIN_KEY})
+        states = {m["name"]: (m.get("state"), m.get("reason", "")) for m in index}
+    assert states["original"][0] == "READY"
+    assert states["broken"][0] == "UNAVAILABLE" and states["broken"][1], states
