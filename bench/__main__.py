@@ -1,0 +1,240 @@
+"""python -m bench: the measure-and-tune benchmark of a stack's model variants.
+
+    python -m bench [--stack dev] [--target sandbox|stack] [--variants original trt_int8] [--slo-ms 100]
+                    [--repeats 2] [--step-seconds 6] [--users 4,8,12] [--out DIR]
+
+Writes results.csv, summary.csv, cost.csv, results.json, README.md and plots into --out (default
+bench/results/<stack>-<date>/). Bad input: one line on stderr, exit 2. See bench/runner.py for the
+procedure and the two targets, bench/slo_search.py for the search rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import cost, machine, report, runner
+from bench.load_plan import LoadPlan, PlanError
+from bench.results import BenchRun
+from bench.slo_search import SloCriteria
+
+# 2 CPU cores run ResNet-50 at ~10-25 images/s (40-100 ms each, by CPU and by what else runs), and
+# the batcher waits up to 20 ms: users paced at 1 request/s meet a 100 ms p95 only at a few users,
+# so the steps are fine at the low end (and stop early: K failing steps end a ramp).
+SANDBOX_USERS = (1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24, 32)
+# A T4 reaches 250-2,300 RPS (reference): the reference ramped to 3,000 users at 1 request/s each.
+STACK_USERS = (50, 100, 200, 300, 400, 600, 800, 1000, 1250, 1500, 2000, 2500, 3000)
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse prints usage too; keep it to one line
+        raise runner.BenchError(message)
+
+
+def _names(values: list[str] | None) -> tuple[str, ...]:
+    """Names given space- or comma-separated."""
+    return tuple(n.strip() for v in values or [] for n in v.split(",") if n.strip())
+
+
+def _users(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(u) for u in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _OneLineParser(prog="python -m bench", description="Measure-and-tune benchmark of the stack's model variants.")
+    p.add_argument("--stack", default="dev", help="stack whose variants, SLO and prices apply (default dev)")
+    p.add_argument(
+        "--target",
+        choices=("sandbox", "stack"),
+        default="sandbox",
+        help="sandbox: local tritonserver on the CPU twins; stack: the deployed stack",
+    )
+    p.add_argument("--variants", nargs="+", help="subset of the stack's variants (default: all deployed)")
+    p.add_argument(
+        "--uint8",
+        nargs="*",
+        default=["original"],
+        help="sandbox: also bench these variants with the other input type, UINT8 or FP32 (default original; "
+        "none: --uint8)",
+    )
+    p.add_argument("--slo-ms", type=float, help="p95 objective in ms (default: the stack's sloLatencyMs)")
+    p.add_argument(
+        "--max-failure-pct", type=float, help="tolerated failed requests, %% (default: sloMaxFailurePercent)"
+    )
+    p.add_argument("--repeats", type=int, default=2, help="ramps per variant (default 2)")
+    p.add_argument("--step-seconds", type=float, default=6.0, help="measured seconds per step (default 6)")
+    p.add_argument("--settle-seconds", type=float, default=2.0, help="unmeasured seconds after each user change")
+    p.add_argument("--warmup-seconds", type=float, default=4.0, help="the discarded first step (default 4)")
+    p.add_argument("--users", type=_users, help="user counts of the steps, rising, comma-separated")
+    p.add_argument(
+        "--rps-per-user", type=float, help="each user's pace, 0 = closed loop (default: the stack's locustRps)"
+    )
+    p.add_argument("--stop-after", type=int, default=2, help="failing steps in a row that end a ramp (default 2)")
+    p.add_argument("--min-requests", type=int, default=20, help="requests a passing step needs (default 20)")
+    p.add_argument("--protocol", choices=("http", "grpc"), help="default: the stack's locustProtocol")
+    p.add_argument("--no-perf-analyzer", action="store_true", help="skip the perf_analyzer second opinion")
+    p.add_argument("--raw-seconds", type=float, default=3.0, help="seconds per raw ONNX Runtime measurement")
+    p.add_argument("--saddr", help="stack target: Triton host:port instead of the stack's httpEndpoint output")
+    p.add_argument("--metrics-url", help="stack target: Triton metrics URL (batch size, GPU use), e.g. port-forwarded")
+    p.add_argument("--out", type=Path, help="output folder (default bench/results/<stack>-<date>)")
+    p.add_argument("--build-dir", type=Path, default=runner.BUILD_DIR, help="where the CPU twins are built")
+    return p
+
+
+def bench_config(args: argparse.Namespace, settings: Any) -> runner.BenchConfig:
+    slo = settings.monitoring.slo
+    failure_pct = args.max_failure_pct if args.max_failure_pct is not None else 100 * slo.max_failure_ratio
+    try:
+        criteria = SloCriteria(
+            slo_ms=args.slo_ms if args.slo_ms is not None else float(slo.latency_ms),
+            max_failure_ratio=failure_pct / 100,
+            stop_after=args.stop_after,
+            min_requests=args.min_requests,
+        )
+        plan = LoadPlan(
+            users=args.users or (SANDBOX_USERS if args.target == "sandbox" else STACK_USERS),
+            rps_per_user=args.rps_per_user if args.rps_per_user is not None else float(settings.load_test.rps_per_user),
+            step_s=args.step_seconds,
+            settle_s=args.settle_seconds,
+            warmup_s=args.warmup_seconds,
+            criteria=criteria,
+        )
+    except (ValueError, PlanError) as err:
+        raise runner.BenchError(str(err)) from None
+    if args.repeats < 1 or args.raw_seconds <= 0:
+        raise runner.BenchError("--repeats must be >= 1 and --raw-seconds > 0")
+    return runner.BenchConfig(
+        stack=args.stack,
+        target=args.target,
+        plan=plan,
+        repeats=args.repeats,
+        protocol=args.protocol or settings.load_test.protocol,
+        variants=_names(args.variants),
+        uint8=_names(args.uint8) if args.target == "sandbox" else (),
+        perf_analyzer=not args.no_perf_analyzer,
+        raw_seconds=args.raw_seconds,
+        saddr=args.saddr,
+        metrics_url=args.metrics_url,
+        build_dir=args.build_dir,
+    )
+
+
+def prepare(config: runner.BenchConfig, settings: Any) -> tuple[list[runner.Model], runner.Serve]:
+    """The models to bench and how to serve each one, for the chosen target."""
+    deployed = settings.model_repo.variants
+    chosen = runner.select_variants(deployed, config.variants)
+    if config.target == "stack":
+        saddr = config.saddr or runner.endpoint_from_outputs(runner.stack_outputs(config.stack))
+        return [runner.read_model(v, None) for v in chosen], runner.stack_serve(saddr, config.metrics_url)
+    variants = chosen + runner.payload_copies(deployed, config.uint8)
+    cpu_repo = runner.build_sandbox_repository(settings.model_repo, variants, config.build_dir / config.stack)
+    models = [runner.read_model(v, cpu_repo / v.name) for v in variants]
+    return models, lambda name: runner.sandbox_server(cpu_repo, name)
+
+
+def settings_record(config: runner.BenchConfig) -> dict[str, Any]:
+    plan = config.plan
+    return {
+        **dataclasses.asdict(plan.criteria),
+        "users": list(plan.users),
+        "rps_per_user": plan.rps_per_user,
+        "step_s": plan.step_s,
+        "settle_s": plan.settle_s,
+        "warmup_s": plan.warmup_s,
+        "repeats": config.repeats,
+        "protocol": config.protocol,
+    }
+
+
+def costs(settings: Any, summaries: list[Any], target: str) -> tuple[list[dict], list[dict]]:
+    prices = cost.pricings(settings)
+    measured = {s.variant: s.max_rps for s in summaries}
+    sizes = {s.variant: s.bytes_per_request for s in summaries}
+    label = "measured (CPU twin)" if target == "sandbox" else "measured (stack)"
+    return cost.records(cost.cost_rows(prices, measured, sizes, label)), cost.records(prices)
+
+
+def log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from infra.config import ConfigError
+    from model_repo.errors import ModelRepoError
+    from offline.runtime import load_settings
+
+    started, stamp = time.monotonic(), datetime.datetime.now().astimezone()
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = parser().parse_args(argv)
+        settings = load_settings(args.stack)
+        config = bench_config(args, settings)
+        models, serve = prepare(config, settings)
+        facts = {**machine.facts(), "load_start": machine.load_average()}
+        _warn_if_busy(facts)
+        outcome = runner.run_all(config, models, serve, log)
+    except (runner.BenchError, ConfigError, ModelRepoError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if not outcome.runs:
+        print("error: no variant could be measured: " + "; ".join(outcome.failed), file=sys.stderr)
+        return 1
+    facts["load_end"] = machine.load_average()
+    facts["triton"] = "2.51.0 (nvidia-pytriton 0.7.0 wheel)" if config.target == "sandbox" else "the stack's image"
+    cost_rows, pricing = costs(settings, outcome.summaries, config.target)
+    out = args.out or RESULTS_DIR / f"{args.stack}-{stamp:%Y-%m-%d}"
+    run = BenchRun(
+        command=" ".join(["python -m bench", shlex.join(argv)]).strip(),
+        stack=args.stack,
+        target=config.target,
+        started=stamp.isoformat(timespec="seconds"),
+        wall_s=time.monotonic() - started,
+        settings=settings_record(config),
+        machine=facts,
+        steps=[row for r in outcome.runs for row in r.rows],
+        summaries=outcome.summaries,
+        costs=cost_rows,
+        pricing=pricing,
+        notes=outcome.failed + _notes(facts, config),
+    )
+    for path in report.write_all(run, out):
+        print(path)
+    log(f"done in {run.wall_s / 60:.1f} min")
+    return 0
+
+
+def _warn_if_busy(facts: dict[str, Any]) -> None:
+    load = facts.get("load_start")
+    if load and load[0] > 0.75 * facts["cores"]:
+        log(f"warning: load average {load[0]:.2f} on {facts['cores']} cores: other work will lower the numbers")
+
+
+def _notes(facts: dict[str, Any], config: runner.BenchConfig) -> list[str]:
+    notes = []
+    for key in ("load_start", "load_end"):
+        load = facts.get(key)
+        if load and load[0] > 0.75 * facts["cores"]:
+            notes.append(
+                f"{key.replace('_', ' at ')}: load average {load[0]:.2f} on {facts['cores']} cores: "
+                "other processes competed for the cores; the numbers are lower than on an idle machine."
+            )
+    if config.target == "sandbox":
+        notes.append(
+            "Locust runs on the same cores as the server (its CPU use is in the machine CPU column), as the "
+            "perf_analyzer check does; on the stack, Locust runs on its own CPU pool."
+        )
+    return notes
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""perf_analyzer (NVIDIA's load tool) as a second opinion on Locust's numbers.
+
+The PyPI package `perf-analyzer` needs glibc 2.38 (Debian 12 has 2.36); the tritonclient 2.51.0
+wheel ships a working bin/perf_analyzer. That wheel pins protobuf < 5 and an old
+geventhttpclient, so it stays OUT of the project's environment: `pip download --no-deps` fetches
+it into build/tools and only the binary is unpacked. It needs libb64.so.0d and libcudart.so.12,
+which the nvidia-pytriton wheel (the local tritonserver) already ships under hashed names:
+symlinks with the plain names make the loader find them.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import math
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+WHEEL_REQUIREMENT = "tritonclient==2.51.0"
+WHEEL_MEMBER = "tritonclient-2.51.0.data/data/bin/perf_analyzer"
+LIBRARIES = {"libb64.so.0d": "libb64-*.so.0d", "libcudart.so.12": "libcudart-*.so.12*"}
+TOOLS_DIR = Path(__file__).resolve().parent.parent / "build" / "tools"
+
+
+class PerfAnalyzerError(RuntimeError):
+    """perf_analyzer is unavailable or its run failed; the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class Load:
+    """What perf_analyzer offers: a fixed concurrency (closed loop) or a request rate (open loop)."""
+
+    concurrency: int | None = None
+    request_rate: float | None = None  # requests/s, Poisson arrivals (independent clients)
+
+    def __post_init__(self) -> None:
+        if (self.concurrency is None) == (self.request_rate is None):
+            raise ValueError("give either a concurrency or a request rate")
+
+    def describe(self) -> str:
+        if self.concurrency is not None:
+            return f"concurrency {self.concurrency}"
+        return f"{self.request_rate:g} requests/s (Poisson)"
+
+
+@dataclass(frozen=True)
+class PerfResult:
+    load: Load
+    rps: float  # inferences per second
+    p50_ms: float
+    p95_ms: float
+    server_queue_ms: float
+    server_compute_ms: float
+
+
+def _pytriton_libs() -> Path:
+    spec = importlib.util.find_spec("pytriton")
+    if spec is None or not spec.submodule_search_locations:
+        raise PerfAnalyzerError("nvidia-pytriton is not installed: its libraries are needed by perf_analyzer")
+    return Path(next(iter(spec.submodule_search_locations))).parent / "nvidia_pytriton.libs"
+
+
+def ensure_binary(tools_dir: Path = TOOLS_DIR) -> Path:
+    """build/tools/perf_analyzer/bin/perf_analyzer, downloaded and unpacked on first use."""
+    home = tools_dir / "perf_analyzer"
+    binary = home / "bin" / "perf_analyzer"
+    if not binary.is_file():
+        _unpack(_download_wheel(tools_dir), binary)
+    _link_libraries(home / "lib")
+    return binary
+
+
+def _download_wheel(tools_dir: Path) -> Path:
+    found = sorted(tools_dir.glob("tritonclient-2.51.0-*.whl"))
+    if found:
+        return found[0]
+    tools_dir.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", WHEEL_REQUIREMENT, "-d", str(tools_dir)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    found = sorted(tools_dir.glob("tritonclient-2.51.0-*.whl"))
+    if result.returncode or not found:
+        last = (result.stderr.strip().splitlines() or ["no wheel"])[-1]
+        raise PerfAnalyzerError(f"pip download {WHEEL_REQUIREMENT} failed: {last}")
+    return found[0]
+
+
+def _unpack(wheel: Path, binary: Path) -> None:
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    partial = binary.with_suffix(".partial")
+    try:
+        with zipfile.ZipFile(wheel) as archive, archive.open(WHEEL_MEMBER) as src, partial.open("wb") as dst:
+            while chunk := src.read(1 << 20):
+                dst.write(chunk)
+    except (KeyError, zipfile.BadZipFile) as err:
+        partial.unlink(missing_ok=True)
+        raise PerfAnalyzerError(f"{wheel.name}: no usable {WHEEL_MEMBER} ({err})") from None
+    partial.chmod(0o755)
+    partial.replace(binary)
+
+
+def _link_libraries(lib_dir: Path) -> None:
+    lib_dir.mkdir(parents=True, exist_ok=True)
+    libs = _pytriton_libs()
+    for name, pattern in LIBRARIES.items():
+        matches = sorted(libs.glob(pattern))
+        if not matches:
+            raise PerfAnalyzerError(f"{libs} has no {pattern} (needed by perf_analyzer as {name})")
+        link = lib_dir / name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(matches[0])
+
+
+MIN_WINDOW_REQUESTS = 20  # per measurement window, so that a window's p95 means something
+
+
+def command(binary: Path, model: str, url: str, protocol: str, load: Load, out_csv: Path, stability: int) -> list[str]:
+    """A short, bounded measurement: windows of 3 s (longer at low request rates, to hold
+    MIN_WINDOW_REQUESTS), 3 in a row within `stability` %, at most 6 windows."""
+    if load.concurrency is not None:
+        load_args, window_ms = [f"--concurrency-range={load.concurrency}"], 3000
+    else:
+        load_args = [f"--request-rate-range={load.request_rate:g}", "--request-distribution=poisson"]
+        window_ms = max(3000, math.ceil(MIN_WINDOW_REQUESTS / load.request_rate * 1000))
+    return [
+        str(binary),
+        "-m",  # short options take their value as the next argument ("-m=x" would name model "=x")
+        model,
+        "-u",
+        url,
+        "-i",
+        protocol,
+        *load_args,
+        f"--measurement-interval={window_ms}",
+        f"--stability-percentage={stability}",
+        "--max-trials=6",
+        "--percentile=95",
+        "-f",
+        str(out_csv),
+    ]
+
+
+def run(binary: Path, model: str, url: str, protocol: str, load: Load, out_csv: Path) -> PerfResult:
+    """Measure. Poisson arrivals at a few requests/s make every window's p95 differ: rate mode
+    accepts any spread (stability 100 %). In concurrency mode, busy shared cores may also keep
+    three windows in a row from agreeing within 50 %: then it measures again accepting any spread
+    (the figures are still perf_analyzer's own)."""
+    if load.request_rate is not None:
+        return _run(command(binary, model, url, protocol, load, out_csv, stability=100), binary, load)
+    try:
+        return _run(command(binary, model, url, protocol, load, out_csv, stability=50), binary, load)
+    except PerfAnalyzerError as err:
+        if "stable" not in str(err):
+            raise
+    return _run(command(binary, model, url, protocol, load, out_csv, stability=100), binary, load)
+
+
+def _run(args: list[str], binary: Path, load: Load) -> PerfResult:
+    out_csv = Path(args[args.index("-f") + 1])
+    out_csv.unlink(missing_ok=True)  # never read an earlier attempt's figures
+    env = {**os.environ, "LD_LIBRARY_PATH": str(binary.parent.parent / "lib")}
+    env = {k: v for k, v in env.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
+    try:
+        result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise PerfAnalyzerError("perf_analyzer ran over 300 s") from None
+    if result.returncode or not out_csv.is_file():
+        lines = [line.strip() for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+        raise PerfAnalyzerError(f"perf_analyzer failed: {' '.join(lines[-2:]) or f'exit code {result.returncode}'}")
+    return parse_csv(out_csv, load)
+
+
+def parse_csv(path: Path, load: Load) -> PerfResult:
+    """perf_analyzer's -f CSV: one row per load level, latencies in microseconds."""
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    if not rows:
+        raise PerfAnalyzerError(f"{path}: no measurement rows")
+    row = rows[-1]
+    us = 1000.0
+    return PerfResult(
+        load=load,
+        rps=float(row["Inferences/Second"]),
+        p50_ms=float(row["p50 latency"]) / us,
+        p95_ms=float(row["p95 latency"]) / us,
+        server_queue_ms=float(row["Server Queue"]) / us,
+        server_compute_ms=float(row["Server Compute Infer"]) / us,
+    )

@@ -1,0 +1,569 @@
+"""Write a benchmark run: results.csv, summary.csv, cost.csv, results.json, README.md and PNG plots.
+
+python -m bench.report bench/results/dev-2026-11-29   # re-render from its results.json
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.cost import lb_usd_per_million
+from bench.load_plan import STRETCH
+from bench.results import BenchRun, StepRow, VariantSummary, load_run, payload_pairs
+
+CPU_CAVEAT = (
+    "**CPU twins on {cores} CPU cores: these numbers show the mechanics (the SLO search, dynamic batching, "
+    "queueing, payload size), NOT what a T4 does.** The twins run each variant's ONNX file with ONNX Runtime "
+    "on CPU through Triton's python backend: there is no TensorRT here, so `original`, `trt_fp32` and "
+    "`trt_fp16` run the very same FP32 file, and `trt_int8*` run the QDQ INT8 file on the CPU. "
+    "The model is the built-in ResNet-50 with **random weights** (predictions are meaningless; speed is not)."
+)
+
+
+def write_all(run: BenchRun, out: Path) -> list[Path]:
+    """Every output file of a run; returns their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = [
+        write_csv(out / "results.csv", run.steps, StepRow),
+        write_csv(out / "summary.csv", run.summaries, VariantSummary),
+        write_dicts(out / "cost.csv", run.costs),
+    ]
+    (out / "results.json").write_text(run.to_json(), encoding="utf-8")
+    written.append(out / "results.json")
+    plots, note = write_plots(run, out)
+    written += plots
+    (out / "README.md").write_text(render_readme(run, [p.name for p in plots], note), encoding="utf-8")
+    return [out / "README.md", *written]
+
+
+def write_csv(path: Path, rows: Sequence[Any], kind: type) -> Path:
+    names = [f.name for f in dataclasses.fields(kind)]
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=names)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: _cell(v) for k, v in dataclasses.asdict(row).items()})
+    return path
+
+
+def write_dicts(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        if rows:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows({k: _cell(v) for k, v in row.items()} for row in rows)
+    return path
+
+
+def _cell(value: Any) -> Any:
+    """Floats rounded for reading (4 significant decimals are far below the noise); None as empty."""
+    if value is None:
+        return ""
+    return round(value, 4) if isinstance(value, float) else value
+
+
+# ---------------------------------------------------------------- Markdown
+
+
+def fmt(value: float | None, digits: int = 1, suffix: str = "") -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}{suffix}"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def lowest_step(steps: Sequence[StepRow], variant: str) -> tuple[float, float] | None:
+    """(RPS, p95) at the lowest measured load, medians over the repeats: how close a variant that
+    never met the SLO came to it."""
+    firsts: dict[int, StepRow] = {}
+    for row in steps:  # in run order: the first measured step of each repeat is its lowest load
+        if row.variant == variant and not row.warmup and row.p95_ms is not None:
+            firsts.setdefault(row.repeat, row)
+    if not firsts:
+        return None
+    return statistics.median(r.rps for r in firsts.values()), statistics.median(r.p95_ms for r in firsts.values())
+
+
+def _max_rps(s: VariantSummary, steps: Sequence[StepRow]) -> str:
+    if s.max_rps is not None:
+        return f"**{fmt(s.max_rps)}**"
+    lowest = lowest_step(steps, s.variant)
+    at_lowest = f" (at the lowest load, {fmt(lowest[0])} RPS: p95 {fmt(lowest[1], 0)} ms)" if lowest else ""
+    return "none met the SLO" + at_lowest
+
+
+def results_table(summaries: Sequence[VariantSummary], steps: Sequence[StepRow] = ()) -> str:
+    header = [
+        "variant",
+        "max RPS at SLO",
+        "p50 ms",
+        "p95 ms",
+        "in server ms (queue)",
+        "batch size",
+        "server CPU %",
+        "machine CPU %",
+        "GPU %",
+        "spread (low-high)",
+        "Locust / perf_analyzer",
+        "served/raw",
+        "bytes/request",
+    ]
+    rows = [
+        [
+            f"`{s.variant}`",
+            _max_rps(s, steps),
+            fmt(s.p50_ms, 0),
+            fmt(s.p95_ms, 0),
+            f"{fmt(s.server_ms, 0)} ({fmt(s.queue_ms, 0)})",
+            fmt(s.batch, 2),
+            fmt(s.server_cpu_pct, 0),
+            fmt(s.machine_cpu_pct, 0),
+            fmt(s.gpu_pct, 0),
+            _spread(s),
+            _ratio(s),
+            fmt(s.served_raw, 2) + (f" (raw {fmt(s.raw_rps)} img/s at batch {s.raw_batch})" if s.raw_rps else ""),
+            f"{s.bytes_per_request:,}",
+        ]
+        for s in summaries
+    ]
+    return table(header, rows)
+
+
+def _spread(s: VariantSummary) -> str:
+    if s.max_rps is None:
+        return f"0 of {s.repeats} repeats met the SLO"
+    found = f"; {s.found} of {s.repeats} repeats" if s.found < s.repeats else ""
+    return f"{fmt(s.spread_pct, 0)} % ({fmt(s.max_rps_low)}-{fmt(s.max_rps_high)}{found})"
+
+
+def _ratio(s: VariantSummary) -> str:
+    load = s.pa_load or (f"concurrency {s.pa_concurrency}" if s.pa_concurrency else "")
+    measured = f"PA {fmt(s.pa_rps)} RPS, p95 {fmt(s.pa_p95_ms, 0)} ms at {load}"
+    if s.pa_ratio is not None:
+        p95 = f", p95 {s.pa_p95_ratio:.2f}" if s.pa_p95_ratio is not None else ""
+        return f"RPS {s.pa_ratio:.2f}{p95} ({measured})"
+    if s.pa_rps is not None:
+        return f"n/a ({s.pa_note}: {measured})"
+    return f"n/a ({s.pa_note})" if s.pa_note else "n/a"
+
+
+def payload_table(summaries: Sequence[VariantSummary], steps: Sequence[StepRow] = ()) -> str | None:
+    """FP32 vs UINT8 side by side, for every variant benchmarked with both payloads."""
+    pairs = _payload_pairs(summaries)
+    if not pairs:
+        return None
+    header = ["variant", "payload", "bytes/request", "max RPS at SLO", "p95 ms", "server CPU %", "LB data $/1M"]
+    rows = []
+    for pair in pairs:
+        for s in pair:
+            rows.append(
+                [
+                    f"`{s.variant}`",
+                    s.input_dtype,
+                    f"{s.bytes_per_request:,}",
+                    _max_rps(s, steps),
+                    fmt(s.p95_ms, 0),
+                    fmt(s.server_cpu_pct, 0),
+                    fmt(lb_usd_per_million(s.bytes_per_request), 2),
+                ]
+            )
+        fp32, uint8 = pair
+        if fp32.max_rps and uint8.max_rps:
+            rows.append(
+                [
+                    "",
+                    "UINT8 / FP32",
+                    f"{uint8.bytes_per_request / fp32.bytes_per_request:.2f}x",
+                    f"{uint8.max_rps / fp32.max_rps:.2f}x",
+                    "",
+                    "",
+                    "",
+                ]
+            )
+    return table(header, rows)
+
+
+def _payload_pairs(summaries: Sequence[VariantSummary]) -> list[tuple[VariantSummary, VariantSummary]]:
+    """(FP32 summary, UINT8 summary) of each variant benchmarked with both payloads."""
+    by_name = {s.variant: s for s in summaries}
+    pairs = [(by_name[a], by_name[b]) for a, b in payload_pairs(list(by_name))]
+    return [(a, b) if a.input_dtype == "FP32" else (b, a) for a, b in pairs if a.input_dtype != b.input_dtype]
+
+
+def cost_table(costs: Sequence[dict[str, Any]]) -> str:
+    header = [
+        "variant",
+        "RPS source",
+        "RPS per GPU node",
+        "region",
+        "GPU pricing",
+        "node $/h",
+        "$/1M (one node)",
+        "region $/h (minimum size)",
+        "$/1M (region)",
+    ]
+    rows = [
+        [
+            f"`{c['variant']}`",
+            c["rps_source"],
+            fmt(c["rps"]),
+            c["region"],
+            c["pricing"],
+            fmt(c["node_usd_h"], 3),
+            fmt(c["node_usd_per_1m"], 4),
+            fmt(c["region_usd_h"], 3),
+            fmt(c["region_usd_per_1m"], 4),
+        ]
+        for c in costs
+    ]
+    return table(header, rows)
+
+
+def machine_table(machine: dict[str, Any]) -> str:
+    rows = [
+        ["CPU cores", str(machine.get("cores"))],
+        ["CPU model", str(machine.get("cpu_model"))],
+        ["memory", f"{machine.get('memory_gib')} GiB"],
+        ["GPUs", ", ".join(machine.get("gpus") or []) or "none"],
+        ["load average at start (1/5/15 min)", _load(machine.get("load_start"))],
+        ["load average at end (1/5/15 min)", _load(machine.get("load_end"))],
+        [
+            "Python / ONNX Runtime / Triton",
+            f"{machine.get('python')} / {machine.get('onnxruntime')} / {machine.get('triton', 'n/a')}",
+        ],
+        ["commit", str(machine.get("commit"))],
+    ]
+    return table(["machine", ""], rows)
+
+
+def _load(load: Sequence[float] | None) -> str:
+    return " / ".join(f"{x:.2f}" for x in load) if load else "n/a"
+
+
+def render_readme(run: BenchRun, plots: Sequence[str], plot_note: str) -> str:
+    s = run.settings
+    parts = [
+        f"# Benchmark: stack `{run.stack}`, target `{run.target}`, {run.started}",
+        CPU_CAVEAT.format(cores=run.machine.get("cores")) if run.target == "sandbox" else "",
+        f"Command: `{run.command.strip()}`  \nWall time: {run.wall_s / 60:.1f} min.",
+        "## Method",
+        method_text(s),
+        "## Machine",
+        machine_table(run.machine),
+        "## Results",
+        "Medians over the repeats of each variant's chosen step (the highest RPS that met the SLO); "
+        "spread is (high - low) / median of the repeats' max RPS. Locust / perf_analyzer: the chosen step's RPS and "
+        "p95 over perf_analyzer's at the same load (paced users: the same request rate, Poisson arrivals; closed-loop "
+        "users: the same concurrency); 1.00 = the tools agree. served/raw: max RPS at the SLO / raw "
+        "ONNX Runtime throughput of the same file at the served batch size on the same cores (no server, no SLO). "
+        "bytes/request: the input tensor of one image.",
+        results_table(run.summaries, run.steps),
+    ]
+    payload = payload_table(run.summaries, run.steps)
+    if payload:
+        parts += ["## FP32 vs UINT8 payload", payload_text(), payload]
+    parts += ["## Cost", cost_text(run), cost_table(run.costs)]
+    parts += ["## Plots", plot_note] + [f"![{name}]({name})" for name in plots]
+    parts += ["## Recommendation", "\n".join(f"- {line}" for line in recommend(run.summaries, s))]
+    notes = [*run.notes, *contention_notes(run.steps)]
+    if notes:
+        parts += ["## Notes", "\n".join(f"- {n}" for n in notes)]
+    parts += ["## Files", files_text()]
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+BUSY_OTHERS_PCT = 30.0  # machine CPU not used by the server above this: something else competed
+
+
+def contention_notes(steps: Sequence[StepRow]) -> list[str]:
+    """Variants measured while other work used the cores (machine CPU well above the server's own;
+    Locust's share is small at these loads): their latencies are inflated."""
+    others: dict[str, list[float]] = {}
+    for row in steps:
+        if not row.warmup and row.machine_cpu_pct is not None and row.server_cpu_pct is not None:
+            others.setdefault(row.variant, []).append(row.machine_cpu_pct - row.server_cpu_pct)
+    busy = {v: statistics.median(x) for v, x in others.items() if statistics.median(x) > BUSY_OTHERS_PCT}
+    if not busy:
+        return []
+    listed = ", ".join(f"`{v}` ({share:.0f} %)" for v, share in busy.items())
+    return [
+        "Measured while other processes competed for the cores (median machine CPU not used by the server, "
+        f"Locust included): {listed}. Their latencies are inflated; compare them with care."
+    ]
+
+
+def method_text(s: dict[str, Any]) -> str:
+    pace = (
+        f"each user paced at {s['rps_per_user']:g} request/s (the stack's `locustRps`), so offered load = users x "
+        f"{s['rps_per_user']:g} RPS"
+        if s["rps_per_user"]
+        else "closed-loop users (each sends its next request when the last one returns)"
+    )
+    return "\n".join(
+        [
+            f"- SLO: p95 <= {s['slo_ms']:g} ms with at most {100 * s['max_failure_ratio']:g} % failed requests "
+            "(the stack's `sloLatencyMs` and `sloMaxFailurePercent` unless overridden).",
+            f"- Load: real Locust, headless, the project's `loadtest/locustfile.py` ({s['protocol']}), {pace}. "
+            f"User steps {s['users']}: each settles {s['settle_s']:g} s (not measured), then is measured "
+            f"{s['step_s']:g} s, longer (up to {STRETCH:g}x) until it holds {s['min_requests']} requests. "
+            f"A {s['warmup_s']:g} s warm-up step at the first count runs first and is discarded "
+            "(the first measurement after a restart is slow).",
+            f"- A fresh tritonserver per variant (restarted per model, as the reference does); {s['repeats']} repeats "
+            "of the ramp per variant.",
+            "- Search rule: a step fails on a failure ratio above the tolerance (whatever its p95), or a p95 of "
+            "its successful requests above the SLO; otherwise it passes if it holds "
+            f">= {s['min_requests']} requests (else it is inconclusive). RPS counts successful responses only. "
+            f"{s['stop_after']} failing steps in a row end the ramp; a single failing step followed by a passing "
+            "one is noise. The result is the passing step with the highest RPS before the stop "
+            "(`bench/slo_search.py`).",
+            "- Batch size: Triton's `nv_inference_count` / `nv_inference_exec_count` over the step; in server: "
+            "Triton's mean request duration (and queue time, the batcher's delay included) per request. CPU: the "
+            "server's process tree (tritonserver + python stubs) and the whole machine (Locust included), "
+            "in % of all cores, sampled every 0.5 s.",
+        ]
+    )
+
+
+def payload_text() -> str:
+    return (
+        "Each pair is the same model with an FP32 input and with a UINT8 input (a Cast and /255 inside the ONNX "
+        "graph, `input_dtype: UINT8`; the copy is named `<variant>_uint8` or `<variant>_fp32`); Locust sends the "
+        "matching `payload`. LB data $/1M is the global load balancer's data "
+        "processing ($0.008/GiB) for the input tensors of one million requests: it applies only with "
+        "`globalLoadBalancer: true`."
+    )
+
+
+def cost_text(run: BenchRun) -> str:
+    prices = "; ".join(
+        f"{p['region']} {p['pricing']}: node {fmt(p['node_usd_h'], 3)} $/h, region at minimum size "
+        f"{fmt(p['region_usd_h'], 3)} $/h" + (f" (missing: {', '.join(p['missing'])})" if p["missing"] else "")
+        for p in run.pricing
+    )
+    return (
+        "List prices from `infra/data` (GPU node = GPU VM + T4; region at minimum size = GKE fee + CPU pool + "
+        "`gpuMinNodes` GPU nodes, each serving the RPS; egress, disks, NAT and LB data excluded). "
+        "**CPU-twin RPS are not GPU RPS**: the `measured (CPU twin)` rows only show the arithmetic; the "
+        "`reference T4` rows use the reference tutorial's one-T4 figures (architecture.md) for comparison. "
+        f"Prices: {prices}."
+        + ("" if any(s.max_rps for s in run.summaries) else " No variant met the SLO, so there are no measured rows.")
+    )
+
+
+def recommend(summaries: Sequence[VariantSummary], settings: dict[str, Any]) -> list[str]:
+    found = [s for s in summaries if s.max_rps is not None]
+    if not found:
+        return [
+            f"No variant met p95 <= {settings['slo_ms']:g} ms, not even at the lowest step "
+            f"({settings['users'][0]} user(s)); check the failures column of results.csv, or start lower (--users)."
+            + _floor(summaries, settings),
+            "To watch the search pick a knee on CPU twins, give them a CPU-sized objective (e.g. --slo-ms 300); "
+            "rank GPU variants with --target stack at the stack's own SLO.",
+        ]
+    best = max(found, key=lambda s: (s.max_rps, -(s.p95_ms or 0)))
+    lines = [
+        f"Best for the SLO here: `{best.variant}` at {fmt(best.max_rps)} RPS (p95 {fmt(best.p95_ms, 0)} ms) with "
+        f"precision {best.precision}, {best.input_dtype} input, max batch {best.max_batch_size}, preferred batch "
+        f"{best.preferred_batch_size}, queue delay {best.max_queue_delay_us} us, {best.instance_count} instance(s); "
+        f"load {fmt(best.users, 0)} users" + (f" (offered {fmt(best.offered_rps)} RPS)." if best.offered_rps else ".")
+    ]
+    ties = [s.variant for s in found if s is not best and _tied(s, best)]
+    if ties:
+        lines.append(
+            "Within the repeats' spread of the best, or at the same load step: "
+            + ", ".join(f"`{t}`" for t in ties)
+            + " (treat as a tie here)."
+        )
+    lines += _payload_advice(summaries)
+    lines.append(
+        "On a T4 the reference ranking is `trt_int8_bs16_count4` > `trt_int8` ~ `trt_fp16` > `trt_fp32` > "
+        "`original` (2236.6 / 1085.4 / 1072.5 / 381 / 253 RPS); CPU twins cannot show TensorRT's gains. "
+        "Run `python -m bench --target stack` against the deployed stack to rank the GPU variants, then set "
+        "`lbMaxRatePerPod` to the best variant's max RPS at the SLO per pod, less headroom."
+    )
+    return lines
+
+
+def _tied(a: VariantSummary, b: VariantSummary) -> bool:
+    """Repeats' ranges overlap, or both stopped at the same user count (the step size cannot tell them apart)."""
+    overlap = (a.max_rps_high or 0) >= (b.max_rps_low or 0) and (b.max_rps_high or 0) >= (a.max_rps_low or 0)
+    return overlap or (a.users is not None and a.users == b.users)
+
+
+def _floor(summaries: Sequence[VariantSummary], settings: dict[str, Any]) -> str:
+    """The latency floor: one image alone through raw ONNX Runtime, plus the batcher's wait."""
+    single = [s for s in summaries if s.raw_batch == 1 and s.raw_rps]
+    if not single:
+        return ""
+    fastest = min(single, key=lambda s: 1000 / s.raw_rps + s.max_queue_delay_us / 1000)
+    floor = 1000 / fastest.raw_rps + fastest.max_queue_delay_us / 1000
+    return (
+        f" On these cores one image takes {1000 / fastest.raw_rps:.0f} ms in raw ONNX Runtime (`{fastest.variant}`) "
+        f"and the batcher waits up to {fastest.max_queue_delay_us / 1000:g} ms: a floor of ~{floor:.0f} ms "
+        f"before any queueing, against an SLO of {settings['slo_ms']:g} ms."
+    )
+
+
+def _payload_advice(summaries: Sequence[VariantSummary]) -> list[str]:
+    advice = []
+    for fp32, uint8 in _payload_pairs(summaries):
+        if fp32.max_rps is None or uint8.max_rps is None:
+            continue
+        change = uint8.max_rps / fp32.max_rps - 1
+        fewer = f"{fp32.bytes_per_request // uint8.bytes_per_request}x fewer bytes per request"
+        if _tied(fp32, uint8):
+            verdict = f"send UINT8: no throughput difference this run can resolve, and {fewer}"
+        elif change > 0:
+            verdict = f"send UINT8: {change:+.0%} RPS at the SLO, and {fewer}"
+        else:
+            verdict = f"UINT8 cost {change:.0%} RPS here, for {fewer}"
+        advice.append(
+            f"Payload: {verdict} (`{uint8.variant}` {fmt(uint8.max_rps)} vs `{fp32.variant}` {fmt(fp32.max_rps)} RPS). "
+            "Stack keys: `modelUint8Input` for the model, `locustPayload: uint8` for the load test."
+        )
+    return advice
+
+
+def files_text() -> str:
+    return "\n".join(
+        [
+            "- `results.csv`: one row per variant x repeat x step (warm-up steps included, marked), with the verdict.",
+            "- `summary.csv`: one row per variant (the table above, unrounded).",
+            "- `cost.csv`: $/h and $/1M per variant x RPS source x region x pricing.",
+            "- `results.json`: everything, including settings and machine facts (`python -m bench.report DIR` "
+            "re-renders this page from it).",
+            "- `rps_vs_p95.png`, `ranking.png`: the plots above.",
+        ]
+    )
+
+
+# ---------------------------------------------------------------- plots
+
+
+def write_plots(run: BenchRun, out: Path) -> tuple[list[Path], str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only: no display here
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return [], "Plots skipped: matplotlib is not installed (`pip install matplotlib==3.11.2`)."
+    try:
+        paths = [_curves(run, out / "rps_vs_p95.png", plt), _ranking(run, out / "ranking.png", plt)]
+    finally:
+        plt.close("all")
+    return paths, (
+        "First: each variant's curves (one line per repeat, warm-up steps left out; filled markers met the SLO, "
+        "the ringed one is the chosen step). Second: the ranking (bar: median, whisker: lowest to highest repeat; "
+        "when no variant met the SLO: p95 at the lowest load instead)."
+    )
+
+
+def _curves(run: BenchRun, path: Path, plt: Any) -> Path:
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+
+    names = [s.variant for s in run.summaries]
+    columns = min(3, len(names)) or 1
+    rows = -(-len(names) // columns) or 1
+    figure, axes = plt.subplots(rows, columns, figsize=(5 * columns, 3.6 * rows), squeeze=False, sharey=True)
+    slo = run.settings["slo_ms"]
+    for ax, name in zip(axes.flat, names, strict=False):
+        for repeat in sorted({r.repeat for r in run.steps if r.variant == name}):
+            steps = [r for r in run.steps if r.variant == name and r.repeat == repeat and not r.warmup]
+            steps = [r for r in steps if r.p95_ms is not None]
+            line = ax.plot([r.rps for r in steps], [r.p95_ms for r in steps], "-", alpha=0.6)[0]
+            for r in steps:
+                ax.plot(
+                    r.rps, r.p95_ms, "o", color=line.get_color(), fillstyle="full" if r.verdict == "pass" else "none"
+                )
+                if r.chosen:
+                    ax.plot(r.rps, r.p95_ms, "o", markersize=13, fillstyle="none", color="black")
+        ax.axhline(slo, color="red", linestyle="--", linewidth=1, label=f"SLO p95 {slo:g} ms")
+        ax.set_title(name)
+        ax.set_xlabel("achieved RPS (successful)")
+        ax.set_ylabel("p95 latency (ms)")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 50, 100, 200, 500...
+        ax.yaxis.set_major_formatter(ScalarFormatter())  # 200, not 2 x 10^2
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="upper left", fontsize=8)
+    for ax in list(axes.flat)[len(names) :]:
+        ax.axis("off")
+    figure.suptitle(_plot_title(run, "RPS vs p95 per variant"))
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    return path
+
+
+def _ranking(run: BenchRun, path: Path, plt: Any) -> Path:
+    if not any(s.max_rps for s in run.summaries):
+        return _closest(run, path, plt)
+    ranked = sorted(run.summaries, key=lambda s: s.max_rps or 0)
+    figure, ax = plt.subplots(figsize=(8, 0.6 * len(ranked) + 1.6))
+    values = [s.max_rps or 0 for s in ranked]
+    low = [v - (s.max_rps_low or v) for s, v in zip(ranked, values, strict=True)]
+    high = [(s.max_rps_high or v) - v for s, v in zip(ranked, values, strict=True)]
+    ax.barh([s.variant for s in ranked], values, xerr=[low, high], color=_colours(ranked), capsize=4)
+    for y, s in enumerate(ranked):
+        ax.text(values[y], y, f"  {fmt(s.max_rps)}" if s.max_rps else "  none met the SLO", va="center", fontsize=8)
+    ax.set_xlim(left=0)
+    ax.set_xlabel(f"max RPS at p95 <= {run.settings['slo_ms']:g} ms (median of repeats; orange: UINT8 payload)")
+    return _save(figure, ax, run, path, "Ranking")
+
+
+def _closest(run: BenchRun, path: Path, plt: Any) -> Path:
+    """With no result at all, rank by p95 at the lowest load: which variant came closest."""
+    lowest = {s.variant: lowest_step(run.steps, s.variant) for s in run.summaries}
+    ranked = sorted((s for s in run.summaries if lowest[s.variant]), key=lambda s: -lowest[s.variant][1])
+    figure, ax = plt.subplots(figsize=(8, 0.6 * len(ranked) + 1.6))
+    values = [lowest[s.variant][1] for s in ranked]
+    ax.barh([s.variant for s in ranked], values, color=_colours(ranked))
+    for y, value in enumerate(values):
+        ax.text(value, y, f"  {value:.0f} ms", va="center", fontsize=8)
+    ax.axvline(run.settings["slo_ms"], color="red", linestyle="--", linewidth=1, label="SLO")
+    ax.set_xlim(left=0)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_xlabel("p95 ms at the lowest load (median of repeats; orange: UINT8 payload)")
+    return _save(figure, ax, run, path, "Closest to the SLO (none met it)")
+
+
+def _colours(summaries: Sequence[VariantSummary]) -> list[str]:
+    return ["tab:orange" if s.input_dtype == "UINT8" else "tab:blue" for s in summaries]
+
+
+def _save(figure: Any, ax: Any, run: BenchRun, path: Path, what: str) -> Path:
+    ax.set_title(_plot_title(run, what), fontsize=10)
+    ax.grid(True, axis="x", alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    return path
+
+
+def _plot_title(run: BenchRun, what: str) -> str:
+    where = f"CPU twins, {run.machine.get('cores')} cores (mechanics only)" if run.target == "sandbox" else "stack"
+    return f"{what}: {run.stack}, {where}, random weights"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m bench.report RESULTS_DIR", file=sys.stderr)
+        return 2
+    out = Path(args[0])
+    for path in write_all(load_run(out / "results.json"), out):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

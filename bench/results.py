@@ -1,0 +1,155 @@
+"""What a benchmark run produces: one row per measured step, one summary per variant, the run around them.
+
+Plain dataclasses, written to CSV and JSON by bench.report and read back by load_run(), so a
+report can be re-rendered from results.json without measuring again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from bench.slo_search import Step
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One step of one repeat of one variant (results.csv)."""
+
+    variant: str
+    repeat: int
+    step: int  # 0 is the warm-up
+    users: int
+    offered_rps: float | None
+    warmup: bool
+    duration_s: float
+    requests: int
+    failures: int
+    rps: float  # successful responses per second
+    p50_ms: float | None
+    p95_ms: float | None
+    mean_ms: float | None
+    batch: float | None  # inferences per model execution during the step
+    server_ms: float | None  # mean time in the server (Triton's request duration), queue included
+    queue_ms: float | None  # mean queue time (Triton), the dynamic batcher's wait included
+    server_cpu_pct: float | None  # % of the machine used by the server process tree
+    machine_cpu_pct: float | None  # % of the machine used by everything (Locust included)
+    gpu_pct: float | None
+    verdict: str  # slo_search verdict
+    chosen: bool  # the step the SLO search picked for this repeat
+    errors: str = ""  # the most frequent failure messages
+
+    def as_step(self) -> Step:
+        return Step(
+            self.users, self.rps, self.p50_ms, self.p95_ms, self.requests, self.failures, self.offered_rps, self.warmup
+        )
+
+
+@dataclass(frozen=True)
+class PerfAnalyzerOpinion:
+    """perf_analyzer at the load of a Locust step, and that step's own figures to compare with."""
+
+    load: str  # what perf_analyzer offered, in words ("" when it did not run)
+    concurrency: int | None  # when it offered a concurrency
+    rps: float | None
+    p50_ms: float | None
+    p95_ms: float | None
+    locust_rps: float | None  # the Locust step it is compared with (None: no comparison)
+    locust_p95_ms: float | None
+    note: str = ""  # why there is no figure or no comparison
+
+    @property
+    def ratio(self) -> float | None:
+        """Locust RPS / perf_analyzer RPS: 1.0 when both tools delivered the same throughput."""
+        return self.locust_rps / self.rps if self.locust_rps and self.rps else None
+
+    @property
+    def p95_ratio(self) -> float | None:
+        """Locust p95 / perf_analyzer p95 at the same load: 1.0 when both saw the same latency."""
+        return self.locust_p95_ms / self.p95_ms if self.locust_p95_ms and self.p95_ms else None
+
+
+@dataclass(frozen=True)
+class VariantSummary:
+    """One variant over all repeats (summary.csv)."""
+
+    variant: str
+    precision: str
+    input_dtype: str
+    max_batch_size: int
+    preferred_batch_size: int
+    max_queue_delay_us: int
+    instance_count: int
+    bytes_per_request: int  # input tensor bytes of one image
+    repeats: int
+    found: int  # repeats in which some step met the SLO
+    max_rps: float | None  # median over repeats of the highest RPS that met the SLO
+    max_rps_low: float | None
+    max_rps_high: float | None
+    spread_pct: float | None  # (high - low) / median
+    users: float | None  # median user count of the chosen steps
+    offered_rps: float | None
+    p50_ms: float | None  # medians over the chosen steps
+    p95_ms: float | None
+    batch: float | None
+    server_ms: float | None
+    queue_ms: float | None
+    server_cpu_pct: float | None
+    machine_cpu_pct: float | None
+    gpu_pct: float | None
+    peak_rps: float | None  # highest RPS of any step, SLO or not: the saturation throughput
+    pa_concurrency: int | None  # perf_analyzer's concurrency, when it offered one (see pa_load)
+    pa_rps: float | None
+    pa_p95_ms: float | None
+    pa_ratio: float | None  # Locust RPS / perf_analyzer RPS at the same load
+    pa_note: str
+    raw_batch: int | None  # batch size of the raw ONNX Runtime measurement
+    raw_rps: float | None
+    served_raw: float | None  # max_rps / raw_rps
+    server_ready_s: float | None  # restart to READY
+    pa_load: str = ""  # what perf_analyzer offered, in words
+    pa_p95_ratio: float | None = None  # Locust p95 / perf_analyzer p95 at the same load
+
+
+@dataclass
+class BenchRun:
+    """Everything a run measured and the conditions it ran under."""
+
+    command: str
+    stack: str
+    target: str
+    started: str  # ISO time
+    wall_s: float
+    settings: dict[str, Any]  # SLO, plan, protocol...
+    machine: dict[str, Any]  # facts, load average at start and end
+    steps: list[StepRow] = field(default_factory=list)
+    summaries: list[VariantSummary] = field(default_factory=list)
+    costs: list[dict[str, Any]] = field(default_factory=list)
+    pricing: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, default=str) + "\n"
+
+
+def payload_pairs(names: Sequence[str]) -> list[tuple[str, str]]:
+    """(variant, its payload copy) among `names`, as bench.runner.payload_copies names them."""
+    present = set(names)
+    return [
+        (base, name)
+        for name in names
+        for suffix in ("_uint8", "_fp32")
+        if name.endswith(suffix) and (base := name.removesuffix(suffix)) in present
+    ]
+
+
+def load_run(path: Path) -> BenchRun:
+    """Read a results.json back (for re-rendering a report)."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    data["steps"] = [StepRow(**row) for row in data["steps"]]
+    data["summaries"] = [VariantSummary(**row) for row in data["summaries"]]
+    known = {f.name for f in fields(BenchRun)}
+    return BenchRun(**{k: v for k, v in data.items() if k in known})

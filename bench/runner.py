@@ -1,0 +1,489 @@
+"""Run the measure-and-tune benchmark: the reference tutorial's procedure, automated.
+
+Per variant: a fresh server (restarted per model, as the reference does), then R repeats of a
+Locust ramp (the project's locustfile plus bench/locust_steps.py: a discarded warm-up step, then
+user counts rising until K steps in a row miss the SLO), the SLO search on each curve, a
+perf_analyzer second opinion at the chosen step's load, and afterwards, with no server running,
+raw ONNX Runtime throughput of the same ONNX file at the batch size the server achieved.
+
+Targets:
+- sandbox: the CPU twins of the stack's variants (plus UINT8-input copies for the FP32 vs UINT8
+  comparison), built into build/bench/<stack>/ and served by the local tritonserver on 127.0.0.1.
+  CPU numbers show the mechanics (batching, queueing, the search), not GPU capacity.
+- stack: the deployed stack; the address comes from `pulumi stack output --json` (httpEndpoint,
+  which exists with globalLoadBalancer: true) or from --saddr (e.g. a kubectl port-forward).
+  Nothing is restarted there (the warm-up step still absorbs a cold start); batch size and GPU
+  use need Triton's metrics port (--metrics-url, e.g. port-forwarded), which the load balancer
+  does not route. Locust runs on this machine: for loads beyond what one machine can send
+  (2,000 RPS of FP32 images is ~10 Gbps), use the stack's in-cluster Locust instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
+from bench import perf_analyzer, raw_ort
+from bench.load_plan import LoadPlan
+from bench.probes import Sampler
+from bench.results import PerfAnalyzerOpinion, StepRow, VariantSummary
+from bench.slo_search import SloCriteria, SloResult, Step, search, spread
+from model_repo.settings import ModelRepoSettings, VariantSettings
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+LOCUSTFILE = PROJECT_DIR / "loadtest" / "locustfile.py"
+SHAPE_FILE = Path(__file__).resolve().parent / "locust_steps.py"
+LOCUST = Path(sys.executable).parent / "locust"
+BUILD_DIR = PROJECT_DIR / "build" / "bench"  # the CPU twins the sandbox serves, per stack
+# Keys of the locust-config ConfigMap: never inherited from the caller's environment by accident.
+LOCUST_KEYS = ("model", "saddr", "rps", "protocol", "payload", "input_name", "output_name", "batch", "timeout_s")
+PROXY_KEYS = ("http_proxy", "https_proxy", "grpc_proxy", "all_proxy")
+_TYPE_BYTES = {"TYPE_FP32": 4, "TYPE_FP16": 2, "TYPE_BF16": 2, "TYPE_UINT8": 1, "TYPE_INT8": 1, "TYPE_INT32": 4}
+
+
+class BenchError(RuntimeError):
+    """The benchmark cannot go on; the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    stack: str
+    target: str  # "sandbox" | "stack"
+    plan: LoadPlan
+    repeats: int
+    protocol: str = "http"
+    variants: tuple[str, ...] = ()  # empty: every variant the stack deploys
+    uint8: tuple[str, ...] = ("original",)  # sandbox: add a UINT8-input copy of these
+    perf_analyzer: bool = True
+    raw_seconds: float = 3.0
+    saddr: str | None = None  # stack target: overrides the stack output
+    metrics_url: str | None = None  # stack target: Triton's metrics, e.g. via port-forward
+    build_dir: Path = BUILD_DIR
+
+    @property
+    def criteria(self) -> SloCriteria:
+        return self.plan.criteria
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    http: str  # host:port, as tritonclient and the locust-config `saddr` take it
+    grpc: str
+    metrics_url: str | None
+    pid: int | None  # local server process, for CPU accounting
+    ready_s: float | None  # restart to READY
+
+    def address(self, protocol: str) -> str:
+        return self.grpc if protocol == "grpc" else self.http
+
+
+@dataclass(frozen=True)
+class Model:
+    """A variant as the benchmark serves it: settings, ONNX file (sandbox) and request shape."""
+
+    settings: VariantSettings
+    onnx: Path | None
+    input_name: str
+    output_name: str
+    bytes_per_request: int
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    @property
+    def payload(self) -> str:
+        return "uint8" if self.settings.uint8_input else "fp32"
+
+
+Serve = Callable[[str], contextlib.AbstractContextManager[Endpoint]]
+Log = Callable[[str], None]
+
+
+# ---------------------------------------------------------------- variants and targets
+
+
+def select_variants(deployed: Sequence[VariantSettings], names: Sequence[str]) -> list[VariantSettings]:
+    known = {v.name: v for v in deployed}
+    for name in names:
+        if name not in known:
+            raise BenchError(f"--variants: {name!r} is not deployed by the stack (deployed: {', '.join(known)})")
+    return [known[n] for n in names] if names else list(deployed)
+
+
+def payload_copies(deployed: Sequence[VariantSettings], names: Sequence[str]) -> list[VariantSettings]:
+    """For the FP32 vs UINT8 comparison: each named variant with the other input type, named
+    <variant>_uint8 (or <variant>_fp32 where the stack already serves it with a UINT8 input)."""
+    known = {v.name: v for v in deployed}
+    copies = []
+    for name in names:
+        if name not in known:
+            raise BenchError(f"--uint8: {name!r} is not deployed by the stack (deployed: {', '.join(known)})")
+        other = "FP32" if known[name].uint8_input else "UINT8"
+        copies.append(dataclasses.replace(known[name], name=f"{name}_{other.lower()}", input_dtype=other))
+    return copies
+
+
+def build_sandbox_repository(repo: ModelRepoSettings, variants: list[VariantSettings], root: Path) -> Path:
+    """The CPU twins to serve (the GPU folder beside them is what the stack would upload)."""
+    from model_repo.build import build_repository  # onnx and onnxruntime: only when building
+
+    result = build_repository(dataclasses.replace(repo, variants=tuple(variants)), root / "gpu", root / "cpu")
+    return result.cpu_out
+
+
+def read_model(settings: VariantSettings, folder: Path | None) -> Model:
+    """Request shape from the built config.pbtxt (sandbox); the locustfile's defaults otherwise."""
+    if folder is None:
+        size = 224 * 224 * 3 * (1 if settings.uint8_input else 4)
+        return Model(settings, None, "input", "probabilities", size)
+    config = text_format.Parse((folder / "config.pbtxt").read_text(encoding="utf-8"), mc.ModelConfig())
+    first = config.input[0]
+    size = _TYPE_BYTES.get(mc.DataType.Name(first.data_type), 4)
+    for dim in first.dims:
+        size *= dim
+    return Model(settings, folder / "1" / "model.onnx", first.name, config.output[0].name, size)
+
+
+@contextlib.contextmanager
+def sandbox_server(repository: Path, model: str) -> Iterator[Endpoint]:
+    """A fresh tritonserver with only `model` loaded. Not in a network namespace: its port relay
+    runs in this process and would add its own CPU use and latency to every request."""
+    from sandbox.triton import TritonServer
+
+    started = time.monotonic()
+    args = ["--model-control-mode=explicit", f"--load-model={model}"]
+    with TritonServer(repository, extra_args=args, ready_timeout_s=300) as server:
+        ready = time.monotonic() - started
+        yield Endpoint(server.http_url, server.grpc_url, server.metrics_url, server.pid, ready)
+
+
+def stack_outputs(stack: str) -> dict[str, Any]:
+    """`pulumi stack output --json` of the deployed stack."""
+    command = ["pulumi", "stack", "output", "--json", "--stack", stack]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=PROJECT_DIR)
+    except FileNotFoundError:
+        raise BenchError(
+            "--target stack needs the Pulumi CLI (`pulumi stack output --json`); or pass --saddr"
+        ) from None
+    if result.returncode:
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise BenchError(f"pulumi stack output --stack {stack} failed: {last}")
+    return json.loads(result.stdout)
+
+
+def endpoint_from_outputs(outputs: dict[str, Any]) -> str:
+    """host:port of the stack's HTTP inference endpoint (httpEndpoint: http://IP/v2/models/MODEL/infer)."""
+    url = outputs.get("httpEndpoint")
+    if not url:
+        raise BenchError(
+            "the stack has no httpEndpoint output (only with globalLoadBalancer: true); "
+            "port-forward Triton and pass --saddr 127.0.0.1:8000"
+        )
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+
+
+def stack_serve(saddr: str, metrics_url: str | None) -> Serve:
+    @contextlib.contextmanager
+    def serve(_model: str) -> Iterator[Endpoint]:
+        yield Endpoint(saddr, saddr, metrics_url, None, None)
+
+    return serve
+
+
+# ---------------------------------------------------------------- Locust
+
+
+def locust_env(plan: LoadPlan, model: Model, endpoint: Endpoint, protocol: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in LOCUST_KEYS and k.lower() not in PROXY_KEYS}
+    env.update(plan.env())
+    env.update(
+        {
+            "model": model.name,
+            "saddr": endpoint.address(protocol),
+            "protocol": protocol,
+            "payload": model.payload,
+            "rps": repr(plan.rps_per_user),
+            "input_name": model.input_name,
+            "output_name": model.output_name,
+            "metrics_port": "0",  # no Prometheus endpoint for a throw-away run
+            "no_proxy": "*",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_DIR), os.environ.get("PYTHONPATH")])),
+        }
+    )
+    return env
+
+
+def run_locust(plan: LoadPlan, model: Model, endpoint: Endpoint, protocol: str, workdir: Path) -> list[dict]:
+    """One ramp: real Locust, headless, with the project's locustfile; returns the steps it wrote."""
+    steps_file = workdir / f"{model.name}-{len(list(workdir.glob('*.jsonl')))}.jsonl"
+    plan = dataclasses.replace(plan, steps_file=str(steps_file))
+    command = [str(LOCUST), "-f", f"{LOCUSTFILE},{SHAPE_FILE}", "--headless", "--only-summary"]
+    log_path = steps_file.with_suffix(".log")
+    with log_path.open("wb") as log:
+        try:
+            result = subprocess.run(
+                command,
+                cwd=PROJECT_DIR,
+                env=locust_env(plan, model, endpoint, protocol),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=plan.max_duration_s() + 60,
+            )
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"locust overran its plan: {_tail(log_path)}") from None
+    rows = [json.loads(line) for line in steps_file.read_text().splitlines()] if steps_file.is_file() else []
+    # Locust exits 1 when any request failed: failures are results here, not errors.
+    if result.returncode not in (0, 1) or not rows:
+        raise BenchError(f"locust exited {result.returncode} without steps: {_tail(log_path)}")
+    return rows
+
+
+def _tail(path: Path) -> str:
+    lines = path.read_text(errors="replace").strip().splitlines()
+    return " | ".join(lines[-3:]) if lines else "(no output)"
+
+
+def as_step(record: dict) -> Step:
+    return Step(**{f.name: record[f.name] for f in dataclasses.fields(Step)})
+
+
+# ---------------------------------------------------------------- one variant
+
+
+@dataclass
+class VariantRun:
+    model: Model
+    records: list[list[dict]]  # per repeat, the steps Locust wrote
+    results: list[SloResult]
+    rows: list[StepRow]
+    opinion: PerfAnalyzerOpinion
+    ready_s: float | None
+
+
+def same_load(step: Step, rps_per_user: float) -> perf_analyzer.Load:
+    """perf_analyzer's load matching a Locust step: paced users are an open-loop request rate
+    (independent clients: Poisson arrivals); closed-loop users are a concurrency."""
+    if rps_per_user and step.offered_rps:
+        return perf_analyzer.Load(request_rate=step.offered_rps)
+    return perf_analyzer.Load(concurrency=step.users)
+
+
+def median_repeat(results: list[SloResult]) -> int | None:
+    """Index of the repeat whose max RPS is the median one (the lower middle for an even count)."""
+    found = sorted((r.max_rps, i) for i, r in enumerate(results) if r.found)
+    return found[(len(found) - 1) // 2][1] if found else None
+
+
+def bench_variant(model: Model, config: BenchConfig, serve: Serve, workdir: Path, log: Log) -> VariantRun:
+    records: list[list[dict]] = []
+    results: list[SloResult] = []
+    with serve(model.name) as endpoint, Sampler(model.name, endpoint.metrics_url, endpoint.pid) as sampler:
+        if endpoint.ready_s is not None:
+            log(f"  server restarted, {model.name} ready in {endpoint.ready_s:.1f} s")
+        for repeat in range(config.repeats):
+            records.append(run_locust(config.plan, model, endpoint, config.protocol, workdir))
+            results.append(search([as_step(r) for r in records[-1]], config.criteria))
+            log(f"  repeat {repeat + 1}/{config.repeats}: {_describe(results[-1], records[-1])}")
+        opinion = second_opinion(model, config, endpoint, results, workdir, log)
+    rows = [
+        _row(model.name, repeat, index, record, sampler, results[repeat])
+        for repeat, curve in enumerate(records)
+        for index, record in enumerate(curve)
+    ]
+    return VariantRun(model, records, results, rows, opinion, endpoint.ready_s)
+
+
+def _describe(result: SloResult, curve: list[dict]) -> str:
+    measured = sum(1 for r in curve if not r["warmup"])
+    if not result.found:
+        return f"{measured} steps, none met the SLO ({result.verdicts[-1]})"
+    best = result.best
+    return f"{measured} steps, max {best.rps:.1f} RPS at the SLO ({best.users} users, p95 {best.p95_ms:.0f} ms)"
+
+
+def _row(variant: str, repeat: int, index: int, record: dict, sampler: Sampler, result: SloResult) -> StepRow:
+    stats = sampler.window(record["wall_start"], record["wall_end"])
+    errors = "; ".join(f"{count}x {message}" for message, count in record["errors"].items())
+    return StepRow(
+        variant=variant,
+        repeat=repeat + 1,
+        step=index,
+        users=record["users"],
+        offered_rps=record["offered_rps"],
+        warmup=record["warmup"],
+        duration_s=record["duration_s"],
+        requests=record["requests"],
+        failures=record["failures"],
+        rps=record["rps"],
+        p50_ms=record["p50_ms"],
+        p95_ms=record["p95_ms"],
+        mean_ms=record["mean_ms"],
+        batch=stats.batch,
+        server_ms=stats.server_ms,
+        queue_ms=stats.queue_ms,
+        server_cpu_pct=stats.server_cpu_pct,
+        machine_cpu_pct=stats.machine_cpu_pct,
+        gpu_pct=stats.gpu_pct,
+        verdict=result.verdicts[index],
+        chosen=result.best_index == index,
+        errors=errors,
+    )
+
+
+def second_opinion(
+    model: Model,
+    config: BenchConfig,
+    endpoint: Endpoint,
+    results: list[SloResult],
+    workdir: Path,
+    log: Log,
+) -> PerfAnalyzerOpinion:
+    """perf_analyzer at the load of the median repeat's chosen step, compared with that step. With
+    no chosen step, at concurrency 1: no comparison, but its p95 shows the latency floor."""
+    middle = median_repeat(results)
+    step = results[middle].best if middle is not None else None
+    if step is None:
+        load, note = perf_analyzer.Load(concurrency=1), "no step met the SLO; perf_analyzer at concurrency 1"
+    else:
+        load, note = same_load(step, config.plan.rps_per_user), ""
+    compare = (step.rps, step.p95_ms) if step else (None, None)
+    if not config.perf_analyzer:
+        return PerfAnalyzerOpinion("", load.concurrency, None, None, None, *compare, "skipped (--no-perf-analyzer)")
+    url, csv_path = endpoint.address(config.protocol), workdir / f"{model.name}.pa.csv"
+    try:
+        binary = perf_analyzer.ensure_binary()
+        found = perf_analyzer.run(binary, model.name, url, config.protocol, load, csv_path)
+    except perf_analyzer.PerfAnalyzerError as err:
+        log(f"  perf_analyzer: {err}")
+        return PerfAnalyzerOpinion(load.describe(), load.concurrency, None, None, None, *compare, str(err))
+    log(f"  perf_analyzer at {load.describe()}: {found.rps:.1f} RPS, p95 {found.p95_ms:.0f} ms")
+    return PerfAnalyzerOpinion(load.describe(), load.concurrency, found.rps, found.p50_ms, found.p95_ms, *compare, note)
+
+
+# ---------------------------------------------------------------- summary
+
+
+def summarise(run: VariantRun, raw: tuple[int, float] | None) -> VariantSummary:
+    v = run.model.settings
+    chosen = [row for row in run.rows if row.chosen]
+    rps = spread([r.max_rps for r in run.results])
+    offered = [r.offered_rps for r in chosen if r.offered_rps is not None]
+    raw_batch, raw_rps = raw if raw else (None, None)
+    return VariantSummary(
+        variant=v.name,
+        precision=v.precision,
+        input_dtype=v.input_dtype,
+        max_batch_size=v.max_batch_size,
+        preferred_batch_size=v.preferred_batch_size,
+        max_queue_delay_us=v.max_queue_delay_us,
+        instance_count=v.instance_count,
+        bytes_per_request=run.model.bytes_per_request,
+        repeats=len(run.results),
+        found=sum(r.found for r in run.results),
+        max_rps=rps.median if rps else None,
+        max_rps_low=rps.low if rps else None,
+        max_rps_high=rps.high if rps else None,
+        spread_pct=100 * rps.relative if rps else None,
+        users=_median([r.users for r in chosen]),
+        offered_rps=_median(offered),
+        p50_ms=_median([r.p50_ms for r in chosen]),
+        p95_ms=_median([r.p95_ms for r in chosen]),
+        batch=_median([r.batch for r in chosen]),
+        server_ms=_median([r.server_ms for r in chosen]),
+        queue_ms=_median([r.queue_ms for r in chosen]),
+        server_cpu_pct=_median([r.server_cpu_pct for r in chosen]),
+        machine_cpu_pct=_median([r.machine_cpu_pct for r in chosen]),
+        gpu_pct=_median([r.gpu_pct for r in chosen]),
+        peak_rps=max((r.rps for r in run.rows if not r.warmup), default=None),
+        pa_concurrency=run.opinion.concurrency,
+        pa_rps=run.opinion.rps,
+        pa_p95_ms=run.opinion.p95_ms,
+        pa_ratio=run.opinion.ratio,
+        pa_note=run.opinion.note,
+        pa_load=run.opinion.load,
+        pa_p95_ratio=run.opinion.p95_ratio,
+        raw_batch=raw_batch,
+        raw_rps=raw_rps,
+        served_raw=(rps.median / raw_rps) if rps and raw_rps else None,
+        server_ready_s=run.ready_s,
+    )
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    found = spread(values)
+    return found.median if found else None
+
+
+def served_batch(run: VariantRun) -> int:
+    """The batch size raw ONNX Runtime is measured at: what the server achieved at the chosen steps."""
+    batch = _median([row.batch for row in run.rows if row.chosen])
+    return max(1, round(batch)) if batch else 1
+
+
+def raw_throughputs(runs: list[VariantRun], seconds: float, log: Log) -> dict[str, tuple[int, float]]:
+    """Raw ONNX Runtime per variant; variants sharing a file and batch size share one measurement."""
+    measured: dict[tuple[int, int, int], float] = {}
+    found = {}
+    for run in runs:
+        if run.model.onnx is None:
+            continue
+        batch = served_batch(run)
+        stat = run.model.onnx.stat()
+        key = (stat.st_dev, stat.st_ino, batch)  # hard links to one cached file are one file
+        if key not in measured:
+            measured[key] = raw_ort.throughput(run.model.onnx, batch, seconds)
+            log(f"  raw onnxruntime {run.model.name} at batch {batch}: {measured[key]:.1f} images/s")
+        found[run.model.name] = (batch, measured[key])
+    return found
+
+
+# ---------------------------------------------------------------- the whole run
+
+
+@dataclass
+class Outcome:
+    runs: list[VariantRun]
+    summaries: list[VariantSummary]
+    failed: list[str]  # one line per variant that could not be measured
+
+
+def run_all(config: BenchConfig, models: list[Model], serve: Serve, log: Log) -> Outcome:
+    """Every variant in turn, then raw ONNX Runtime with no server running, then the summaries.
+
+    A variant whose server does not start or whose Locust run breaks is reported and skipped:
+    the other variants' measurements are still worth their minutes.
+    """
+    from sandbox.triton import TritonStartError
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-"))
+    runs, failed = [], []
+    try:
+        for number, model in enumerate(models, start=1):
+            log(f"[{number}/{len(models)}] {model.name} ({model.payload} payload, {model.bytes_per_request} bytes)")
+            try:
+                runs.append(bench_variant(model, config, serve, workdir, log))
+            except (BenchError, TritonStartError) as err:
+                failed.append(f"{model.name}: not measured: {str(err).splitlines()[0]}")
+                log(f"  {failed[-1]}")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    raw = raw_throughputs(runs, config.raw_seconds, log) if config.target == "sandbox" else {}
+    return Outcome(runs, [summarise(run, raw.get(run.model.name)) for run in runs], failed)
