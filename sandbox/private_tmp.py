@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,7 +33,11 @@ _SCRIPT += 'shift 3; exec "$@"'
 
 @functools.cache
 def private_tmp_available() -> bool:
-    """True where this process may create a mount namespace and bind-mount in it (root, no seccomp ban)."""
+    """True where this process may create a mount namespace and bind-mount in it (root, no seccomp ban),
+    and nothing the server needs lives below /tmp (a checkout or venv there would vanish behind the bind)."""
+    needed = (Path(sys.prefix), Path(__file__).resolve().parent.parent)
+    if any(path.resolve().is_relative_to(TMP) for path in needed):
+        return False
     if not (shutil.which("unshare") and shutil.which("mount")):
         return False
     with tempfile.TemporaryDirectory(prefix="sandbox-mount-probe-") as probe:
