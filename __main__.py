@@ -136,10 +136,16 @@ if settings.load_balancer.enabled:
             domain=settings.load_balancer.domain,
         ),
     )
+    domain = settings.load_balancer.domain
     pulumi.export("lbAddress", lb.address.address)
-    pulumi.export("httpEndpoint", pulumi.Output.concat("http://", lb.address.address, "/v2/models/MODEL/infer"))
-    if settings.load_balancer.domain:
-        pulumi.export("grpcEndpoint", f"{settings.load_balancer.domain}:443")
+    pulumi.export(
+        "httpEndpoint",
+        f"https://{domain}/v2/models/MODEL/infer"
+        if domain
+        else pulumi.Output.concat("http://", lb.address.address, "/v2/models/MODEL/infer"),
+    )
+    if domain:
+        pulumi.export("grpcEndpoint", f"{domain}:443")
 
 pulumi.export("clusters", {region: c.cluster.name for region, c in clusters.items()})
 pulumi.export("endpoints", {region: c.cluster.endpoint for region, c in clusters.items()})
@@ -151,10 +157,16 @@ pulumi.export(
             "credentials": f"gcloud container clusters get-credentials {c.cluster_name} "
             f"--region {region} --project {settings.project}",
             "locust": "kubectl -n load port-forward svc/locust-master 8089:8089  # then http://localhost:8089",
-            "grafana": "kubectl -n monitoring port-forward svc/grafana 3000:3000  # then http://localhost:3000, "
-            "user admin, password: pulumi stack output grafanaAdminPassword --show-secrets",
-            "prometheus": "kubectl -n monitoring port-forward svc/prometheus 9090:9090",
         }
+        | (
+            {
+                "grafana": "kubectl -n monitoring port-forward svc/grafana 3000:3000  # then http://localhost:3000, "
+                "user admin, password: pulumi stack output grafanaAdminPassword --show-secrets",
+                "prometheus": "kubectl -n monitoring port-forward svc/prometheus 9090:9090",
+            }
+            if settings.monitoring.mode == "builtin"
+            else {}
+        )
         for region, c in clusters.items()
     },
 )

@@ -199,3 +199,17 @@ def test_staging_is_two_regions_behind_the_load_balancer():
         for b in backends_by_port(plan)["http"]["backends"]
     }
     assert regions == {"us-central1", "europe-west4"}
+
+
+def test_outputs_name_the_endpoints_and_how_to_reach_each_region():
+    plan = evaluate("prod", domain="infer.example.com")
+    assert plan.outputs["httpEndpoint"] == "https://infer.example.com/v2/models/MODEL/infer"
+    assert plan.outputs["grpcEndpoint"] == "infer.example.com:443"
+    access = plan.outputs["access"]
+    assert set(access) == {"us-central1", "europe-west4", "asia-east1"}
+    assert "--region europe-west4" in access["europe-west4"]["credentials"]
+    assert {"locust", "grafana", "prometheus"} <= set(access["asia-east1"])
+
+
+def test_dev_exports_no_load_balancer_endpoints(dev_plan):
+    assert not {"lbAddress", "httpEndpoint", "grpcEndpoint"} & set(dev_plan.outputs)
