@@ -327,12 +327,7 @@ def _cluster(reader: _Reader) -> ClusterSettings:
     if not match or int(match.group(1)) not in KUBERNETES_MINORS:
         supported = f"1.{KUBERNETES_MINORS.start}..1.{KUBERNETES_MINORS.stop - 1}"
         raise reader.fail("kubernetesVersion", version, f'expected a minor version in {supported}, like "1.33"')
-    cidrs = reader.strings("masterAuthorizedCidrs")
-    for cidr in cidrs:
-        try:
-            ipaddress.ip_network(cidr)
-        except ValueError:
-            raise reader.fail("masterAuthorizedCidrs", cidr, "expected a CIDR such as 203.0.113.0/24") from None
+    cidrs = _cidrs(reader, "masterAuthorizedCidrs", public_allowed=True)
     return ClusterSettings(
         release_channel=reader.choice("releaseChannel", RELEASE_CHANNELS),
         kubernetes_version=version,
@@ -531,7 +526,8 @@ def _monitoring(reader: _Reader) -> MonitoringSettings:
     )
 
 
-def _cidrs(reader: _Reader, key: str) -> tuple[str, ...]:
+def _cidrs(reader: _Reader, key: str, public_allowed: bool = False) -> tuple[str, ...]:
+    """CIDR ranges; unless public_allowed, none wider than /8 (IPv6 /32): the internet is not a source range."""
     cidrs = reader.strings(key)
     for cidr in cidrs:
         try:
@@ -539,7 +535,7 @@ def _cidrs(reader: _Reader, key: str) -> tuple[str, ...]:
         except ValueError:
             raise reader.fail(key, cidr, "expected a CIDR such as 203.0.113.0/24") from None
         widest = 8 if network.version == 4 else 32
-        if network.prefixlen < widest:
+        if not public_allowed and network.prefixlen < widest:
             raise reader.fail(
                 key, cidr, f"wider than /{widest}: a web UI is not opened to the internet; list your own ranges"
             )

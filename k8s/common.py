@@ -52,3 +52,14 @@ def required_node_affinity(*expressions: k8s.core.v1.NodeSelectorRequirementArgs
             )
         )
     )
+
+
+def http_probe(
+    path: str, port: str, period: int = 10, failures: int = 3, timeout: int | None = None
+) -> k8s.core.v1.ProbeArgs:
+    return k8s.core.v1.ProbeArgs(
+        http_get=k8s.core.v1.HTTPGetActionArgs(path=path, port=port),
+        period_seconds=period,
+        failure_threshold=failures,
+        timeout_seconds=timeout,
+    )

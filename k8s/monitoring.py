@@ -18,6 +18,7 @@ import yaml
 from k8s.common import (
     CPU_POOL_SELECTOR,
     GPU_TOLERATION,
+    http_probe,
     non_root_container_security,
     non_root_pod_security,
     required_node_affinity,
@@ -193,7 +194,7 @@ class Monitoring(pulumi.ComponentResource):
                     f"--storage.tsdb.retention.time={a.retention}",
                 ],
                 ports=[k8s.core.v1.ContainerPortArgs(name="web", container_port=9090)],
-                readiness_probe=_http_probe("/-/ready", "web"),
+                readiness_probe=http_probe("/-/ready", "web"),
                 resources=k8s.core.v1.ResourceRequirementsArgs(
                     requests={"cpu": "200m", "memory": "1Gi"}, limits={"memory": "4Gi"}
                 ),
@@ -381,7 +382,7 @@ class Monitoring(pulumi.ComponentResource):
                 image=GRAFANA_IMAGE,
                 env=[k8s.core.v1.EnvVarArgs(name=k, value=v) for k, v in env.items()] + [password],
                 ports=[k8s.core.v1.ContainerPortArgs(name="web", container_port=3000)],
-                readiness_probe=_http_probe("/api/health", "web"),
+                readiness_probe=http_probe("/api/health", "web"),
                 resources=k8s.core.v1.ResourceRequirementsArgs(
                     requests={"cpu": "100m", "memory": "256Mi"}, limits={"memory": "1Gi"}
                 ),
@@ -549,10 +550,4 @@ def _config_map_volume(name: str, config_map: k8s.core.v1.ConfigMap, key: str | 
     items = [k8s.core.v1.KeyToPathArgs(key=key, path=key)] if key else None
     return k8s.core.v1.VolumeArgs(
         name=name, config_map=k8s.core.v1.ConfigMapVolumeSourceArgs(name=config_map.metadata.name, items=items)
-    )
-
-
-def _http_probe(path: str, port: str) -> k8s.core.v1.ProbeArgs:
-    return k8s.core.v1.ProbeArgs(
-        http_get=k8s.core.v1.HTTPGetActionArgs(path=path, port=port), period_seconds=10, failure_threshold=3
     )

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from k8s.common import GPU_TOLERATION, non_root_container_security, non_root_pod_security, restricted_namespace
+from k8s.common import (
+    GPU_TOLERATION,
+    http_probe,
+    non_root_container_security,
+    non_root_pod_security,
+    restricted_namespace,
+)
 
 # The identity Triton's pods run as; the model store binds it to its bucket reader by Workload Identity.
 TRITON_NAMESPACE = "triton"
@@ -183,9 +189,9 @@ class TritonServing(pulumi.ComponentResource):
                 k8s.core.v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
             ],
             # Loading (and TensorRT engine building) may take many minutes: only then do the other probes start.
-            startup_probe=_http_probe("/v2/health/ready", period=10, failures=120),
-            readiness_probe=_http_probe("/v2/health/ready", period=5, failures=3),
-            liveness_probe=_http_probe("/v2/health/live", period=10, failures=3),
+            startup_probe=http_probe("/v2/health/ready", "http", period=10, failures=120, timeout=3),
+            readiness_probe=http_probe("/v2/health/ready", "http", period=5, failures=3, timeout=3),
+            liveness_probe=http_probe("/v2/health/live", "http", period=10, failures=3, timeout=3),
         )
 
     def _disruption_budget_and_autoscaler(self, ns: pulumi.Input[str]) -> None:
@@ -247,15 +253,6 @@ class TritonServing(pulumi.ComponentResource):
 
 def _app_protocol(port_name: str) -> str:
     return "kubernetes.io/h2c" if port_name == "grpc" else "http"
-
-
-def _http_probe(path: str, period: int, failures: int) -> k8s.core.v1.ProbeArgs:
-    return k8s.core.v1.ProbeArgs(
-        http_get=k8s.core.v1.HTTPGetActionArgs(path=path, port="http"),
-        period_seconds=period,
-        failure_threshold=failures,
-        timeout_seconds=3,
-    )
 
 
 def _one_pod_per_node(labels: dict[str, str]) -> k8s.core.v1.AffinityArgs:

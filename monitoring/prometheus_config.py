@@ -23,10 +23,15 @@ from typing import Any
 
 import yaml
 
+from monitoring.rules import rules_yaml
 from monitoring.settings import (
+    DCGM_PODS,
+    LOCUST_MASTER_PODS,
     POD_SELECTORS,
+    TRITON_PODS,
     MonitoringError,
     PodSelector,
+    SloSettings,
     validate_duration,
     validate_label_value,
 )
@@ -211,3 +216,27 @@ def write_file_sd_targets(sd_dir: Path, job: str, pods: Sequence[LocalPod]) -> P
         json.dump(groups, handle, indent=2)
     os.replace(tmp, path)
     return path
+
+
+def local_prometheus_config(
+    out_dir: Path,
+    region: str,
+    stack: str,
+    slo: SloSettings,
+    self_address: str,
+    triton_pods: Sequence[LocalPod],
+    locust_pods: Sequence[LocalPod],
+    interval: str,
+) -> str:
+    """The in-cluster prometheus.yml for local processes: writes out_dir/rules.yml and the file_sd targets
+    (no DCGM exporter without a GPU) and returns the config text, kubernetes_sd swapped for file_sd."""
+    rules = Path(out_dir) / "rules.yml"
+    rules.write_text(rules_yaml(slo, region), encoding="utf-8")
+    sd_dir = Path(out_dir) / "file_sd"
+    write_file_sd_targets(sd_dir, TRITON_PODS.job, triton_pods)
+    write_file_sd_targets(sd_dir, LOCUST_MASTER_PODS.job, locust_pods)
+    write_file_sd_targets(sd_dir, DCGM_PODS.job, [])
+    config = prometheus_config(
+        region, stack, scrape_interval=interval, rule_files=[str(rules)], self_address=self_address
+    )
+    return render_yaml(to_file_sd(config, sd_dir, refresh_interval=interval))

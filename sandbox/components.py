@@ -26,15 +26,8 @@ import psutil
 from k8s.triton import triton_server_args
 from model_repo.sync import SyncError, SyncReport, sync_repository
 from monitoring.local import LocalPrometheus, PrometheusError
-from monitoring.prometheus_config import (
-    local_pod,
-    prometheus_config,
-    render_yaml,
-    to_file_sd,
-    write_file_sd_targets,
-)
-from monitoring.rules import rules_yaml
-from monitoring.settings import DCGM_PODS, LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
+from monitoring.prometheus_config import local_pod, local_prometheus_config
+from monitoring.settings import LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
 from sandbox.gcs_emulator import TRITON_ENV, EmulatorError, GcsEmulator
 from sandbox.private_tmp import PrivateTmp, private_tmp_available
 from sandbox.triton import NetworkNamespace, TritonServer, TritonStartError, free_port
@@ -228,21 +221,9 @@ def prometheus_files(
     The config is the in-cluster one (region 'sandbox'), with kubernetes_sd swapped for file_sd
     targets carrying the labels the pods would have, so the same relabelling picks the metrics ports.
     """
-    rules = out_dir / "rules.yml"
-    rules.write_text(rules_yaml(slo, REGION), encoding="utf-8")
-    sd_dir = out_dir / "file_sd"
-    write_file_sd_targets(sd_dir, TRITON_PODS.job, [local_pod(TRITON_PODS, "triton-sandbox-0", targets.triton)])
+    triton = local_pod(TRITON_PODS, "triton-sandbox-0", targets.triton)
     locust = local_pod(LOCUST_MASTER_PODS, "locust-master-sandbox", targets.locust)
-    write_file_sd_targets(sd_dir, LOCUST_MASTER_PODS.job, [locust])
-    write_file_sd_targets(sd_dir, DCGM_PODS.job, [])  # no GPU, no DCGM exporter
-    config = prometheus_config(
-        REGION,
-        stack,
-        scrape_interval=interval,
-        rule_files=[str(rules)],
-        self_address=prometheus.address,
-    )
-    text = render_yaml(to_file_sd(config, sd_dir, refresh_interval=interval))
+    text = local_prometheus_config(out_dir, REGION, stack, slo, prometheus.address, [triton], [locust], interval)
     (out_dir / "prometheus.yml").write_text(text, encoding="utf-8")
     return text
 

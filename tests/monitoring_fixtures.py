@@ -26,16 +26,8 @@ from model_repo.build import build_repository
 from model_repo.cpu_twin import delayed_copy
 from model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings
 from monitoring.local import LocalPrometheus
-from monitoring.prometheus_config import (
-    LocalPod,
-    local_pod,
-    prometheus_config,
-    render_yaml,
-    to_file_sd,
-    write_file_sd_targets,
-)
-from monitoring.rules import rules_yaml
-from monitoring.settings import DCGM_PODS, LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
+from monitoring.prometheus_config import LocalPod, local_pod, local_prometheus_config
+from monitoring.settings import LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
 from sandbox.triton import TritonServer, free_port
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -130,16 +122,10 @@ def _pods(triton: TritonServer, locusts: dict[str, LocustRun]) -> dict[str, Loca
 
 
 def _prometheus_config(prometheus: LocalPrometheus, root: Path, pods: dict[str, LocalPod]) -> str:
-    sd_dir = root / "file_sd"
-    write_file_sd_targets(sd_dir, TRITON_PODS.job, [pods["triton"]])
-    write_file_sd_targets(sd_dir, LOCUST_MASTER_PODS.job, [p for k, p in pods.items() if k.startswith("locust")])
-    write_file_sd_targets(sd_dir, DCGM_PODS.job, [])  # no GPU here: no DCGM exporter
-    rules = root / "rules.yml"
-    rules.write_text(rules_yaml(LIVE_SLO, REGION), encoding="utf-8")
-    config = prometheus_config(
-        REGION, "live-test", scrape_interval=SCRAPE_INTERVAL, rule_files=[str(rules)], self_address=prometheus.address
+    locusts = [pod for key, pod in pods.items() if key.startswith("locust")]
+    return local_prometheus_config(
+        root, REGION, "live-test", LIVE_SLO, prometheus.address, [pods["triton"]], locusts, SCRAPE_INTERVAL
     )
-    return render_yaml(to_file_sd(config, sd_dir, refresh_interval="1s"))
 
 
 @pytest.fixture(scope="module")
