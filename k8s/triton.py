@@ -77,6 +77,9 @@ class TritonServingArgs:
     queue_time_target_us: int
     # Names of the zonal NEGs GKE creates for the global load balancer.
     neg_name_prefix: str
+    # Whether the cluster serves the HPA's metric (k8s.monitoring.serves_custom_metrics). Without a source an HPA
+    # never scales (FailedGetPodsMetric), so Triton then runs a fixed min_replicas that Pulumi owns.
+    autoscale: bool = True
 
 
 class TritonServing(pulumi.ComponentResource):
@@ -116,7 +119,8 @@ class TritonServing(pulumi.ComponentResource):
                 selector=k8s.meta.v1.LabelSelectorArgs(match_labels=self.labels),
                 template=self._pod_template(service_account, admin_secret),
             ),
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["spec.replicas"]),  # the HPA owns it
+            # With an HPA, it owns spec.replicas; without one, Pulumi does.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["spec.replicas"] if args.autoscale else None),
         )
         self._disruption_budget_and_autoscaler(ns)
         self.service = self._service(ns, TRITON_APP, annotations={})
@@ -205,6 +209,8 @@ class TritonServing(pulumi.ComponentResource):
             ),
             opts=child,
         )
+        if not a.autoscale:
+            return
         # Pending pods (one per node) make the cluster autoscaler add GPU nodes up to the pool's maximum.
         k8s.autoscaling.v2.HorizontalPodAutoscaler(
             f"{self._name}-hpa",
