@@ -1,7 +1,7 @@
 """The offline plan: what `pulumi up` would create for a stack, without the CLI or a cloud account.
 
     python -m offline.plan --stack dev            # resource tree, key properties, count per type
-    python -m offline.plan --stack prod --json    # JSON array: type, name, parent, provider, inputs
+    python -m offline.plan --stack prod --json    # JSON: type, name, parent, dependsOn, customTimeouts, inputs...
     python -m offline.plan --stack dev --out DIR  # also every Kubernetes object as YAML
 
 Invalid stack config: one line on stderr, exit code 2.
@@ -10,6 +10,7 @@ Invalid stack config: one line on stderr, exit code 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections import Counter
@@ -81,12 +82,14 @@ K8S_PROPERTIES = (
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
+    out_dir = args.out or default_out_dir(args.stack)
     try:
+        check_out_dir(out_dir, legacy_ok=args.out is None)  # before anything is evaluated or written
         plan = evaluate(args.stack, overrides_from(args.set))
     except (ConfigError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    k8s_files = write_kubernetes_objects(plan, args.out or PROJECT_DIR / "build" / "plan" / args.stack)
+    k8s_files = write_kubernetes_objects(plan, out_dir)
     problems = invalid_kubernetes_objects(plan, _kubernetes_version(args.stack, args.set))
     if problems:
         print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
@@ -130,12 +133,18 @@ def overrides_from(pairs: list[str]) -> dict[str, str]:
 
 
 def plan_records(plan: Plan) -> list[dict[str, Any]]:
+    """One record per resource; dependsOn lists the URNs it waits for (explicit and implied by its inputs), so
+    the graph can be read: the engine creates a resource after, and deletes it before, everything in dependsOn."""
     return [
         {
+            "urn": r.urn,
             "type": r.type,
             "name": r.name,
             "parent": r.parent.name if r.parent else None,
             "provider": _provider_name(plan, r),
+            "dependsOn": sorted(set(r.dependencies)),
+            "customTimeouts": r.custom_timeouts,
+            "protect": r.protect,
             "inputs": _tidy(r.inputs),
         }
         for r in _tree_order(plan)
@@ -265,9 +274,56 @@ def invalid_kubernetes_objects(plan: Plan, kubernetes_version: str) -> list[str]
     return problems
 
 
+# ---------------------------------------------------------------- the --out folder
+
+# Lists (one relative path a line) the files the plan wrote into its out folder: the next plan removes
+# those and nothing else, so `--out .` or a folder holding other files can never lose a stranger's file.
+WRITTEN_LIST = ".offline-plan-files"
+
+
+def default_out_dir(stack: str) -> Path:
+    return PROJECT_DIR / "build" / "plan" / stack
+
+
+def check_out_dir(out_dir: Path, legacy_ok: bool = False) -> None:
+    """Refuse an out folder that holds files the plan did not write (no list of written files in it).
+
+    legacy_ok: the default build/plan/<stack> of plans older than the list; its YAML is taken as the plan's own.
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"--out: {out_dir} exists and is not a folder")
+    if not out_dir.is_dir() or (out_dir / WRITTEN_LIST).is_file() or not any(out_dir.iterdir()):
+        return
+    if legacy_ok and all(p.is_dir() for p in out_dir.iterdir()):
+        return
+    raise ConfigError(
+        f"--out: {out_dir} is not empty and was not written by offline.plan (no {WRITTEN_LIST}); "
+        "choose an empty or new folder"
+    )
+
+
+def _previously_written(out_dir: Path) -> list[Path]:
+    """The files an earlier plan listed, only those still inside out_dir (the list is not trusted blindly)."""
+    listing = out_dir / WRITTEN_LIST
+    if not listing.is_file():  # the legacy default folder: the old layout PROVIDER/KIND-NS-NAME.yaml
+        return sorted(out_dir.glob("*/*.yaml"))
+    root = out_dir.resolve()
+    paths = [out_dir / line for line in listing.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [p for p in paths if p.resolve().is_relative_to(root) and p.resolve() != root and p.is_file()]
+
+
+def _remove_previous(out_dir: Path) -> None:
+    for path in _previously_written(out_dir):
+        path.unlink()
+        if path.parent != out_dir:
+            with contextlib.suppress(OSError):  # its provider folder, when nothing else is left in it
+                path.parent.rmdir()
+
+
 def write_kubernetes_objects(plan: Plan, out_dir: Path) -> list[Path]:
-    for stale in out_dir.glob("*/*.yaml"):
-        stale.unlink()
+    """Replace the files an earlier plan wrote into out_dir with this plan's, and list them for the next one."""
+    check_out_dir(out_dir, legacy_ok=out_dir == default_out_dir(plan.stack))
+    _remove_previous(out_dir)
     written = []
     for provider, manifest in kubernetes_objects(plan):
         meta = manifest.get("metadata", {})
@@ -276,6 +332,9 @@ def write_kubernetes_objects(plan: Plan, out_dir: Path) -> list[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(manifest, sort_keys=False))
         written.append(path)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    listing = "".join(f"{p.relative_to(out_dir).as_posix()}\n" for p in written)
+    (out_dir / WRITTEN_LIST).write_text(listing, encoding="utf-8")
     return written
 
 
