@@ -41,6 +41,10 @@ class PlannedResource:
     inputs: dict[str, Any]
     parent: PlannedResource | None = None
     sequence: int = 0
+    # Per operation ('create', 'update', 'delete'), how long the engine waits (Pulumi duration strings).
+    custom_timeouts: dict[str, str] = field(default_factory=dict)
+    # Pulumi's own protect flag: the engine refuses to delete (or replace) the resource while it is set.
+    protect: bool = False
 
     @property
     def provider_urn(self) -> str:
@@ -151,12 +155,23 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     custom=bool(request.custom),
                     parent_urn=request.parent,
                     provider_ref=request.provider,
+                    # The SDK sends explicit depends_on together with every resource whose Outputs the
+                    # inputs use (components expanded to their children): the engine's whole ordering.
                     dependencies=list(request.dependencies),
                     inputs=_plain(pulumi.runtime.rpc.deserialize_properties(request.object, keep_unknowns=True)),
                     sequence=next(_sequence),
+                    custom_timeouts=_custom_timeouts(request),
+                    protect=bool(request.protect),
                 )
             )
         return response
+
+
+def _custom_timeouts(request: Any) -> dict[str, str]:
+    if not request.HasField("customTimeouts"):
+        return {}
+    timeouts = request.customTimeouts
+    return {op: getattr(timeouts, op) for op in ("create", "update", "delete") if getattr(timeouts, op)}
 
 
 def _plain(value: Any, secret: bool = False) -> Any:
