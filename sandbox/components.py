@@ -30,7 +30,7 @@ from monitoring.prometheus_config import local_pod, local_prometheus_config
 from monitoring.settings import LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
 from sandbox.gcs_emulator import TRITON_ENV, EmulatorError, GcsEmulator
 from sandbox.private_tmp import PrivateTmp, private_tmp_available
-from sandbox.triton import NetworkNamespace, TritonServer, TritonStartError, free_port
+from sandbox.triton import REDACTED, NetworkNamespace, TritonServer, TritonStartError, free_port, redact_command
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 LOCUSTFILE = PROJECT_DIR / "loadtest" / "locustfile.py"
@@ -141,7 +141,8 @@ def _reason(server: TritonServer) -> str:
 
 
 def masked_command(server: TritonServer, key: str) -> list[str]:
-    return [a.replace(key, "***") for a in server.command()]
+    """The command line for the report: restricted-API keys redacted, and this key wherever else it appears."""
+    return [a.replace(key, REDACTED) for a in redact_command(server.command())]
 
 
 def model_copies(server: TritonServer) -> list[Path]:

@@ -43,6 +43,28 @@ _START_MARK = "===== start "
 _HARMLESS_ERRORS = ("CudaDriverHelper has not been initialized",)
 
 
+# Flags whose value ends in a secret: --http-restricted-api / --grpc-restricted-protocol take
+# "API[,API...]:HEADER=VALUE", VALUE being the key clients must send
+# (https://github.com/triton-inference-server/server/blob/main/docs/customization_guide/inference_protocols.md
+# #limit-endpoint-access-beta).
+_SECRET_FLAGS = ("--http-restricted-api=", "--grpc-restricted-protocol=", "--grpc-restricted-api=")
+REDACTED = "***"
+
+
+def redact_command(command: Sequence[str]) -> list[str]:
+    """The command line as it may be logged: the value of every restricted-API key replaced by ***."""
+    return [_redact_arg(arg) for arg in command]
+
+
+def _redact_arg(arg: str) -> str:
+    if not arg.startswith(_SECRET_FLAGS):
+        return arg
+    flag, _, value = arg.partition("=")
+    apis, colon, header_and_key = value.partition(":")  # API names hold no colon, header names no "="
+    header, equals, _ = header_and_key.partition("=")
+    return f"{flag}={apis}{colon}{header}={REDACTED}" if colon and equals else f"{flag}={REDACTED}"
+
+
 class TritonStartError(RuntimeError):
     """tritonserver exited or did not become ready; the message ends with its log tail."""
 
@@ -361,7 +383,8 @@ class TritonServer:
         if self.is_running():
             raise RuntimeError("tritonserver is already running")
         with self.log_path.open("ab") as log:
-            log.write(f"\n{_START_MARK}{time.strftime('%H:%M:%S')}: {' '.join(self.command())}\n".encode())
+            logged = " ".join(redact_command(self.command()))  # the log is kept in OUT: never the admin key
+            log.write(f"\n{_START_MARK}{time.strftime('%H:%M:%S')}: {logged}\n".encode())
             log.flush()
             command = self.netns.wrap(self.command()) if self.netns else self.command()
             self._process = subprocess.Popen(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -26,7 +27,7 @@ import psutil
 import pytest
 
 from infra.naming import gcp_name
-from k8s.triton import triton_server_args
+from k8s.triton import ADMIN_KEY_HEADER, triton_server_args
 from offline.runtime import load_settings
 from sandbox import components as parts
 from sandbox.components import ComponentError, gke_flags
@@ -193,7 +194,25 @@ def test_a_short_run_reports_real_load_and_leaves_nothing_behind(sandbox: Start)
     assert any((out / "prometheus-data").iterdir())
     for part in ("tritonserver", "triton_python_backend_stub", "gcp_storage_emulator", "prometheus", "locust"):
         assert any(part in command for command in run.commands), part
+    assert_no_secret_written(run, out)
     assert_nothing_left(run)
+
+
+def admin_keys(run: SandboxRun) -> set[str]:
+    """The admin key(s) tritonserver really ran with, read from its command line while it ran."""
+    pattern = re.compile(rf"--http-restricted-api=[^ :]+:{ADMIN_KEY_HEADER}=(\S+)")
+    return {match.group(1) for command in run.commands for match in pattern.finditer(command)}
+
+
+def assert_no_secret_written(run: SandboxRun, out: Path) -> None:
+    """No file under OUT (logs, report, CSV, Prometheus files and TSDB) and no output line holds the key."""
+    keys = admin_keys(run)
+    assert keys and all(len(key) >= 16 for key in keys)  # the real key was seen, so the grep below can fail
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert any(p.name == "tritonserver.log" for p in files)
+    leaks = [str(p) for p in files for key in keys if key.encode() in p.read_bytes()]
+    leaks += [stream for stream in ("stdout", "stderr") for key in keys if key in getattr(run, stream)]
+    assert leaks == []
 
 
 def test_ctrl_c_mid_run_stops_everything_promptly(sandbox: Start) -> None:
