@@ -1,36 +1,59 @@
-"""Copy a local Triton model repository into gs://BUCKET/PREFIX, safely and idempotently.
+"""Copy a local Triton model repository into gs://BUCKET/PREFIX without ever losing data it does not own.
 
-    python -m model_repo.sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run]
+    python -m model_repo.sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete]
 
-What "safely" means here, since Triton may be polling the bucket while we write:
-  * a file is sent only when its content differs from the object's (MD5, or CRC32C
-    for objects GCS reports without an MD5, such as composite uploads);
-  * every model's files go up before any config.pbtxt, so Triton never finds a
-    config whose model file is still missing or stale;
-  * deletions run last, configs first, so a removed model disappears as a whole;
-  * each upload carries its MD5, so GCS rejects bytes that differ from what was
-    hashed (a file edited mid-sync), and the stored object's hash is checked after;
-  * large files stream in resumable chunks; nothing reads a whole file at once;
-  * objects outside PREFIX/ are never listed, written or deleted.
-An interrupted sync leaves no half-written object (a resumable upload only appears
-when it completes), and running it again finishes the job.
+Ownership. The destination needs a prefix (a bare bucket is refused). The sync keeps a record,
+PREFIX/.triton-gke-sync.json, of every object it wrote there and of each model's live version. It
+deletes or overwrites only objects named in that record; any other object under the prefix (a
+"stranger") is left where it is and reported, and a stranger where the sync must write (a model's
+config.pbtxt, say) stops the sync before it changes anything. The record is written before the
+objects it lists, so an interrupted sync never leaves an object of its own unrecorded.
+
+The source is checked whole before anything is sent (model_repo/sync_source.py): every name must be
+UTF-8 without control characters, links are followed (dangling ones and loops refused), every file
+is read and hashed. A model is a folder with config.pbtxt and a version folder holding a file; other
+top-level entries are left out and listed; a source without a model is refused. A sync that would
+remove more models than it keeps is refused unless --allow-mass-delete is given.
+
+Atomic updates. Triton loads only the versions a config's `version_policy: { specific: { versions:
+[...] } }` lists ("Version Policy" in
+https://github.com/triton-inference-server/server/blob/main/docs/user_guide/model_configuration.md),
+so every synced config.pbtxt is the local one with its policy replaced by a pin on the version
+folders written with it. A model's first sync keeps its version numbers. A changed model:
+  1. its served version folders go up under NEW numbers, above every version folder in the bucket
+     (local version v becomes v + offset), beside the untouched live ones; files beside config.pbtxt
+     (labels, configs/) are updated in place (they are not versioned: see the limitation below);
+  2. its config.pbtxt is replaced by one pinning the new numbers: one object write, so Triton sees
+     either the old config with the old weights or the new config with the new weights;
+  3. the old version folders are deleted.
+Configs always go up after the files of every model, and removed models lose their config first.
+Version folders the local policy would not load are not sent (Triton copies a whole remote model
+before loading it: "Cloud Storage with Environment variables" in model_repository.md). An
+interrupted sync leaves the live config pinned to complete weights; the next run resumes into the
+same new folders, skipping what already arrived.
+Limitation: files beside config.pbtxt are shared by all versions, so a changed label file can meet
+the old config for the moment between steps 1 and 2.
+
+Transfer. A file is sent only when its content differs from the object's (MD5, or CRC32C for
+objects GCS reports without an MD5); each upload carries its MD5 so GCS rejects bytes that differ
+from what was hashed, and the stored object is checked after; large files stream in resumable
+chunks, and an unfinished resumable upload never becomes an object.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
-import hashlib
+import dataclasses
+import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
-import google_crc32c
 import requests
 from google.api_core import exceptions as api_exceptions
 from google.auth.credentials import AnonymousCredentials
@@ -38,20 +61,51 @@ from google.auth.exceptions import GoogleAuthError
 from google.cloud import storage
 from google.cloud.storage import exceptions as storage_exceptions
 from google.cloud.storage.fileio import BlobWriter
+from google.protobuf import text_format
+
+from model_repo.sync_source import (
+    CONFIG_NAME,
+    IGNORED_DIRS,
+    LocalFile,
+    Source,
+    SourceModel,
+    SyncError,
+    bytes_file,
+    file_hashes,
+    hash_local,
+    scan_source,
+    show,
+    version_number,
+)
+
+__all__ = [
+    "CONFIG_NAME",
+    "IGNORED_DIRS",
+    "LocalFile",
+    "SyncError",
+    "SyncReport",
+    "file_hashes",
+    "hash_local",
+    "scan_local",
+    "sync_repository",
+]
 
 # Resumable chunks must be a multiple of 256 KiB; 8 MiB keeps memory small and
 # requests few. Files above CHUNKED_THRESHOLD are streamed chunk by chunk.
 CHUNK_SIZE = 8 * 1024 * 1024
 CHUNKED_THRESHOLD = 8 * 1024 * 1024
 _CHUNK_MULTIPLE = 256 * 1024
-_HASH_BLOCK = 1024 * 1024
-CONFIG_NAME = "config.pbtxt"
-# Bytecode the Python backend leaves beside model.py is machine-specific.
-IGNORED_DIRS = frozenset({"__pycache__"})
+RECORD_NAME = ".triton-gke-sync.json"
+_RECORD_FORMAT = 1
+# GCS object names are at most 1024 bytes of UTF-8 (https://cloud.google.com/storage/docs/naming-objects).
+_MAX_NAME_BYTES = 1024
+_CONFIG_HEADER = "# Written by model_repo.sync: version_policy pins the version folders uploaded with this config.\n"
 
-# progress(relative_path, bytes_done, bytes_total): once per chunk of a large file,
-# and once for every file when it is uploaded and verified (done == total).
+# progress(name, bytes_done, bytes_total): once per chunk of a large file, and once for
+# every object when it is uploaded and verified (done == total); name is below PREFIX.
 ProgressCallback = Callable[[str, int, int], None]
+# step(action, name) after every change to the bucket: "upload", "delete" or "record".
+StepCallback = Callable[[str, str], None]
 # Errors the client raises for failed requests, wrapped into one-line SyncErrors.
 _REQUEST_ERRORS = (
     api_exceptions.GoogleAPIError,
@@ -61,34 +115,50 @@ _REQUEST_ERRORS = (
 )
 
 
-class SyncError(ValueError):
-    """A sync that cannot proceed; the message is one line naming the bucket or file."""
-
-
-@dataclass(frozen=True)
-class LocalFile:
-    relative: str  # POSIX path below the repository root, also the object suffix
-    path: Path
-    size: int
-    md5: str  # base64, as GCS reports md5Hash
-    crc32c: str  # base64 big-endian, as GCS reports crc32c
-
-
 @dataclass
 class SyncReport:
-    """What a sync did (or, for a dry run, would do); paths are relative to PREFIX."""
+    """What a sync did (or, for a dry run, would do); object names are relative to PREFIX."""
 
     uploaded: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     unchanged: int = 0
     bytes_uploaded: int = 0
+    strangers: list[str] = field(default_factory=list)  # objects under PREFIX the sync did not write: left alone
+    left_out: list[str] = field(default_factory=list)  # source entries that are not models: not sent
+    versions: dict[str, list[int]] = field(default_factory=dict)  # model -> the versions its config pins
+
+
+@dataclass
+class Record:
+    """PREFIX/.triton-gke-sync.json: what this sync owns under the prefix."""
+
+    objects: set[str] = field(default_factory=set)  # names below PREFIX it wrote (or is about to write)
+    # model -> {"offset": live offset or None, "versions": pinned by the live config, "pending": offset or None}
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    generation: int = 0  # of the record object; 0 while there is none
+
+    def to_json(self) -> bytes:
+        body = {"format": _RECORD_FORMAT, "objects": sorted(self.objects), "models": self.models}
+        return (json.dumps(body, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
 @dataclass(frozen=True)
+class ModelPlan:
+    name: str
+    offset: int  # remote version = local version + offset
+    desired: dict[str, LocalFile]  # name below PREFIX -> content, the pinned config included
+    changed: bool
+
+
+@dataclass
 class SyncPlan:
-    uploads: list[LocalFile]  # in safe order: model files, then configs
-    deletions: list[storage.Blob]  # in safe order: configs, then model files
+    models: list[ModelPlan]
+    uploads: list[LocalFile]  # in safe order: every model's files, then the configs
+    before_flip: list[storage.Blob]  # own leftovers inside the new version folders
+    after_flip: list[storage.Blob]  # in safe order: removed models' configs, then everything else
+    removed_models: list[str]
     unchanged: int
+    strangers: list[str]
 
 
 def _one_line(text: object) -> str:
@@ -106,89 +176,45 @@ def _describe(err: Exception) -> str:
 
 
 def normalize_prefix(prefix: str) -> str:
-    """'models', '/models/' -> 'models/'; '' -> '' (the whole bucket)."""
-    prefix = prefix.strip("/")
-    if prefix and any(part in ("", ".", "..") for part in prefix.split("/")):
-        raise SyncError(f"invalid object prefix: {prefix!r}")
-    # GCS object names may not hold CR/LF and are at most 1024 bytes (some emulators accept them anyway).
-    if any(c in prefix for c in "\r\n") or len(prefix.encode()) > 900:
-        raise SyncError(f"invalid object prefix: {prefix!r} (no line breaks; at most 900 bytes)")
-    return f"{prefix}/" if prefix else ""
-
-
-def file_hashes(path: Path) -> tuple[str, str, int]:
-    """(md5, crc32c, size) of a file, hashes in base64 like GCS metadata.
-
-    Read in blocks, so a file of any size costs a megabyte of memory.
-    """
-    md5 = hashlib.md5(usedforsecurity=False)
-    crc = google_crc32c.Checksum()
-    size = 0
+    """'models', '/models/' -> 'models/'. A prefix is required: the sync never owns a whole bucket."""
+    stripped = prefix.strip("/")
+    if not stripped:
+        raise SyncError("destination needs a prefix (gs://BUCKET/PREFIX): the sync never manages a whole bucket")
+    if any(part in ("", ".", "..") for part in stripped.split("/")):
+        raise SyncError(f"invalid object prefix: {show(stripped)} (no empty, '.' or '..' parts)")
+    # Object names: UTF-8, no CR/LF, at most 1024 bytes, never under .well-known/acme-challenge/
+    # (https://cloud.google.com/storage/docs/naming-objects); control characters are refused too.
+    if any(not c.isprintable() and c != " " for c in stripped) or len(stripped.encode("utf-8", "replace")) > 900:
+        raise SyncError(f"invalid object prefix: {show(stripped)} (no control characters; at most 900 bytes)")
     try:
-        with path.open("rb") as stream:
-            while block := stream.read(_HASH_BLOCK):
-                md5.update(block)
-                crc.update(block)
-                size += len(block)
-    except OSError as err:
-        raise SyncError(f"cannot read {path}: {err.strerror or err}") from err
-    return _b64(md5.digest()), _b64(crc.digest()), size
-
-
-def _b64(digest: bytes) -> str:
-    return base64.b64encode(digest).decode("ascii")
-
-
-def _walk(local_dir: Path) -> Iterator[Path]:
-    for root, dirs, files in os.walk(local_dir, onerror=_raise_walk_error):
-        dirs[:] = sorted(d for d in dirs if d not in IGNORED_DIRS)
-        for name in sorted(files):
-            yield Path(root, name)
-
-
-def _raise_walk_error(err: OSError) -> None:
-    raise SyncError(f"cannot read {err.filename}: {err.strerror or err}")
+        stripped.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SyncError(f"invalid object prefix: {show(stripped)} (not valid UTF-8)") from None
+    if f"{stripped}/".startswith(".well-known/acme-challenge/"):
+        raise SyncError(f"invalid object prefix: {show(stripped)} (GCS reserves .well-known/acme-challenge/)")
+    return f"{stripped}/"
 
 
 def scan_local(local_dir: Path) -> list[Path]:
-    """The regular files of the repository; errors for anything unusable."""
-    if not local_dir.is_dir():
-        raise SyncError(f"local model repository not found: {local_dir}")
-    files = list(_walk(local_dir))
-    for path in files:
-        if not path.is_file():  # a broken symlink, a FIFO, a socket
-            raise SyncError(f"cannot read {path}: not a regular file")
-    if not files:
-        # An empty source would delete every model under the prefix.
-        raise SyncError(f"local model repository is empty: {local_dir}")
-    return files
-
-
-def hash_local(local_dir: Path, paths: list[Path]) -> dict[str, LocalFile]:
-    result = {}
-    for path in paths:
-        md5, crc, size = file_hashes(path)
-        relative = path.relative_to(local_dir).as_posix()
-        result[relative] = LocalFile(relative, path, size, md5, crc)
-    return result
+    """The files a sync would send (every model's files and configs), after checking the whole source."""
+    return scan_source(Path(local_dir)).paths()
 
 
 def list_remote(client: storage.Client, bucket_name: str, prefix: str) -> dict[str, storage.Blob]:
     """Objects under prefix, keyed by their name below it."""
     try:
-        blobs = list(client.list_blobs(bucket_name, prefix=prefix or None))
+        blobs = list(client.list_blobs(bucket_name, prefix=prefix))
     except api_exceptions.NotFound as err:
         raise SyncError(f"bucket gs://{bucket_name} does not exist") from err
     except api_exceptions.Forbidden as err:
         raise SyncError(f"no access to bucket gs://{bucket_name}: {_describe(err)}") from err
     except _REQUEST_ERRORS as err:
         raise SyncError(f"listing gs://{bucket_name}/{prefix} failed: {_describe(err)}") from err
-    # Names ending in "/" are folder placeholders made by consoles, not files.
-    return {b.name[len(prefix) :]: b for b in blobs if not b.name.endswith("/")}
+    return {b.name[len(prefix) :]: b for b in blobs}
 
 
-def is_unchanged(local: LocalFile, blob: storage.Blob) -> bool:
-    if blob.size != local.size:
+def is_unchanged(local: LocalFile, blob: storage.Blob | None) -> bool:
+    if blob is None or blob.size != local.size:
         return False
     if blob.md5_hash:
         return blob.md5_hash == local.md5
@@ -196,16 +222,176 @@ def is_unchanged(local: LocalFile, blob: storage.Blob) -> bool:
     return bool(blob.crc32c) and blob.crc32c == local.crc32c
 
 
-def _is_config(relative: str) -> bool:
-    return relative.rsplit("/", 1)[-1] == CONFIG_NAME
+# --- the ownership record -----------------------------------------------------------
 
 
-def plan_sync(local: dict[str, LocalFile], remote: dict[str, storage.Blob]) -> SyncPlan:
-    changed = [f for rel, f in local.items() if rel not in remote or not is_unchanged(f, remote[rel])]
-    uploads = sorted(changed, key=lambda f: (_is_config(f.relative), f.relative))
-    gone = [rel for rel in remote if rel not in local]
-    deletions = sorted(gone, key=lambda rel: (not _is_config(rel), rel))
-    return SyncPlan(uploads, [remote[rel] for rel in deletions], len(local) - len(changed))
+def _record_entry(entry: object) -> dict[str, Any]:
+    if not isinstance(entry, dict):
+        raise TypeError("model entry")
+    offset, pending, versions = entry.get("offset"), entry.get("pending"), entry.get("versions", [])
+    for value in (offset, pending):
+        if value is not None and (type(value) is not int or value < 0):
+            raise TypeError("offset")
+    if not isinstance(versions, list) or not all(type(v) is int and v > 0 for v in versions):
+        raise TypeError("versions")
+    return {"offset": offset, "versions": versions, "pending": pending}
+
+
+def read_record(bucket: storage.Bucket, prefix: str, blob: storage.Blob | None) -> Record:
+    if blob is None:
+        return Record()
+    where = f"gs://{bucket.name}/{prefix}{RECORD_NAME}"
+    generation = int(blob.generation)  # as listed: a download may reset the blob's properties
+    try:
+        body = json.loads(blob.download_as_bytes(if_generation_match=generation))
+        if not isinstance(body, dict) or body.get("format") != _RECORD_FORMAT:
+            raise TypeError("format")
+        objects = body["objects"]
+        if not isinstance(objects, list) or not all(isinstance(o, str) for o in objects):
+            raise TypeError("objects")
+        models = {str(name): _record_entry(entry) for name, entry in body["models"].items()}
+    except _REQUEST_ERRORS as err:
+        raise SyncError(f"reading {where} failed: {_describe(err)}") from err
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise SyncError(
+            f"{where} is not a sync record this version can read ({_one_line(err)}); nothing changed"
+        ) from err
+    return Record(set(objects), models, generation)
+
+
+def write_record(bucket: storage.Bucket, prefix: str, record: Record) -> None:
+    blob = bucket.blob(prefix + RECORD_NAME)
+    try:
+        # The generation precondition makes GCS refuse the write if another sync changed the
+        # record since we read it (0: it must not exist yet).
+        blob.upload_from_string(
+            record.to_json(), content_type="application/json", if_generation_match=record.generation
+        )
+    except api_exceptions.PreconditionFailed as err:
+        raise SyncError(f"gs://{bucket.name}/{prefix}{RECORD_NAME} changed during the sync: another sync runs") from err
+    except _REQUEST_ERRORS as err:
+        raise SyncError(f"writing gs://{bucket.name}/{prefix}{RECORD_NAME} failed: {_describe(err)}") from err
+    record.generation = int(blob.generation)
+
+
+# --- planning -------------------------------------------------------------------------
+
+
+def pinned_config(model: SourceModel, offset: int) -> bytes:
+    """The model's config with its version policy replaced by a pin on the synced version folders."""
+    config = type(model.config)()
+    config.CopyFrom(model.config)
+    config.version_policy.Clear()
+    config.version_policy.specific.versions.extend(v + offset for v in model.served)
+    return (_CONFIG_HEADER + text_format.MessageToString(config)).encode()
+
+
+def desired_objects(model: SourceModel, hashed: dict[str, LocalFile], offset: int) -> dict[str, LocalFile]:
+    """What the bucket holds for this model at this offset, keyed by name below PREFIX."""
+    desired = {}
+    for relative in model.files:
+        head, slash, rest = relative.partition("/")
+        version = version_number(head) if slash else None
+        if version is not None and version not in model.served:
+            continue  # Triton would not load it
+        name = f"{model.name}/{relative}" if version is None else f"{model.name}/{version + offset}/{rest}"
+        desired[name] = dataclasses.replace(hashed[f"{model.name}/{relative}"], relative=name)
+    config = f"{model.name}/{CONFIG_NAME}"
+    desired[config] = bytes_file(config, model.config_path, pinned_config(model, offset))
+    return desired
+
+
+def _version_folder(name: str) -> int | None:
+    """'model/12/x' -> 12; None for names outside a version folder."""
+    parts = name.split("/")
+    return version_number(parts[1]) if len(parts) > 2 else None
+
+
+def _fresh_offset(model: SourceModel, under: dict[str, storage.Blob]) -> int:
+    """An offset that puts every served version above every version folder already there."""
+    highest = max((v for name in under if (v := _version_folder(name)) is not None), default=0)
+    return max(0, highest - min(model.served) + 1)
+
+
+def _in_place(desired: dict[str, LocalFile], under: dict[str, storage.Blob]) -> bool:
+    return all(is_unchanged(local, under.get(name)) for name, local in desired.items())
+
+
+def _plan_model(
+    model: SourceModel, hashed: dict[str, LocalFile], under: dict[str, storage.Blob], record: Record
+) -> ModelPlan:
+    state = record.models.get(model.name, {})
+    live, pending, live_versions = state.get("offset"), state.get("pending"), set(state.get("versions", []))
+    owned = {name for name in under if name in record.objects}
+    if live is not None:
+        desired = desired_objects(model, hashed, live)
+        # Owned objects beside the live files that the build lacks are part of the live model too.
+        extra = {n for n in owned - desired.keys() if _version_folder(n) is None or _version_folder(n) in live_versions}
+        if _in_place(desired, under) and not extra:
+            return ModelPlan(model.name, live, desired, changed=False)
+    if pending is not None and pending != live:
+        targets = {v + pending for v in model.served}
+        inside = [n for n in under if _version_folder(n) in targets]
+        # Resume an interrupted update where it stopped, unless its folders hold someone else's objects.
+        if not targets & live_versions and all(n in owned for n in inside):
+            return ModelPlan(model.name, pending, desired_objects(model, hashed, pending), changed=True)
+    offset = _fresh_offset(model, under)
+    return ModelPlan(model.name, offset, desired_objects(model, hashed, offset), changed=True)
+
+
+def _check_writes(plan: ModelPlan, under: dict[str, storage.Blob], record: Record, where: str) -> None:
+    for name, local in plan.desired.items():
+        if len((where + name).encode()) > _MAX_NAME_BYTES + len("gs://"):
+            raise SyncError(f"{show(local.path)}: object name {show(name)} would exceed GCS's 1024 bytes")
+        blob = under.get(name)
+        if blob is not None and name not in record.objects and not is_unchanged(local, blob):
+            raise SyncError(
+                f"{show(where + name)} exists but was not written by this sync; move it away or choose another prefix"
+            )
+
+
+def _model_of(name: str) -> str | None:
+    return name.split("/", 1)[0] if "/" in name else None
+
+
+def plan_sync(
+    source: Source, hashed: dict[str, LocalFile], remote: dict[str, storage.Blob], record: Record, where: str
+) -> SyncPlan:
+    """Decide every upload and deletion; refuses (SyncError) before anything is changed."""
+    plans, uploads, configs, before, after = [], [], [], [], []
+    unchanged = 0
+    for model in source.models.values():
+        under = {n: b for n, b in remote.items() if n.startswith(f"{model.name}/")}
+        plan = _plan_model(model, hashed, under, record)
+        _check_writes(plan, under, record, where)
+        plans.append(plan)
+        for name, local in plan.desired.items():
+            if is_unchanged(local, under.get(name)):
+                unchanged += 1
+            else:
+                (configs if name.endswith(f"/{CONFIG_NAME}") and name.count("/") == 1 else uploads).append(local)
+        targets = {v + plan.offset for v in source.models[plan.name].served}
+        for name in sorted(n for n in under if n in record.objects and n not in plan.desired):
+            # Leftovers inside the new folders go before the flip, so the new version holds only its own files.
+            (before if plan.changed and _version_folder(name) in targets else after).append(under[name])
+    removed = sorted({m for n in remote if n in record.objects and (m := _model_of(n)) and m not in source.models})
+    gone = [remote[n] for n in sorted(remote) if n in record.objects and _model_of(n) in removed]
+    # A removed model loses its config first, so Triton never sees half of it.
+    gone.sort(key=lambda b: not b.name.endswith(f"/{CONFIG_NAME}"))
+    strangers = sorted(n for n in remote if n not in record.objects and n != RECORD_NAME)
+    return SyncPlan(plans, uploads + configs, before, gone + after, removed, unchanged, strangers)
+
+
+def _check_mass_delete(plan: SyncPlan, kept: int, allow: bool) -> None:
+    if len(plan.removed_models) > kept and not allow:
+        names = ", ".join(show(m) for m in plan.removed_models[:5]) + (", ..." if len(plan.removed_models) > 5 else "")
+        raise SyncError(
+            f"this sync would remove {len(plan.removed_models)} models ({names}) and keep {kept}; "
+            "nothing changed (pass --allow-mass-delete if that is intended)"
+        )
+
+
+# --- transfer -------------------------------------------------------------------------
 
 
 def _generation(remote: dict[str, storage.Blob], relative: str) -> int:
@@ -220,7 +406,10 @@ def _upload_small(blob: storage.Blob, local: LocalFile, generation: int) -> None
     # checksum=None: the client would otherwise replace our md5Hash with one it
     # computes from the bytes it reads now, and a file edited since we hashed it
     # would go up unnoticed. Our hash makes GCS check the bytes against the plan.
-    blob.upload_from_filename(str(local.path), if_generation_match=generation, checksum=None)
+    if local.data is not None:
+        blob.upload_from_string(local.data, content_type="text/plain", if_generation_match=generation, checksum=None)
+    else:
+        blob.upload_from_filename(str(local.path), if_generation_match=generation, checksum=None)
 
 
 def _upload_chunked(
@@ -295,6 +484,58 @@ def _delete(bucket: storage.Bucket, blob: storage.Blob) -> None:
         raise SyncError(f"deleting gs://{bucket.name}/{blob.name} failed: {_describe(err)}") from err
 
 
+def _apply(
+    bucket: storage.Bucket,
+    prefix: str,
+    plan: SyncPlan,
+    remote: dict[str, storage.Blob],
+    record: Record,
+    transfer: tuple[int, ProgressCallback | None, StepCallback | None],
+) -> None:
+    """Carry out a plan: record first, new folders, configs, record, old folders, record."""
+    chunk_size, progress, step = transfer
+
+    def done(action: str, name: str) -> None:
+        if step is not None:
+            step(action, name)
+
+    changed = [p for p in plan.models if p.changed]
+    for model in changed:
+        record.objects.update(model.desired)
+        record.models.setdefault(model.name, {"offset": None, "versions": [], "pending": None})["pending"] = (
+            model.offset
+        )
+    write_record(bucket, prefix, record)
+    done("record", RECORD_NAME)
+    for blob in plan.before_flip:
+        _delete(bucket, blob)
+        done("delete", blob.name[len(prefix) :])
+    for local in plan.uploads:
+        upload_file(bucket, prefix + local.relative, local, _generation(remote, local.relative), chunk_size, progress)
+        done("upload", local.relative)
+    for model in changed:
+        versions = sorted(int(v) for v in plan_versions(model))
+        record.models[model.name] = {"offset": model.offset, "versions": versions, "pending": None}
+    if changed:
+        write_record(bucket, prefix, record)
+        done("record", RECORD_NAME)
+    for blob in plan.after_flip:
+        _delete(bucket, blob)
+        done("delete", blob.name[len(prefix) :])
+    gone = {b.name[len(prefix) :] for b in plan.before_flip + plan.after_flip}
+    record.objects -= gone
+    for name in plan.removed_models:
+        record.models.pop(name, None)
+    if gone:
+        write_record(bucket, prefix, record)
+        done("record", RECORD_NAME)
+
+
+def plan_versions(model: ModelPlan) -> list[int]:
+    """The version numbers a model's pinned config lists."""
+    return sorted({v for name in model.desired if (v := _version_folder(name)) is not None})
+
+
 def sync_repository(
     local_dir: Path,
     bucket_name: str,
@@ -304,32 +545,35 @@ def sync_repository(
     dry_run: bool = False,
     *,
     chunk_size: int = CHUNK_SIZE,
+    allow_mass_delete: bool = False,
+    step: StepCallback | None = None,
 ) -> SyncReport:
-    """Make gs://bucket_name/prefix/ hold exactly the files of local_dir.
+    """Make the models under gs://bucket_name/prefix/ those of local_dir, touching only objects the sync owns.
 
-    Raises SyncError for bad input; an exception raised by `progress` propagates
-    unchanged, leaving the bucket in a state the next sync completes.
+    Raises SyncError for bad input, before the bucket is changed; an exception raised by `progress`
+    or `step` propagates unchanged, leaving the bucket in a state the next sync completes.
     """
     if chunk_size <= 0 or chunk_size % _CHUNK_MULTIPLE:
         raise SyncError(f"chunk size must be a multiple of {_CHUNK_MULTIPLE} bytes")
-    local_dir = Path(local_dir)
     prefix = normalize_prefix(prefix)
-    paths = scan_local(local_dir)
+    source = scan_source(Path(local_dir))
+    hashed = hash_local(source.root, source.paths())
     remote = list_remote(client, bucket_name, prefix)
-    plan = plan_sync(hash_local(local_dir, paths), remote)
-    report = SyncReport(unchanged=plan.unchanged)
     bucket = client.bucket(bucket_name)
-    for local in plan.uploads:
-        if not dry_run:
-            upload_file(
-                bucket, prefix + local.relative, local, _generation(remote, local.relative), chunk_size, progress
-            )
-        report.uploaded.append(local.relative)
-        report.bytes_uploaded += local.size
-    for blob in plan.deletions:
-        if not dry_run:
-            _delete(bucket, blob)
-        report.deleted.append(blob.name[len(prefix) :])
+    record = read_record(bucket, prefix, remote.pop(RECORD_NAME, None))
+    plan = plan_sync(source, hashed, remote, record, f"gs://{bucket_name}/{prefix}")
+    _check_mass_delete(plan, len(source.models), allow_mass_delete)
+    report = SyncReport(
+        uploaded=[f.relative for f in plan.uploads],
+        deleted=[b.name[len(prefix) :] for b in plan.before_flip + plan.after_flip],
+        unchanged=plan.unchanged,
+        bytes_uploaded=sum(f.size for f in plan.uploads),
+        strangers=plan.strangers,
+        left_out=source.left_out,
+        versions={m.name: plan_versions(m) for m in plan.models},
+    )
+    if not dry_run and (report.uploaded or report.deleted or any(m.changed for m in plan.models)):
+        _apply(bucket, prefix, plan, remote, record, (chunk_size, progress, step))
     return report
 
 
@@ -365,12 +609,13 @@ def parse_gs_url(url: str) -> tuple[str, str]:
         raise SyncError(f"destination must look like gs://BUCKET/PREFIX, got {url!r}")
     bucket, _, prefix = url[len("gs://") :].partition("/")
     if not bucket:
-        raise SyncError(f"destination has no bucket name: {url!r}")
+        raise SyncError(f"destination has no bucket name: {show(url)}")
     if not _BUCKET_NAME.fullmatch(bucket):
         raise SyncError(
             f"invalid bucket name in {url!r}: 3-63 lowercase letters, digits, '-', '_' or '.', "
             "starting and ending with a letter or digit"
         )
+    normalize_prefix(prefix)  # refused here, before any client is made: gs://BUCKET alone is never a destination
     return bucket, prefix
 
 
@@ -399,9 +644,27 @@ def _summary(local_dir: str, url: str, report: SyncReport, dry_run: bool) -> str
     )
 
 
+def _notes(report: SyncReport, shown: int = 5) -> list[str]:
+    """What the sync left alone on purpose: source entries that are not models, objects it does not own."""
+
+    def listing(names: list[str]) -> str:
+        return ", ".join(show(n) for n in names[:shown]) + (
+            f", ... ({len(names)} in all)" if len(names) > shown else ""
+        )
+
+    notes = []
+    if report.left_out:
+        notes.append(f"left out of the sync (not models): {listing(report.left_out)}")
+    if report.strangers:
+        notes.append(f"left in place (not written by this sync): {listing(report.strangers)}")
+    return notes
+
+
 class _OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # argparse adds a usage block; keep one line
-        raise SyncError(f"{message} (usage: {self.prog} LOCAL_DIR gs://BUCKET/PREFIX [--dry-run])")
+        raise SyncError(
+            f"{message} (usage: {self.prog} LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete])"
+        )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -411,6 +674,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("local_dir", help="local model repository folder")
     parser.add_argument("destination", help="gs://BUCKET/PREFIX")
     parser.add_argument("--dry-run", action="store_true", help="show what would change without changing anything")
+    parser.add_argument(
+        "--allow-mass-delete",
+        action="store_true",
+        help="allow a sync that removes more models from the bucket than it keeps",
+    )
     return parser
 
 
@@ -419,7 +687,15 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         bucket, prefix = parse_gs_url(args.destination)
         client = client_from_environment()
-        report = sync_repository(Path(args.local_dir), bucket, prefix, client, print_progress, dry_run=args.dry_run)
+        report = sync_repository(
+            Path(args.local_dir),
+            bucket,
+            prefix,
+            client,
+            print_progress,
+            dry_run=args.dry_run,
+            allow_mass_delete=args.allow_mass_delete,
+        )
     except SyncError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -427,6 +703,8 @@ def main(argv: list[str] | None = None) -> int:
         # Nothing half-written is visible; a second run completes the sync.
         print("interrupted; run the same command again to finish", file=sys.stderr)
         return 130
+    for line in _notes(report):
+        print(line)
     print(_summary(args.local_dir, args.destination, report, args.dry_run))
     return 0
 

@@ -1,4 +1,9 @@
-"""model_repo.sync against a real GCS emulator: idempotence, ordering, interruption, errors."""
+"""model_repo.sync against a real GCS emulator: ownership, atomic updates, ordering, interruption, errors.
+
+Expected bucket contents are derived here from the source files and Triton's documented layout, not
+from the sync's own planning code: non-config objects are compared by MD5 with the local files, a
+synced config.pbtxt must parse to the local config with only its version_policy replaced by a pin.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +15,16 @@ import signal
 import subprocess
 import sys
 import tracemalloc
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
 
-from model_repo.sync import SyncError, sync_repository
+from model_repo.sync import RECORD_NAME, SyncError, sync_repository
 from sandbox.gcs_emulator import PYTHON_CLIENT_ENV, GcsEmulator
 
 # Fixtures: gcs_emulator, gcs_client, bucket_name, small_repo, big_repo.
@@ -24,55 +32,118 @@ pytest_plugins = ("tests.gcs_fixtures",)
 
 PREFIX = "models"
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# Objects other people keep in the same bucket: beside the prefix, sharing its first letters, and inside it.
+STRANGERS = {
+    "datasets/train.csv": b"a,b\n1,2\n",
+    "models-old/m/1/model.onnx": b"y",
+    "models.txt": b"z",
+    f"{PREFIX}/other-team/model.bin": b"theirs",
+    f"{PREFIX}/notes.txt": b"keep me",
+}
 
 
 class StopSync(Exception):
-    """Raised by a progress callback to interrupt a sync at a chosen point."""
+    """Raised by a callback to interrupt a sync at a chosen point."""
 
 
 def sync(repo: Path, client: storage.Client, bucket: str, **kwargs):
     return sync_repository(repo, bucket, PREFIX, client, **kwargs)
 
 
-def local_md5s(root: Path) -> dict[str, str]:
-    """Relative path -> base64 MD5, computed independently of the code under test."""
-    return {
-        p.relative_to(root).as_posix(): base64.b64encode(
-            hashlib.md5(p.read_bytes(), usedforsecurity=False).digest()
-        ).decode()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
+def md5(data: bytes) -> str:
+    return base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode()
 
 
-def bucket_objects(client: storage.Client, bucket: str, prefix: str = "") -> dict[str, storage.Blob]:
-    """Name (below prefix) -> object, for every object under prefix."""
-    return {b.name[len(prefix) :]: b for b in client.list_blobs(bucket, prefix=prefix or None)}
+def seed_strangers(client: storage.Client, bucket: str) -> None:
+    for name, content in STRANGERS.items():
+        client.bucket(bucket).blob(name).upload_from_string(content)
 
 
-def bucket_md5s(client: storage.Client, bucket: str, prefix: str = "") -> dict[str, str]:
-    return {name: b.md5_hash for name, b in bucket_objects(client, bucket, prefix).items()}
+def snapshot(client: storage.Client, bucket: str) -> dict[str, tuple[str, int]]:
+    return {b.name: (b.md5_hash, b.generation) for b in client.list_blobs(bucket)}
+
+
+def bucket_md5s(client: storage.Client, bucket: str, prefix: str = f"{PREFIX}/") -> dict[str, str]:
+    return {b.name[len(prefix) :]: b.md5_hash for b in client.list_blobs(bucket, prefix=prefix)}
 
 
 def generations(client: storage.Client, bucket: str, prefix: str = f"{PREFIX}/") -> dict[str, int]:
-    return {name: blob.generation for name, blob in bucket_objects(client, bucket, prefix).items()}
+    return {b.name[len(prefix) :]: b.generation for b in client.list_blobs(bucket, prefix=prefix)}
 
 
-def assert_matches(client: storage.Client, bucket: str, repo: Path) -> None:
-    assert bucket_md5s(client, bucket, f"{PREFIX}/") == local_md5s(repo)
+def strangers_intact(client: storage.Client, bucket: str) -> bool:
+    return all(client.bucket(bucket).blob(n).download_as_bytes() == c for n, c in STRANGERS.items())
 
 
-def assert_safe_partial_state(client: storage.Client, bucket: str, repo: Path) -> None:
-    """What Triton may see mid-sync: no object differs from its source, and a
-    model's config is there only once all of that model's other files are."""
-    source = local_md5s(repo)
-    present = bucket_md5s(client, bucket, f"{PREFIX}/")
-    for name, md5 in present.items():
-        assert source.get(name) == md5, f"{name} is half-written or stale"
-    for name in present:
-        if name.endswith("/config.pbtxt"):
-            model = name.split("/")[0] + "/"
-            assert all(n in present for n in source if n.startswith(model)), name
+def parse_config(text: str) -> mc.ModelConfig:
+    return text_format.Parse(text, mc.ModelConfig())
+
+
+@dataclass(frozen=True)
+class Build:
+    """One model as Triton would serve it from a local folder: config (policy aside) and served files."""
+
+    config: mc.ModelConfig
+    served: dict[str, str]  # "<version>/<file>" -> md5, for the version Triton loads
+    extras: dict[str, str]  # files beside config.pbtxt -> md5
+
+
+def local_builds(repo: Path) -> dict[str, Build]:
+    """Every model of a source folder; Triton's default policy serves the highest numeric version."""
+    builds = {}
+    for folder in sorted(p for p in repo.iterdir() if (p / "config.pbtxt").is_file()):
+        files = {p.relative_to(folder).as_posix(): md5(p.read_bytes()) for p in folder.rglob("*") if p.is_file()}
+        versions = [int(rel.split("/")[0]) for rel in files if rel.split("/")[0].isdigit() and "/" in rel]
+        top = max(versions)
+        served = {rel: h for rel, h in files.items() if rel.split("/")[0] == str(top) and "/" in rel}
+        extras = {rel: h for rel, h in files.items() if "/" not in rel and rel != "config.pbtxt"}
+        config = parse_config((folder / "config.pbtxt").read_text())
+        config.ClearField("version_policy")
+        builds[folder.name] = Build(config, served, extras)
+    return builds
+
+
+def bucket_builds(client: storage.Client, bucket: str) -> dict[str, tuple[list[int], Build]]:
+    """Every model with a config in the bucket: its pinned versions and what those pins select."""
+    objects = {b.name[len(PREFIX) + 1 :]: b for b in client.list_blobs(bucket, prefix=f"{PREFIX}/")}
+    result = {}
+    for name in objects:
+        model, _, rest = name.partition("/")
+        if rest != "config.pbtxt":
+            continue
+        config = parse_config(objects[name].download_as_text())
+        assert config.version_policy.WhichOneof("policy_choice") == "specific", name
+        pins = sorted(config.version_policy.specific.versions)
+        config.ClearField("version_policy")
+        under = {n[len(model) + 1 :]: b.md5_hash for n, b in objects.items() if n.startswith(f"{model}/")}
+        served = {rel: h for rel, h in under.items() if rel.split("/")[0] in {str(p) for p in pins}}
+        extras = {rel: h for rel, h in under.items() if "/" not in rel and rel != "config.pbtxt"}
+        result[model] = (pins, Build(config, served, extras))
+    return result
+
+
+def unpinned(build: Build, pins: list[int]) -> Build:
+    """The build with its version folder renamed to 'served' so builds with different pins compare."""
+    assert len(pins) == 1
+    served = {"v/" + rel.split("/", 1)[1]: h for rel, h in build.served.items()}
+    return Build(build.config, served, build.extras)
+
+
+def assert_mirrors(client: storage.Client, bucket: str, repo: Path) -> None:
+    """The models under the prefix are exactly the source's, each config pinned to its own weights."""
+    want = local_builds(repo)
+    have = bucket_builds(client, bucket)
+    assert set(have) == set(want)
+    for model, (pins, build) in have.items():
+        assert unpinned(build, pins) == unpinned(want[model], [1]), model
+    # No leftover of the sync's own beside them: only models' objects, the record and strangers.
+    names = set(bucket_md5s(client, bucket))
+    strangers = {n[len(PREFIX) + 1 :] for n in STRANGERS if n.startswith(f"{PREFIX}/")}
+    mine = {n for n in names if n != RECORD_NAME and n not in strangers}
+    expected = {
+        f"{m}/{rel}" for m, (pins, build) in have.items() for rel in ["config.pbtxt", *build.served, *build.extras]
+    }
+    assert mine == expected
 
 
 def completed_files(calls: list[tuple[str, int, int]]) -> list[str]:
@@ -89,16 +160,24 @@ def test_client_talks_only_to_the_emulator(gcs_emulator: GcsEmulator, gcs_client
     assert isinstance(gcs_client._credentials, AnonymousCredentials)
 
 
-# --- idempotence by content hash -------------------------------------------------------
+# --- first sync, idempotence -------------------------------------------------------------
 
 
-def test_first_sync_uploads_everything_and_matches_by_hash(gcs_client, bucket_name, small_repo) -> None:
+def test_first_sync_uploads_the_models_with_pinned_configs(gcs_client, bucket_name, small_repo) -> None:
     report = sync(small_repo, gcs_client, bucket_name)
 
-    assert sorted(report.uploaded) == sorted(local_md5s(small_repo))
+    assert sorted(report.uploaded) == [
+        "preprocess/1/model.py",
+        "preprocess/config.pbtxt",
+        "resnet50/1/model.onnx",
+        "resnet50/config.pbtxt",
+        "resnet50/labels.txt",
+    ]
+    # empty_model/ has no config.pbtxt: not a model, left out and said so.
+    assert report.left_out == ["empty_model/ (no config.pbtxt: not a model)"]
+    assert report.versions == {"preprocess": [1], "resnet50": [1]}  # a first sync keeps the numbers
     assert report.deleted == [] and report.unchanged == 0
-    assert report.bytes_uploaded == sum(p.stat().st_size for p in small_repo.rglob("*") if p.is_file())
-    assert_matches(gcs_client, bucket_name, small_repo)
+    assert_mirrors(gcs_client, bucket_name, small_repo)
 
 
 def test_second_sync_without_change_sends_nothing(gcs_client, bucket_name, small_repo) -> None:
@@ -108,26 +187,29 @@ def test_second_sync_without_change_sends_nothing(gcs_client, bucket_name, small
     report = sync(small_repo, gcs_client, bucket_name)
 
     assert (report.uploaded, report.deleted, report.bytes_uploaded) == ([], [], 0)
-    assert report.unchanged == len(local_md5s(small_repo))
-    assert generations(gcs_client, bucket_name) == before  # no object rewritten
+    assert report.unchanged == 5
+    assert generations(gcs_client, bucket_name) == before  # no object rewritten, the record neither
 
 
-def test_changed_file_is_the_only_one_sent(gcs_client, bucket_name, small_repo) -> None:
+def test_changed_weights_go_to_a_new_version_and_the_old_one_goes(gcs_client, bucket_name, small_repo) -> None:
     sync(small_repo, gcs_client, bucket_name)
     before = generations(gcs_client, bucket_name)
-    labels = small_repo / "resnet50" / "labels.txt"
-    labels.write_bytes(b"cow\nelk\n")  # same size and a fresh mtime: only the hash differs
+    (small_repo / "resnet50" / "1" / "model.onnx").write_bytes(b"new weights")
 
     report = sync(small_repo, gcs_client, bucket_name)
 
-    assert report.uploaded == ["resnet50/labels.txt"]
-    assert report.bytes_uploaded == labels.stat().st_size
+    # Weights first, then the config that pins them, then the old version folder.
+    assert report.uploaded == ["resnet50/2/model.onnx", "resnet50/config.pbtxt"]
+    assert report.deleted == ["resnet50/1/model.onnx"]
+    assert report.versions["resnet50"] == [2]
     after = generations(gcs_client, bucket_name)
-    assert {n for n in after if after[n] != before[n]} == {"resnet50/labels.txt"}
-    assert_matches(gcs_client, bucket_name, small_repo)
+    assert {n for n in after if after[n] != before.get(n)} == {"resnet50/2/model.onnx", "resnet50/config.pbtxt"} | {
+        RECORD_NAME
+    }
+    assert_mirrors(gcs_client, bucket_name, small_repo)
 
 
-def test_removed_files_delete_only_their_objects(gcs_client, bucket_name, small_repo) -> None:
+def test_removed_files_and_models_delete_only_their_objects(gcs_client, bucket_name, small_repo) -> None:
     sync(small_repo, gcs_client, bucket_name)
     (small_repo / "resnet50" / "labels.txt").unlink()
     shutil.rmtree(small_repo / "preprocess")
@@ -135,35 +217,167 @@ def test_removed_files_delete_only_their_objects(gcs_client, bucket_name, small_
     report = sync(small_repo, gcs_client, bucket_name)
 
     # A removed model loses its config first, so Triton never sees it half-deleted.
-    assert report.deleted == ["preprocess/config.pbtxt", "preprocess/1/model.py", "resnet50/labels.txt"]
-    assert report.uploaded == []
-    assert_matches(gcs_client, bucket_name, small_repo)
-
-
-def test_objects_outside_the_prefix_are_untouched(gcs_client, bucket_name, small_repo) -> None:
-    bucket = gcs_client.bucket(bucket_name)
-    # "models-old/" shares the prefix's first letters; "models.txt" sits beside it.
-    outside = {"other/config.pbtxt": b"x", "models-old/m/1/model.onnx": b"y", "models.txt": b"z"}
-    for name, content in outside.items():
-        bucket.blob(name).upload_from_string(content)
-    before = {name: bucket.get_blob(name).generation for name in outside}
-
-    sync(small_repo, gcs_client, bucket_name)
-    (small_repo / "resnet50" / "labels.txt").unlink()
-    sync(small_repo, gcs_client, bucket_name)
-
-    for name, content in outside.items():
-        blob = bucket.get_blob(name)
-        assert blob is not None and blob.generation == before[name]
-        assert blob.download_as_bytes() == content
-    assert_matches(gcs_client, bucket_name, small_repo)
+    assert report.deleted[:2] == ["preprocess/config.pbtxt", "preprocess/1/model.py"]
+    assert set(report.deleted) == {
+        "preprocess/config.pbtxt",
+        "preprocess/1/model.py",
+        "resnet50/1/model.onnx",
+        "resnet50/labels.txt",
+    }
+    assert_mirrors(gcs_client, bucket_name, small_repo)
 
 
 def test_dry_run_reports_without_changing_the_bucket(gcs_client, bucket_name, small_repo) -> None:
     report = sync(small_repo, gcs_client, bucket_name, dry_run=True)
 
-    assert sorted(report.uploaded) == sorted(local_md5s(small_repo))
-    assert bucket_md5s(gcs_client, bucket_name) == {}
+    assert len(report.uploaded) == 5
+    assert bucket_md5s(gcs_client, bucket_name, "") == {}
+
+
+# --- ownership --------------------------------------------------------------------------
+
+
+def test_strangers_inside_and_outside_the_prefix_stay(gcs_client, bucket_name, small_repo) -> None:
+    seed_strangers(gcs_client, bucket_name)
+    inside = gcs_client.bucket(bucket_name).blob(f"{PREFIX}/resnet50/notes.txt")
+    inside.upload_from_string(b"someone's notes in a model folder")
+
+    first = sync(small_repo, gcs_client, bucket_name)
+    (small_repo / "resnet50" / "1" / "model.onnx").write_bytes(b"v2")
+    sync(small_repo, gcs_client, bucket_name)
+    shutil.rmtree(small_repo / "preprocess")
+    last = sync(small_repo, gcs_client, bucket_name)
+
+    assert strangers_intact(gcs_client, bucket_name)
+    assert inside.download_as_bytes() == b"someone's notes in a model folder"
+    assert first.strangers == last.strangers == ["notes.txt", "other-team/model.bin", "resnet50/notes.txt"]
+    assert "preprocess/config.pbtxt" not in bucket_md5s(gcs_client, bucket_name)
+
+
+def test_a_stranger_where_the_sync_must_write_stops_it_before_any_change(gcs_client, bucket_name, small_repo) -> None:
+    # E.g. a config.pbtxt uploaded by hand or by an older tool: overwriting it would lose it.
+    gcs_client.bucket(bucket_name).blob(f"{PREFIX}/resnet50/config.pbtxt").upload_from_string(b'name: "theirs"\n')
+    before = snapshot(gcs_client, bucket_name)
+
+    with pytest.raises(SyncError) as caught:
+        sync(small_repo, gcs_client, bucket_name)
+
+    assert f"gs://{bucket_name}/{PREFIX}/resnet50/config.pbtxt" in one_line_error(caught)
+    assert "not written by this sync" in str(caught.value)
+    assert snapshot(gcs_client, bucket_name) == before
+
+
+@pytest.mark.parametrize("destination", ["", "/", "//"])
+def test_a_destination_without_prefix_is_refused(gcs_client, bucket_name, small_repo, destination) -> None:
+    seed_strangers(gcs_client, bucket_name)
+    before = snapshot(gcs_client, bucket_name)
+
+    with pytest.raises(SyncError) as caught:
+        sync_repository(small_repo, bucket_name, destination, gcs_client)
+
+    assert "prefix" in one_line_error(caught)
+    assert snapshot(gcs_client, bucket_name) == before
+
+
+def test_removing_more_models_than_kept_needs_the_flag(gcs_client, bucket_name, small_repo, tmp_path) -> None:
+    for copy in ("resnet50_b", "resnet50_c"):
+        shutil.copytree(small_repo / "resnet50", small_repo / copy)
+    sync(small_repo, gcs_client, bucket_name)
+    one = tmp_path / "one"
+    shutil.copytree(small_repo / "preprocess", one / "preprocess")
+    before = snapshot(gcs_client, bucket_name)
+
+    with pytest.raises(SyncError) as caught:
+        sync(one, gcs_client, bucket_name)
+    assert "remove 3 models (resnet50, resnet50_b, resnet50_c) and keep 1" in one_line_error(caught)
+    assert "--allow-mass-delete" in str(caught.value)
+    assert snapshot(gcs_client, bucket_name) == before
+
+    report = sync(one, gcs_client, bucket_name, allow_mass_delete=True)
+    assert len(report.deleted) == 9
+    assert_mirrors(gcs_client, bucket_name, one)
+
+
+# --- the source is checked whole, first -----------------------------------------------
+
+
+def test_a_source_without_a_model_is_refused(gcs_client, bucket_name, small_repo, tmp_path) -> None:
+    sync(small_repo, gcs_client, bucket_name)
+    before = snapshot(gcs_client, bucket_name)
+    junk = tmp_path / "junk"
+    (junk / "original" / "1").mkdir(parents=True)
+    (junk / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
+
+    with pytest.raises(SyncError) as caught:
+        sync(junk, gcs_client, bucket_name)
+
+    assert "holds no model" in one_line_error(caught) and str(junk) in str(caught.value)
+    assert snapshot(gcs_client, bucket_name) == before
+
+
+def test_a_linked_model_folder_is_synced_like_a_copy(gcs_client, bucket_name, small_repo, tmp_path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(small_repo / "resnet50", elsewhere)
+    (small_repo / "resnet50").symlink_to(elsewhere, target_is_directory=True)
+
+    sync(small_repo, gcs_client, bucket_name)
+    again = sync(small_repo, gcs_client, bucket_name)
+
+    assert again.deleted == [] and again.uploaded == []
+    assert_mirrors(gcs_client, bucket_name, small_repo)
+
+
+@pytest.mark.parametrize(
+    "bad_name",
+    [b"bad\xffname.bin", b"line\nbreak.bin", b"tab\there.txt", b"bell\x07.txt"],
+    ids=["not-utf8", "newline", "tab", "control"],
+)
+def test_a_bad_file_name_stops_the_sync_before_any_upload(gcs_client, bucket_name, small_repo, bad_name) -> None:
+    sync(small_repo, gcs_client, bucket_name)
+    (small_repo / "resnet50" / "1" / "model.onnx").write_bytes(b"changed: would be sent")
+    # Sorted after everything else in preprocess/, so a sync that checked lazily would have sent files first.
+    folder = os.fsencode(small_repo / "preprocess" / "1")
+    with open(os.path.join(folder, b"zz" + bad_name), "wb") as stream:
+        stream.write(b"x")
+    before = snapshot(gcs_client, bucket_name)
+
+    with pytest.raises(SyncError) as caught:
+        sync(small_repo, gcs_client, bucket_name)
+
+    assert "file name" in one_line_error(caught) and "preprocess" in str(caught.value)
+    assert snapshot(gcs_client, bucket_name) == before
+
+
+def test_a_link_loop_is_refused(gcs_client, bucket_name, small_repo) -> None:
+    (small_repo / "resnet50" / "1" / "loop").symlink_to(small_repo / "resnet50", target_is_directory=True)
+
+    with pytest.raises(SyncError) as caught:
+        sync(small_repo, gcs_client, bucket_name)
+
+    assert "link loop" in one_line_error(caught)
+    assert bucket_md5s(gcs_client, bucket_name, "") == {}
+
+
+def test_a_broken_config_is_named_before_anything_is_sent(gcs_client, bucket_name, small_repo) -> None:
+    (small_repo / "resnet50" / "config.pbtxt").write_text("name: resnet50 max_batch_size: [")
+
+    with pytest.raises(SyncError) as caught:
+        sync(small_repo, gcs_client, bucket_name)
+
+    assert str(small_repo / "resnet50" / "config.pbtxt") in one_line_error(caught)
+    assert bucket_md5s(gcs_client, bucket_name, "") == {}
+
+
+def test_unreadable_file_is_named_before_anything_is_sent(gcs_client, bucket_name, small_repo) -> None:
+    # A dangling link (a weights file moved away); chmod 000 would not stop root here.
+    broken = small_repo / "resnet50" / "1" / "weights.bin"
+    broken.symlink_to(small_repo / "moved-away.bin")
+
+    with pytest.raises(SyncError) as caught:
+        sync(small_repo, gcs_client, bucket_name)
+
+    assert str(broken) in one_line_error(caught)
+    assert bucket_md5s(gcs_client, bucket_name, "") == {}
 
 
 # --- ordering ---------------------------------------------------------------------------
@@ -201,30 +415,98 @@ def test_large_file_streams_in_chunks_with_progress(gcs_client, bucket_name, big
     assert {t for _, t in big} == {total}
     # Only a few chunks were ever in memory, never the 30 MB file.
     assert peak < total / 3, f"peak {peak} bytes"
-    assert_matches(gcs_client, bucket_name, big_repo)
+    assert_mirrors(gcs_client, bucket_name, big_repo)
 
 
 # --- interruption -------------------------------------------------------------------------
 
 
-def test_sync_interrupted_after_some_files_completes_on_rerun(gcs_client, bucket_name, small_repo) -> None:
-    done: list[str] = []
+def write_model(root: Path, name: str, config: str, weights: bytes, labels: bytes | None = None) -> None:
+    (root / name / "1").mkdir(parents=True, exist_ok=True)
+    (root / name / "config.pbtxt").write_text(f'name: "{name}"\n{config}')
+    (root / name / "1" / "model.onnx").write_bytes(weights)
+    if labels is not None:
+        (root / name / "labels.txt").write_bytes(labels)
 
-    def stop_after_two(name: str, sent: int, total: int) -> None:
-        if sent == total:
-            done.append(name)
-            if len(done) == 2:
+
+def build_a(root: Path) -> Path:
+    write_model(root, "alpha", "max_batch_size: 4\n", b"alpha weights A")
+    write_model(root, "beta", "max_batch_size: 8\n", b"beta weights A")
+    write_model(root, "gamma", "max_batch_size: 2\n", b"gamma weights A")
+    write_model(root, "delta", "max_batch_size: 1\n", b"delta weights, never changed")
+    return root
+
+
+def build_b(root: Path) -> Path:
+    """Build A updated: alpha's config and weights change, beta's weights only, gamma goes, epsilon comes."""
+    shutil.rmtree(root, ignore_errors=True)
+    write_model(root, "alpha", "max_batch_size: 16\n", b"alpha weights B, longer")
+    write_model(root, "beta", "max_batch_size: 8\n", b"beta weights B")
+    write_model(root, "delta", "max_batch_size: 1\n", b"delta weights, never changed")
+    write_model(root, "epsilon", "max_batch_size: 8\n", b"epsilon weights B")
+    return root
+
+
+def assert_every_config_pairs_with_its_own_build(
+    client: storage.Client, bucket: str, builds: list[dict[str, Build]]
+) -> None:
+    """What Triton may see at any moment: each config present selects complete weights of the same build."""
+    for model, (pins, build) in bucket_builds(client, bucket).items():
+        seen = unpinned(build, pins)
+        candidates = [unpinned(b[model], [1]) for b in builds if model in b]
+        assert any(seen.config == c.config and seen.served == c.served for c in candidates), (model, pins)
+
+
+def test_an_update_interrupted_at_every_step_never_mismatches_and_completes(gcs_client, bucket_name, tmp_path) -> None:
+    step = 0
+    while True:
+        bucket = f"{bucket_name}-{step}"
+        gcs_client.create_bucket(bucket)
+        seed_strangers(gcs_client, bucket)
+        repo = build_a(tmp_path / f"repo{step}")
+        sync(repo, gcs_client, bucket)
+        builds = [local_builds(repo), local_builds(build_b(repo))]
+        seen: list[str] = []
+
+        def stop_at(action: str, name: str, *, at: int = step, seen: list[str] = seen) -> None:
+            seen.append(f"{action} {name}")
+            if len(seen) > at:
                 raise StopSync
 
+        try:
+            sync(repo, gcs_client, bucket, step=stop_at)
+        except StopSync:
+            assert_every_config_pairs_with_its_own_build(gcs_client, bucket, builds)
+            assert strangers_intact(gcs_client, bucket)
+            sync(repo, gcs_client, bucket)  # the re-run completes
+            assert_mirrors(gcs_client, bucket, repo)
+            assert strangers_intact(gcs_client, bucket)
+            step += 1
+            continue
+        assert_mirrors(gcs_client, bucket, repo)
+        break
+    # Record, 3 weights, 3 configs, record, 4 deletions (gamma's 2, alpha's and beta's old weights), record.
+    assert step == 13, seen
+
+
+def test_sync_interrupted_after_some_files_resumes_on_rerun(gcs_client, bucket_name, small_repo) -> None:
+    sync(small_repo, gcs_client, bucket_name)
+    (small_repo / "resnet50" / "1" / "model.onnx").write_bytes(b"v2 weights")
+    (small_repo / "resnet50" / "labels.txt").write_bytes(b"cow\nelk\n")
+
+    def stop_after_first_upload(name: str, sent: int, total: int) -> None:
+        if sent == total:
+            raise StopSync
+
     with pytest.raises(StopSync):
-        sync(small_repo, gcs_client, bucket_name, progress=stop_after_two)
-    assert_safe_partial_state(gcs_client, bucket_name, small_repo)
-    assert len(bucket_md5s(gcs_client, bucket_name)) == 2
+        sync(small_repo, gcs_client, bucket_name, progress=stop_after_first_upload)
+    assert "resnet50/2/model.onnx" in bucket_md5s(gcs_client, bucket_name)
 
     report = sync(small_repo, gcs_client, bucket_name)
 
-    assert sorted(report.uploaded) == sorted(set(local_md5s(small_repo)) - set(done))
-    assert_matches(gcs_client, bucket_name, small_repo)
+    # The new version folder of the interrupted run is reused: what arrived is not sent again.
+    assert report.uploaded == ["resnet50/labels.txt", "resnet50/config.pbtxt"]
+    assert_mirrors(gcs_client, bucket_name, small_repo)
 
 
 def test_sync_interrupted_inside_a_large_file_leaves_no_partial_object(gcs_client, bucket_name, big_repo) -> None:
@@ -234,13 +516,12 @@ def test_sync_interrupted_inside_a_large_file_leaves_no_partial_object(gcs_clien
 
     with pytest.raises(StopSync):
         sync(big_repo, gcs_client, bucket_name, progress=stop_mid_file)
-    present = bucket_md5s(gcs_client, bucket_name, f"{PREFIX}/")
+    present = bucket_md5s(gcs_client, bucket_name)
     assert "resnet50_big/1/model.onnx" not in present
-    assert "resnet50_big/config.pbtxt" not in present
-    assert_safe_partial_state(gcs_client, bucket_name, big_repo)
+    assert not [n for n in present if n.endswith("config.pbtxt")]
 
     sync(big_repo, gcs_client, bucket_name)
-    assert_matches(gcs_client, bucket_name, big_repo)
+    assert_mirrors(gcs_client, bucket_name, big_repo)
 
 
 def run_cli(*args: str, endpoint: str) -> subprocess.Popen[str]:
@@ -265,17 +546,18 @@ def test_cli_killed_mid_upload_then_rerun_ends_identical(gcs_emulator, gcs_clien
             break
     cli.communicate(timeout=30)
     assert cli.returncode == -signal.SIGKILL
-    assert_safe_partial_state(gcs_client, bucket_name, big_repo)
+    assert not [n for n in bucket_md5s(gcs_client, bucket_name) if n.startswith("resnet50_big/")]
 
     rerun = run_cli(str(big_repo), url, endpoint=gcs_emulator.endpoint)
     out, err = rerun.communicate(timeout=60)
 
     assert rerun.returncode == 0, err
-    summary = out.strip().splitlines()[-1]
-    assert summary.startswith(f"synced {big_repo} -> {url}: uploaded ") and "unchanged" in summary
-    assert_matches(gcs_client, bucket_name, big_repo)
+    lines = out.strip().splitlines()
+    assert "left out of the sync (not models): empty_model/ (no config.pbtxt: not a model)" in lines
+    assert lines[-1].startswith(f"synced {big_repo} -> {url}: uploaded ") and "unchanged" in lines[-1]
+    assert_mirrors(gcs_client, bucket_name, big_repo)
     third, _ = run_cli(str(big_repo), url, endpoint=gcs_emulator.endpoint).communicate(timeout=60)
-    assert f"uploaded 0 files (0 B), deleted 0, unchanged {len(local_md5s(big_repo))}" in third
+    assert "uploaded 0 files (0 B), deleted 0, unchanged 7" in third
 
 
 def test_file_edited_during_sync_is_refused_not_uploaded(gcs_client, bucket_name, small_repo) -> None:
@@ -288,11 +570,11 @@ def test_file_edited_during_sync_is_refused_not_uploaded(gcs_client, bucket_name
     with pytest.raises(SyncError, match=r"labels\.txt") as caught:
         sync(small_repo, gcs_client, bucket_name, progress=edit_victim_once)
     assert "\n" not in str(caught.value)
-    assert "resnet50/labels.txt" not in bucket_md5s(gcs_client, bucket_name, f"{PREFIX}/")
-    assert "resnet50/config.pbtxt" not in bucket_md5s(gcs_client, bucket_name, f"{PREFIX}/")
+    assert "resnet50/labels.txt" not in bucket_md5s(gcs_client, bucket_name)
+    assert "resnet50/config.pbtxt" not in bucket_md5s(gcs_client, bucket_name)
 
     sync(small_repo, gcs_client, bucket_name)
-    assert_matches(gcs_client, bucket_name, small_repo)
+    assert_mirrors(gcs_client, bucket_name, small_repo)
 
 
 # --- bad input --------------------------------------------------------------------------------
@@ -316,30 +598,6 @@ def test_missing_local_dir_is_named(gcs_client, bucket_name, tmp_path) -> None:
     assert str(tmp_path / "nowhere") in one_line_error(caught)
 
 
-def test_empty_local_dir_is_refused_and_deletes_nothing(gcs_client, bucket_name, small_repo, tmp_path) -> None:
-    sync(small_repo, gcs_client, bucket_name)
-    empty = tmp_path / "empty"
-    (empty / "resnet50").mkdir(parents=True)
-
-    with pytest.raises(SyncError) as caught:
-        sync(empty, gcs_client, bucket_name)
-
-    assert "is empty" in one_line_error(caught) and str(empty) in str(caught.value)
-    assert_matches(gcs_client, bucket_name, small_repo)
-
-
-def test_unreadable_file_is_named_before_anything_is_sent(gcs_client, bucket_name, small_repo) -> None:
-    # A dangling link (a weights file moved away); chmod 000 would not stop root here.
-    broken = small_repo / "resnet50" / "1" / "weights.bin"
-    broken.symlink_to(small_repo / "moved-away.bin")
-
-    with pytest.raises(SyncError) as caught:
-        sync(small_repo, gcs_client, bucket_name)
-
-    assert str(broken) in one_line_error(caught)
-    assert bucket_md5s(gcs_client, bucket_name) == {}
-
-
 @pytest.mark.parametrize(
     ("args", "named"),
     [
@@ -347,10 +605,15 @@ def test_unreadable_file_is_named_before_anything_is_sent(gcs_client, bucket_nam
         (["{repo}/missing", "gs://{bucket}/models"], "{repo}/missing"),
         (["{repo}", "s3://{bucket}/models"], "gs://BUCKET/PREFIX"),
         (["{repo}"], "destination"),
+        (["{repo}", "gs://{bucket}"], "needs a prefix"),
+        (["{repo}", "gs://{bucket}/"], "needs a prefix"),
+        (["{repo}", "gs://{bucket}/a/../b"], "'..'"),
     ],
-    ids=["missing-bucket", "missing-dir", "not-a-gs-url", "missing-argument"],
+    ids=["missing-bucket", "missing-dir", "not-a-gs-url", "missing-argument", "no-prefix", "slash-only", "dotdot"],
 )
-def test_cli_bad_input_exits_2_with_one_line(gcs_emulator, bucket_name, small_repo, args, named) -> None:
+def test_cli_bad_input_exits_2_with_one_line(gcs_emulator, gcs_client, bucket_name, small_repo, args, named) -> None:
+    seed_strangers(gcs_client, bucket_name)
+    before = snapshot(gcs_client, bucket_name)
     fill = {"repo": small_repo, "bucket": bucket_name}
     cli = run_cli(*(a.format(**fill) for a in args), endpoint=gcs_emulator.endpoint)
     out, err = cli.communicate(timeout=60)
@@ -358,3 +621,18 @@ def test_cli_bad_input_exits_2_with_one_line(gcs_emulator, bucket_name, small_re
     assert cli.returncode == 2
     assert err.count("\n") == 1 and "Traceback" not in err
     assert named.format(**fill) in err
+    assert snapshot(gcs_client, bucket_name) == before
+
+
+def test_cli_mass_delete_is_refused_with_one_line(gcs_emulator, gcs_client, bucket_name, small_repo, tmp_path) -> None:
+    sync(small_repo, gcs_client, bucket_name)
+    one = tmp_path / "one"
+    write_model(one, "other", "max_batch_size: 1\n", b"w")
+    before = snapshot(gcs_client, bucket_name)
+
+    cli = run_cli(str(one), f"gs://{bucket_name}/{PREFIX}", endpoint=gcs_emulator.endpoint)
+    _, err = cli.communicate(timeout=60)
+
+    assert cli.returncode == 2 and err.count("\n") == 1
+    assert "--allow-mass-delete" in err
+    assert snapshot(gcs_client, bucket_name) == before

@@ -1,0 +1,266 @@
+"""The local side of model_repo.sync: the whole source is checked and hashed before anything is sent.
+
+A source folder is a Triton model repository. Each top-level folder that holds a config.pbtxt is a
+model and must also hold at least one version folder with a file in it; Triton reads only numeric
+version folders whose names do not start with "0" ("Model Versions" in
+https://github.com/triton-inference-server/server/blob/main/docs/user_guide/model_repository.md).
+Top-level files and folders without a config.pbtxt are not models: they are left out and listed in
+Source.left_out. A source without any model is refused, so it can never empty the bucket.
+
+Names must be valid UTF-8 without control characters: GCS object names are UTF-8 and may not hold
+CR or LF, and control characters break XML listings (https://cloud.google.com/storage/docs/naming-objects).
+Symbolic links are followed on purpose (a model linked into the repository is synced like a copy);
+a dangling link, a link loop, a FIFO or an unreadable file is refused, naming the path.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import stat
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import google_crc32c
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
+CONFIG_NAME = "config.pbtxt"
+# Bytecode the Python backend leaves beside model.py is machine-specific; Finder litter is nobody's.
+IGNORED_DIRS = frozenset({"__pycache__"})
+IGNORED_FILES = frozenset({".DS_Store"})
+_HASH_BLOCK = 1024 * 1024
+
+
+class SyncError(ValueError):
+    """A sync that cannot proceed; the message is one line naming the bucket or file."""
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    relative: str  # POSIX path below the repository root
+    path: Path
+    size: int
+    md5: str  # base64, as GCS reports md5Hash
+    crc32c: str  # base64 big-endian, as GCS reports crc32c
+    data: bytes | None = None  # content made by the sync (a pinned config); None: read `path`
+
+
+@dataclass(frozen=True)
+class SourceModel:
+    name: str
+    config_path: Path
+    config: mc.ModelConfig
+    served: tuple[int, ...]  # the version folders the local config's policy makes Triton load
+    files: dict[str, Path]  # every file but config.pbtxt, keyed by its POSIX path below the model folder
+
+
+@dataclass
+class Source:
+    root: Path
+    models: dict[str, SourceModel] = field(default_factory=dict)
+    left_out: list[str] = field(default_factory=list)  # "name (why)" for top-level entries that are not models
+
+    def paths(self) -> list[Path]:
+        """Every file the models consist of, configs included, in a stable order."""
+        return [p for m in self.models.values() for p in [m.config_path, *m.files.values()]]
+
+
+def show(path: Path | str) -> str:
+    """A path for a one-line message: control characters and undecodable bytes escaped."""
+    text = str(path)
+    if _bad_characters(text) or not _is_utf8(text):
+        return ascii(text)
+    return text
+
+
+def _is_utf8(name: str) -> bool:
+    # os.scandir hands out undecodable bytes as lone surrogates (PEP 383); they do not encode.
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _bad_characters(name: str) -> bool:
+    return any(unicodedata.category(c) == "Cc" for c in name)
+
+
+def check_name(name: str, path: Path) -> None:
+    if not _is_utf8(name):
+        raise SyncError(f"{show(path)}: file name is not valid UTF-8 (GCS object names are UTF-8)")
+    if _bad_characters(name):
+        raise SyncError(f"{show(path)}: file name holds a control character (line break, tab, ...)")
+
+
+def file_hashes(path: Path) -> tuple[str, str, int]:
+    """(md5, crc32c, size) of a file, hashes in base64 like GCS metadata; read in 1 MiB blocks."""
+    md5 = hashlib.md5(usedforsecurity=False)
+    crc = google_crc32c.Checksum()
+    size = 0
+    try:
+        with path.open("rb") as stream:
+            while block := stream.read(_HASH_BLOCK):
+                md5.update(block)
+                crc.update(block)
+                size += len(block)
+    except OSError as err:
+        raise SyncError(f"cannot read {show(path)}: {err.strerror or err}") from err
+    return _b64(md5.digest()), _b64(crc.digest()), size
+
+
+def bytes_file(relative: str, path: Path, data: bytes) -> LocalFile:
+    """A LocalFile whose content is made here rather than read from `path`."""
+    crc = google_crc32c.Checksum()
+    crc.update(data)
+    md5 = _b64(hashlib.md5(data, usedforsecurity=False).digest())
+    return LocalFile(relative, path, len(data), md5, _b64(crc.digest()), data)
+
+
+def _b64(digest: bytes) -> str:
+    return base64.b64encode(digest).decode("ascii")
+
+
+def _scandir(folder: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(entries, key=lambda e: e.name)
+    except OSError as err:
+        raise SyncError(f"cannot read {show(folder)}: {err.strerror or err}") from err
+
+
+def _stat(entry: os.DirEntry[str]) -> os.stat_result:
+    try:
+        return os.stat(entry.path)  # follows links: a linked model is synced like a copy
+    except OSError as err:
+        why = "broken link" if entry.is_symlink() else (err.strerror or str(err))
+        raise SyncError(f"cannot read {show(entry.path)}: {why}") from err
+
+
+def walk_files(folder: Path, ancestors: frozenset[tuple[int, int]] = frozenset()) -> Iterator[Path]:
+    """Every regular file below folder, sorted, links followed; anything unusable is refused."""
+    if not ancestors:
+        here = os.stat(folder)
+        ancestors = frozenset({(here.st_dev, here.st_ino)})
+    for entry in _scandir(folder):
+        path = Path(entry.path)
+        check_name(entry.name, path)
+        info = _stat(entry)
+        if stat.S_ISDIR(info.st_mode):
+            if entry.name in IGNORED_DIRS:
+                continue
+            key = (info.st_dev, info.st_ino)
+            if key in ancestors:
+                raise SyncError(f"cannot read {show(path)}: a link loop (it leads back to a folder above it)")
+            yield from walk_files(path, ancestors | {key})
+        elif stat.S_ISREG(info.st_mode):
+            if entry.name not in IGNORED_FILES:
+                yield path
+        else:
+            raise SyncError(f"cannot read {show(path)}: not a regular file")
+
+
+def version_number(folder: str) -> int | None:
+    """The version a folder name stands for, or None where Triton ignores the folder."""
+    if folder.isascii() and folder.isdigit() and not folder.startswith("0"):
+        return int(folder)
+    return None
+
+
+def _parse_config(path: Path) -> mc.ModelConfig:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise SyncError(f"cannot read {show(path)}: {getattr(err, 'strerror', None) or err}") from err
+    config = mc.ModelConfig()
+    try:
+        text_format.Parse(text, config)
+    except text_format.ParseError as err:
+        message = " ".join(str(err).split())
+        raise SyncError(f"{show(path)}: not a valid Triton model configuration: {message}") from err
+    return config
+
+
+def served_versions(config: mc.ModelConfig, versions: set[int], config_path: Path) -> tuple[int, ...]:
+    """The versions Triton would load under the config's own policy.
+
+    Default and `latest`: the n numerically greatest; `all`: every one; `specific`: those listed
+    ("Version Policy" in
+    https://github.com/triton-inference-server/server/blob/main/docs/user_guide/model_configuration.md).
+    """
+    policy = config.version_policy
+    choice = policy.WhichOneof("policy_choice")
+    ordered = sorted(versions)
+    if choice == "all":
+        return tuple(ordered)
+    if choice == "specific":
+        listed = sorted(set(policy.specific.versions))
+        missing = [v for v in listed if v not in versions]
+        if not listed or missing:
+            raise SyncError(
+                f"{show(config_path)}: version_policy lists versions {missing or '[]'}, "
+                "but only folders holding a file are versions"
+            )
+        return tuple(listed)
+    count = policy.latest.num_versions if choice == "latest" else 1
+    if count < 1:
+        raise SyncError(f"{show(config_path)}: version_policy latest needs num_versions of at least 1")
+    return tuple(ordered[-count:])
+
+
+def _model(name: str, folder: Path, files: list[Path]) -> SourceModel:
+    relative = {path.relative_to(folder).as_posix(): path for path in files}
+    config_path = folder / CONFIG_NAME
+    versions = {v for rel in relative if "/" in rel and (v := version_number(rel.split("/", 1)[0])) is not None}
+    if not versions:
+        raise SyncError(f"{show(folder)}: has a {CONFIG_NAME} but no version folder (1/, 2/, ...) holding a file")
+    config = _parse_config(config_path)
+    served = served_versions(config, versions, config_path)
+    return SourceModel(name, config_path, config, served, {r: p for r, p in relative.items() if r != CONFIG_NAME})
+
+
+def hash_local(local_dir: Path, paths: list[Path]) -> dict[str, LocalFile]:
+    """Hash files (every byte, before anything is sent), keyed by their POSIX path below local_dir."""
+    result = {}
+    for path in paths:
+        md5, crc, size = file_hashes(path)
+        relative = path.relative_to(local_dir).as_posix()
+        result[relative] = LocalFile(relative, path, size, md5, crc)
+    return result
+
+
+def scan_source(local_dir: Path) -> Source:
+    """Check every name and file of the source and hash the models' files; send nothing."""
+    local_dir = Path(local_dir)
+    if not local_dir.is_dir():
+        raise SyncError(f"local model repository not found: {show(local_dir)}")
+    source = Source(local_dir)
+    for entry in _scandir(local_dir):
+        path = Path(entry.path)
+        check_name(entry.name, path)
+        info = _stat(entry)
+        if not stat.S_ISDIR(info.st_mode):
+            if not stat.S_ISREG(info.st_mode):
+                raise SyncError(f"cannot read {show(path)}: not a regular file")
+            if entry.name not in IGNORED_FILES:
+                source.left_out.append(f"{entry.name} (a file, not a model folder)")
+            continue
+        if entry.name in IGNORED_DIRS:
+            continue
+        files = list(walk_files(path))
+        if (path / CONFIG_NAME) not in files:
+            why = "empty" if not files else f"no {CONFIG_NAME}"
+            source.left_out.append(f"{entry.name}/ ({why}: not a model)")
+            continue
+        source.models[entry.name] = _model(entry.name, path, files)
+    if not source.models:
+        # Syncing a source without models would remove every model under the prefix.
+        raise SyncError(
+            f"local model repository holds no model: {show(local_dir)} "
+            f"(a model is a folder with {CONFIG_NAME} and a version folder such as 1/ holding a file)"
+        )
+    return source
