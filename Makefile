@@ -4,6 +4,20 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STACK ?= dev
 ARGS ?=
+# STACK and ARGS reach the programs through the environment, exactly as typed: $(value) keeps make from expanding
+# a '$' in them, and no recipe puts them on a shell command line, where the shell would eat their quotes and expand
+# globs. Variables set on make's command line are exported to recipes; `export` makes that explicit for ones set
+# in the environment too (GNU make manual, "Communicating Variables to a Sub-make":
+# https://www.gnu.org/software/make/manual/html_node/Variables_002fRecursion.html; $(value):
+# https://www.gnu.org/software/make/manual/html_node/Value-Function.html).
+# offline/make_args.py splits ARGS (spaces separate words, 'single quotes' group, double quotes are literal, so
+# JSON needs no escaping) and runs the program; every target below that takes ARGS uses it, with the same rules.
+override STACK := $(value STACK)
+override ARGS := $(value ARGS)
+export STACK ARGS
+RUN := @$(PY) -m offline.make_args
+# Run directly, model-repo gets all of ARGS; as a prerequisite of plan, sandbox or bench only their --set words.
+MODEL_REPO_MODE := $(if $(filter model-repo,$(MAKECMDGOALS)),,--prerequisite)
 
 .PHONY: setup system-packages plan sandbox bench test lint model-repo dashboards clean
 
@@ -14,30 +28,31 @@ system-packages:
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v ip >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus iproute2 >/dev/null; \
-	  else echo "error: install Debian's prometheus and iproute2 packages: sudo apt-get install prometheus iproute2"; exit 1; fi; }
+	  else echo "error: install Debian's prometheus and iproute2 packages: sudo apt-get install prometheus iproute2" >&2; exit 1; fi; }
 
 $(VENV)/.installed: requirements.txt requirements-nodeps.txt constraints.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip==25.3
-	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt
-	$(PY) -m pip install --quiet --no-deps -r requirements-nodeps.txt
-	touch $@
+	@echo "setup: $(VENV) with the pinned dependencies (first use, or a requirements file changed)" >&2
+	@{ test -x $(PY) || $(PYTHON) -m venv $(VENV); } >&2
+	@$(PY) -m pip install --quiet --upgrade pip==25.3 >&2
+	@$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt >&2
+	@$(PY) -m pip install --quiet --no-deps -r requirements-nodeps.txt >&2
+	@touch $@
 
-## The model repository STACK serves (build/model_repository) and its CPU twins (build/model_repository_cpu)
+## The model repository STACK serves (build/model_repository) and its CPU twins (build/model_repository_cpu). ARGS: --set KEY=VALUE
 model-repo: setup
-	$(PY) -m offline.build_models --stack $(STACK)
+	$(RUN) --stack $(MODEL_REPO_MODE) offline.build_models
 
 ## The offline plan of STACK (default dev): what `pulumi up -s STACK` would create. ARGS: --json, --set KEY=VALUE, --out DIR
 plan: model-repo
-	$(PY) -m offline.plan --stack $(STACK) $(ARGS)
+	$(RUN) --stack offline.plan
 
 ## The local sandbox of STACK: models on a GCS emulator, a real Triton, Prometheus and Locust, then a report
 sandbox: model-repo system-packages
-	$(PY) -m sandbox.run --stack $(STACK) $(ARGS)
+	$(RUN) --stack sandbox.run
 
 ## The measure-and-tune benchmark of every variant (CSV, Markdown, PNG under bench/results/)
 bench: model-repo system-packages
-	$(PY) -m bench --stack $(STACK) $(ARGS)
+	$(RUN) --stack bench
 
 ## Regenerate dashboards/*.json from monitoring/dashboards.py
 dashboards: setup
@@ -45,7 +60,7 @@ dashboards: setup
 
 test: setup system-packages
 	$(PY) -m ruff check .
-	$(PY) -m pytest $(ARGS)
+	$(RUN) pytest
 
 lint: setup
 	$(PY) -m ruff check .

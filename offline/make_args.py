@@ -1,0 +1,135 @@
+"""The ARGS of the make targets: `make plan ARGS='--set regions=["europe-west4"]'`.
+
+    python -m offline.make_args [--stack] [--prerequisite] MODULE
+
+The Makefile exports ARGS and STACK unexpanded (`$(value ...)`), so they reach this program exactly as typed
+after the shell removed the outer quotes; it never lets a shell see them again. This program splits ARGS
+into words and replaces itself (exec, same process: Ctrl-C reaches the program directly) with
+`python -m MODULE [--stack STACK] WORDS...`.
+
+How ARGS is split (one rule for every target): at spaces, tabs and newlines; text in single quotes is one
+word and kept literally; a backslash outside single quotes keeps the next character. Double quotes are ordinary
+characters, so JSON needs no escaping: ARGS='--set regions=["europe-west4"]' gives the two words `--set` and
+`regions=["europe-west4"]`, and ARGS="--set 'regions=[\"a\", \"b\"]'" a value with a space.
+
+--prerequisite: MODULE builds something the make goal needs (the model repository before a plan, a sandbox or a
+benchmark). It gets only the words of ARGS that choose settings (`--set KEY=VALUE`, `--config-file FILE`), so it
+builds from the same settings the goal uses, and its output goes to stderr, so stdout stays the goal's
+(`make plan ARGS=--json > plan.json` is pure JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from collections.abc import Iterable, Sequence
+
+EXIT_BAD_ARGS = 2
+_SPECIAL = frozenset(" \t\r\n'\\")
+
+
+def split_args(text: str) -> list[str]:
+    """ARGS as words; ValueError (shlex's message) for an unclosed quote or a trailing backslash."""
+    lexer = shlex.shlex(text, posix=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""  # '#' is an ordinary character: a value may contain one
+    lexer.quotes = "'"  # double quotes stay literal (JSON)
+    lexer.escapedquotes = ""  # inside single quotes nothing is special
+    return list(lexer)
+
+
+def join_args(words: Iterable[str]) -> str:
+    """The ARGS text that split_args turns back into exactly `words`."""
+    return " ".join(_quote(word) for word in words)
+
+
+def _quote(word: str) -> str:
+    if word and not _SPECIAL.intersection(word):
+        return word
+    # A single quote cannot appear inside single quotes: close, add it escaped, reopen (as in POSIX sh).
+    return "'" + word.replace("'", "'\\''") + "'"
+
+
+SETTINGS_OPTIONS = ("--set", "--config-file")
+
+
+def settings_options(words: Sequence[str]) -> list[str]:
+    """Only the options that choose settings (`--set KEY=VALUE`, `--config-file FILE`, or `--opt=VALUE`), in order."""
+    kept: list[str] = []
+    rest = iter(words)
+    for word in rest:
+        if word in SETTINGS_OPTIONS:
+            kept += [word, next(rest, "")]
+        elif word.startswith(tuple(f"{option}=" for option in SETTINGS_OPTIONS)):
+            kept.append(word)
+    return kept
+
+
+def make_command(target: str, stack: str, words: Sequence[str]) -> str:
+    """A `make` command line that, pasted into a POSIX shell, runs `target` of `stack` with exactly `words`."""
+    command = ["make", target, f"STACK={shlex.quote(stack)}"]
+    if words:
+        command.append(f"ARGS={shlex.quote(join_args(words))}")
+    return " ".join(command)
+
+
+def settings_words(set_pairs: Sequence[str], config_file: object | None = None) -> list[str]:
+    """The command-line words for these `--set` pairs and config file."""
+    words = [word for pair in set_pairs for word in ("--set", pair)]
+    return words + (["--config-file", str(config_file)] if config_file else [])
+
+
+def model_repo_hint(stack: str, words: Sequence[str]) -> str:
+    """The command that builds the model repository from these settings options (for a 'rebuild' hint)."""
+    return make_command("model-repo", stack, words)
+
+
+def with_model_repo_args(message: str, stack: str, words: Sequence[str]) -> str:
+    """`message` with its `make model-repo STACK=...` hint extended by the settings options the caller used.
+
+    Run directly, `python -m offline.plan --set ...` plans with overrides the hint must repeat, or the pasted
+    command would build the repository the plan just refused again.
+    """
+    if not words:
+        return message
+    return message.replace(f"`{model_repo_hint(stack, ())}`", f"`{model_repo_hint(stack, words)}`")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m offline.make_args", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stack", action="store_true", help="pass --stack $STACK (default dev) before ARGS")
+    parser.add_argument(
+        "--prerequisite", action="store_true", help="only the settings options of ARGS; output on stderr"
+    )
+    parser.add_argument("module", help="the module to run with python -m")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = _parser().parse_args(argv)
+    text = os.environ.get("ARGS", "")
+    try:
+        words = split_args(text)
+    except ValueError as err:
+        print(f"error: ARGS: {str(err).lower()} in {text!r}; quote a word with spaces as 'WORD'", file=sys.stderr)
+        return EXIT_BAD_ARGS
+    if opts.prerequisite:
+        words = settings_options(words)
+    if opts.stack:
+        stack = os.environ.get("STACK", "dev")
+        if not stack.strip():
+            print("error: STACK is empty; name a stack file Pulumi.<STACK>.yaml, e.g. STACK=dev", file=sys.stderr)
+            return EXIT_BAD_ARGS
+        words = ["--stack", stack, *words]
+    command = [sys.executable, "-m", opts.module, *words]
+    print(shlex.join(["python", *command[1:]]), file=sys.stderr, flush=True)
+    if opts.prerequisite:
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    os.execv(sys.executable, command)
+    return 0  # not reached: execv replaces this process
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,242 @@
+"""ARGS of the make targets: what a user types after ARGS= reaches the program as the words they meant.
+
+Two boundaries: make's command line -> the environment of the recipe (real GNU make on the real Makefile), and
+the environment -> the program's argv (offline/make_args.py). The README's own commands run end to end in
+tests/test_readme.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from offline import make_args
+from offline.make_args import (
+    join_args,
+    make_command,
+    model_repo_hint,
+    settings_options,
+    settings_words,
+    split_args,
+    with_model_repo_args,
+)
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+# Characters a shell, make or JSON treats specially, plus ordinary ones; NUL cannot be in an environment variable.
+TRICKY = st.sampled_from(list(" \t\n'\"\\$`#;&|<>()[]{}*?~=,:%-_.") + ["é", "\u2028"])
+WORD = st.text(st.one_of(TRICKY, st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")), max_size=12)
+TARGETS_WITH_ARGS = {
+    "plan": ["--stack", "offline.plan"],
+    "sandbox": ["--stack", "sandbox.run"],
+    "bench": ["--stack", "bench"],
+    "model-repo": ["--stack", "offline.build_models"],
+    "test": ["pytest"],
+}
+
+PREREQUISITES = ("setup", ".venv/.installed", "model-repo", "system-packages")
+
+
+def make_env(**extra: str) -> dict[str, str]:
+    """The environment without what an enclosing `make test ARGS=...` exports (it would leak into the inner make)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("ARGS", "STACK", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    return env | extra
+
+
+@given(st.lists(WORD, max_size=6))
+@settings(max_examples=60, deadline=None)
+def test_join_then_split_gives_the_same_words(words: list[str]) -> None:
+    assert split_args(join_args(words)) == words
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        # The README's example: double quotes are JSON, not shell quoting.
+        ('--set regions=["europe-west4"]', ["--set", 'regions=["europe-west4"]']),
+        ('--set \'regions=["a", "b"]\'', ["--set", 'regions=["a", "b"]']),
+        ("--duration 60   --users 8", ["--duration", "60", "--users", "8"]),
+        ("-k 'readme and not slow'", ["-k", "readme and not slow"]),
+        ("--set domain=a#b", ["--set", "domain=a#b"]),  # '#' is no comment
+        ("--set x=it\\'s", ["--set", "x=it's"]),
+        ("--set x=''", ["--set", "x="]),
+        ("", []),
+    ],
+)
+def test_documented_splitting(text: str, words: list[str]) -> None:
+    assert split_args(text) == words
+
+
+@pytest.mark.parametrize("text", ['--set \'regions=["a"]', "--out dir\\"])
+def test_unbalanced_args_get_one_line_and_exit_2(text: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "offline.make_args", "--stack", "offline.plan"],
+        cwd=PROJECT_DIR,
+        env=make_env(ARGS=text),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ARGS: ")
+    assert "Traceback" not in done.stderr
+
+
+def test_empty_stack_is_refused_in_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "offline.make_args", "--stack", "offline.plan"],
+        cwd=PROJECT_DIR,
+        env=make_env(STACK=""),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr) == (
+        2,
+        "error: STACK is empty; name a stack file Pulumi.<STACK>.yaml, e.g. STACK=dev\n",
+    )
+
+
+def _launch(monkeypatch: pytest.MonkeyPatch, argv: list[str], **env: str) -> list[str]:
+    """main()'s exec'd command line, captured instead of replacing the test process."""
+    for key in ("ARGS", "STACK"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    launched: list[list[str]] = []
+
+    def fake_execv(path: str, command: list[str]) -> None:
+        launched.append(command)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(make_args.os, "execv", fake_execv)
+    monkeypatch.setattr(make_args.os, "dup2", lambda *_: None)
+    with pytest.raises(SystemExit):
+        make_args.main(argv)
+    assert launched[0][:2] == [sys.executable, "-m"]
+    return launched[0][2:]
+
+
+@given(words=st.lists(WORD, max_size=5), stack=st.sampled_from(["dev", "prod", "my stack"]))
+@settings(max_examples=40, deadline=None)
+def test_the_program_gets_exactly_the_words(words: list[str], stack: str) -> None:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        launched = _launch(monkeypatch, ["--stack", "offline.plan"], ARGS=join_args(words), STACK=stack)
+    assert launched == ["offline.plan", "--stack", stack, *words]
+
+
+def test_a_prerequisite_gets_only_the_settings_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = '--json --set modelMaxBatchSize=32 --out x --set=regions=["us-east4"] --users 8 --config-file f.yaml'
+    launched = _launch(monkeypatch, ["--stack", "--prerequisite", "offline.build_models"], ARGS=text)
+    assert launched == [
+        "offline.build_models",
+        "--stack",
+        "dev",
+        "--set",
+        "modelMaxBatchSize=32",
+        '--set=regions=["us-east4"]',
+        "--config-file",
+        "f.yaml",
+    ]
+
+
+OPTION_WORDS = ["--json", "--set", "--set=a=1", "--config-file", "--config-file=f", "x=1", "--out", "--users", "8"]
+
+
+@given(st.lists(st.sampled_from(OPTION_WORDS), max_size=8))
+@settings(max_examples=40, deadline=None)
+def test_settings_options_keeps_settings_in_order(words: list[str]) -> None:
+    kept = settings_options(words)
+    expected: list[str] = []
+    i = 0
+    while i < len(words):
+        if words[i] in ("--set", "--config-file"):
+            expected += [words[i], words[i + 1] if i + 1 < len(words) else ""]
+            i += 2
+            continue
+        if words[i].startswith(("--set=", "--config-file=")):
+            expected.append(words[i])
+        i += 1
+    assert kept == expected
+
+
+@given(st.lists(st.builds(lambda k, v: f"{k}={v}", WORD, WORD), min_size=1, max_size=3))
+@settings(max_examples=40, deadline=None)
+def test_the_rebuild_hint_pastes_into_a_shell_as_the_same_overrides(pairs: list[str]) -> None:
+    hint = model_repo_hint("dev", settings_words(pairs))
+    # What a POSIX shell makes of the pasted line (shlex implements sh's quoting).
+    argv = shlex.split(hint)
+    assert argv[:3] == ["make", "model-repo", "STACK=dev"]
+    assert argv[3].startswith("ARGS=")
+    assert split_args(argv[3].removeprefix("ARGS=")) == [w for p in pairs for w in ("--set", p)]
+
+
+def test_the_plan_error_carries_the_overrides_into_the_hint() -> None:
+    message = "build/model_repository: built from other model settings; run `make model-repo STACK=dev` first"
+    extended = with_model_repo_args(message, "dev", settings_words(["modelMaxBatchSize=32"]))
+    assert extended.endswith("run `make model-repo STACK=dev ARGS='--set modelMaxBatchSize=32'` first")
+    with_file = with_model_repo_args(message, "dev", settings_words([], "my stack.yaml")).split("`")[1]
+    assert split_args(shlex.split(with_file)[3].removeprefix("ARGS=")) == ["--config-file", "my stack.yaml"]
+    assert with_model_repo_args(message, "dev", []) == message
+    assert make_command("plan", "dev", []) == "make plan STACK=dev"
+
+
+def _recorder(tmp_path: Path) -> Path:
+    """A stand-in for the venv's python that records its argv and the ARGS and STACK it was given."""
+    script = tmp_path / "python"
+    seen = tmp_path / "seen.json"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os, sys\n"
+        'record = {"argv": sys.argv[1:], "ARGS": os.environ.get("ARGS"), "STACK": os.environ.get("STACK")}\n'
+        f"open({str(seen)!r}, 'w').write(json.dumps(record))\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+def _make(tmp_path: Path, target: str, *assignments: str) -> dict[str, Any]:
+    recorder = _recorder(tmp_path)
+    seen = tmp_path / "seen.json"
+    seen.unlink(missing_ok=True)
+    done = subprocess.run(
+        # -o: the prerequisites (set-up, model repository, system packages) are not what is under test here.
+        ["make", "--no-print-directory", *(f"-o{p}" for p in PREREQUISITES if p != target)]
+        + [target, f"PY={recorder}", *assignments],
+        cwd=PROJECT_DIR,
+        env=make_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(seen.read_text())
+
+
+@given(
+    target=st.sampled_from(sorted(TARGETS_WITH_ARGS)),
+    text=st.text(
+        st.one_of(TRICKY, st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")), max_size=30
+    ),
+)
+@example(target="plan", text="--set x=$(shell touch pwned) $$HOME `id` $HOME 'a b' [\"c\"] *")
+@settings(max_examples=30, deadline=None)
+def test_make_hands_args_to_the_program_exactly_as_typed(
+    tmp_path_factory: pytest.TempPathFactory, target: str, text: str
+) -> None:
+    seen = _make(tmp_path_factory.mktemp("make"), target, f"ARGS={text}", "STACK=prod")
+    # make drops leading whitespace (C isspace) from a variable's value, nothing else; splitting ignores it anyway.
+    assert seen["ARGS"] == text.lstrip(" \t\n\v\f\r")
+    assert seen["STACK"] == "prod"
+    assert seen["argv"][:2] == ["-m", "offline.make_args"]
+    assert seen["argv"][2:] == TARGETS_WITH_ARGS[target]
