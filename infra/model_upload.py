@@ -21,7 +21,8 @@ import pulumi
 import pulumi_command as command
 
 from infra.config import PROJECT_DIR, ConfigError
-from model_repo.build import MANIFEST
+from model_repo.errors import ModelRepoError
+from model_repo.manifest import MANIFEST, REBUILD, verify_repository
 from model_repo.settings import ModelRepoSettings
 from model_repo.sync import hash_local, scan_local
 
@@ -46,6 +47,10 @@ def built_repository_digest(settings: ModelRepoSettings, stack: str, root: Path 
     source_ok = (settings.source is None) == manifest.get("source", "").startswith("built-in")
     if built != wanted or not source_ok:
         raise ConfigError(f"{where}: built from other model settings than stack {stack!r}; {_rebuild_hint(stack)}")
+    try:  # every file still as built (SHA-256 in the manifest): an edited model is refused, never uploaded
+        verify_repository(root)
+    except ModelRepoError as err:
+        raise ConfigError(str(err).replace(REBUILD, f"{REBUILD} STACK={stack}")) from None
     paths = scan_local(root)
     return _content_digest(root, tuple((p, p.stat().st_size, p.stat().st_mtime_ns) for p in paths))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -23,10 +24,13 @@ import onnxruntime
 
 from model_repo import configs, cpu_twin, quantize, resnet50
 from model_repo.errors import ModelRepoError
+from model_repo.manifest import FILES, MANIFEST, REBUILD, file_digests
 from model_repo.settings import ModelRepoSettings, VariantSettings, is_saved_model_dir, validate_settings
 
 DEFAULT_CACHE_DIR = Path(__file__).resolve().parent.parent / "build" / "cache"
-MANIFEST = ".model_repo.json"  # marks folders this builder owns (and may replace)
+# Beside each cached KEY.onnx: the SHA-256 it had when it was produced, checked whenever the file is reused.
+DIGEST_SUFFIX = ".sha256"
+_COPY_BLOCK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -173,20 +177,59 @@ def _cache_user_onnx(path: Path, cache_dir: Path) -> Path:
 
 
 def _cached(cache_dir: Path, key: str, produce: Callable[[Path], object]) -> Path:
-    """Return cache_dir/key.onnx, producing it first (atomically) if absent."""
+    """Return cache_dir/key.onnx, producing it first (atomically) if absent.
+
+    Its SHA-256 is recorded beside it when it is produced and checked on every reuse, so a cached
+    file changed since (by hand, or through a hard link of an older build) is refused, never copied
+    into a repository. An entry without a recorded digest (an older cache) is produced again.
+    """
     target = cache_dir / f"{key}.onnx"
-    if target.is_file():
+    if target.is_file() and _digest_path(target).is_file():
+        cached_digest(target)  # refuses a changed file
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=f".{key}.", suffix=".tmp")
     os.close(fd)
     try:
         produce(Path(tmp))
-        os.chmod(tmp, 0o444)  # outputs are hard links to it: guard against in-place edits
+        os.chmod(tmp, 0o444)  # a reminder: the cache is not to be edited
+        _write_atomic(_digest_path(target), _sha256(Path(tmp)) + "\n")
         os.replace(tmp, target)
     finally:
         Path(tmp).unlink(missing_ok=True)
     return target
+
+
+def _digest_path(cached: Path) -> Path:
+    return cached.with_name(cached.name + DIGEST_SUFFIX)
+
+
+def cached_digest(cached: Path) -> str:
+    """The recorded SHA-256 of a cache entry, after checking the file still has it."""
+    st = cached.stat()  # hashed again only when a write changed it (ctime cannot be set back)
+    return _checked_digest(cached, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@functools.cache
+def _checked_digest(cached: Path, *_stat: int) -> str:
+    recorded = _digest_path(cached).read_text(encoding="utf-8").strip()
+    if _sha256(cached) != recorded:
+        raise ModelRepoError(
+            f"{cached}: changed since it was cached (SHA-256 differs from {_digest_path(cached).name}); "
+            f"delete it and {REBUILD}"
+        )
+    return recorded
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _file_hash(path: Path) -> str:
@@ -234,7 +277,7 @@ def _write_gpu_model(stage: Path, variant: VariantSettings, source: ModelSource,
         config = configs.savedmodel_gpu_config(variant)
     else:
         model = source.onnx_for(variant)
-        _link(model, folder / configs.VERSION / configs.ONNX_FILENAME)
+        _copy_model(model, folder / configs.VERSION / configs.ONNX_FILENAME)
         cache = f"{settings.trt_cache_dir.rstrip('/')}/{variant.name}/{model.stem[:16]}-{settings.triton_image_tag}"
         config = configs.onnx_gpu_config(variant, source.io_for(variant), bool(source.labels), cache)
     note = f"precision {variant.precision}, {variant.input_dtype} input, for Triton {settings.triton_image_tag}"
@@ -245,7 +288,7 @@ def _write_twin(stage: Path, variant: VariantSettings, source: ModelSource, sett
     folder = stage / variant.name
     version = folder / configs.VERSION
     version.mkdir(parents=True)
-    _link(source.onnx_for(variant), version / configs.ONNX_FILENAME)
+    _copy_model(source.onnx_for(variant), version / configs.ONNX_FILENAME)
     shutil.copyfile(cpu_twin.TEMPLATE, version / configs.PYTHON_FILENAME)
     config = cpu_twin.twin_config(variant, source.io_for(variant), bool(source.labels))
     _write_config(folder, configs.render(config, cpu_twin.twin_note(variant)), source.labels)
@@ -259,20 +302,43 @@ def _write_config(folder: Path, text: str, labels: tuple[str, ...]) -> None:
     configs.validate_config_text(text, path)
 
 
-def _link(src: Path, dst: Path) -> None:
-    """Hard link from the read-only cache (no 100 MB copies); copy across file systems."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copyfile(src, dst)
+def _copy_model(src: Path, dst: Path) -> None:
+    """Copy (never hard-link) a cached model, hashing it on the way: an edit of the built file can then never
+    reach the cache, and the copy is checked against the cache's recorded digest. Costs ~0.1 s per 100 MB here.
+
+    Variants of one repository that serve the same file share one copy (hard links inside the staging
+    folder, never to the cache): an edit of one of them is refused by the manifest check all the same.
+    """
+    stage = dst.parents[2]  # STAGE/<model>/<version>/model.onnx
+    first = _first_copies.get((stage, src))
+    if first is not None and first.is_file():
+        os.link(first, dst)
+        return
+    digest = hashlib.sha256()
+    with src.open("rb") as reader, dst.open("xb") as writer:
+        while block := reader.read(_COPY_BLOCK):
+            digest.update(block)
+            writer.write(block)
+    if digest.hexdigest() != cached_digest(src):
+        raise ModelRepoError(f"{src}: changed while it was copied into the repository; {REBUILD}")
+    _first_copies[(stage, src)] = dst
+
+
+_first_copies: dict[tuple[Path, Path], Path] = {}  # (staging folder, cached file) -> its copy there
 
 
 def _write_manifest(stage: Path, settings: ModelRepoSettings, source: ModelSource) -> None:
+    """Written last: the settings and the SHA-256 of every file (models' from the cache's checked digests)."""
+    known = {}
+    if source.saved_model is None:
+        for v in settings.variants:
+            known[f"{v.name}/{configs.VERSION}/{configs.ONNX_FILENAME}"] = cached_digest(source.onnx_for(v))
     manifest = {
         "source": source.description,
         "source_key": source.key,
         "triton_image_tag": settings.triton_image_tag,
         "models": [v.__dict__ for v in settings.variants],
+        FILES: file_digests(stage, known),
     }
     (stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 

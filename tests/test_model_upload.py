@@ -10,6 +10,7 @@ from conftest import evaluate_component
 
 from infra.config import ConfigError
 from infra.model_upload import BUILT_REPOSITORY, ModelUpload, ModelUploadArgs, built_repository_digest
+from model_repo.build import build_repository
 from model_repo.settings import default_settings
 
 
@@ -20,12 +21,23 @@ def repository_copy(tmp_path):
     return copy
 
 
-def test_digest_changes_with_any_file_and_only_then(repository_copy):
+def test_digest_changes_with_a_rebuild_that_changes_a_file_and_only_then(repository_copy, tmp_path):
     settings = default_settings()
     first = built_repository_digest(settings, "dev", repository_copy)
     assert built_repository_digest(settings, "dev", repository_copy) == first
-    (repository_copy / "original" / "labels.txt").write_text("cat\n")
+    labels = tmp_path / "labels.txt"
+    labels.write_text("".join(f"label {i}\n" for i in range(1000)))
+    build_repository(dataclasses.replace(settings, labels=str(labels)), repository_copy)
     assert built_repository_digest(settings, "dev", repository_copy) != first
+
+
+def test_a_file_edited_after_the_build_is_refused_naming_it(repository_copy):
+    labels = repository_copy / "original" / "labels.txt"
+    labels.write_text("cat\n")  # by hand, not by the builder: the manifest's SHA-256 no longer matches
+    with pytest.raises(ConfigError) as refused:
+        built_repository_digest(default_settings(), "dev", repository_copy)
+    assert str(refused.value).startswith(f"{labels}: changed since the build")
+    assert str(refused.value).endswith("rebuild with make model-repo STACK=dev")
 
 
 def test_a_missing_repository_is_refused_before_anything_is_declared(tmp_path):

@@ -1,0 +1,111 @@
+"""The build manifest: which settings a model repository was built from and the SHA-256 of every file in it.
+
+The builder writes it last (`.model_repo.json` at the repository root); the upload (infra/model_upload.py's
+digest, `python -m model_repo.sync`) checks the files against it first, so a model file edited after the
+build, by hand or by a tool, is refused instead of uploaded. Light on purpose (no onnx import): the sync and
+the Pulumi program load it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from model_repo.errors import ModelRepoError
+
+MANIFEST = ".model_repo.json"  # marks folders this builder owns (and may replace)
+FILES = "files"  # manifest key: POSIX path below the root -> SHA-256 (hex) of the file
+REBUILD = "rebuild with make model-repo"
+# Bytecode the Python backend leaves beside model.py when Triton serves a folder; the sync skips it too.
+IGNORED_DIRS = frozenset({"__pycache__"})
+_BLOCK = 1 << 20
+
+
+class ManifestMismatch(ModelRepoError):
+    """A file differs from, or is missing in, the build manifest; str() is one line naming it."""
+
+
+def sha256_file(path: Path) -> str:
+    with Path(path).open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def repository_files(root: Path) -> Iterator[Path]:
+    """Every regular file below root but the manifest and Python bytecode folders, sorted."""
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in IGNORED_DIRS)
+        for name in sorted(names):
+            path = Path(folder) / name
+            if path != root / MANIFEST:
+                yield path
+
+
+def file_digests(root: Path, known: dict[str, str] | None = None) -> dict[str, str]:
+    """relative POSIX path -> SHA-256 of every file below root; `known` digests are taken as given."""
+    known = known or {}
+    digests = {}
+    for path in repository_files(root):
+        relative = path.relative_to(root).as_posix()
+        digests[relative] = known.get(relative) or sha256_file(path)
+    return digests
+
+
+def read_manifest(root: Path) -> dict[str, Any]:
+    """The manifest, or ModelRepoError naming the file when it is missing or unreadable."""
+    path = Path(root) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ModelRepoError(f"{path}: no readable build manifest ({type(err).__name__}); {REBUILD}") from None
+    if not isinstance(manifest, dict):
+        raise ModelRepoError(f"{path}: not a build manifest; {REBUILD}")
+    return manifest
+
+
+def verify_repository(root: Path) -> None:
+    """Refuse (ManifestMismatch, one line) any file that differs from, is missing in, or is not in the manifest.
+
+    Each file is hashed once per (inode, size, mtime, ctime): ctime changes on every write and cannot be set
+    back by a user, so an unchanged stat means unchanged bytes, and a preview never re-reads 1 GB.
+    """
+    root = Path(root)
+    manifest = read_manifest(root)
+    recorded = manifest.get(FILES)
+    if not isinstance(recorded, dict) or not recorded:
+        raise ManifestMismatch(f"{root / MANIFEST}: built without file digests (an older model_repo); {REBUILD}")
+    present = {path.relative_to(root).as_posix(): path for path in repository_files(root)}
+    for relative, digest in sorted(recorded.items()):
+        path = present.pop(relative, None)
+        if path is None:
+            raise ManifestMismatch(f"{root / relative}: missing since the build; {REBUILD}")
+        if _digest(path) != digest:
+            raise ManifestMismatch(f"{path}: changed since the build (SHA-256 differs from the manifest); {REBUILD}")
+    if present:
+        raise ManifestMismatch(f"{next(iter(sorted(present.values())))}: not written by the build; {REBUILD}")
+
+
+def verify_if_present(root: Path, error: type[Exception] = ManifestMismatch) -> None:
+    """verify_repository() for a folder that has a manifest (a repository built elsewhere has none)."""
+    if (Path(root) / MANIFEST).is_file():
+        try:
+            verify_repository(root)
+        except ModelRepoError as err:
+            raise error(str(err)) from None
+
+
+def _digest(path: Path) -> str:
+    try:
+        st = path.stat()
+        return _stat_digest(path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    except OSError as err:  # a broken link, a file made unreadable
+        raise ManifestMismatch(f"{path}: cannot read ({err.strerror}); {REBUILD}") from None
+
+
+@cache
+def _stat_digest(path: Path, inode: int, size: int, mtime_ns: int, ctime_ns: int) -> str:
+    return sha256_file(path)
