@@ -686,6 +686,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         bucket, prefix = parse_gs_url(args.destination)
+        # A folder model_repo built holds a manifest of SHA-256 digests: files changed since the build are refused.
+        from model_repo.manifest import verify_if_present
+
+        verify_if_present(Path(args.local_dir), error=SyncError)
         client = client_from_environment()
         report = sync_repository(
             Path(args.local_dir),
