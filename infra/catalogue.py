@@ -7,6 +7,7 @@ override them. Loading never touches the network.
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,3 +84,177 @@ def load_gpu_catalogue(path: Path) -> GpuCatalogue:
             raise CatalogueError(f"{path}: data row {number} has a missing or non-numeric price") from None
     source = next((ln for ln in path.read_text().splitlines() if ln.startswith("# Source")), "")
     return GpuCatalogue(source=source.lstrip("# "), offers=tuple(offers))
+
+
+# ---------------------------------------------------------------- Compute Engine machine shapes
+
+# Machine families Compute Engine offers, by purpose ("Machine families resource and comparison guide",
+# https://cloud.google.com/compute/docs/machine-resource). Accelerator-optimized families come with their own
+# GPUs attached (https://cloud.google.com/compute/docs/accelerator-optimized-machines): a CPU pool on one would
+# pay for GPUs nothing schedules on. Arm families (https://cloud.google.com/kubernetes-engine/docs/concepts/arm-on-gke)
+# get the kubernetes.io/arch=arm64:NoSchedule taint on GKE, so the pool's amd64 system and load-test pods stay Pending.
+GENERAL_FAMILIES = ("c3", "c3d", "c4", "c4d", "e2", "n1", "n2", "n2d", "n4", "n4d", "t2d")
+ARM_FAMILIES = ("c4a", "n4a", "t2a")
+COMPUTE_FAMILIES = ("c2", "c2d", "h3", "h4d")
+MEMORY_FAMILIES = ("m1", "m2", "m3", "m4", "x4")
+STORAGE_FAMILIES = ("z3",)
+ACCELERATOR_FAMILIES = ("a2", "a3", "a4", "a4x", "g2", "g4")
+MACHINE_FAMILIES = (
+    GENERAL_FAMILIES + ARM_FAMILIES + COMPUTE_FAMILIES + MEMORY_FAMILIES + STORAGE_FAMILIES + ACCELERATOR_FAMILIES
+)
+MACHINE_KINDS = (
+    "standard", "highmem", "highcpu", "megamem", "ultramem", "hypermem", "highgpu", "megagpu", "ultragpu", "edgegpu"
+)  # fmt: skip
+# Shared-core types (https://cloud.google.com/compute/docs/general-purpose-machines#sharedcore).
+SHARED_CORE = {"e2-micro": 2, "e2-small": 2, "e2-medium": 2, "f1-micro": 1, "g1-small": 1}
+# Predefined sizes of the two series this project uses (general-purpose machines page above):
+# N1 (https://cloud.google.com/compute/docs/general-purpose-machines#n1_machines) and
+# E2 (https://cloud.google.com/compute/docs/general-purpose-machines#e2_machine_types).
+N1_VCPUS = {
+    "standard": (1, 2, 4, 8, 16, 32, 64, 96),
+    "highmem": (2, 4, 8, 16, 32, 64, 96),
+    "highcpu": (2, 4, 8, 16, 32, 64, 96),
+}
+E2_VCPUS = {"standard": (2, 4, 8, 16, 32), "highmem": (2, 4, 8, 16), "highcpu": (2, 4, 8, 16, 32)}
+# N1 memory per vCPU of the predefined kinds, MB: 3.75 GB, 6.5 GB, 0.9 GB.
+N1_MB_PER_VCPU = {"standard": 3840, "highmem": 6656, "highcpu": 921.6}
+# Families with custom machine types ("Create a VM with a custom machine type",
+# https://cloud.google.com/compute/docs/instances/creating-instance-with-custom-machine-type).
+CUSTOM_FAMILIES = ("n1", "n2", "n2d", "e2", "n4")
+# N1 custom rules, same page and Google's own helper (compute-custom-machine-type-helper-class sample:
+# cpuSeriesN1Limit = cores 1 or 2..96 even, 922..6656 MB per core, extended memory up to 624 GB):
+# 1 vCPU or an even count up to 96; memory a multiple of 256 MB, 0.9 to 6.5 GB per vCPU unless the
+# type ends in -ext (extended memory).
+N1_CUSTOM_MAX_VCPUS = 96
+N1_CUSTOM_MB_PER_VCPU = (922, 6656)
+N1_EXTENDED_MAX_MB = 624 * 1024
+CUSTOM_MEMORY_STEP_MB = 256
+
+_PREDEFINED = re.compile(
+    r"(?P<family>[a-z][a-z0-9]*)-(?P<kind>[a-z]+)-(?P<vcpus>[1-9][0-9]*)(?P<gpus>g)?(?P<suffix>(-[a-z0-9]+)*)"
+)
+# Counts are plain ASCII numbers without leading zeros, as Compute Engine names them.
+_CUSTOM = re.compile(r"(?:(?P<family>[a-z][a-z0-9]*)-)?custom-(?P<vcpus>[1-9][0-9]*)-(?P<mb>[1-9][0-9]*)(?P<ext>-ext)?")
+
+
+@dataclass(frozen=True)
+class MachineShape:
+    family: str
+    vcpus: int
+    memory_mb: float | None  # None where this catalogue does not know the family's memory per vCPU
+
+    @property
+    def accelerator_optimized(self) -> bool:
+        return self.family in ACCELERATOR_FAMILIES
+
+    @property
+    def arm(self) -> bool:
+        return self.family in ARM_FAMILIES
+
+
+def machine_shape(name: str) -> MachineShape:
+    """The shape of a Compute Engine machine type name; ValueError says in one clause why it is not one."""
+    if name in SHARED_CORE:
+        return MachineShape(name.split("-")[0], SHARED_CORE[name], None)
+    custom = _CUSTOM.fullmatch(name)
+    if custom:
+        return _custom_shape(custom.group("family") or "n1", int(custom.group("vcpus")), int(custom.group("mb")),
+                             extended=bool(custom.group("ext")))  # fmt: skip
+    match = _PREDEFINED.fullmatch(name)
+    if not match:
+        raise ValueError("not a machine type name (FAMILY-KIND-VCPUS, e.g. n1-standard-8, or n1-custom-VCPUS-MB)")
+    family, kind, vcpus = match.group("family"), match.group("kind"), int(match.group("vcpus"))
+    if family not in MACHINE_FAMILIES:
+        raise ValueError(f"unknown machine family {family!r}; known: {', '.join(MACHINE_FAMILIES)}")
+    if kind not in MACHINE_KINDS:
+        raise ValueError(f"unknown machine kind {kind!r}; known: {', '.join(MACHINE_KINDS)}")
+    if match.group("gpus"):
+        # a2-highgpu-1g, a3-highgpu-8g: accelerator-optimized types named by GPU count, their vCPUs fixed by it.
+        if family not in ACCELERATOR_FAMILIES or vcpus < 1:
+            raise ValueError("only accelerator-optimized types are named by GPU count (e.g. a2-highgpu-1g)")
+        return MachineShape(family, 0, None)
+    sizes = {"n1": N1_VCPUS, "e2": E2_VCPUS}.get(family)
+    if sizes is not None:
+        if match.group("suffix") or vcpus not in sizes.get(kind, ()):
+            allowed = "; ".join(f"{family}-{k}-{'/'.join(map(str, v))}" for k, v in sizes.items())
+            raise ValueError(f"not a predefined {family.upper()} type ({allowed})")
+    elif vcpus < 1:
+        raise ValueError("a machine type has at least 1 vCPU")
+    memory = vcpus * N1_MB_PER_VCPU[kind] if family == "n1" else None
+    return MachineShape(family, vcpus, memory)
+
+
+def _custom_shape(family: str, vcpus: int, memory_mb: int, extended: bool) -> MachineShape:
+    if family not in CUSTOM_FAMILIES:
+        raise ValueError(f"{family.upper()} has no custom machine types; custom families: {', '.join(CUSTOM_FAMILIES)}")
+    if family != "n1":
+        if vcpus < 1 or memory_mb < 1 or memory_mb % CUSTOM_MEMORY_STEP_MB:
+            raise ValueError(f"a custom type has >= 1 vCPU and memory in multiples of {CUSTOM_MEMORY_STEP_MB} MB")
+        return MachineShape(family, vcpus, memory_mb)
+    if not (vcpus == 1 or (vcpus % 2 == 0 and 2 <= vcpus <= N1_CUSTOM_MAX_VCPUS)):
+        raise ValueError(f"an N1 custom type has 1 vCPU or an even number up to {N1_CUSTOM_MAX_VCPUS}")
+    if memory_mb % CUSTOM_MEMORY_STEP_MB:
+        raise ValueError(f"custom memory must be a multiple of {CUSTOM_MEMORY_STEP_MB} MB")
+    low, high = (vcpus * N1_CUSTOM_MB_PER_VCPU[0], vcpus * N1_CUSTOM_MB_PER_VCPU[1])
+    if memory_mb < low or (memory_mb > high and not extended):
+        raise ValueError(
+            f"N1 custom memory is 0.9 to 6.5 GB per vCPU ({low:g} to {high:g} MB for {vcpus}), or more with -ext"
+        )
+    if extended and memory_mb > N1_EXTENDED_MAX_MB:
+        raise ValueError(f"N1 extended memory reaches at most {N1_EXTENDED_MAX_MB} MB")
+    return MachineShape(family, vcpus, memory_mb)
+
+
+# ---------------------------------------------------------------- GCS bucket locations
+
+# "Bucket locations" (https://cloud.google.com/storage/docs/locations): multi-regions and the predefined
+# dual-regions. A configurable dual-region needs custom placement, which this project does not set.
+MULTI_REGIONS = {"US": ("us-",), "EU": ("europe-",), "ASIA": ("asia-",)}
+# EU holds data in EU member states only: London (europe-west2) and Zurich (europe-west6) are outside it.
+EU_OUTSIDE = ("europe-west2", "europe-west6")
+DUAL_REGIONS = {
+    "ASIA1": ("asia-northeast1", "asia-northeast2"),
+    "EUR4": ("europe-north1", "europe-west4"),
+    "EUR5": ("europe-west1", "europe-west2"),
+    "EUR7": ("europe-west10", "europe-west3"),
+    "EUR8": ("europe-west3", "europe-west6"),
+    "NAM4": ("us-central1", "us-east1"),
+}
+
+
+def bucket_location_regions(location: str, known_regions: tuple[str, ...]) -> tuple[str, ...]:
+    """The Compute regions a GCS location keeps data in (upper or lower case); ValueError if it is no location."""
+    name = location.upper()
+    if name in DUAL_REGIONS:
+        return DUAL_REGIONS[name]
+    if name in MULTI_REGIONS:
+        prefixes = MULTI_REGIONS[name]
+        outside = EU_OUTSIDE if name == "EU" else ()
+        return tuple(r for r in known_regions if r.startswith(prefixes) and r not in outside)
+    if location.lower() in known_regions:
+        return (location.lower(),)
+    raise ValueError(
+        f"not a GCS location: a region, a predefined dual-region ({', '.join(DUAL_REGIONS)}) "
+        f"or a multi-region ({', '.join(MULTI_REGIONS)})"
+    )
+
+
+# ---------------------------------------------------------------- GKE-installed NVIDIA drivers
+
+GKE_GPU_DRIVERS_CSV = DATA_DIR / "gke_gpu_drivers.csv"
+
+
+def load_gke_gpu_drivers(path: Path = GKE_GPU_DRIVERS_CSV) -> dict[int, dict[str, int]]:
+    """Kubernetes minor -> {"DEFAULT": branch, "LATEST": branch} of the driver GKE installs on COS."""
+    table = {}
+    for row in _data_rows(path):
+        table[int(row["minor"])] = {"DEFAULT": int(row["default_branch"]), "LATEST": int(row["latest_branch"])}
+    return table
+
+
+def gke_driver_branch(minor: int, choice: str, path: Path = GKE_GPU_DRIVERS_CSV) -> int:
+    """Driver branch GKE installs for `choice` on a cluster of 1.`minor`; newer minors than the table keep its last row
+    (GKE only moves drivers forward), older ones its first."""
+    table = load_gke_gpu_drivers(path)
+    nearest = min(max(minor, min(table)), max(table))
+    return table[nearest][choice]

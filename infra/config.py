@@ -23,7 +23,15 @@ from pulumi.runtime import config as runtime_config
 from infra import catalogue
 from infra.catalogue import CatalogueError, GpuCatalogue
 from model_repo.errors import ModelRepoError
-from model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings, VariantSettings, validate_settings
+from model_repo.settings import (
+    REFERENCE_VARIANTS,
+    UINT64_MAX,
+    ModelRepoSettings,
+    VariantSettings,
+    image_release,
+    runs_on_driver,
+    validate_settings,
+)
 from monitoring.settings import MonitoringError, SloSettings, validate_duration, validate_slo
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -33,11 +41,25 @@ RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
 DRIVER_VERSIONS = ("DEFAULT", "LATEST", "INSTALLATION_DISABLED")
 # kubernetes-validate ships schemas for these minors; a cluster outside them cannot be checked.
 KUBERNETES_MINORS = range(25, 38)
-# T4 limits on N1: vCPUs a VM may have per attached T4 count (Google's GPU platform table).
-T4_MAX_VCPUS = {1: 24, 2: 48, 4: 96}
-N1_PREDEFINED_VCPUS = (1, 2, 4, 8, 16, 32, 64, 96)
-MACHINE_TYPE = re.compile(r"[a-z][a-z0-9]*-[a-z0-9]+(-[a-z0-9]+)*")
-N1_MACHINE_TYPE = re.compile(r"^n1-(standard|highmem|highcpu)-(\d+)$|^n1-custom-(\d+)-\d+$")
+# T4 on N1: T4 count per VM -> (most vCPUs, most memory in GB) of the VM. Google's table "NVIDIA T4 GPUs" on
+# "GPU machine types" (https://cloud.google.com/compute/docs/gpus#t4-gpus): 1 or 2 GPUs 1-48 vCPUs and 1-312 GB,
+# 4 GPUs 1-96 vCPUs and 1-624 GB. (One T4 allows 48 vCPUs, not 24.)
+T4_LIMITS = {1: (48, 312), 2: (48, 312), 4: (96, 624)}
+# Kubernetes API counts (replicas, HPA min/maxReplicas, ports) are "integer (int32)", e.g.
+# https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/deployment-v1/; the node and worker limits
+# below are far lower. Triton's batch sizes and instance counts are int32 too (model_repo.settings.FIELD_MAXIMUM).
+INT32_MAX = 2**31 - 1
+# A Kubernetes quantity (HPA target averageValue) cannot exceed 2^63-1
+# (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/).
+QUANTITY_MAX = 2**63 - 1
+# GKE limits (https://cloud.google.com/kubernetes-engine/quotas): 1,000 nodes per node pool per zone,
+# 15,000 nodes per Standard cluster.
+MAX_NODES_PER_POOL_ZONE = 1000
+MAX_NODES_PER_CLUSTER = 15000
+# Persistent Disk sizes, GB: pd-balanced (node boot disks and the standard-rwo class behind Prometheus' volume)
+# from 10 GB to 64 TiB ("Persistent Disk" limits, https://cloud.google.com/compute/docs/disks/persistent-disks).
+DISK_MIN_GB = 10
+DISK_MAX_GB = 65536
 TRITON_IMAGE = "nvcr.io/nvidia/tritonserver"
 MAX_LOCUST_WORKERS = 100
 DOMAIN = re.compile(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}")
@@ -336,9 +358,17 @@ def _cluster(reader: _Reader) -> ClusterSettings:
     )
 
 
+def _at_most(reader: _Reader, key: str, maximum: int, why: str, minimum: int = 0) -> int:
+    """A whole number from `minimum` to `maximum`; `why` names the limit (and so its source) in the error."""
+    value = reader.integer(key, minimum=minimum)
+    if value > maximum:
+        raise reader.fail(key, value, f"expected a number from {minimum} to {maximum:,} ({why})")
+    return value
+
+
 def _node_range(reader: _Reader, prefix: str) -> tuple[int, int]:
-    low = reader.integer(f"{prefix}MinNodes")
-    high = reader.integer(f"{prefix}MaxNodes", minimum=1)
+    low = _at_most(reader, f"{prefix}MinNodes", MAX_NODES_PER_CLUSTER, "GKE nodes per cluster")
+    high = _at_most(reader, f"{prefix}MaxNodes", MAX_NODES_PER_CLUSTER, "GKE nodes per cluster", minimum=1)
     if low > high:
         raise reader.fail(f"{prefix}MinNodes", low, f"must not exceed {prefix}MaxNodes ({high})")
     return low, high
@@ -347,11 +377,45 @@ def _node_range(reader: _Reader, prefix: str) -> tuple[int, int]:
 def _cpu_pool(reader: _Reader) -> CpuPoolSettings:
     low, high = _node_range(reader, "cpu")
     machine_type = reader.string("cpuMachineType")
-    if not MACHINE_TYPE.fullmatch(machine_type):
+    shape = _machine_shape(reader, "cpuMachineType", machine_type)
+    if shape.accelerator_optimized:
         raise reader.fail(
-            "cpuMachineType", machine_type, "expected a Compute Engine machine type such as n1-standard-8"
+            "cpuMachineType", machine_type, "an accelerator-optimized type comes with GPUs; use e.g. n1-standard-8"
+        )
+    if shape.arm:
+        raise reader.fail(
+            "cpuMachineType", machine_type, "Arm nodes are tainted arm64 on GKE and the pool's images are amd64"
         )
     return CpuPoolSettings(machine_type=machine_type, min_nodes=low, max_nodes=high)
+
+
+def _machine_shape(reader: _Reader, key: str, machine_type: str) -> catalogue.MachineShape:
+    try:
+        return catalogue.machine_shape(machine_type)
+    except ValueError as err:
+        raise reader.fail(key, machine_type, str(err)) from None
+
+
+def _check_nodes_per_zone(
+    reader: _Reader, regions: tuple[RegionSettings, ...], cpu: CpuPoolSettings, gpu: GpuPoolSettings
+) -> None:
+    """Pool-wide maxima within GKE's per-zone and per-cluster node limits, for the region with fewest zones."""
+    region = min(regions, key=lambda r: len(r.zones))
+    for prefix, pool in (("cpu", cpu), ("gpu", gpu)):
+        most = MAX_NODES_PER_POOL_ZONE * len(region.zones)
+        if pool.max_nodes > most:
+            raise reader.fail(
+                f"{prefix}MaxNodes",
+                pool.max_nodes,
+                f"GKE allows {MAX_NODES_PER_POOL_ZONE:,} nodes per pool per zone: at most {most:,} over "
+                f"{region.name}'s {len(region.zones)} zone(s)",
+            )
+    if cpu.max_nodes + gpu.max_nodes > MAX_NODES_PER_CLUSTER:
+        raise reader.fail(
+            "gpuMaxNodes",
+            gpu.max_nodes,
+            f"with cpuMaxNodes ({cpu.max_nodes:,}) above GKE's {MAX_NODES_PER_CLUSTER:,} nodes per cluster",
+        )
 
 
 def _gpu_pool(reader: _Reader, gpu_catalogue: GpuCatalogue) -> GpuPoolSettings:
@@ -363,12 +427,12 @@ def _gpu_pool(reader: _Reader, gpu_catalogue: GpuCatalogue) -> GpuPoolSettings:
             f"unknown accelerator type; allowed: {', '.join(gpu_catalogue.accelerators)}",
         )
     count = reader.integer("gpuAcceleratorCount", minimum=1)
-    if count not in T4_MAX_VCPUS:
+    if count not in T4_LIMITS:
         raise reader.fail("gpuAcceleratorCount", count, "a T4 node carries 1, 2 or 4 GPUs")
     machine_type = reader.string("gpuMachineType")
     _check_t4_machine_type(reader, machine_type, count)
     low, high = _node_range(reader, "gpu")
-    disk = reader.integer("gpuDiskSizeGb", minimum=10)
+    disk = _at_most(reader, "gpuDiskSizeGb", DISK_MAX_GB, "pd-balanced boot disk size in GB", minimum=DISK_MIN_GB)
     return GpuPoolSettings(
         machine_type=machine_type,
         accelerator_type=accelerator,
@@ -382,14 +446,15 @@ def _gpu_pool(reader: _Reader, gpu_catalogue: GpuCatalogue) -> GpuPoolSettings:
 
 
 def _check_t4_machine_type(reader: _Reader, machine_type: str, gpus: int) -> None:
-    match = N1_MACHINE_TYPE.match(machine_type)
-    if not match:
+    shape = _machine_shape(reader, "gpuMachineType", machine_type)
+    # T4s attach to N1 general-purpose types only, not to the shared-core f1-micro and g1-small (same GPU page).
+    if shape.family != "n1" or machine_type in catalogue.SHARED_CORE:
         raise reader.fail("gpuMachineType", machine_type, "a T4 attaches to N1 machine types only, e.g. n1-standard-4")
-    vcpus = int(match.group(2) or match.group(3))
-    if match.group(2) and vcpus not in N1_PREDEFINED_VCPUS or vcpus < 1:
-        raise reader.fail("gpuMachineType", machine_type, "not an N1 machine type (n1-standard-1, -2, -4, -8 ... -96)")
-    if vcpus > T4_MAX_VCPUS[gpus]:
-        raise reader.fail("gpuMachineType", machine_type, f"{gpus} T4 allow at most {T4_MAX_VCPUS[gpus]} vCPUs per VM")
+    most_vcpus, most_gb = T4_LIMITS[gpus]
+    if shape.vcpus > most_vcpus:
+        raise reader.fail("gpuMachineType", machine_type, f"{gpus} T4 allow at most {most_vcpus} vCPUs per VM")
+    if shape.memory_mb is not None and shape.memory_mb > most_gb * 1024:
+        raise reader.fail("gpuMachineType", machine_type, f"{gpus} T4 allow at most {most_gb} GB of memory per VM")
 
 
 def _model_store(reader: _Reader, regions: tuple[RegionSettings, ...]) -> ModelStoreSettings:
@@ -398,9 +463,22 @@ def _model_store(reader: _Reader, regions: tuple[RegionSettings, ...]) -> ModelS
     if not re.fullmatch(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", prefix) or {".", ".."} & set(segments):
         raise reader.fail("modelPrefix", prefix, "expected a folder path of letters, digits, '_', '-', '.' and '/'")
     location = reader.string("bucketLocation") or regions[0].name
-    if not re.fullmatch(r"[A-Za-z0-9-]+", location):
-        raise reader.fail("bucketLocation", location, "expected a GCS location such as us-central1, EU or US")
+    _check_bucket_location(reader, location, tuple(r.name for r in regions))
     return ModelStoreSettings(location=location, force_destroy=reader.boolean("bucketForceDestroy"), prefix=prefix)
+
+
+def _check_bucket_location(reader: _Reader, location: str, clusters: tuple[str, ...]) -> None:
+    """A GCS location that exists and holds data in at least one cluster's region (else every model load crosses
+    continents, billed as inter-region egress: https://cloud.google.com/storage/pricing#network-pricing)."""
+    try:
+        held = catalogue.bucket_location_regions(location, tuple(catalogue.load_regions()))
+    except ValueError as err:
+        raise reader.fail("bucketLocation", location, str(err)) from None
+    if not set(held) & set(clusters):
+        kind = "region" if len(held) == 1 else f"location ({', '.join(held[:4])}{', ...' if len(held) > 4 else ''})"
+        raise reader.fail(
+            "bucketLocation", location, f"that {kind} holds none of the cluster regions ({', '.join(clusters)})"
+        )
 
 
 def _model_repo(reader: _Reader) -> ModelRepoSettings:
@@ -446,8 +524,12 @@ def _variant(reader: _Reader, reference: VariantSettings, uint8_input: bool) -> 
         if small
         else ("modelMaxBatchSize", "modelInstanceCount")
     )
-    max_batch = reader.integer(batch_key, minimum=1)
-    preferred = max_batch if small else reader.integer("modelPreferredBatchSize", minimum=1)
+    max_batch = _at_most(reader, batch_key, INT32_MAX, "int32 max_batch_size in Triton's model config", minimum=1)
+    preferred = (
+        max_batch
+        if small
+        else _at_most(reader, "modelPreferredBatchSize", INT32_MAX, "int32 in Triton's model config", minimum=1)
+    )
     if preferred > max_batch:
         raise reader.fail("modelPreferredBatchSize", preferred, f"must not exceed modelMaxBatchSize ({max_batch})")
     return VariantSettings(
@@ -455,16 +537,38 @@ def _variant(reader: _Reader, reference: VariantSettings, uint8_input: bool) -> 
         precision=reference.precision,
         max_batch_size=max_batch,
         preferred_batch_size=preferred,
-        max_queue_delay_us=reader.integer("modelMaxQueueDelayUs"),
-        instance_count=reader.integer(count_key, minimum=1),
+        max_queue_delay_us=_at_most(reader, "modelMaxQueueDelayUs", UINT64_MAX, "uint64 in Triton's model config"),
+        instance_count=_at_most(reader, count_key, INT32_MAX, "int32 instance_group count in Triton", minimum=1),
         input_dtype="UINT8" if uint8_input else "FP32",
     )
+
+
+def _check_image_runs_on_driver(
+    reader: _Reader, model_repo: ModelRepoSettings, gpu: GpuPoolSettings, cluster: ClusterSettings
+) -> None:
+    """The Triton image must run on the NVIDIA driver branch the GPU nodes get (infra/data/gke_gpu_drivers.csv)."""
+    # INSTALLATION_DISABLED deploys k8s/nvidia_driver.py's preloaded COS installer without a version, which installs
+    # the COS image's default driver, the same branch as DEFAULT.
+    choice = "DEFAULT" if gpu.driver_version == "INSTALLATION_DISABLED" else gpu.driver_version
+    tag = model_repo.triton_image_tag
+    branch = catalogue.gke_driver_branch(int(cluster.kubernetes_version.split(".")[1]), choice)
+    if not runs_on_driver(image_release(tag), branch):
+        raise reader.fail(
+            "tritonImageTag",
+            tag,
+            f"a CUDA 13 image (25.08 and later) needs driver R575+ or R535 on a T4, and gpuDriverVersion "
+            f"{gpu.driver_version} on Kubernetes {cluster.kubernetes_version} installs R{branch}; use "
+            "gpuDriverVersion DEFAULT (R535), a kubernetesVersion whose LATEST is R580, or tritonImageTag 25.06-py3",
+        )
 
 
 def _serving(reader: _Reader, model_repo: ModelRepoSettings) -> ServingSettings:
     return ServingSettings(
         image=f"{TRITON_IMAGE}:{model_repo.triton_image_tag}",
-        queue_time_target_us=reader.integer("autoscaleQueueTimeMs", minimum=1) * 1000,
+        queue_time_target_us=_at_most(
+            reader, "autoscaleQueueTimeMs", QUANTITY_MAX // 1000, "in microseconds a Kubernetes quantity", minimum=1
+        )
+        * 1000,
     )
 
 
@@ -522,7 +626,7 @@ def _monitoring(reader: _Reader) -> MonitoringSettings:
         mode=reader.choice("monitoringMode", ("builtin", "operator")),
         slo=slo,
         retention=retention,
-        storage_gb=reader.integer("prometheusStorageGb", minimum=1),
+        storage_gb=_at_most(reader, "prometheusStorageGb", DISK_MAX_GB, "pd-balanced volume size in GB", minimum=1),
     )
 
 
@@ -552,12 +656,16 @@ def load_stack_settings() -> StackSettings:
     gpu_pool = _gpu_pool(reader, gpu_catalogue)
     regions = _regions(reader, gpu_catalogue, gpu_pool.accelerator_type)
     model_repo = _model_repo(reader)
+    cluster = _cluster(reader)
+    cpu_pool = _cpu_pool(reader)
+    _check_nodes_per_zone(reader, regions, cpu_pool, gpu_pool)
+    _check_image_runs_on_driver(reader, model_repo, gpu_pool, cluster)
     return StackSettings(
         project=project,
         stack=pulumi.get_stack(),
         regions=regions,
-        cluster=_cluster(reader),
-        cpu_pool=_cpu_pool(reader),
+        cluster=cluster,
+        cpu_pool=cpu_pool,
         gpu_pool=gpu_pool,
         gpu_catalogue=gpu_catalogue,
         model_store=_model_store(reader, regions),

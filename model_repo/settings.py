@@ -20,6 +20,18 @@ TRITON_IMAGE_TAG = "25.06-py3"
 # Triton dropped the TensorFlow backend after 25.02, so SavedModels need an image <= 25.02.
 LAST_TENSORFLOW_RELEASE = (25, 2)
 
+# Field widths in Triton's model configuration (model_config.proto,
+# https://github.com/triton-inference-server/common/blob/main/protobuf/model_config.proto): max_batch_size,
+# preferred_batch_size and instance_group count are int32, max_queue_delay_microseconds is uint64.
+INT32_MAX = 2**31 - 1
+UINT64_MAX = 2**64 - 1
+FIELD_MAXIMUM = {
+    "max_batch_size": INT32_MAX,
+    "preferred_batch_size": INT32_MAX,
+    "instance_count": INT32_MAX,
+    "max_queue_delay_us": UINT64_MAX,
+}
+
 PRECISIONS = ("none", "FP32", "FP16", "INT8")
 # Type of the image tensor clients send. UINT8 puts a Cast and the /255 scaling into the graph,
 # so each request carries 1 byte per pixel channel instead of 4 (150,528 instead of 602,112 bytes
@@ -29,6 +41,35 @@ INPUT_DTYPES = ("FP32", "UINT8")
 # Model names become folder names locally and object prefixes in gs://; keep them portable.
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TAG_RE = re.compile(r"^(\d{2})\.(\d{2})(-[A-Za-z0-9_.-]+)?$")
+
+# Triton container releases on NGC (nvcr.io/nvidia/tritonserver): monthly, per NVIDIA's release-notes index
+# (https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/, which lists 25.06 then 25.08: there
+# was no 25.07), from 21.08 (server 2.13.0) to 26.10 (2.74.0,
+# https://github.com/triton-inference-server/server/releases/tag/v2.74.0). Add a month here once NVIDIA publishes it.
+FIRST_KNOWN_RELEASE = (21, 8)
+LAST_KNOWN_RELEASE = (26, 10)
+MISSING_RELEASES = frozenset({(25, 7)})
+# Only YY.MM-py3 is the full server with the ONNX Runtime and TensorRT backends these models use. The other tags
+# of the same repository (NGC catalogue, https://catalog.ngc.nvidia.com/orgs/nvidia/containers/tritonserver, and
+# the Triton README "Build a custom Triton image": -py3-min is the base for building one) are not that server.
+OTHER_IMAGES = {
+    "-py3-sdk": "the client SDK image (perf_analyzer, clients), not a server",
+    "-py3-min": "the minimal base for building a custom Triton image, with no server in it",
+    "-py3-igpu": "the Jetson/iGPU (arm64) build, which does not run on an x86 T4 node",
+    "-py3-igpu-sdk": "the Jetson/iGPU client SDK image, not a server",
+    "-pyt-python-py3": "a server with only the PyTorch and Python backends (no ONNX Runtime or TensorRT)",
+    "-tf2-python-py3": "a server with only the TensorFlow and Python backends (no ONNX Runtime or TensorRT)",
+    "-vllm-python-py3": "a server with only the vLLM and Python backends (no ONNX Runtime or TensorRT)",
+    "-trtllm-python-py3": "a server with only the TensorRT-LLM and Python backends (no ONNX Runtime)",
+}
+# From 25.08 the images are built on CUDA 13 ("Release 25.08 is based on CUDA 13.0.0 which requires NVIDIA Driver
+# release 575 or later. However, if you are running on a data center GPU (for example, T4 ...), you can use NVIDIA
+# driver release 470.57 (or later R470), 525.85 (or later R525), 535.86 (or later R535), or 545.23 (or later R545)":
+# https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-25-08.html, same text up to 26.04).
+# So on a T4, R550 and R570 cannot run them; 25.06 (CUDA 12.9) runs on every branch from R470 up.
+FIRST_CUDA13_RELEASE = (25, 8)
+CUDA13_NATIVE_BRANCH = 575
+CUDA13_FORWARD_COMPAT_BRANCHES = (470, 525, 535, 545)
 
 
 @dataclass(frozen=True)
@@ -84,13 +125,42 @@ def default_settings() -> ModelRepoSettings:
 
 
 def image_release(tag: str) -> tuple[int, int]:
-    """(year, month) of a Triton image tag such as '25.10-py3'."""
-    match = _TAG_RE.match(tag)
+    """(year, month) of a released Triton server image tag such as '25.10-py3'; ModelRepoError says why not."""
+    match = _TAG_RE.match(tag) if isinstance(tag, str) else None
     if not match:
         raise ModelRepoError(
             f"triton_image_tag: {tag!r} is not a Triton release tag (expected YY.MM-py3, e.g. 25.10-py3)"
         )
-    return int(match.group(1)), int(match.group(2))
+    release = int(match.group(1)), int(match.group(2))
+    suffix = match.group(3) or ""
+    if suffix != "-py3":
+        what = OTHER_IMAGES.get(suffix, "not the server image")
+        raise ModelRepoError(f"triton_image_tag: {tag!r} is {what}; use the server image {tag[:5]}-py3")
+    if not is_known_release(release):
+        raise ModelRepoError(
+            f"triton_image_tag: {tag!r} is not a released Triton image; known releases "
+            f"{_show_release(FIRST_KNOWN_RELEASE)}-py3 to {_show_release(LAST_KNOWN_RELEASE)}-py3 (none in 25.07)"
+        )
+    return release
+
+
+def is_known_release(release: tuple[int, int]) -> bool:
+    return (
+        1 <= release[1] <= 12
+        and FIRST_KNOWN_RELEASE <= release <= LAST_KNOWN_RELEASE
+        and release not in MISSING_RELEASES
+    )
+
+
+def _show_release(release: tuple[int, int]) -> str:
+    return f"{release[0]:02d}.{release[1]:02d}"
+
+
+def runs_on_driver(release: tuple[int, int], branch: int) -> bool:
+    """Whether a Triton image of `release` runs on a T4 with driver `branch` (e.g. 535), per its release notes."""
+    if release < FIRST_CUDA13_RELEASE:
+        return branch >= min(CUDA13_FORWARD_COMPAT_BRANCHES)
+    return branch >= CUDA13_NATIVE_BRANCH or branch in CUDA13_FORWARD_COMPAT_BRANCHES
 
 
 def is_saved_model_dir(path: Path) -> bool:
@@ -129,6 +199,8 @@ def _validate_variant(v: VariantSettings) -> None:
         value = getattr(v, key)
         if not isinstance(value, int) or isinstance(value, bool):
             raise ModelRepoError(f"{where}: {key} must be an integer, got {value!r}")
+        if value > FIELD_MAXIMUM[key]:
+            raise ModelRepoError(f"{where}: {key} must be <= {FIELD_MAXIMUM[key]:,} (model config field), got {value}")
     if v.max_batch_size <= 0:
         raise ModelRepoError(f"{where}: max_batch_size must be >= 1, got {v.max_batch_size}")
     if not 1 <= v.preferred_batch_size <= v.max_batch_size:

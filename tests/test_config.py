@@ -41,10 +41,29 @@ BAD_CONFIG = {
         "N1",
     ),
     "too many vCPUs for one T4": (
-        {"gpuMachineType": "n1-standard-32"},
+        {"gpuMachineType": "n1-standard-64"},
         "triton-gke:gpuMachineType",
-        "'n1-standard-32'",
-        "24 vCPUs",
+        "'n1-standard-64'",
+        "48 vCPUs",
+    ),
+    "CPU pool on an accelerator-optimized type": (
+        {"cpuMachineType": "g2-standard-8"},
+        "triton-gke:cpuMachineType",
+        "'g2-standard-8'",
+        "accelerator-optimized",
+    ),
+    "bucket in another region than the clusters": (
+        {"bucketLocation": "europe-west4"},
+        "triton-gke:bucketLocation",
+        "'europe-west4'",
+        "us-central1",
+    ),
+    "Triton SDK image": ({"tritonImageTag": "25.06-py3-sdk"}, "triton-gke:tritonImageTag", "'25.06-py3-sdk'", "SDK"),
+    "CUDA 13 image on an R570 LATEST driver": (
+        {"tritonImageTag": "25.08-py3"},
+        "triton-gke:tritonImageTag",
+        "'25.08-py3'",
+        "R570",
     ),
     "unknown accelerator": (
         {"gpuAcceleratorType": "nvidia-tesla-k80"},
