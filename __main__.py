@@ -20,21 +20,6 @@ model_repository_digest = built_repository_digest(settings.model_repo, settings.
 
 network = Network("triton", NetworkArgs(regions=settings.regions))
 
-model_store = ModelStore(
-    "models",
-    ModelStoreArgs(
-        project=settings.project,
-        stack=settings.stack,
-        location=settings.model_store.location,
-        force_destroy=settings.model_store.force_destroy,
-        kubernetes_namespace=TRITON_NAMESPACE,
-        kubernetes_service_account=TRITON_SERVICE_ACCOUNT,
-    ),
-)
-model_upload = ModelUpload(
-    "models",
-    ModelUploadArgs(bucket=model_store.bucket.name, prefix=settings.model_store.prefix, digest=model_repository_digest),
-)
 # Sent only by operators, never by inference clients: it unlocks Triton's admin APIs.
 triton_admin_key = random.RandomPassword("triton-admin-key", length=40, special=False)
 grafana_admin_password = random.RandomPassword("grafana-admin-password", length=32, special=False)
@@ -57,6 +42,22 @@ clusters = {
     for region in settings.regions
 }
 
+model_store = ModelStore(
+    "models",
+    ModelStoreArgs(
+        project=settings.project,
+        stack=settings.stack,
+        location=settings.model_store.location,
+        force_destroy=settings.model_store.force_destroy,
+        kubernetes_namespace=TRITON_NAMESPACE,
+        kubernetes_service_account=TRITON_SERVICE_ACCOUNT,
+        workload_identity_clusters=[c.cluster for c in clusters.values()],
+    ),
+)
+model_upload = ModelUpload(
+    "models",
+    ModelUploadArgs(bucket=model_store.bucket.name, prefix=settings.model_store.prefix, digest=model_repository_digest),
+)
 serving = {
     region: TritonServing(
         f"triton-{region}",
@@ -71,6 +72,9 @@ serving = {
             max_replicas=settings.gpu_pool.max_nodes,
             queue_time_target_us=settings.serving.queue_time_target_us,
             neg_name_prefix=cluster.cluster_name,
+            bucket_access=model_store.read_access,
+            model_digest=model_repository_digest,
+            startup_minutes=settings.serving.startup_minutes,
         ),
         opts=pulumi.ResourceOptions(providers=[cluster.provider]),
     )

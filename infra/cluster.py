@@ -159,7 +159,12 @@ class GkeCluster(pulumi.ComponentResource):
                 workload_metadata_config=gcp.container.ClusterNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
             ),
             deletion_protection=a.settings.deletion_protection,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=self._node_sa_grants),
+            # GKE's deletion protection fails only when the cluster's own delete runs, after `pulumi destroy` has
+            # already removed what runs on it; with Pulumi's protect, `destroy` fails in its preview, before any
+            # delete (https://www.pulumi.com/docs/iac/concepts/resources/options/protect/, pulumi/pulumi#8158).
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=self._node_sa_grants, protect=a.settings.deletion_protection
+            ),
         )
 
     def _base_node_config(self, machine_type: str, disk_size_gb: int, role: str) -> dict:

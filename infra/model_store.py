@@ -7,7 +7,8 @@ bucket metadata too, which needs legacyBucketReader (triton-inference-server/ser
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
@@ -28,11 +29,17 @@ class ModelStoreArgs:
     # The Kubernetes service account Triton runs as (same name in every cluster).
     kubernetes_namespace: str
     kubernetes_service_account: str
+    # The Workload Identity clusters: GKE creates the project's pool (PROJECT.svc.id.goog) with the first of them,
+    # and IAM refuses a binding to a pool that does not exist yet ("Identity Pool does not exist",
+    # terraform-google-modules/terraform-google-kubernetes-engine#916; the module orders the two since #301).
+    workload_identity_clusters: Sequence[pulumi.Resource] = field(default_factory=tuple)
 
 
 class ModelStore(pulumi.ComponentResource):
     bucket: gcp.storage.Bucket
     reader: gcp.serviceaccount.Account
+    # Everything that must exist before a pod can read the bucket as `reader`: Triton waits for these.
+    read_access: list[pulumi.Resource]
 
     def __init__(self, name: str, args: ModelStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-gke:infra:ModelStore", name, None, opts)
@@ -55,7 +62,9 @@ class ModelStore(pulumi.ComponentResource):
             ],
             force_destroy=args.force_destroy,
             labels={"app": "triton", "stack": gcp_name(args.stack, max_len=63)},
-            opts=child,
+            # Where models must survive (no force-destroy), Pulumi refuses any deployment that would delete the
+            # bucket; `destroy` fails in its preview, before deleting anything (pulumi/pulumi#8158).
+            opts=pulumi.ResourceOptions(parent=self, protect=not args.force_destroy),
         )
         self.reader = gcp.serviceaccount.Account(
             f"{name}-reader",
@@ -65,17 +74,21 @@ class ModelStore(pulumi.ComponentResource):
             opts=child,
         )
         member = self.reader.email.apply(lambda email: f"serviceAccount:{email}")
-        for role in READER_ROLES:
+        self.read_access = [
             gcp.storage.BucketIAMMember(
                 f"{name}-{role.split('.')[-1]}", bucket=self.bucket.name, role=role, member=member, opts=child
             )
+            for role in READER_ROLES
+        ]
         # One binding serves every cluster: the workload pool (PROJECT.svc.id.goog) is per project.
-        gcp.serviceaccount.IAMMember(
-            f"{name}-workload-identity",
-            service_account_id=self.reader.name,
-            role="roles/iam.workloadIdentityUser",
-            member=f"serviceAccount:{args.project}.svc.id.goog"
-            f"[{args.kubernetes_namespace}/{args.kubernetes_service_account}]",
-            opts=child,
+        self.read_access.append(
+            gcp.serviceaccount.IAMMember(
+                f"{name}-workload-identity",
+                service_account_id=self.reader.name,
+                role="roles/iam.workloadIdentityUser",
+                member=f"serviceAccount:{args.project}.svc.id.goog"
+                f"[{args.kubernetes_namespace}/{args.kubernetes_service_account}]",
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.workload_identity_clusters)),
+            )
         )
         self.register_outputs({"bucket": self.bucket.name, "reader": self.reader.email})

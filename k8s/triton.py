@@ -8,7 +8,8 @@ answer only requests that carry the admin key header, which inference clients ne
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -35,6 +36,9 @@ SUMMARY_QUANTILES = "0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001"
 QUEUE_TIME_METRIC = "triton_queue_time_per_request_us"
 TRT_CACHE_DIR = "/trt-cache"
 TRITON_UID = 1000  # the triton-server user of NVIDIA's image
+# Pod-template annotation holding the model repository's digest: a model change is a template change, so a rollout.
+MODEL_DIGEST_ANNOTATION = "triton-gke/model-repository-digest"
+STARTUP_PROBE_PERIOD_S = 10
 
 
 def triton_address(protocol: str) -> str:
@@ -51,6 +55,10 @@ def triton_server_args(model_repository: str, gpu: bool = True, admin_key: str =
         # Ready only when every model loaded; exit (and restart) rather than serve half a repository.
         "--strict-readiness=true",
         "--exit-on-error=true",
+        # Load the repository once at start and ignore later changes (Triton's default, stated on purpose): a model
+        # update reaches pods by a rolling restart (MODEL_DIGEST_ANNOTATION), so every pod serves one repository.
+        # docs.nvidia.com/deeplearning/triton-inference-server/archives/triton-inference-server-2540/user-guide/docs/user_guide/model_management.html  # noqa: E501
+        "--model-control-mode=none",
         f"--http-port={PORTS['http']}",
         f"--grpc-port={PORTS['grpc']}",
         "--allow-metrics=true",
@@ -80,6 +88,33 @@ class TritonServingArgs:
     # Whether the cluster serves the HPA's metric (k8s.monitoring.serves_custom_metrics). Without a source an HPA
     # never scales (FailedGetPodsMetric), so Triton then runs a fixed min_replicas that Pulumi owns.
     autoscale: bool = True
+    # What a pod needs before it can read the bucket (IAM members, Workload Identity binding): without them Triton
+    # cannot list gs://BUCKET and, with --exit-on-error, crash-loops. The Deployment waits for them.
+    bucket_access: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    # Digest of the model repository the sync uploaded; in the pod template, so a model change rolls every pod.
+    model_digest: str = ""
+    # tritonStartupMinutes: one pod from scheduling to Ready; the startup probe and Pulumi's waits derive from it.
+    startup_minutes: int = 40
+
+
+def startup_probe_failures(startup_minutes: int) -> int:
+    """failureThreshold of the startup probe so that it allows `startup_minutes` (period STARTUP_PROBE_PERIOD_S)."""
+    return startup_minutes * 60 // STARTUP_PROBE_PERIOD_S
+
+
+def triton_timeouts(startup_minutes: int, max_replicas: int) -> tuple[pulumi.CustomTimeouts, pulumi.CustomTimeouts]:
+    """(Deployment, Services) custom timeouts from the startup budget.
+
+    pulumi-kubernetes waits 10 minutes by default for a Deployment to be available and for a Service's endpoints to
+    be ready, then fails the update and skips everything that depends on them, the load balancer included
+    (https://www.pulumi.com/registry/packages/kubernetes/api-docs/apps/v1/deployment/,
+    https://www.pulumi.com/registry/packages/kubernetes/api-docs/core/v1/service/). On create every pod starts at
+    once: one budget. A rolling update (maxSurge 0, maxUnavailable 1) replaces pods one after another: one budget
+    per pod, up to max_replicas.
+    """
+    budget = f"{startup_minutes}m"
+    rollout = f"{startup_minutes * max_replicas}m"
+    return pulumi.CustomTimeouts(create=budget, update=rollout), pulumi.CustomTimeouts(create=budget, update=budget)
 
 
 class TritonServing(pulumi.ComponentResource):
@@ -111,6 +146,7 @@ class TritonServing(pulumi.ComponentResource):
             string_data={"key": args.admin_key},
             opts=child,
         )
+        deployment_timeouts, self._service_timeouts = triton_timeouts(args.startup_minutes, args.max_replicas)
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=TRITON_APP, namespace=ns, labels=self.labels),
@@ -118,9 +154,15 @@ class TritonServing(pulumi.ComponentResource):
                 replicas=args.min_replicas,
                 selector=k8s.meta.v1.LabelSelectorArgs(match_labels=self.labels),
                 template=self._pod_template(service_account, admin_secret),
+                strategy=ROLLING_ONE_AT_A_TIME,
             ),
             # With an HPA, it owns spec.replicas; without one, Pulumi does.
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["spec.replicas"] if args.autoscale else None),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                ignore_changes=["spec.replicas"] if args.autoscale else None,
+                depends_on=list(args.bucket_access),
+                custom_timeouts=deployment_timeouts,
+            ),
         )
         self._disruption_budget_and_autoscaler(ns)
         self.service = self._service(ns, TRITON_APP, annotations={})
@@ -145,7 +187,9 @@ class TritonServing(pulumi.ComponentResource):
     def _pod_template(self, service_account: k8s.core.v1.ServiceAccount, admin_secret: k8s.core.v1.Secret):
         a = self._args
         return k8s.core.v1.PodTemplateSpecArgs(
-            metadata=k8s.meta.v1.ObjectMetaArgs(labels=self.labels),
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                labels=self.labels, annotations={MODEL_DIGEST_ANNOTATION: a.model_digest}
+            ),
             spec=k8s.core.v1.PodSpecArgs(
                 service_account_name=service_account.metadata.name,
                 automount_service_account_token=False,
@@ -193,7 +237,13 @@ class TritonServing(pulumi.ComponentResource):
                 k8s.core.v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
             ],
             # Loading (and TensorRT engine building) may take many minutes: only then do the other probes start.
-            startup_probe=http_probe("/v2/health/ready", "http", period=10, failures=120, timeout=3),
+            startup_probe=http_probe(
+                "/v2/health/ready",
+                "http",
+                period=STARTUP_PROBE_PERIOD_S,
+                failures=startup_probe_failures(a.startup_minutes),
+                timeout=3,
+            ),
             readiness_probe=http_probe("/v2/health/ready", "http", period=5, failures=3, timeout=3),
             liveness_probe=http_probe("/v2/health/live", "http", period=10, failures=3, timeout=3),
         )
@@ -253,8 +303,21 @@ class TritonServing(pulumi.ComponentResource):
                     if n != "metrics" or name == TRITON_APP
                 ],
             ),
-            opts=pulumi.ResourceOptions(parent=self),
+            # Ready endpoints need a Ready Triton pod: wait as long as one may take to start.
+            opts=pulumi.ResourceOptions(parent=self, custom_timeouts=self._service_timeouts),
         )
+
+
+# One GPU node holds exactly one Triton pod, so a surge pod needs a spare GPU node that dev (gpuMaxNodes 1) and a
+# fully scaled pool never have: the default (maxSurge 25% rounded up, maxUnavailable 25% rounded down, so 1 and 0
+# for up to 3 pods) leaves the surge pod Pending and the rollout stuck. Replace one pod at a time instead: the
+# controller first stops one old pod, then starts its replacement on the freed node
+# (https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#rolling-update-deployment). The PDB
+# allows the same one pod down for node drains.
+ROLLING_ONE_AT_A_TIME = k8s.apps.v1.DeploymentStrategyArgs(
+    type="RollingUpdate",
+    rolling_update=k8s.apps.v1.RollingUpdateDeploymentArgs(max_surge=0, max_unavailable=1),
+)
 
 
 def _app_protocol(port_name: str) -> str:

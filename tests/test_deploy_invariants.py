@@ -148,3 +148,179 @@ def test_destroy_deletes_whatever_references_a_bucket_or_service_account_first(p
             assert target.urn in waits_for(plan, referrer), (
                 f"{referrer.name} references {target.name} but does not depend on it"
             )
+
+
+# ---- issue 12: first `pulumi up` and every later change ------------------------------------------------------------
+
+
+def test_workload_identity_binding_waits_for_every_cluster(plan):
+    """GKE creates the project's Workload Identity pool (PROJECT.svc.id.goog) with the first cluster that enables
+    it; until then IAM refuses a binding to the pool with "Identity Pool does not exist"
+    (terraform-google-modules/terraform-google-kubernetes-engine#916, the module ties the two together since #301).
+    So the binding must wait for the clusters, or the first `pulumi up` on a fresh project fails.
+    """
+    bindings = [b for b in plan.of_type(SA_IAM) if b.inputs["role"] == "roles/iam.workloadIdentityUser"]
+    assert bindings
+    for binding in bindings:
+        assert ".svc.id.goog[" in binding.inputs["member"]
+        waited = waits_for(plan, binding)
+        missing = [c.inputs["name"] for c in plan.of_type(CLUSTER) if c.urn not in waited]
+        assert not missing, f"{binding.name} does not wait for clusters {missing}"
+
+
+def test_triton_waits_until_it_may_read_the_bucket(plan):
+    """Triton runs with --exit-on-error: started before its Google service account may read the bucket (the bucket
+    IAM members) or before its Kubernetes service account may act as that account (the Workload Identity binding),
+    it cannot list gs://BUCKET, exits and crash-loops, and `pulumi up` waits on it until it times out
+    (https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity). Its Deployment must wait for both.
+    """
+    access = plan.of_type(BUCKET_IAM) + [
+        b for b in plan.of_type(SA_IAM) if b.inputs["role"] == "roles/iam.workloadIdentityUser"
+    ]
+    assert len(access) >= 3, "objectViewer, legacyBucketReader and the Workload Identity binding"
+    for deployment in triton_deployments(plan):
+        waited = waits_for(plan, deployment)
+        missing = [a.name for a in access if a.urn not in waited]
+        assert not missing, f"{deployment.name} does not wait for {missing}"
+
+
+def _minutes(duration: str) -> float:
+    """A Pulumi custom timeout ('40m', '2h', '90s') in minutes."""
+    units = {"s": 1 / 60, "m": 1, "h": 60}
+    assert duration and duration[-1] in units, f"unexpected duration {duration!r}"
+    return float(duration[:-1]) * units[duration[-1]]
+
+
+def _startup_window_minutes(deployment: PlannedResource) -> float:
+    (container,) = deployment.inputs["spec"]["template"]["spec"]["containers"]
+    probe = container["startupProbe"]
+    return (probe.get("initialDelaySeconds", 0) + probe["periodSeconds"] * probe["failureThreshold"]) / 60
+
+
+# pulumi-kubernetes' own wait for a Deployment or a Service without customTimeouts.
+DEFAULT_AWAIT_MINUTES = 10
+
+
+def test_pulumi_waits_as_long_as_kubernetes_lets_triton_start(plan):
+    """pulumi-kubernetes waits 10 minutes for a Deployment to become available and for a Service's endpoints to be
+    ready, then fails and skips everything that depends on them (the load balancer's backends wait for the NEG
+    Service) (https://www.pulumi.com/registry/packages/kubernetes/api-docs/apps/v1/deployment/,
+    https://www.pulumi.com/registry/packages/kubernetes/api-docs/core/v1/service/). A fresh T4 node's driver
+    install, the ~10 GB image pull and TensorRT engine builds take longer, which Triton's startup probe allows. So
+    the Deployment and its Services wait at least as long as that probe on create, and the Deployment's update
+    waits for one such start per pod it may have to replace.
+    """
+    for owner, deployment in of_kind(plan, TRITON_SERVING, DEPLOYMENT):
+        window = _startup_window_minutes(deployment)
+        assert window > DEFAULT_AWAIT_MINUTES, "the startup budget exceeds pulumi-kubernetes' default wait"
+        timeouts = deployment.custom_timeouts
+        assert _minutes(timeouts.get("create", "")) >= window, f"{deployment.name}: create {timeouts}"
+        assert _minutes(timeouts.get("update", "")) >= window * _max_pods(plan, owner, deployment)
+        services = [s for o, s in of_kind(plan, TRITON_SERVING, SERVICE) if o is owner]
+        assert services
+        for service in services:
+            for operation in ("create", "update"):
+                waited = _minutes(service.custom_timeouts.get(operation, ""))
+                assert waited >= window, f"{service.name}: {operation} {service.custom_timeouts}"
+
+
+def _max_pods(plan: Plan, owner: PlannedResource, deployment: PlannedResource) -> int:
+    """The most Triton pods this component may run: the HPA's maximum, or the fixed replicas without an HPA."""
+    hpas = [h for o, h in of_kind(plan, TRITON_SERVING, "kubernetes:autoscaling/v2:HorizontalPodAutoscaler")]
+    mine = [h for h in hpas if owner in plan.ancestors(h)]
+    return int(mine[0].inputs["spec"]["maxReplicas"] if mine else deployment.inputs["spec"]["replicas"])
+
+
+def _gpu_max_nodes(plan: Plan, owner: PlannedResource) -> int:
+    """The region's GPU pool maximum: the node autoscaler never adds more."""
+    region = owner.name.removeprefix("triton-")
+    pools = [
+        p
+        for p in plan.of_type("gcp:container/nodePool:NodePool")
+        if p.inputs["nodeConfig"].get("guestAccelerators") and p.parent and p.parent.name == f"gke-{region}"
+    ]
+    assert len(pools) == 1, f"one GPU pool in {region}"
+    return int(pools[0].inputs["autoscaling"]["totalMaxNodeCount"])
+
+
+def _int_or_percent(value: Any, replicas: int, round_up: bool, default: str = "25%") -> int:
+    """maxSurge rounds a percentage up, maxUnavailable rounds it down (Deployment API reference,
+    https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/deployment-v1/)."""
+    value = default if value is None else value
+    if isinstance(value, str) and value.endswith("%"):
+        share = replicas * int(value[:-1])
+        return -(-share // 100) if round_up else share // 100
+    return int(value)
+
+
+def rollout_waves(replicas: int, nodes: int, max_surge: int, max_unavailable: int) -> int | None:
+    """Simulate a template change under the Deployment controller's rolling-update rules; return how many pod
+    starts happen one after another (each takes up to the startup budget), or None if the rollout never completes.
+
+    Rules (https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#rolling-update-deployment): the new
+    ReplicaSet grows while all pods <= replicas + maxSurge; old pods are removed while available pods stay >=
+    replicas - maxUnavailable (new pods not yet ready count as unavailable). Triton's anti-affinity puts one pod on
+    a GPU node, and the node autoscaler adds nodes only up to `nodes`: a pod without a free node stays Pending.
+    """
+    old, new_ready, new_pending, waves = replicas, 0, 0, 0
+    while not (old == 0 and new_ready == replicas):
+        before = (old, new_ready, new_pending)
+        new_pending += max(
+            0, min(replicas + max_surge - (old + new_ready + new_pending), replicas - new_ready - new_pending)
+        )
+        old -= max(0, min(old, old + new_ready + new_pending - (replicas - max_unavailable) - new_pending))
+        started = min(new_pending, nodes - old - new_ready)
+        if started > 0:
+            new_pending, new_ready, waves = new_pending - started, new_ready + started, waves + 1
+        if (old, new_ready, new_pending) == before:
+            return None
+    return waves
+
+
+def test_a_template_change_rolls_out_within_gpu_max_nodes(plan):
+    """A template change (new image, new models, new settings) must complete even when the pool is at gpuMaxNodes:
+    one Triton pod fills a GPU node, so a surge pod would need a node the autoscaler may not add (dev has
+    gpuMaxNodes 1). Simulated with the controller's rules (rollout_waves) at every pod count the HPA may reach, and
+    the sequential starts it needs fit in the Deployment's update timeout.
+    """
+    for owner, deployment in of_kind(plan, TRITON_SERVING, DEPLOYMENT):
+        strategy = deployment.inputs["spec"].get("strategy", {})
+        rolling = strategy.get("rollingUpdate", {})
+        nodes = _gpu_max_nodes(plan, owner)
+        budget = _startup_window_minutes(deployment)
+        update = _minutes(deployment.custom_timeouts.get("update", f"{DEFAULT_AWAIT_MINUTES}m"))
+        for replicas in range(int(deployment.inputs["spec"]["replicas"]), _max_pods(plan, owner, deployment) + 1):
+            surge = _int_or_percent(rolling.get("maxSurge"), replicas, round_up=True)
+            unavailable = _int_or_percent(rolling.get("maxUnavailable"), replicas, round_up=False)
+            waves = rollout_waves(replicas, nodes, surge, unavailable)
+            assert waves is not None, f"{deployment.name}: {replicas} pods on {nodes} GPU nodes never roll"
+            assert waves * budget <= update, f"{deployment.name}: {waves} starts of {budget} min exceed {update} min"
+
+
+def test_every_model_change_rolls_every_triton_pod(plan):
+    """With model control mode NONE, Triton loads the repository at start and ignores later changes
+    (https://docs.nvidia.com/deeplearning/triton-inference-server/archives/triton-inference-server-2540/user-guide/docs/user_guide/model_management.html).
+    So the repository's digest (the upload's trigger) is in the pod template: each model change rolls every pod
+    onto the new models, never a fleet where only restarted pods serve them.
+    """
+    (sync,) = plan.of_type("command:local:Command")
+    digest = sync.inputs["triggers"][0]
+    for deployment in triton_deployments(plan):
+        template = deployment.inputs["spec"]["template"]
+        assert template["metadata"]["annotations"]["triton-gke/model-repository-digest"] == digest
+        (container,) = template["spec"]["containers"]
+        assert "--model-control-mode=none" in container["args"], "poll mode would reload under the running pods"
+
+
+def test_protected_stacks_refuse_to_delete_their_clusters_and_bucket(plan):
+    """GKE's deletion protection fails only when the cluster's own delete runs, after `pulumi destroy` removed what
+    ran on it; Pulumi's protect fails the destroy in its preview, before any delete
+    (https://www.pulumi.com/docs/iac/concepts/resources/options/protect/, pulumi/pulumi#8158). Clusters with
+    deletion protection, and buckets that keep their models (no force-destroy), are protected; disposable ones not.
+    """
+    for cluster in plan.of_type(CLUSTER):
+        assert cluster.protect == cluster.inputs["deletionProtection"], cluster.name
+    for bucket in plan.of_type(BUCKET):
+        assert bucket.protect == (not bucket.inputs["forceDestroy"]), bucket.name
+    if plan.stack == "prod":
+        assert all(r.protect for r in plan.of_type(CLUSTER) + plan.of_type(BUCKET))
