@@ -8,7 +8,6 @@ from the schema in Pulumi.yaml, the one place where settings are declared.
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import json
 import re
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from model_repo.settings import (
     validate_settings,
 )
 from monitoring.settings import MonitoringError, SloSettings, validate_duration, validate_slo
+from policy import address_space
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 PROJECT_FILE = PROJECT_DIR / "Pulumi.yaml"
@@ -631,18 +631,24 @@ def _monitoring(reader: _Reader) -> MonitoringSettings:
 
 
 def _cidrs(reader: _Reader, key: str, public_allowed: bool = False) -> tuple[str, ...]:
-    """CIDR ranges; unless public_allowed, none wider than /8 (IPv6 /32): the internet is not a source range."""
+    """CIDR ranges; unless public_allowed, their union lets in at most a /8 worth of public addresses.
+
+    The same rule as the policy pack's web-ui-not-public (policy/address_space.py says why): judged on the
+    union, so 256 x /8, 0.0.0.0/1 + 128.0.0.0/1 or ::ffff:0.0.0.0/96 are the internet too.
+    """
     cidrs = reader.strings(key)
+    networks = []
     for cidr in cidrs:
         try:
-            network = ipaddress.ip_network(cidr)
+            networks.append(address_space.parse(cidr))
         except ValueError:
             raise reader.fail(key, cidr, "expected a CIDR such as 203.0.113.0/24") from None
-        widest = 8 if network.version == 4 else 32
-        if not public_allowed and network.prefixlen < widest:
-            raise reader.fail(
-                key, cidr, f"wider than /{widest}: a web UI is not opened to the internet; list your own ranges"
-            )
+    problem = None if public_allowed else address_space.internet_problem(networks)
+    if problem:
+        raise ConfigError(
+            f"{reader.full(key)}: {address_space.show_union(cidrs)} is not valid; {problem}: "
+            "a web UI is not opened to the internet; list your own ranges"
+        )
     return cidrs
 
 

@@ -5,7 +5,7 @@ Building a PolicyPack starts the analyzer's gRPC server and blocks until the CLI
 """
 
 # policies.py sits beside this file: the CLI runs the pack with this folder on sys.path.
-from policies import POLICIES
+from policies import POLICIES, STACK_POLICIES
 from pulumi_policy import PolicyPack
 
-PolicyPack(name="triton-gke-guardrails", policies=POLICIES)
+PolicyPack(name="triton-gke-guardrails", policies=[*POLICIES, *STACK_POLICIES])

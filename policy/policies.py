@@ -15,16 +15,26 @@ import ipaddress
 import re
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
     PolicyConfigSchema,
+    PolicyResource,
     ReportViolation,
     ResourceValidationArgs,
     ResourceValidationPolicy,
     Severity,
+    StackValidationArgs,
+    StackValidationPolicy,
 )
+from pulumi_policy.proxy import UnknownValueError
+
+if __package__:  # imported as policy.policies: the tests, beside the program
+    from .address_space import internet_problem, parse
+else:  # the CLI runs the pack with this folder itself on sys.path (runpy.run_path of the folder)
+    from address_space import internet_problem, parse
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -49,8 +59,19 @@ GPU_TAINT_EFFECTS = ("NO_SCHEDULE", "NO_EXECUTE")
 GPU_MACHINE_TYPE = re.compile(r"^(a2|a3|a4|g2|g4)-")
 DEFAULT_COMPUTE_SA = re.compile(r"^\d+-compute@developer\.gserviceaccount\.com$")
 WEB_UIS = ("grafana", "prometheus", "locust")
-# A range wider than this is "the internet" for a web UI: 0.0.0.0/0 split into halves must not slip through.
-WIDEST_WEB_UI_PREFIX = {4: 8, 6: 32}
+# The web ports the three serve by default: Grafana 3000, Prometheus 9090, the Locust web UI 8089
+# (https://grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/ http_port,
+# https://manpages.ubuntu.com/manpages/bionic/man1/prometheus.1.html --web.listen-address,
+# locust 2.47 locust/argument_parser.py --web-port default=8089).
+WEB_UI_PORTS = {3000: "grafana", 9090: "prometheus", 8089: "locust"}
+# Programs a container runs that serve one of the UIs (the Grafana image runs grafana-server or `grafana server`).
+WEB_UI_PROGRAMS = {"grafana": "grafana", "grafana-server": "grafana", "prometheus": "prometheus", "locust": "locust"}
+TRITON_PROGRAM = "tritonserver"
+# NGC's Triton images run their arguments through /opt/nvidia/nvidia_entrypoint.sh: `docker run IMAGE tritonserver
+# --model-repository=...` (https://docs.nvidia.com/deeplearning/triton-inference-server/user-guide/docs/
+# getting_started/quickstart.html), so a container without a command of such an image runs what its args say, and
+# an image built FROM it may run tritonserver as its CMD: treat both as Triton.
+TRITON_REPOSITORY = "nvcr.io/nvidia/tritonserver"
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 TRITON_RESTRICTED_APIS = frozenset({"model-repository", "shared-memory", "logging", "trace"})
 TRITON_RESTRICTION_FLAGS = ("--http-restricted-api", "--grpc-restricted-protocol")
@@ -232,40 +253,190 @@ def validate_firewall(args: ResourceValidationArgs, report_violation: ReportViol
 # ---------------------------------------------------------------- Kubernetes
 
 
+def _ui_named(text: Any) -> str | None:
+    """The web UI a label, selector or port name mentions (app.kubernetes.io/name: grafana, http-prometheus...)."""
+    lowered = str(text).lower()
+    return next((ui for ui in WEB_UIS if ui in lowered), None)
+
+
+def _port_number(value: Any) -> int | None:
+    """A Service port or targetPort as a number: a whole number, or a string of digits (IntOrString); else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):  # the engine hands numbers over as protobuf doubles: 3000.0
+        return int(value) if float(value).is_integer() else None
+    text = str(value).strip() if value is not None else ""
+    return int(text) if text.isdigit() else None
+
+
 def web_ui_of(props: Any) -> str | None:
-    """Which web UI (grafana, prometheus, locust) a Service fronts, by its name, labels or selector."""
-    words = [get(props, "metadata", "name") or ""]
-    for path in (("metadata", "labels"), ("spec", "selector")):
-        mapping = get(props, *path)
-        words += [str(v) for v in mapping.values()] if isinstance(mapping, Mapping) else []
-    text = " ".join(str(w) for w in words).lower()
-    return next((ui for ui in WEB_UIS if ui in text), None)
+    """Which web UI a Service exposes, judged by what it exposes, never by its own name or labels.
+
+    Its selector (keys or values naming grafana, prometheus or locust: it selects their pods), or any of its
+    ports: port or targetPort 3000, 9090 or 8089 by number, or a port or targetPort name that names a UI.
+    A selector made of neutral words on other ports is resolved against the workloads by the stack policy.
+    """
+    selector = get(props, "spec", "selector")
+    if isinstance(selector, Mapping):
+        for key, value in selector.items():
+            ui = _ui_named(value) or _ui_named(key)
+            if ui:
+                return ui
+    for port in items(get(props, "spec", "ports")):
+        for field in ("port", "targetPort"):
+            number = _port_number(get(port, field))
+            if number in WEB_UI_PORTS:
+                return WEB_UI_PORTS[number]
+        for field in ("name", "targetPort"):
+            value = get(port, field)
+            ui = _ui_named(value) if isinstance(value, str) and _port_number(value) is None else None
+            if ui:
+                return ui
+    return None
 
 
-def too_wide(cidr: str) -> bool:
-    try:
-        network = ipaddress.ip_network(str(cidr).strip(), strict=False)
-    except ValueError:
-        return True  # Kubernetes would reject it; refuse rather than guess
-    return network.prefixlen < WIDEST_WEB_UI_PREFIX[network.version]
+def source_range_problem(ranges: list[str]) -> str | None:
+    """What opens a LoadBalancer's source ranges to the internet; None when they stay a team's own.
+
+    The union rule is policy/address_space.py's, the same the stack config applies to webUiSourceRanges.
+    Kubernetes opens a LoadBalancer to every source when the list is empty
+    (https://kubernetes.io/docs/tasks/access-application-cluster/configure-cloud-provider-firewall/).
+    """
+    if not ranges:
+        return "no loadBalancerSourceRanges (every source may connect)"
+    networks, invalid = [], []
+    for text in ranges:
+        try:
+            networks.append(parse(text, strict=False))  # host bits set: judge the block they are in
+        except ValueError:
+            invalid.append(text)
+    if invalid:
+        return f"loadBalancerSourceRanges that are not CIDRs: {', '.join(invalid)}"
+    problem = internet_problem(networks)
+    return f"loadBalancerSourceRanges {', '.join(ranges)}: {problem}" if problem else None
+
+
+def _report_public_ui(ui: str, how: str, problem: str, report_violation: ReportViolation, urn: Any = None) -> None:
+    report_violation(
+        f"LoadBalancer Service for {ui} ({how}) with {problem}: its web UI would be open to the internet; "
+        "use kubectl port-forward, or list your own ranges (triton-gke:webUiSourceRanges)",
+        urn,
+    )
+
+
+def is_load_balancer(props: Any) -> bool:
+    return get(props, "spec", "type") == "LoadBalancer"
 
 
 def validate_web_ui_exposure(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     props = args.props
-    if args.resource_type != SERVICE or get(props, "spec", "type") != "LoadBalancer":
+    if args.resource_type != SERVICE or not is_load_balancer(props):
         return
     ui = web_ui_of(props)
     if ui is None:
         return
-    ranges = [str(r) for r in items(get(props, "spec", "loadBalancerSourceRanges"))]
-    wide = [r for r in ranges if too_wide(r)]
-    if not ranges or wide:
-        problem = f"ranges wider than /8 (IPv6 /32): {', '.join(wide)}" if wide else "no loadBalancerSourceRanges"
-        report_violation(
-            f"LoadBalancer Service for {ui} with {problem}: its web UI would be open to the internet; "
-            "use kubectl port-forward, or list your own ranges (triton-gke:webUiSourceRanges)",
-            None,
+    problem = source_range_problem([str(r) for r in items(get(props, "spec", "loadBalancerSourceRanges"))])
+    if problem:
+        _report_public_ui(ui, "by its selector or ports", problem, report_violation)
+
+
+# ---------------------------------------------------------------- web UIs behind neutral selectors (stack policy)
+
+
+@dataclass(frozen=True)
+class PodTemplate:
+    """The pods a workload runs, as a Service's selector sees them."""
+
+    kind: str
+    name: str
+    namespace: str
+    labels: Mapping[str, str]
+    spec: Any
+
+
+def namespace_of(props: Any) -> str:
+    return str(get(props, "metadata", "namespace") or "default")
+
+
+def pod_template(resource: PolicyResource) -> PodTemplate | None:
+    """The pod template of a workload resource, or None for anything else (or labels still unknown)."""
+    path = POD_SPEC_PATHS.get(resource.resource_type)
+    if path is None:
+        return None
+    try:
+        labels = get(resource.props, *path[:-1], "metadata", "labels")
+        return PodTemplate(
+            kind=resource.resource_type.rsplit(":", 1)[-1],
+            name=str(get(resource.props, "metadata", "name") or resource.name),
+            namespace=namespace_of(resource.props),
+            labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {},
+            spec=get(resource.props, *path),
         )
+    except UnknownValueError:
+        return None  # preview before the values exist: the workload cannot be matched yet
+
+
+def selects(selector: Any, pod: PodTemplate) -> bool:
+    """A Service selector picks the pods whose labels include every selector pair (an empty one picks none)."""
+    if not isinstance(selector, Mapping) or not selector:
+        return False
+    return all(pod.labels.get(str(k)) == str(v) for k, v in selector.items())
+
+
+def ui_of_container(container: Any) -> str | None:
+    """The web UI a container serves, by its image's name or the program it runs."""
+    image_name = image_repository(str(get(container, "image") or "")).rsplit("/", 1)[-1]
+    if image_name in WEB_UIS:
+        return image_name
+    return next((WEB_UI_PROGRAMS[p] for p in sorted(programs(command_line(container))) if p in WEB_UI_PROGRAMS), None)
+
+
+def targeted_ports(service: Any) -> list[Any]:
+    """What each Service port targets: targetPort, or the port itself when targetPort is unset (the default)."""
+    return [get(p, "targetPort") or get(p, "port") for p in items(get(service, "spec", "ports"))]
+
+
+def ui_behind(service: Any, pod: PodTemplate) -> str | None:
+    """The web UI in a selected pod: a UI container, or a targeted container port (by number or name) 3000/9090/8089."""
+    found = [ui_of_container(c) for c in containers(pod.spec, init=False)]
+    if any(found):
+        return next(ui for ui in found if ui)
+    for target in targeted_ports(service):
+        number = _port_number(target)
+        for container in containers(pod.spec, init=False):
+            for port in items(get(container, "ports")):
+                if number is None and str(target) != str(get(port, "name")):
+                    continue
+                container_port = _port_number(get(port, "containerPort"))
+                if container_port in WEB_UI_PORTS and (number is None or number == container_port):
+                    return WEB_UI_PORTS[container_port]
+    return None
+
+
+def validate_web_ui_workloads(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """LoadBalancer Services whose own selector and ports look neutral, resolved against the pods they select.
+
+    A stack policy: only it sees the Service and the workloads together. The engine runs it after the resource
+    policies, on preview before anything changes (pulumi/docs#11508), so run `pulumi preview --policy-pack` in CI.
+    """
+    pods = [p for p in (pod_template(r) for r in args.resources) if p is not None]
+    for resource in args.resources:
+        try:
+            props = resource.props
+            if resource.resource_type != SERVICE or not is_load_balancer(props) or web_ui_of(props):
+                continue  # not a load balancer, or the resource policy web-ui-not-public judges it already
+            selector, namespace = get(props, "spec", "selector"), namespace_of(props)
+            picked = [p for p in pods if p.namespace == namespace and selects(selector, p)]
+            found = next(((p, ui) for p in picked if (ui := ui_behind(props, p))), None)
+            if found is None:
+                continue
+            pod, ui = found
+            problem = source_range_problem([str(r) for r in items(get(props, "spec", "loadBalancerSourceRanges"))])
+        except UnknownValueError:
+            continue  # preview before the values exist; the resource policy still judges what it can see
+        if problem:
+            how = f"Service {get(props, 'metadata', 'name') or resource.name} selects {pod.kind} {pod.name}"
+            _report_public_ui(ui, how, problem, report_violation, resource.urn)
 
 
 def pod_spec(args: ResourceValidationArgs) -> Any:
@@ -313,12 +484,36 @@ def command_line(container: Any) -> list[str]:
     return tokens
 
 
+def image_repository(image: str) -> str:
+    """An image reference without tag and digest: registry:5000/nvidia/tritonserver:25.06-py3 -> .../tritonserver."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return name.rsplit(":", 1)[0] if ":" in last else name
+
+
+def programs(tokens: list[str]) -> set[str]:
+    """Base names of the tokens that may be a program (not a --flag or --flag=value); a superset on purpose."""
+    return {t.rsplit("/", 1)[-1] for t in tokens if t and not t.startswith("-") and "=" not in t}
+
+
+def runs_image_default(container: Any) -> bool:
+    """No command: the container runs the image's ENTRYPOINT (and CMD unless args replace it)."""
+    return not items(get(container, "command"))
+
+
 def is_triton(container: Any) -> bool:
-    image = str(get(container, "image") or "").split("@", 1)[0]
-    repository = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
-    return repository.rsplit("/", 1)[-1] == "tritonserver" or any(
-        t.rsplit("/", 1)[-1] == "tritonserver" for t in command_line(container)
-    )
+    """Whether a container runs tritonserver, judged by what it runs, whatever the image is called.
+
+    tritonserver anywhere in its command or args (also inside `sh -c '...'`); or, without a command, an image
+    from nvcr.io/nvidia/tritonserver or named tritonserver (a mirror or an image built FROM it), whose entrypoint
+    runs what the args say or a CMD that is tritonserver. Only the SDK (client) images are left out.
+    """
+    if TRITON_PROGRAM in programs(command_line(container)):
+        return True
+    image = str(get(container, "image") or "")
+    repository = image_repository(image)
+    from_triton = repository == TRITON_REPOSITORY or repository.rsplit("/", 1)[-1] == TRITON_PROGRAM
+    return from_triton and runs_image_default(container) and not image.split("@", 1)[0].endswith("-sdk")
 
 
 def restricted_apis(tokens: list[str], flag: str) -> set[str]:
@@ -416,7 +611,8 @@ POLICIES: list[ResourceValidationPolicy] = [
     ),
     _policy(
         "web-ui-not-public",
-        "Grafana, Prometheus and Locust get a LoadBalancer only with source ranges, none wider than /8.",
+        "A LoadBalancer Service that selects Grafana, Prometheus or Locust pods or targets their ports lists "
+        "source ranges whose union lets in at most a /8 worth of public addresses (IPv6 a /32).",
         validate_web_ui_exposure,
         MANDATORY,
         Severity.HIGH,
@@ -451,5 +647,16 @@ POLICIES: list[ResourceValidationPolicy] = [
         validate_triton_admin_apis,
         MANDATORY,
         Severity.CRITICAL,
+    ),
+]
+
+STACK_POLICIES: list[StackValidationPolicy] = [
+    StackValidationPolicy(
+        name="web-ui-not-public-by-workload",
+        description="A LoadBalancer Service whose selector picks pods running Grafana, Prometheus or Locust, or "
+        "whose named target port is their 3000/9090/8089, lists source ranges within the web-ui-not-public budget.",
+        validate=validate_web_ui_workloads,
+        enforcement_level=MANDATORY,
+        severity=Severity.HIGH,
     ),
 ]

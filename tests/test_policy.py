@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import select
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -19,8 +20,16 @@ import grpc
 import pytest
 from conftest import PROJECT_DIR, evaluate
 from google.protobuf import empty_pb2, struct_pb2
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
-from pulumi_policy import PolicyCustomTimeouts, PolicyResourceOptions, ResourceValidationArgs
+from pulumi_policy import (
+    PolicyCustomTimeouts,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    StackValidationArgs,
+)
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import unknown_checking_proxy
 
@@ -33,22 +42,26 @@ from policy.policies import (
     NODE_POOL,
     POLICIES,
     SERVICE,
+    STACK_POLICIES,
+    WEB_UI_PORTS,
+    WEB_UIS,
     image_problem,
+    is_triton,
     restricted_apis,
     stack_of,
+    web_ui_of,
 )
 
 BY_NAME = {p.name: p for p in POLICIES}
+STACK_BY_NAME = {p.name: p for p in STACK_POLICIES}
 # The documented choice (policy/README.md): only the GPU taint merely warns.
-LEVELS = {name: "mandatory" for name in BY_NAME} | {"gpu-node-pools-tainted": "advisory"}
+LEVELS = {name: "mandatory" for name in BY_NAME | STACK_BY_NAME} | {"gpu-node-pools-tainted": "advisory"}
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 PACK_START_TIMEOUT_S = 60
 
 
-def validation_args(resource: PlannedResource, config: dict[str, Any] | None = None) -> ResourceValidationArgs:
-    """What the engine hands a policy for this resource: its inputs, deserialised and proxied by pulumi-policy."""
-    props = unknown_checking_proxy(deserialize_properties(copy.deepcopy(resource.inputs)))
-    options = PolicyResourceOptions(
+def _options(resource: PlannedResource) -> PolicyResourceOptions:
+    return PolicyResourceOptions(
         protect=False,
         ignore_changes=[],
         delete_before_replace=None,
@@ -57,7 +70,29 @@ def validation_args(resource: PlannedResource, config: dict[str, Any] | None = N
         additional_secret_outputs=[],
         parent=resource.parent_urn or None,
     )
-    return ResourceValidationArgs(resource.type, props, resource.urn, resource.name, options, None, config)
+
+
+def _props(resource: PlannedResource) -> Any:
+    """Properties as pulumi-policy hands them over: deserialised, numbers as floats, unknown-checking proxies."""
+    return unknown_checking_proxy(deserialize_properties(copy.deepcopy(resource.inputs)))
+
+
+def validation_args(resource: PlannedResource, config: dict[str, Any] | None = None) -> ResourceValidationArgs:
+    """What the engine hands a policy for this resource: its inputs, deserialised and proxied by pulumi-policy."""
+    return ResourceValidationArgs(
+        resource.type, _props(resource), resource.urn, resource.name, _options(resource), None, config
+    )
+
+
+def stack_violations(resources: list[PlannedResource], policy_name: str) -> list[str]:
+    """What a stack policy reports on these resources, handed over as the engine hands a stack's resources."""
+    handed = [PolicyResource(r.type, _props(r), r.urn, r.name, _options(r), None, None, [], {}) for r in resources]
+    found: list[str] = []
+    result = STACK_BY_NAME[policy_name].validate(
+        StackValidationArgs(handed), lambda message, urn=None: found.append(message)
+    )
+    assert result is None, "validate functions are synchronous"
+    return found
 
 
 def violations(resource: PlannedResource, policy_name: str, config: dict[str, Any] | None = None) -> list[str]:
@@ -75,7 +110,7 @@ def all_violations(plan: Plan, config: dict[str, Any] | None = None) -> list[str
         for r in plan.resources
         for policy in BY_NAME
         for message in violations(r, policy, config)
-    ]
+    ] + [f"{policy}: {message}" for policy in STACK_BY_NAME for message in stack_violations(plan.resources, policy)]
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +150,11 @@ def test_web_uis_published_to_listed_ranges_pass() -> None:
 def test_web_uis_open_to_internet_halves_are_refused_before_the_policy_sees_them() -> None:
     # The two halves add up to 0.0.0.0/0: the stack config refuses them first (the policy is the
     # second line for hand-made changes, covered by the crafted violations above).
-    with pytest.raises(ConfigError, match=r"triton-gke:webUiSourceRanges: '0.0.0.0/1' .* wider than /8"):
+    with pytest.raises(
+        ConfigError,
+        match=r"triton-gke:webUiSourceRanges: '0.0.0.0/1', '128.0.0.0/1' is not valid; "
+        r"their union '0.0.0.0/0' lets in 3,702,258,688 public IPv4 addresses, wider than /8",
+    ):
         evaluate("dev", webUiSourceRanges=["0.0.0.0/1", "128.0.0.0/1"])
 
 
@@ -318,14 +357,50 @@ CRAFTED: dict[str, tuple[str, str, Callable[[Plan], PlannedResource], Callable[[
         "dev",
         _web_service,
         _set("spec.type", "LoadBalancer"),
-        "for grafana with no loadBalancerSourceRanges",
+        "for grafana (by its selector or ports) with no loadBalancerSourceRanges",
     ),
     "grafana load balancer open to all": (
         "web-ui-not-public",
         "dev",
         _web_service,
         _edits(_set("spec.type", "LoadBalancer"), _set("spec.loadBalancerSourceRanges", ["0.0.0.0/0"])),
-        "wider than /8 (IPv6 /32): 0.0.0.0/0",
+        "loadBalancerSourceRanges 0.0.0.0/0: their union '0.0.0.0/0' lets in",
+    ),
+    "grafana load balancer open through the internet's halves": (
+        "web-ui-not-public",
+        "dev",
+        _web_service,
+        _edits(_set("spec.type", "LoadBalancer"), _set("spec.loadBalancerSourceRanges", ["0.0.0.0/1", "128.0.0.0/1"])),
+        "their union '0.0.0.0/0' lets in 3,702,258,688 public IPv4 addresses, wider than /8",
+    ),
+    "grafana load balancer open through every /8": (
+        "web-ui-not-public",
+        "dev",
+        _web_service,
+        _edits(
+            _set("spec.type", "LoadBalancer"),
+            _set("spec.loadBalancerSourceRanges", [f"{i}.0.0.0/8" for i in range(256)]),
+        ),
+        "their union '0.0.0.0/0' lets in",
+    ),
+    "grafana load balancer open through IPv4-mapped IPv6": (
+        "web-ui-not-public",
+        "dev",
+        _web_service,
+        _edits(_set("spec.type", "LoadBalancer"), _set("spec.loadBalancerSourceRanges", ["::ffff:0.0.0.0/96"])),
+        "(IPv6 ranges that embed IPv4 counted as IPv4)",
+    ),
+    "renamed grafana service on its port number": (
+        "web-ui-not-public",
+        "dev",
+        _web_service,
+        _edits(
+            _set("metadata.name", "dashboards"),
+            _set("spec.selector", {"tier": "frontend"}),
+            _set("spec.type", "LoadBalancer"),
+            _set("spec.loadBalancerSourceRanges", ["0.0.0.0/0"]),
+        ),
+        "for grafana (by its selector or ports)",
     ),
     "prod cluster without deletion protection": (
         "prod-deletion-protection",
@@ -354,6 +429,24 @@ CRAFTED: dict[str, tuple[str, str, Callable[[Plan], PlannedResource], Callable[[
         _deployment("triton"),
         _set("spec.template.spec.containers.0.image", "registry.local:5000/nvidia/tritonserver"),
         "has no tag",
+    ),
+    "triton from a renamed image, started by a shell, without gRPC restrictions": (
+        "triton-admin-apis-restricted",
+        "dev",
+        _deployment("triton"),
+        lambda inputs: _pod(inputs)["containers"][0].update(
+            image="europe-docker.pkg.dev/acme/serving/inference:7",
+            command=["/bin/sh", "-c"],
+            args=[
+                "cd /models && exec /opt/tritonserver/bin/tritonserver "
+                + shlex.join(
+                    a
+                    for a in _pod(inputs)["containers"][0]["args"]
+                    if a != "tritonserver" and not a.startswith("--grpc-restricted-protocol")
+                )
+            ],
+        ),
+        "tritonserver container 'tritonserver': --grpc-restricted-protocol does not put logging, model-repository",
     ),
     "triton without gRPC restrictions": (
         "triton-admin-apis-restricted",
@@ -426,6 +519,150 @@ def test_restricted_api_flags_in_both_spellings() -> None:
     ]
     assert restricted_apis(tokens, "--grpc-restricted-protocol") == {"trace", "logging", "shared-memory"}
     assert restricted_apis(["--grpc-restricted-protocol=trace:h="], "--grpc-restricted-protocol") == set()
+
+
+# ---------------------------------------------------------------- web UIs and Triton found by behaviour
+
+# Words that cannot spell grafana, prometheus, locust or tritonserver (no a, e, l, o, r, s, t, u in the alphabet).
+NEUTRAL = st.text(alphabet="bdijkvwxyz0123456789", min_size=1, max_size=10)
+NEUTRAL_PORT = st.integers(1, 65535).filter(lambda n: n not in WEB_UI_PORTS)
+# A port name is an IANA_SVC_NAME: at least one letter, so "8089" is a number, never a name (RFC 6335 5.1,
+# https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#ports).
+PORT_NAME = NEUTRAL.map(lambda w: f"k{w}")
+WIDE, NARROW = ["0.0.0.0/1", "128.0.0.0/1"], ["203.0.113.0/24"]
+
+
+def _planned(type_token: str, name: str, inputs: dict[str, Any]) -> PlannedResource:
+    urn = f"urn:pulumi:dev::triton-gke::{type_token}::{name}"
+    return PlannedResource(type_token, name, urn, True, "", "", [], inputs)
+
+
+def _service(name: str, labels: dict, selector: dict, ports: list[dict], ranges: list[str], ns: str = "x") -> Any:
+    metadata = {"name": name, "namespace": ns, "labels": labels}
+    spec = {"type": "LoadBalancer", "selector": selector, "ports": ports, "loadBalancerSourceRanges": ranges}
+    return _planned(SERVICE, name, {"metadata": metadata, "spec": spec})
+
+
+@st.composite
+def exposed_services(draw: st.DrawFn) -> tuple[PlannedResource, str | None]:
+    """A LoadBalancer Service with a random name and labels (a UI's name among them, to be ignored), and
+    perhaps one UI cue in what it exposes: a selector key or value, a port or targetPort number, a port name."""
+    ui = draw(st.none() | st.sampled_from(WEB_UIS))
+    selector = draw(st.dictionaries(NEUTRAL, NEUTRAL, min_size=1, max_size=3))
+    ports = [{"port": draw(NEUTRAL_PORT), "targetPort": draw(NEUTRAL_PORT | PORT_NAME), "name": draw(PORT_NAME)}]
+    if ui:
+        number = next(n for n, u in WEB_UI_PORTS.items() if u == ui)
+        cue = draw(st.sampled_from(["selector key", "selector value", "port", "target", "target text", "name"]))
+        if cue == "selector key":
+            selector[f"app.kubernetes.io/{ui}"] = draw(NEUTRAL)
+        elif cue == "selector value":
+            selector[draw(NEUTRAL)] = f"{draw(NEUTRAL)}-{ui}"
+        elif cue in ("port", "target", "target text"):
+            field = "port" if cue == "port" else "targetPort"
+            ports.append({"port": draw(NEUTRAL_PORT), field: str(number) if cue == "target text" else number})
+        else:
+            ports.append({"port": draw(NEUTRAL_PORT), "name": f"http-{ui}", "targetPort": draw(PORT_NAME)})
+    name = draw(NEUTRAL | st.sampled_from(WEB_UIS))
+    labels = {"app": draw(NEUTRAL | st.sampled_from(WEB_UIS))}
+    return _service(name, labels, selector, draw(st.permutations(ports)), WIDE), ui
+
+
+@settings(max_examples=60, deadline=None)
+@given(exposed_services())
+def test_web_uis_are_found_by_what_a_service_exposes_not_its_name(case) -> None:
+    service, ui = case
+    assert web_ui_of(_props(service)) == ui
+    found = violations(service, "web-ui-not-public")
+    assert len(found) == (1 if ui else 0), found
+    assert all(f"for {ui} (by its selector or ports)" in message for message in found)
+
+
+UI_IMAGES = {"grafana": "grafana/grafana:11.6.0", "prometheus": "prometheus/prometheus:v3.5.0", "locust": "locust:2.47"}
+
+
+@st.composite
+def selected_workloads(draw: st.DrawFn) -> tuple[list[PlannedResource], str | None]:
+    """A Deployment with random names and labels behind a LoadBalancer Service with a neutral selector and ports.
+
+    Its pods run a UI image (under any registry), or a neutral image whose named port the Service targets,
+    numbered 3000/9090/8089 or not; the Service sits in the Deployment's namespace or another one.
+    """
+    labels = draw(st.dictionaries(NEUTRAL, NEUTRAL, min_size=1, max_size=4))
+    selector = dict(draw(st.lists(st.sampled_from(sorted(labels.items())), min_size=1, unique=True)))
+    port_name = draw(PORT_NAME)
+    ui_image = draw(st.none() | st.sampled_from(WEB_UIS))
+    number = draw(st.sampled_from(sorted(WEB_UI_PORTS)) | NEUTRAL_PORT)
+    registry = draw(st.sampled_from(["", "docker.io/", "mirror.example:5000/team/"]))
+    image = f"{registry}{UI_IMAGES[ui_image]}" if ui_image else f"{registry}{draw(NEUTRAL)}:{draw(NEUTRAL)}"
+    container = {"name": draw(NEUTRAL), "image": image, "ports": [{"name": port_name, "containerPort": number}]}
+    namespace, elsewhere = draw(NEUTRAL), draw(st.booleans())
+    template = {"metadata": {"labels": labels}, "spec": {"containers": [container]}}
+    deployment = _planned(
+        DEPLOYMENT,
+        draw(NEUTRAL),
+        {"metadata": {"name": draw(NEUTRAL), "namespace": namespace}, "spec": {"template": template}},
+    )
+    ports = [{"port": draw(NEUTRAL_PORT), "targetPort": port_name, "name": draw(PORT_NAME)}]
+    ranges = draw(st.sampled_from([WIDE, NARROW]))
+    service = _service(draw(NEUTRAL), {}, selector, ports, ranges, ns=namespace + "x" if elsewhere else namespace)
+    ui = ui_image or WEB_UI_PORTS.get(number)
+    return [deployment, service], ui if ui and not elsewhere and ranges is WIDE else None
+
+
+@settings(max_examples=50, deadline=None)
+@given(selected_workloads())
+def test_web_uis_behind_neutral_selectors_are_found_through_the_pods_they_select(case) -> None:
+    resources, ui = case
+    deployment, service = resources
+    assert violations(service, "web-ui-not-public") == [], "the Service alone looks neutral"
+    found = stack_violations(resources, "web-ui-not-public-by-workload")
+    assert len(found) == (1 if ui else 0), found
+    assert all(f"for {ui} (Service {service.inputs['metadata']['name']} selects Deployment" in m for m in found)
+
+
+def test_a_relabelled_grafana_behind_a_neutral_service_is_refused() -> None:
+    plan = evaluate("dev", webUiSourceRanges=["203.0.113.0/24"])
+    grafana = copy.deepcopy(_deployment("grafana")(plan))
+    service = copy.deepcopy(_first(plan, SERVICE, lambda r: r.inputs["metadata"]["name"] == "grafana-web"))
+    assert stack_violations([grafana, service], "web-ui-not-public-by-workload") == []
+    grafana.inputs["spec"]["template"]["metadata"]["labels"] = {"tier": "x1"}
+    grafana.inputs["spec"]["selector"] = {"matchLabels": {"tier": "x1"}}
+    service.inputs["spec"].update(selector={"tier": "x1"}, ports=[{"name": "h", "port": 80, "targetPort": "web"}])
+    service.inputs["spec"]["loadBalancerSourceRanges"] = ["::ffff:0.0.0.0/97", "::ffff:128.0.0.0/97"]
+    assert violations(service, "web-ui-not-public") == []
+    [message] = stack_violations([grafana, service], "web-ui-not-public-by-workload")
+    assert "for grafana (Service grafana-web selects Deployment grafana)" in message
+    assert "their union '0.0.0.0/0' (IPv6 ranges that embed IPv4 counted as IPv4)" in message
+
+
+TRITON_CALLS = {
+    "command": lambda: {"command": ["tritonserver"], "args": ["--model-repository=/m"]},
+    "full path": lambda: {"command": ["/opt/tritonserver/bin/tritonserver", "--model-repository=/m"]},
+    "image entrypoint": lambda: {"args": ["tritonserver", "--model-repository=/m"]},
+    "shell": lambda: {"command": ["sh", "-c"], "args": ["cd /w && exec tritonserver --model-repository=/m"]},
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    registry=st.sampled_from(["", "nvcr.io/nvidia/", "europe-docker.pkg.dev/acme/serving/"]),
+    name=NEUTRAL,
+    tag=NEUTRAL,
+    call=st.none() | st.sampled_from(sorted(TRITON_CALLS)),
+    from_ngc=st.booleans(),
+    command=st.none() | st.lists(NEUTRAL, min_size=1, max_size=3),
+    args=st.lists(NEUTRAL.map(lambda w: f"--{w}") | st.just("--model-repository=/models/tritonserver"), max_size=4),
+)
+def test_tritonserver_is_found_by_what_a_container_runs(registry, name, tag, call, from_ngc, command, args) -> None:
+    image = f"nvcr.io/nvidia/tritonserver:{tag}-py3" if from_ngc else f"{registry}{name}:{tag}"
+    container: dict[str, Any] = {"name": name, "image": image, "args": args}
+    if command:
+        container["command"] = command
+    if call:
+        container.update(TRITON_CALLS[call]())
+    # NGC's image runs its args through its entrypoint, so without a command it counts as Triton whatever it runs.
+    expected = call is not None or (from_ngc and "command" not in container)
+    assert is_triton(container) == expected
 
 
 # ---------------------------------------------------------------- the pack as the CLI runs it
