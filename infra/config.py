@@ -64,6 +64,8 @@ TRITON_IMAGE = "nvcr.io/nvidia/tritonserver"
 MAX_LOCUST_WORKERS = 100
 DOMAIN = re.compile(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}")
 GCP_PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+# Longest startup budget accepted for one Triton pod (tritonStartupMinutes): 3 hours.
+MAX_STARTUP_MINUTES = 180
 
 
 class ConfigError(pulumi.RunError):
@@ -121,6 +123,8 @@ class ModelStoreSettings:
 class ServingSettings:
     image: str
     queue_time_target_us: int
+    # tritonStartupMinutes: the one budget Triton's startup probe and Pulumi's waits derive from (k8s/triton.py).
+    startup_minutes: int = 40
 
 
 @dataclass(frozen=True)
@@ -569,7 +573,16 @@ def _serving(reader: _Reader, model_repo: ModelRepoSettings) -> ServingSettings:
             reader, "autoscaleQueueTimeMs", QUANTITY_MAX // 1000, "in microseconds a Kubernetes quantity", minimum=1
         )
         * 1000,
+        startup_minutes=_startup_minutes(reader),
     )
+
+
+def _startup_minutes(reader: _Reader) -> int:
+    # Under 10 minutes is less than pulumi-kubernetes' own default wait; over 3 hours a crash-looping pod holds `up`.
+    minutes = reader.integer("tritonStartupMinutes", minimum=10)
+    if minutes > MAX_STARTUP_MINUTES:
+        raise reader.fail("tritonStartupMinutes", minutes, f"expected at most {MAX_STARTUP_MINUTES} minutes")
+    return minutes
 
 
 def _load_test(reader: _Reader, model_repo: ModelRepoSettings) -> LoadTestSettings:
