@@ -16,7 +16,8 @@ override STACK := $(value STACK)
 override ARGS := $(value ARGS)
 export STACK ARGS
 RUN := @$(PY) -m offline.make_args
-# Run directly, model-repo gets all of ARGS; as a prerequisite of plan, sandbox or bench only their --set words.
+# Run directly, model-repo gets all of ARGS; as a prerequisite of plan, sandbox or bench only their settings options
+# (--set, --config-file), so it builds the repository those goals check against.
 MODEL_REPO_MODE := $(if $(filter model-repo,$(MAKECMDGOALS)),,--prerequisite)
 
 .PHONY: setup system-packages plan sandbox bench test lint model-repo dashboards clean
@@ -38,11 +39,11 @@ $(VENV)/.installed: requirements.txt requirements-nodeps.txt constraints.txt
 	@$(PY) -m pip install --quiet --no-deps -r requirements-nodeps.txt >&2
 	@touch $@
 
-## The model repository STACK serves (build/model_repository) and its CPU twins (build/model_repository_cpu). ARGS: --set KEY=VALUE
+## The model repository STACK serves (build/model_repository) and its CPU twins (build/model_repository_cpu). ARGS: --set KEY=VALUE, --config-file FILE
 model-repo: setup
 	$(RUN) --stack $(MODEL_REPO_MODE) offline.build_models
 
-## The offline plan of STACK (default dev): what `pulumi up -s STACK` would create. ARGS: --json, --set KEY=VALUE, --out DIR
+## The offline plan of STACK (default dev): what `pulumi up -s STACK` would create. ARGS: --json, --set KEY=VALUE, --config-file FILE, --out DIR
 plan: model-repo
 	$(RUN) --stack offline.plan
 
