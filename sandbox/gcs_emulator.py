@@ -127,6 +127,11 @@ class GcsEmulator:
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
+    @property
+    def workdir(self) -> Path | None:
+        """The emulator's temporary folder (its log), while it runs."""
+        return Path(self._workdir.name) if self._workdir is not None else None
+
     def client(self, project: str = DEFAULT_PROJECT) -> storage.Client:
         return emulator_client(self.endpoint, project)
 

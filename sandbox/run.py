@@ -43,6 +43,7 @@ from offline.build_models import CPU_TWINS
 from offline.plan import overrides_from
 from offline.runtime import load_settings
 from sandbox import components as parts
+from sandbox import leftovers
 from sandbox import report as reporting
 from sandbox.components import ComponentError, LoadSettings, LocustLoad, ScrapeTargets
 from sandbox.triton import NetworkNamespace, TritonServer, isolation_available
@@ -269,7 +270,18 @@ def _files(out: Path) -> list[str]:
 # ---------------------------------------------------------------- the run
 
 
+def track_this_run(progress: Progress, cleanup: contextlib.ExitStack) -> leftovers.RunState:
+    """Stop what an earlier, killed run left behind (its own processes only), then record this run's."""
+    cleaned = leftovers.clean_leftovers()
+    if cleaned or cleaned.spared:
+        progress(cleaned.summary())
+    state = leftovers.RunState().open()
+    cleanup.callback(state.close)  # registered first, so it runs last: after every process was stopped
+    return state
+
+
 def run(args: argparse.Namespace, settings: StackSettings, progress: Progress, cleanup: contextlib.ExitStack) -> int:
+    state = track_this_run(progress, cleanup)
     out = prepare_out(args.out.resolve(), args.keep_data)
     lt = settings.load_test
     load = LoadSettings(lt.model, lt.protocol, lt.payload, lt.rps_per_user, args.users, args.duration)
@@ -284,13 +296,20 @@ def run(args: argparse.Namespace, settings: StackSettings, progress: Progress, c
     timed("build_s")
     netns = open_namespace(args.no_isolation, progress, cleanup)
     gcs, repository = start_storage(settings, netns, progress, cleanup)
+    state.add_folder(gcs.workdir)
     timed("storage_s")
     server, key, copies = prepare_triton(repository, gcs, netns, out, cleanup)
+    state.add_folder(server.workdir)
+    state.add_shm_prefix(server.shm_prefix)
     locust = LocustLoad(load, server, out)
     prometheus = start_prometheus(settings, server, locust, out, args.keep_data, progress, cleanup)
+    state.add_folder(prometheus.workdir)
     prometheus_started = time.monotonic()
     timed("prometheus_s")
     launch_triton(server, key, copies, progress)
+    state.snapshot()  # tritonserver and its stubs, at once
+    for folder in copies:
+        state.add_folder(folder)
     parts.wait_for_first_scrape(prometheus, TRITON_PODS.job, FIRST_SCRAPE_TIMEOUT_S)
     timed("triton_s")
     run_load(locust, prometheus, progress, cleanup)

@@ -30,6 +30,7 @@ from infra.naming import gcp_name
 from k8s.triton import ADMIN_KEY_HEADER, triton_server_args
 from offline.runtime import load_settings
 from sandbox import components as parts
+from sandbox import leftovers
 from sandbox.components import ComponentError, gke_flags
 from sandbox.triton import NetworkNamespace, isolation_available
 
@@ -196,6 +197,7 @@ def test_a_short_run_reports_real_load_and_leaves_nothing_behind(sandbox: Start)
         assert any(part in command for command in run.commands), part
     assert_no_secret_written(run, out)
     assert_nothing_left(run)
+    assert not [p for p in leftovers.STATE_DIR.glob("*.json") if _owner(p) == run.process.pid]  # a clean exit
 
 
 def admin_keys(run: SandboxRun) -> set[str]:
@@ -291,3 +293,43 @@ def test_a_repository_tritonserver_cannot_load_is_named_with_its_log_line(tmp_pa
     assert "repository path is not a valid directory" in (tmp_path / "tritonserver.log").read_text()
     assert not server.is_running() and not server.workdir.exists()
     assert not list(SHM.glob(f"{server.shm_prefix}*"))
+
+
+# ---------------------------------------------------------------- a run killed with SIGKILL
+
+
+def test_the_next_run_stops_what_a_killed_run_left_and_nothing_else(sandbox: Start, tmp_path: Path) -> None:
+    killed = sandbox("--duration", "120", "--users", "1")
+    killed.wait_for_output("Locust: ", 180)
+    time.sleep(1)
+    os.kill(killed.process.pid, signal.SIGKILL)  # `kill -9` of make sandbox: no cleanup code runs
+    killed.wait(30)
+    left = killed.leftovers()
+    for part in ("tritonserver", "triton_python_backend_stub", "prometheus", "locust", "gcp_storage_emulator"):
+        assert any(part in command for command in killed.commands), part
+    assert any(str(SHM) in item for item in left) and any("pid" in item for item in left), left
+    bystander = subprocess.Popen(["sleep", "600"])  # not the killed run's: must survive the cleanup
+
+    # The next run cleans up first; an emulator made unavailable then stops it right after.
+    broken = tmp_path / "broken" / "gcp_storage_emulator"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("")
+    (broken / "__main__.py").write_text("raise SystemExit('emulator made unavailable by the test')\n")
+    following = sandbox("--duration", "5", env={"PYTHONPATH": str(broken.parent)})
+    code = following.wait(120)
+
+    assert code == 1, following.stderr
+    assert "an earlier sandbox run was killed: stopped its" in following.stdout
+    assert_nothing_left(killed)
+    assert_nothing_left(following)
+    assert bystander.poll() is None
+    bystander.kill()
+    bystander.wait()
+    owners = (killed.process.pid, following.process.pid)
+    assert not [p for p in leftovers.STATE_DIR.glob("*.json") if _owner(p) in owners]
+
+
+def _owner(state_file: Path) -> int | None:
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        return json.loads(state_file.read_text())["owner"]["pid"]
+    return None

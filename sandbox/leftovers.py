@@ -1,0 +1,245 @@
+"""What a sandbox run started, on disk, so the next run can stop what a killed one left behind.
+
+A run that dies by SIGKILL (or a crash, or a closed terminal) cannot stop tritonserver, its python-backend
+stubs, Prometheus, the GCS emulator and Locust, nor remove its /dev/shm regions and temporary folders. So
+each run keeps a state file under build/sandbox/.runs/: its own pid and start time, and every process
+below it (pid, start time, command lines), rewritten as they appear. The next run reads the files of runs
+whose owner is gone and stops those processes only after checking, in /proc/<pid>/stat and
+/proc/<pid>/cmdline, that the pid still is that process (same start time, a command line it was seen
+with): a pid reused by anything else is left alone. It removes only /dev/shm files with the run's own
+prefix and only the temporary folders the run recorded. A run still alive (a second sandbox) is never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+STATE_DIR = PROJECT_DIR / "build" / "sandbox" / ".runs"
+SHM_DIR = Path("/dev/shm")
+SHM_PREFIX = re.compile(r"^triton_sandbox_\d+_\d+_$")  # sandbox.triton.TritonServer.shm_prefix
+# Temporary folders a run may record: Triton's work folder and model copies, Prometheus', the emulator's.
+FOLDER_NAME = re.compile(r"^(triton-sandbox-|prometheus-sandbox-|gcs-emulator-)[A-Za-z0-9_]+$|^folder[A-Za-z0-9]{6}$")
+WATCH_INTERVAL_S = 0.5
+TERM_GRACE_S = 5.0
+
+
+# ---------------------------------------------------------------- /proc
+
+
+def start_time(pid: int) -> int | None:
+    """Field 22 of /proc/<pid>/stat: clock ticks after boot; with the pid, it names one process for good."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # the command name may hold spaces and ')'
+    return int(fields[19]) if fields[0] != "Z" else None  # fields[0] is field 3 (state); a zombie is gone
+
+
+def command_line(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return raw.decode(errors="replace").split("\0")[:-1] if raw else []
+
+
+# ---------------------------------------------------------------- this run's record
+
+
+@dataclass
+class Recorded:
+    pid: int
+    start: int
+    commands: list[list[str]] = field(default_factory=list)
+
+
+class RunState:
+    """The state file of the running sandbox; a thread keeps it up to date with the processes below it."""
+
+    def __init__(self, state_dir: Path = STATE_DIR) -> None:
+        self.path = Path(state_dir) / f"{uuid.uuid4().hex}.json"
+        self.owner = Recorded(os.getpid(), start_time(os.getpid()) or 0)
+        self.processes: dict[tuple[int, int], Recorded] = {}
+        self.shm_prefixes: list[str] = []
+        self.folders: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def open(self) -> RunState:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._write()
+        self._thread = threading.Thread(target=self._watch, daemon=True, name="sandbox-state")
+        self._thread.start()
+        return self
+
+    def add_shm_prefix(self, prefix: str) -> None:
+        with self._lock:
+            self.shm_prefixes.append(prefix)
+        self._write()
+
+    def add_folder(self, folder: Path | str) -> None:
+        with self._lock:
+            self.folders.append(str(folder))
+        self._write()
+
+    def snapshot(self) -> None:
+        """Record every process below this one (and a new command line after an exec) at once."""
+        changed = False
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self.owner.pid).children(recursive=True):
+                start, command = start_time(child.pid), command_line(child.pid)
+                if start is None or command is None:
+                    continue
+                with self._lock:
+                    seen = self.processes.setdefault((child.pid, start), Recorded(child.pid, start))
+                    if command not in seen.commands:
+                        seen.commands.append(command)
+                        changed = True
+        if changed:
+            self._write()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(WATCH_INTERVAL_S):
+            self.snapshot()
+
+    def close(self) -> None:
+        """The run stopped everything itself: no state to leave."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.path.unlink(missing_ok=True)
+
+    def as_json(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "owner": {"pid": self.owner.pid, "start": self.owner.start},
+                "processes": [vars(p) for p in self.processes.values()],
+                "shm_prefixes": list(self.shm_prefixes),
+                "folders": list(self.folders),
+            }
+
+    def _write(self) -> None:
+        if self._stop.is_set():
+            return
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        tmp.write_text(json.dumps(self.as_json()), encoding="utf-8")
+        os.replace(tmp, self.path)  # a SIGKILL mid-write leaves the previous complete file
+
+
+# ---------------------------------------------------------------- the next run
+
+
+@dataclass
+class Cleaned:
+    processes: list[int] = field(default_factory=list)
+    shm_files: list[str] = field(default_factory=list)
+    folders: list[str] = field(default_factory=list)
+    spared: list[int] = field(default_factory=list)  # recorded pids that are now other processes
+
+    def __bool__(self) -> bool:
+        return bool(self.processes or self.shm_files or self.folders)
+
+    def summary(self) -> str:
+        return (
+            f"an earlier sandbox run was killed: stopped its {len(self.processes)} leftover processes, removed "
+            f"{len(self.shm_files)} /dev/shm files and {len(self.folders)} temporary folders"
+            + (f"; left alone {len(self.spared)} pids now used by other processes" if self.spared else "")
+        )
+
+
+def is_same_process(recorded: Recorded) -> bool:
+    """The pid still runs the process recorded: same start time, and a command line it was seen with."""
+    return start_time(recorded.pid) == recorded.start and command_line(recorded.pid) in recorded.commands
+
+
+def clean_leftovers(state_dir: Path = STATE_DIR) -> Cleaned:
+    """Stop and remove what runs whose owner is gone left behind; skip runs still alive."""
+    cleaned = Cleaned()
+    for path in sorted(Path(state_dir).glob("*.json")):
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+            owner = Recorded(**state["owner"])
+        except (OSError, ValueError, KeyError, TypeError):
+            path.unlink(missing_ok=True)  # unreadable: nothing in it can be verified, so nothing is acted on
+            continue
+        if start_time(owner.pid) == owner.start:
+            continue  # that run is still going (another sandbox): not ours to stop
+        _clean_run(state, cleaned)
+        path.unlink(missing_ok=True)
+    return cleaned
+
+
+def _clean_run(state: dict[str, Any], cleaned: Cleaned) -> None:
+    recorded = [Recorded(**p) for p in state.get("processes", [])]
+    alive = []
+    for process in recorded:
+        if is_same_process(process):
+            alive.append(process)
+        elif start_time(process.pid) is not None:
+            cleaned.spared.append(process.pid)
+    _stop(alive)
+    cleaned.processes += [p.pid for p in alive]
+    for prefix in state.get("shm_prefixes", []):
+        if SHM_PREFIX.match(prefix):
+            for shm in SHM_DIR.glob(f"{prefix}*"):
+                with contextlib.suppress(OSError):
+                    shm.unlink()
+                    cleaned.shm_files.append(str(shm))
+    for folder in [*map(Path, state.get("folders", [])), *_model_copies(recorded)]:
+        if _removable(folder) and str(folder) not in cleaned.folders:
+            shutil.rmtree(folder, ignore_errors=True)
+            cleaned.folders.append(str(folder))
+
+
+def _stop(processes: list[Recorded]) -> None:
+    """SIGTERM, then SIGKILL what still runs after a grace period; each signal only after checking the pid."""
+    for sig, wait_s in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 2.0)):
+        running = [p for p in processes if is_same_process(p)]
+        for process in running:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(process.pid, sig)
+        deadline = time.monotonic() + wait_s
+        while running and time.monotonic() < deadline:
+            running = [p for p in running if start_time(p.pid) == p.start]
+            time.sleep(0.1)
+        if not running:
+            return
+
+
+def _model_copies(processes: list[Recorded]) -> list[Path]:
+    """/tmp/folderXXXXXX copies Triton made of a gs:// repository, named by its stubs' command lines
+    (STUB /tmp/folderXXXXXX/<version>/model.py ...), for a run killed while its models were loading."""
+    return [
+        Path(command[1]).parent.parent
+        for process in processes
+        for command in process.commands
+        if len(command) > 1 and command[0].endswith("triton_python_backend_stub")
+    ]
+
+
+def _removable(folder: Path) -> bool:
+    """Only a folder of the kinds a run creates, directly in the temporary directory, and not a link."""
+    tmp = Path(tempfile.gettempdir()).resolve()
+    return (
+        folder.parent.resolve() == tmp
+        and bool(FOLDER_NAME.match(folder.name))
+        and folder.is_dir()
+        and not folder.is_symlink()
+    )
