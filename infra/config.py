@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -21,6 +22,7 @@ from pulumi.runtime import config as runtime_config
 
 from infra import catalogue
 from infra.catalogue import CatalogueError, GpuCatalogue
+from infra.stack_file import StackFileError, read_stack_file
 from model_repo.errors import ModelRepoError
 from model_repo.settings import (
     REFERENCE_VARIANTS,
@@ -207,19 +209,35 @@ class _Reader:
         text = self.config.get(key)
         if text is None:
             return spec.default
+        if not isinstance(text, str):  # PULUMI_CONFIG (a JSON bag) may carry JSON values; the engine sends text
+            text = json.dumps(text)
+        if len(text) > MAX_VALUE_CHARS:
+            raise self.fail(key, text, f"longer than {MAX_VALUE_CHARS:,} characters")
         if spec.type == "string":
+            if text == "null":
+                # What `pulumi up` passes for an empty value (`key:` or `~`) in a stack file (Pulumi's
+                # sdk/go/common/resource/config/object.go marshals a nil value as JSON null); no setting means it.
+                raise self.fail(key, text, "an empty value in the stack file; remove the line or quote the text")
             return text
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
+            # NaN and Infinity are not JSON (Python's json takes them); a 4,300-digit number is a ValueError too.
+            return json.loads(text, parse_constant=_no_constant)
+        except (ValueError, RecursionError):
             raise self.fail(key, text, f"expected {_a(spec.type)}") from None
-        return value
 
     def string(self, key: str) -> str:
         value = self.raw(key)
         if not isinstance(value, str):
             raise self.fail(key, value, "expected a string")
-        return value.strip()
+        return _text(self, key, value.strip())
+
+    def path(self, key: str) -> str:
+        """A file path, relative to the project: text the file system can take (a longer name is an OSError)."""
+        value = self.string(key)
+        parts = Path(value).parts
+        if len(os.fsencode(value)) > PATH_MAX or any(len(os.fsencode(part)) > NAME_MAX for part in parts):
+            raise self.fail(key, value, f"a path of at most {PATH_MAX} bytes, {NAME_MAX} per file or folder name")
+        return value
 
     def integer(self, key: str, minimum: int = 0) -> int:
         value = self.raw(key)
@@ -239,7 +257,7 @@ class _Reader:
         value = self.raw(key)
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.fail(key, value, "expected a list of strings")
-        return tuple(v.strip() for v in value)
+        return tuple(_text(self, key, v.strip()) for v in value)
 
     def choice(self, key: str, allowed: tuple[str, ...]) -> str:
         value = self.string(key)
@@ -248,8 +266,30 @@ class _Reader:
         return value
 
 
+# Longest value a setting may hold: far above any real one (a CIDR list of a few hundred ranges).
+MAX_VALUE_CHARS = 64 * 1024
+SHOWN_CHARS = 200
+# C0 and C1 control characters and Unicode's line and paragraph separators (YAML reads those as line breaks too).
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Linux limits (limits.h): a longer path or name is ENAMETOOLONG, an OSError, when the file is looked at.
+PATH_MAX = 4096
+NAME_MAX = 255
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _text(reader: _Reader, key: str, value: str) -> str:
+    """Text without control characters: no setting holds a newline, tab or NUL (a NUL even breaks file paths)."""
+    if CONTROL.search(value):
+        raise reader.fail(key, value, "control characters (newline, tab, NUL...) are not allowed")
+    return value
+
+
 def _show(value: Any) -> str:
-    return repr(value) if isinstance(value, str) else json.dumps(value)
+    text = repr(value) if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text):,} characters)"
 
 
 def _a(type_name: str) -> str:
@@ -259,19 +299,90 @@ def _a(type_name: str) -> str:
 
 
 def _set_keys() -> set[str]:
-    return set(runtime_config.CONFIG.get()) | set(runtime_config.get_config_env())
+    try:
+        from_env = runtime_config.get_config_env()
+    except ValueError:  # PULUMI_CONFIG is a JSON object of full key -> value
+        raise ConfigError("PULUMI_CONFIG: not valid JSON; expected an object of namespace:key to value") from None
+    if not isinstance(from_env, dict):
+        raise ConfigError("PULUMI_CONFIG: expected a JSON object of namespace:key to value")
+    return set(runtime_config.CONFIG.get()) | set(from_env)
+
+
+# Namespaces a key may legitimately use besides the project's: Pulumi's own (pulumi:tags, ...) and the providers
+# this program uses (requirements.txt). Keys of any other namespace are left alone: packages and components define
+# their own key spaces (https://www.pulumi.com/docs/iac/concepts/config/#configuration-keys), and ESC environments
+# may hand a stack keys it does not read.
+OTHER_NAMESPACES = ("pulumi", "gcp", "kubernetes", "random", "command")
+# A private key or a service-account key file, which belong in `pulumi config set --secret`.
+PRIVATE_KEY = re.compile(r'-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----|"private_key"\s*:|"type"\s*:\s*"service_account"')
+
+
+def _refuse_plain_secrets(keys: list[str]) -> None:
+    """Key material in plain config is refused without echoing it; secret values arrive marked secret."""
+    secret = set(runtime_config.get_config_secret_keys_env())
+    for full_key in keys:
+        if runtime_config.is_config_secret(full_key) or full_key in secret:
+            continue
+        value = runtime_config.get_config(full_key)
+        text = value if isinstance(value, str) else json.dumps(value)
+        if PRIVATE_KEY.search(text):
+            raise ConfigError(
+                f"{full_key}: holds a private key or service-account key in plain text; remove it from the stack "
+                f"file and store it encrypted: pulumi config set --secret {full_key} < KEY_FILE"
+            )
+
+
+def _refuse_misspelt_namespace(reader: _Reader, full_key: str) -> None:
+    """A namespace one typo away from the project's or a provider's (triton_gke:, tritongke:, gpc:) is refused."""
+    namespace, _, key = full_key.partition(":")
+    known = (reader.project, *OTHER_NAMESPACES)
+    if namespace in known:
+        return
+    squashed = {re.sub(r"[-_.\s]", "", name.lower()): name for name in known}
+    close = squashed.get(re.sub(r"[-_.\s]", "", namespace.lower()))
+    close = close or next((name for name in known if sorted(name) == sorted(namespace)), None)
+    close = close or next(iter(difflib.get_close_matches(namespace, known, n=1, cutoff=0.75)), None)
+    if close is None:
+        return
+    name = key
+    if close == reader.project and key not in reader.keys:
+        name = next(iter(difflib.get_close_matches(key, reader.keys, n=1)), key)
+    raise ConfigError(f"{full_key}: unknown namespace {namespace!r}; did you mean {close}:{name}?")
 
 
 def _refuse_unknown_keys(reader: _Reader) -> None:
     prefix = f"{reader.project}:"
-    for full_key in sorted(_set_keys()):
+    keys = sorted(_set_keys())
+    _refuse_plain_secrets(keys)
+    for full_key in keys:
+        namespace, sep, name = full_key.partition(":")
+        if not (namespace and sep and name) or CONTROL.search(full_key):
+            raise ConfigError(f"{_show(full_key)}: not a config key; expected namespace:name, e.g. {prefix}regions")
         if not full_key.startswith(prefix):
+            _refuse_misspelt_namespace(reader, full_key)
             continue
         key = full_key[len(prefix) :]
         if key not in reader.keys:
             close = difflib.get_close_matches(key, reader.keys, n=1)
             hint = f"did you mean {close[0]}?" if close else "see Pulumi.yaml for the known keys"
             raise ConfigError(f"{full_key}: unknown setting; {hint}")
+
+
+def _check_stack_file(reader: _Reader) -> None:
+    """The selected stack's file, read as strictly as the offline plan reads it (infra/stack_file.py).
+
+    Under `pulumi up` the engine has already read the file with yaml.v3 and hands over only strings, so an
+    unquoted `NO`, `010` or `1.30` would arrive as "NO", "8" or "1.3" with nothing to tell; reading the file
+    again here refuses those (and duplicate keys, empty values) there too. A stack configured without a file
+    (`--config-file` elsewhere, ESC only) has none to check.
+    """
+    path = PROJECT_DIR / f"Pulumi.{pulumi.get_stack()}.yaml"
+    if path.is_file():
+        types = {reader.full(key): spec.type for key, spec in reader.keys.items()}
+        try:
+            read_stack_file(path, reader.project, types)
+        except StackFileError as err:
+            raise ConfigError(str(err)) from None
 
 
 def _gcp_project() -> str:
@@ -288,7 +399,7 @@ def _gcp_project() -> str:
 
 
 def _gpu_catalogue(reader: _Reader) -> GpuCatalogue:
-    override = reader.string("gpuCatalogue")
+    override = reader.path("gpuCatalogue")
     path = (PROJECT_DIR / override) if override else catalogue.DEFAULT_GPU_CATALOGUE
     try:
         return catalogue.load_gpu_catalogue(path)
@@ -500,7 +611,7 @@ def _model_repo(reader: _Reader) -> ModelRepoSettings:
         if name not in names:
             raise reader.fail("modelUint8Input", name, f"not in modelVariants ({', '.join(names)})")
     variants = tuple(_variant(reader, known[name], uint8_input=name in uint8) for name in names)
-    source = reader.string("modelSource")
+    source = reader.path("modelSource")
     settings = ModelRepoSettings(
         variants=variants,
         source=str(PROJECT_DIR / source) if source else None,
@@ -670,6 +781,7 @@ def load_stack_settings() -> StackSettings:
     project_name, keys = config_schema()
     reader = _Reader(project_name, keys)
     _refuse_unknown_keys(reader)
+    _check_stack_file(reader)
     project = _gcp_project()
     gpu_catalogue = _gpu_catalogue(reader)
     gpu_pool = _gpu_pool(reader, gpu_catalogue)

@@ -85,12 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = args.out or default_out_dir(args.stack)
     try:
         check_out_dir(out_dir, legacy_ok=args.out is None)  # before anything is evaluated or written
-        plan = evaluate(args.stack, overrides_from(args.set))
+        plan = evaluate(args.stack, overrides_from(args.set), args.config_file)
     except (ConfigError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        # One line always: a value quoted in a message may hold a line break.
+        message = " ".join(str(err).split("\n"))
+        print(f"error: {message}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     k8s_files = write_kubernetes_objects(plan, out_dir)
-    problems = invalid_kubernetes_objects(plan, _kubernetes_version(args.stack, args.set))
+    problems = invalid_kubernetes_objects(plan, _kubernetes_version(args.stack, args.set, args.config_file))
     if problems:
         print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
         return EXIT_BAD_MANIFEST
@@ -112,12 +114,18 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a stack setting (JSON for lists)"
     )
     parser.add_argument("--out", type=Path, help="folder for the Kubernetes YAML (default build/plan/<stack>)")
+    parser.add_argument(
+        "--config-file",
+        type=Path,
+        metavar="FILE",
+        help="read the stack settings from FILE instead of Pulumi.<stack>.yaml (as `pulumi up --config-file`)",
+    )
     return parser.parse_args(argv)
 
 
-def evaluate(stack: str, overrides: dict[str, str] | None = None) -> Plan:
+def evaluate(stack: str, overrides: dict[str, str] | None = None, config_file: Path | None = None) -> Plan:
     project_name, _ = config_schema()
-    return run_program(stack, stack_config(stack) | (overrides or {}), project_name)
+    return run_program(stack, stack_config(stack, config_file=config_file) | (overrides or {}), project_name)
 
 
 def overrides_from(pairs: list[str]) -> dict[str, str]:
@@ -126,7 +134,7 @@ def overrides_from(pairs: list[str]) -> dict[str, str]:
     overrides = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep:
+        if not sep or not key.strip():
             raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
         overrides[key if ":" in key else f"{project_name}:{key}"] = value
     return overrides
@@ -256,10 +264,10 @@ def kubernetes_objects(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-def _kubernetes_version(stack: str, pairs: list[str]) -> str:
+def _kubernetes_version(stack: str, pairs: list[str], config_file: Path | None = None) -> str:
     project_name, keys = config_schema()
     key = f"{project_name}:kubernetesVersion"
-    config = stack_config(stack) | overrides_from(pairs)
+    config = stack_config(stack, config_file=config_file) | overrides_from(pairs)
     return config.get(key) or keys["kubernetesVersion"].default
 
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import settings as pulumi_settings
 
@@ -189,13 +188,24 @@ def _plain(value: Any, secret: bool = False) -> Any:
     return f"[{type(value).__name__}]"
 
 
-def stack_config(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, str]:
-    """Pulumi.<stack>.yaml as the engine passes it: 'namespace:key' -> string (structured values as JSON)."""
-    path = project_dir / f"Pulumi.{stack}.yaml"
+def stack_config(stack: str, project_dir: Path = PROJECT_DIR, config_file: Path | None = None) -> dict[str, str]:
+    """Pulumi.<stack>.yaml (or config_file) as the engine passes it: 'namespace:key' -> string (lists, maps as JSON).
+
+    Read strictly (infra/stack_file.py): duplicate keys, empty values, unquoted scalars whose meaning depends on
+    the YAML reader, binary, huge or alias-bomb files are a ConfigError naming the file, line and key.
+    """
+    from infra.config import ConfigError, config_schema
+    from infra.stack_file import StackFileError, read_stack_file
+
+    path = config_file or project_dir / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise FileNotFoundError(f"{path.name}: no such stack file")
-    values = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
-    return {key: config_string(value) for key, value in values.items()}
+    project, keys = config_schema()
+    types = {f"{project}:{key}": spec.type for key, spec in keys.items()}
+    try:
+        return read_stack_file(path, project, types)
+    except StackFileError as err:
+        raise ConfigError(str(err)) from None
 
 
 def config_string(value: Any) -> str:

@@ -1,0 +1,300 @@
+"""Stack files (Pulumi.<stack>.yaml) read strictly, so that no value silently changes its meaning.
+
+`pulumi up` reads a stack file with Go's yaml.v3 and hands the program each value as a string: a
+string as written, a bool/number as its JSON text, a list or map as JSON, an empty value as "null"
+(unmarshalObject/MarshalString in
+https://github.com/pulumi/pulumi/blob/master/sdk/go/common/resource/config/object.go). PyYAML reads the
+same file as YAML 1.1, and the two disagree on unquoted scalars: `NO`, `yes`, `12:30` are a bool and
+sexagesimal 750 to YAML 1.1 but strings to yaml.v3; `1e3` and `0o10` are strings to YAML 1.1 but numbers
+to yaml.v3; and both read `010` as 8 and `0x10` as 16 (yaml.v3 keeps YAML 1.1 octals "for compatibility":
+https://github.com/go-yaml/yaml/blob/v3/resolve.go). So an unquoted scalar that either reader takes for
+anything but text is accepted only in its plainest spelling (a decimal whole number, a decimal fraction,
+true or false) and never for a setting whose type is string; everything else is refused with a hint to
+quote it. Under both readers a quoted value is text.
+
+What else is refused, in one line naming the file (and the key, where there is one):
+- a key given twice: yaml.v3 refuses that too ("mapping key ... already defined",
+  https://github.com/go-yaml/yaml/blob/v3/decode.go), PyYAML would silently keep the last;
+- an empty value (`key:` or `~`): Pulumi passes the text "null", which no setting means;
+- a config key without a namespace (Pulumi keys are `namespace:name`,
+  https://www.pulumi.com/docs/iac/concepts/config/#configuration-keys);
+- a file that is not UTF-8 text, holds NUL bytes, is larger than MAX_BYTES, is not one YAML mapping,
+  nests deeper than MAX_DEPTH or expands (aliases included) to more than MAX_NODES values. yaml.v3 also
+  bounds alias expansion ("document contains excessive aliasing", decode.go above); these limits keep the
+  offline plan's time and memory as bounded (a "billion laughs" file is refused in milliseconds).
+
+The offline plan reads stack files only through here; under `pulumi up` infra/config.py runs the same
+reading over the selected stack's file, so both refuse the same files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+MAX_BYTES = 256 * 1024  # a stack file of this project is ~1 KiB; Pulumi's own are rarely above a few KiB
+MAX_DEPTH = 32
+MAX_NODES = 20_000  # scalars, lists and maps, counted with every alias expanded
+STR_TAG = "tag:yaml.org,2002:str"
+SECRET_PLACEHOLDER = "[secret]"  # the offline plan cannot decrypt; infra/config.py never reads secure values
+
+# The plainest spellings, read alike by YAML 1.1 (PyYAML) and yaml.v3.
+PLAIN_INT = re.compile(r"-?(0|[1-9][0-9]*)")
+PLAIN_FLOAT = re.compile(r"-?(0|[1-9][0-9]*)\.[0-9]+")
+PLAIN_BOOL = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+# yaml.v3's resolver (resolve.go): what it takes for something other than a string.
+V3_NULL = {"", "~", "null", "Null", "NULL"}
+V3_INT = re.compile(r"[-+]?(0[xX][0-9a-fA-F]+|0[oO]?[0-7]+|0[bB][01]+|[0-9]+)")
+V3_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)")
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+V3_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}([Tt ].*)?")
+
+
+class StackFileError(pulumi.RunError):
+    """One line naming the stack file, the line and the key at fault (a RunError: no traceback under pulumi up)."""
+
+    def __init__(self, message: str) -> None:
+        # Keys and values quoted in the message may hold line breaks or other control characters: shown escaped.
+        super().__init__(CONTROL.sub(lambda m: repr(m.group())[1:-1], message))
+
+
+class _Limit(Exception):
+    pass
+
+
+class _Loader(yaml.SafeLoader):
+    """Composes the node graph only (nothing is constructed), refusing deep nesting and too many nodes early."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.depth = 0
+        self.nodes = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node:
+        self.depth += 1
+        self.nodes += 1
+        if self.depth > MAX_DEPTH:
+            raise _Limit(f"nested deeper than {MAX_DEPTH} levels")
+        if self.nodes > MAX_NODES:
+            raise _Limit(f"more than {MAX_NODES} values")
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def read_stack_file(path: Path, project: str, types: dict[str, str]) -> dict[str, str]:
+    """The file's `config:` as the engine passes it: 'namespace:key' -> string (lists and maps as JSON).
+
+    types: full key -> schema type ("string", "integer", "boolean", "array" of strings) of the project's keys.
+    """
+    root = _compose(path)
+    if root is None:  # an empty file: a stack without settings
+        return {}
+    if not isinstance(root, MappingNode):
+        raise StackFileError(f"{path.name}: expected a YAML mapping with a `config:` section, not {_kind(root)}")
+    top = _Values(path, types).mapping(root, "", 0)
+    config, config_node = top.get("config"), _child(root, "config")
+    if config is None or config_node is None:
+        return {}
+    if not isinstance(config, dict) or not isinstance(config_node, MappingNode):
+        where = f"{path.name} line {_line(config_node)}"
+        raise StackFileError(f"{where}: config: expected a mapping of namespace:key to value")
+    keys = [key_node for key_node, _ in config_node.value]
+    return {_full_key(path, project, key_node): _engine_string(config[key_node.value]) for key_node in keys}
+
+
+def _compose(path: Path) -> Node | None:
+    try:
+        if path.is_dir():
+            raise StackFileError(f"{path.name}: is a folder, not a stack file")
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise StackFileError(f"{path.name}: {size} bytes; a stack file may hold at most {MAX_BYTES} bytes")
+        data = path.read_bytes()[: MAX_BYTES + 1]
+    except FileNotFoundError:
+        raise StackFileError(f"{path.name}: no such stack file") from None
+    except OSError as err:
+        raise StackFileError(f"{path.name}: cannot read it ({err.strerror})") from None
+    if b"\0" in data:
+        raise StackFileError(f"{path.name}: binary data (NUL bytes), not a YAML stack file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise StackFileError(f"{path.name}: not UTF-8 text (byte {err.start}); a stack file is YAML") from None
+    loader = None
+    try:
+        loader = _Loader(text)  # its reader already refuses control characters
+        return loader.get_single_node()
+    except _Limit as err:
+        raise StackFileError(f"{path.name}: {err}; not a stack file") from None
+    except yaml.YAMLError as err:
+        raise StackFileError(f"{path.name}: not valid YAML: {_yaml_problem(err)}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    problem = getattr(err, "problem", None) or getattr(err, "reason", None) or type(err).__name__
+    context = getattr(err, "context", None)
+    problem = f"{context}, {problem}" if context else problem
+    mark = getattr(err, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return " ".join(f"{problem}{where}".split())
+
+
+class _Values:
+    """Node -> value, with each scalar judged by the schema type of the key it belongs to."""
+
+    def __init__(self, path: Path, types: dict[str, str]) -> None:
+        self.path = path
+        self.types = types
+        self.count = 0
+
+    def fail(self, node: Node, key: str, problem: str) -> StackFileError:
+        where = f"{self.path.name} line {_line(node)}"
+        return StackFileError(f"{where}: {key}: {problem}" if key else f"{where}: {problem}")
+
+    def value(self, node: Node, key: str, kind: str | None, depth: int) -> Any:
+        self.count += 1
+        if self.count > MAX_NODES or depth > MAX_DEPTH:
+            limit = f"more than {MAX_NODES} values" if self.count > MAX_NODES else f"deeper than {MAX_DEPTH} levels"
+            raise self.fail(node, key, f"expands to {limit} (aliases included); not a stack setting")
+        if isinstance(node, MappingNode):
+            return self.mapping(node, key, depth)
+        if isinstance(node, SequenceNode):
+            item = "string" if kind == "array" else None  # every list setting of Pulumi.yaml holds strings
+            return [self.value(child, key, item, depth + 1) for child in node.value]
+        return self.scalar(node, key, kind)
+
+    def mapping(self, node: Node, key: str, depth: int) -> Any:
+        if not isinstance(node, MappingNode):
+            return self.value(node, key, None, depth)
+        seen: dict[str, int] = {}
+        result: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                raise self.fail(key_node, key, "a key must be plain text (no lists, maps or << merges as keys)")
+            name = key_node.value
+            full = name if depth == 1 or not key else f"{key}.{name}"  # depth 1: the entries of `config:`
+            if name in seen:
+                raise self.fail(key_node, full, f"given twice (lines {seen[name]} and {_line(key_node)}); keep one")
+            seen[name] = _line(key_node)
+            if depth == 0 and name == "config" and _is_null(value_node):  # `config:` with nothing under it
+                result[name] = None
+                continue
+            if _is_secure(value_node):
+                result[name] = SECRET_PLACEHOLDER
+                continue
+            kind = self.types.get(name) if depth == 1 else None
+            result[name] = self.value(value_node, full, kind, depth + 1)
+        return result
+
+    def scalar(self, node: ScalarNode, key: str, kind: str | None) -> Any:
+        text = node.value
+        if node.style is not None:  # quoted or a block scalar: text to every YAML reader
+            return text
+        implicit = _RESOLVER.resolve(ScalarNode, text, (True, False))
+        if node.tag != implicit:  # an explicit tag such as !!str or !!binary
+            if node.tag == STR_TAG:
+                return text
+            raise self.fail(node, key, f"the tag {node.tag} is not supported; write the value plainly or quote it")
+        if implicit == STR_TAG and _v3_kind(text) is None:
+            return text
+        if text in V3_NULL or implicit == "tag:yaml.org,2002:null":
+            raise self.fail(node, key, "empty value; remove the line to use the default, or write '' for empty text")
+        return self.typed(node, key, kind, text)
+
+    def typed(self, node: ScalarNode, key: str, kind: str | None, text: str) -> Any:
+        quoted = json.dumps(text, ensure_ascii=False)
+        if kind == "string":
+            raise self.fail(node, key, f"{text} unquoted is {_readings(text)}, not text; quote it: {quoted}")
+        if PLAIN_INT.fullmatch(text):
+            return int(text)
+        if PLAIN_FLOAT.fullmatch(text):
+            return float(text)
+        if text in PLAIN_BOOL:
+            return PLAIN_BOOL[text]
+        raise self.fail(
+            node,
+            key,
+            f"{text} unquoted is {_readings(text)}; write a number in plain decimal, a boolean as true or false, "
+            f"or quote the text: {quoted}",
+        )
+
+
+_RESOLVER = _Loader("")  # only its implicit resolvers are used (YAML 1.1, as PyYAML reads)
+
+
+def _v3_kind(text: str) -> str | None:
+    """What yaml.v3 takes an unquoted scalar for, None for a string (resolve.go: null, bool, int, float, timestamp)."""
+    if text in V3_NULL:
+        return "null"
+    if text in PLAIN_BOOL:
+        return "boolean"
+    if V3_INT.fullmatch(text.replace("_", "")):
+        return "whole number"
+    if V3_FLOAT.fullmatch(text):
+        return "number"
+    return "timestamp" if V3_TIMESTAMP.fullmatch(text) else None
+
+
+def _readings(text: str) -> str:
+    """What the two YAML readers make of an unquoted scalar, for the error message."""
+    try:
+        value = yaml.safe_load(text)
+    except (yaml.YAMLError, ValueError):
+        value = text
+    parts = [] if isinstance(value, str) else [f"{value!r} to YAML 1.1 (PyYAML)"]
+    v3 = _v3_kind(text)
+    if v3:
+        parts.append(f"a {v3} to yaml.v3 (Pulumi)")
+    return " and ".join(parts) or "not text"
+
+
+def _full_key(path: Path, project: str, key_node: Node) -> str:
+    name = key_node.value
+    namespace, sep, key = name.partition(":")
+    if not sep or not namespace or not key:
+        hint = f"did you mean {project}:{name}?" if not sep else f"expected namespace:name, e.g. {project}:regions"
+        raise StackFileError(f"{path.name} line {_line(key_node)}: {name!r}: a config key needs a namespace; {hint}")
+    return name
+
+
+def _engine_string(value: Any) -> str:
+    """What the engine hands the program for a value (object.go MarshalString): text as is, the rest as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _child(node: Node, name: str) -> Node | None:
+    return next((v for k, v in node.value if isinstance(k, ScalarNode) and k.value == name), None)
+
+
+def _is_null(node: Node) -> bool:
+    return isinstance(node, ScalarNode) and node.style is None and node.value in V3_NULL
+
+
+def _is_secure(node: Node) -> bool:
+    """`{secure: CIPHERTEXT}`, Pulumi's encrypted value (object.go isSecureValue)."""
+    return (
+        isinstance(node, MappingNode)
+        and len(node.value) == 1
+        and isinstance(node.value[0][0], ScalarNode)
+        and node.value[0][0].value == "secure"
+        and isinstance(node.value[0][1], ScalarNode)
+    )
+
+
+def _kind(node: Node | None) -> str:
+    return {ScalarNode: "a single value", SequenceNode: "a list"}.get(type(node), "that")
+
+
+def _line(node: Node) -> int:
+    return node.start_mark.line + 1

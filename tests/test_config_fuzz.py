@@ -1,0 +1,347 @@
+"""The config boundary, fuzzed: every key of Pulumi.yaml's schema, stack files, namespaces and secrets.
+
+Generated values (wrong types, huge and negative numbers, unicode, empty, nested lists and maps, YAML special
+scalars) for every setting must either plan or be refused with ONE line naming a config key: a ConfigError
+in-process, exit code 2 and one stderr line from the real `python -m offline.plan` in a subprocess. Never a
+traceback, and within bounded time and memory. Stack files go through infra/stack_file.py's strict reading.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import PROJECT, PROJECT_DIR, stack_settings
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from infra.config import ConfigError, config_schema, load_stack_settings
+from infra.stack_file import MAX_BYTES, StackFileError, read_stack_file
+from offline.runtime import config_string, run_under_mocks
+
+KEYS = config_schema()[1]
+TYPES = {f"{PROJECT}:{name}": spec.type for name, spec in KEYS.items()}
+# A refusal names a config key first: the project's, or gcp:project.
+NAMES_A_KEY = re.compile(rf"^({re.escape(PROJECT)}:[A-Za-z0-9]+|gcp:project)\b")
+# YAML scalars whose meaning depends on the reader (YAML 1.1 vs yaml.v3) or that are empty.
+YAML_SPECIALS = (
+    "NO", "no", "yes", "Yes", "on", "off", "y", "n", "~", "null", "Null", "", "010", "0o10", "0x10", "0b11",
+    "1e3", "1E3", "12:30", "1_000", "+5", "-0", ".inf", "-.inf", ".nan", "2024-01-01", "1.30", "true", "false",
+    "TRUE", "0", "-1", "2147483648", "9" * 30, "[]", "{}", "[a, [b, [c]]]", "{a: 1}", "'quoted'", '"q"',
+)  # fmt: skip
+PLAN_TIMEOUT_S = 90  # one plan takes ~3-6 s on 2 cores; a hang fails instead of blocking
+MEMORY_LIMIT = 4 * 2**30  # address space of one plan subprocess: a blow-up dies instead of swapping
+FILES = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70) | st.floats() | st.text(max_size=30),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=10,
+)
+# What a setting can arrive as: JSON of any shape (as `pulumi config set --path` or a stack file's lists give),
+# raw text (as `pulumi config set KEY TEXT` gives), YAML specials, and valid values of other keys.
+OTHER_VALID = [config_string(spec.default) for spec in KEYS.values() if spec.default not in (None, "", [])]
+config_values = (
+    json_values.map(config_string)
+    | st.text(max_size=60)
+    | st.sampled_from(YAML_SPECIALS)
+    | st.sampled_from(OTHER_VALID)
+    | st.integers(min_value=-(10**12), max_value=10**12).map(str)
+)
+
+
+def _refusal(config: dict[str, str]) -> ConfigError | None:
+    """Load the settings exactly as the program does; the ConfigError if refused (anything else propagates)."""
+    try:
+        run_under_mocks(load_stack_settings, "dev", config, PROJECT)
+    except ConfigError as err:
+        return err
+    return None
+
+
+def _assert_one_line_naming_a_key(message: str) -> None:
+    assert "\n" not in message and "Traceback" not in message, message
+    assert NAMES_A_KEY.match(message), f"does not start with a config key: {message}"
+
+
+# ---------------------------------------------------------------- in-process, many examples
+
+
+@settings(max_examples=800, deadline=None)
+@given(key=st.sampled_from(sorted(KEYS)), value=config_values)
+def test_any_value_of_any_setting_plans_or_is_refused_in_one_line(key: str, value: str) -> None:
+    started = time.monotonic()
+    refused = _refusal(stack_settings("dev") | {f"{PROJECT}:{key}": value})
+    assert time.monotonic() - started < 5
+    if refused is not None:
+        _assert_one_line_naming_a_key(str(refused))
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.dictionaries(st.sampled_from(sorted(KEYS)), config_values, min_size=2, max_size=6))
+def test_several_bad_settings_at_once_are_refused_in_one_line(values: dict[str, str]) -> None:
+    refused = _refusal(stack_settings("dev") | {f"{PROJECT}:{k}": v for k, v in values.items()})
+    if refused is not None:
+        _assert_one_line_naming_a_key(str(refused))
+
+
+@settings(max_examples=60, deadline=None)
+@given(key=st.sampled_from(sorted(k for k, spec in KEYS.items() if spec.type == "string")), text=st.text(max_size=40))
+def test_text_with_control_characters_is_refused(key: str, text: str) -> None:
+    refused = _refusal(stack_settings("dev") | {f"{PROJECT}:{key}": f"{text}\x00{text}"})
+    assert refused is not None and "control characters" in str(refused), refused
+    assert str(refused).startswith(f"{PROJECT}:{key}: ")
+
+
+# ---------------------------------------------------------------- namespaces and secrets
+
+
+@pytest.mark.parametrize(
+    "key,suggestion",
+    [
+        ("triton_gke:regions", "triton-gke:regions"),
+        ("triton-gk:regions", "triton-gke:regions"),
+        ("tritongke:gpuMaxNode", "triton-gke:gpuMaxNodes"),
+        ("Triton-GKE:gpuSpot", "triton-gke:gpuSpot"),
+        ("gpc:project", "gcp:project"),
+        ("kubernets:context", "kubernetes:context"),
+    ],
+)
+def test_a_misspelt_namespace_is_refused_with_the_real_key(key: str, suggestion: str) -> None:
+    refused = _refusal(stack_settings("dev") | {key: "x"})
+    assert refused is not None, f"{key} was ignored"
+    assert str(refused).startswith(f"{key}: unknown namespace") and f"did you mean {suggestion}?" in str(refused)
+
+
+# Namespaces that are not typos stay accepted: Pulumi's own, the providers', and other packages' key spaces
+# ("allows the AWS package to accept aws:region", https://www.pulumi.com/docs/iac/concepts/config/#configuration-keys).
+@pytest.mark.parametrize("key", ["gcp:region", "gcp:zone", "kubernetes:context", "pulumi:tags", "aws:region", "acme:x"])
+def test_keys_of_other_namespaces_are_accepted(key: str) -> None:
+    assert _refusal(stack_settings("dev") | {key: "some-value"}) is None
+
+
+PEM = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n"
+SERVICE_ACCOUNT = json.dumps({"type": "service_account", "project_id": "p", "private_key_id": "k", "private_key": PEM})
+
+
+@pytest.mark.parametrize("key", ["gcp:credentials", f"{PROJECT}:modelSource", "acme:token"])
+@pytest.mark.parametrize("secret", [PEM, SERVICE_ACCOUNT, PEM.replace("PRIVATE", "RSA PRIVATE")])
+def test_key_material_in_plain_config_is_refused_without_echoing_it(key: str, secret: str) -> None:
+    refused = _refusal(stack_settings("dev") | {key: secret})
+    assert refused is not None
+    assert str(refused).startswith(f"{key}: ") and f"pulumi config set --secret {key}" in str(refused)
+    assert "MIIE" not in str(refused) and "\n" not in str(refused)
+
+
+# ---------------------------------------------------------------- stack files
+
+
+def _write(tmp_path: Path, text: str | bytes) -> Path:
+    path = tmp_path / "Pulumi.fuzz.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return path
+
+
+def _read(path: Path) -> dict[str, str]:
+    return read_stack_file(path, PROJECT, TYPES)
+
+
+def _refused(path: Path) -> str:
+    with pytest.raises(StackFileError) as refused:
+        _read(path)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(path.name), message
+    return message
+
+
+@pytest.mark.parametrize(
+    "value,key_type,says",
+    [
+        ("NO", "kubernetesVersion", 'quote it: "NO"'),
+        ("1.30", "kubernetesVersion", 'quote it: "1.30"'),
+        ("010", "tritonImageTag", "8 to YAML 1.1"),
+        ("1e3", "modelPrefix", "a number to yaml.v3"),
+        ("0x10", "cpuMaxNodes", "16 to YAML 1.1"),
+        ("010", "cpuMaxNodes", "plain decimal"),
+        ("12:30", "cpuMaxNodes", "750 to YAML 1.1"),
+        ("yes", "gpuSpot", "true or false"),
+        ("~", "modelSource", "empty value"),
+        ("", "domain", "empty value"),
+        ("[us-central1, NO]", "regions", 'quote it: "NO"'),
+    ],
+)
+def test_values_whose_meaning_depends_on_the_yaml_reader_are_refused(
+    tmp_path: Path, value: str, key_type: str, says: str
+) -> None:
+    message = _refused(_write(tmp_path, f"config:\n  gcp:project: p-123456\n  {PROJECT}:{key_type}: {value}\n"))
+    assert f"line 3: {PROJECT}:{key_type}: " in message and says in message, message
+
+
+def test_the_shipped_stack_files_read_as_before() -> None:
+    for stack in ("dev", "staging", "prod"):
+        config = _read(PROJECT_DIR / f"Pulumi.{stack}.yaml")
+        plain = yaml.safe_load((PROJECT_DIR / f"Pulumi.{stack}.yaml").read_text())["config"]
+        assert config == {k: config_string(v) for k, v in plain.items()}
+
+
+def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path) -> None:
+    text = f"config:\n  {PROJECT}:gpuMaxNodes: 3\n  gcp:project: p-123456\n  {PROJECT}:gpuMaxNodes: 30\n"
+    assert f"{PROJECT}:gpuMaxNodes: given twice (lines 2 and 4)" in _refused(_write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    "content,says",
+    [
+        (b"\x7fELF\x02\x01\x01\x00\x00\x00\x00", "binary"),
+        (b"config:\n  gcp:project: \xff\xfe\n", "not UTF-8"),
+        ("- a\n- b\n", "expected a YAML mapping"),
+        ("just text\n", "expected a YAML mapping"),
+        ("config: [a, b]\n", "config: expected a mapping"),
+        ("config: {\n", "not valid YAML"),
+        ("a: 1\n---\nb: 2\n", "not valid YAML"),
+        ("config:\n  regions: [us-central1]\n", f"did you mean {PROJECT}:regions?"),
+        ("config:\n  gcp:x: !!binary aGk=\n", "tag"),
+        ("config:\n  gcp:x: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper"),
+        ("config:\n  gcp:x: &a [*a]\n", "deeper than"),
+    ],
+)
+def test_a_file_that_is_not_a_stack_file_is_refused_in_one_line(tmp_path: Path, content: str | bytes, says: str):
+    assert says in _refused(_write(tmp_path, content))
+
+
+def test_a_huge_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    path = _write(tmp_path, "config:\n" + "  # padding\n" * (MAX_BYTES // 10))
+    assert "a stack file may hold at most" in _refused(path)
+
+
+def _laughs(levels: int, fanout: int) -> str:
+    lines = ["lol0: &lol0 [lol]"]
+    for level in range(1, levels):
+        lines.append(f"lol{level}: &lol{level} [{', '.join([f'*lol{level - 1}'] * fanout)}]")
+    lines.append(f"config:\n  gcp:x: *lol{levels - 1}")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_is_refused_fast_and_in_bounded_memory(tmp_path: Path) -> None:
+    path = _write(tmp_path, _laughs(levels=10, fanout=10))  # 10^9 values once expanded
+    started = time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert "aliases included" in _refused(path)
+    assert time.monotonic() - started < 2
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024  # KiB: under 200 MiB more
+
+
+def test_a_few_aliases_are_fine(tmp_path: Path) -> None:
+    text = f"zones: &z [us-central1-a]\nconfig:\n  gcp:project: p-123456\n  {PROJECT}:zones: *z\n"
+    assert _read(_write(tmp_path, text))[f"{PROJECT}:zones"] == '["us-central1-a"]'
+
+
+@FILES
+@given(key=st.sampled_from(sorted(k for k, spec in KEYS.items() if spec.type == "string")), text=st.text(max_size=40))
+def test_quoted_text_is_read_back_exactly(tmp_path: Path, key: str, text: str) -> None:
+    """Whatever the text, written as YAML writes strings (quoted where needed), it arrives unchanged.
+
+    Except YAML's own line breaks (CR, LF, NEL, U+2028/9), which PyYAML's writer leaves for line folding to eat;
+    no setting may hold them (infra/config.py refuses control characters).
+    """
+    assume(not set(text) & set("\r\n\x85\u2028\u2029"))
+    document = yaml.safe_dump({"config": {f"{PROJECT}:{key}": text}}, allow_unicode=True)
+    assert _read(_write(tmp_path, document)) == {f"{PROJECT}:{key}": text}
+
+
+@FILES
+@given(number=st.integers(min_value=-(10**15), max_value=10**15), flag=st.booleans())
+def test_plain_numbers_and_booleans_arrive_as_pulumi_passes_them(tmp_path: Path, number: int, flag: bool) -> None:
+    text = f"config:\n  {PROJECT}:gpuMaxNodes: {number}\n  {PROJECT}:gpuSpot: {str(flag).lower()}\n"
+    assert _read(_write(tmp_path, text)) == {
+        f"{PROJECT}:gpuMaxNodes": str(number),
+        f"{PROJECT}:gpuSpot": str(flag).lower(),
+    }
+
+
+yaml_fragments = (
+    st.sampled_from(YAML_SPECIALS)
+    | st.text(max_size=40)
+    | json_values.map(lambda v: yaml.safe_dump(v, default_flow_style=True, width=10**6).removesuffix("\n...\n").strip())
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.sampled_from(sorted(KEYS)), fragment=yaml_fragments, junk=st.binary(max_size=30) | st.just(b""))
+def test_any_stack_file_reads_or_is_refused_in_one_line(key: str, fragment: str, junk: bytes) -> None:
+    text = f"config:\n  gcp:project: p-123456\n  {PROJECT}:{key}: {fragment}\n".encode() + junk
+    path = Path(f"/tmp/Pulumi.fuzz-{id(text)}.yaml")
+    try:
+        path.write_bytes(text)
+        try:
+            config = _read(path)
+        except StackFileError as err:
+            assert "\n" not in str(err) and str(err).startswith(path.name)
+            return
+        assert all(isinstance(k, str) and isinstance(v, str) for k, v in config.items())
+        refused = _refusal(stack_settings("dev") | config)
+        if refused is not None:
+            _assert_one_line_naming_a_key(str(refused))
+    finally:
+        path.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- the real command line, a few examples
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def _plan(args: list[str], out: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "offline.plan", "--stack", "dev", "--out", str(out), *args]
+    return subprocess.run(
+        command,
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=PLAN_TIMEOUT_S,
+        preexec_fn=_limit_memory,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(PROJECT_DIR), "HOME": str(out.parent)},
+    )
+
+
+def _assert_planned_or_refused(done: subprocess.CompletedProcess[str], what: str) -> None:
+    report = f"{what}\nexit {done.returncode}\nstderr:\n{done.stderr[-3000:]}"
+    assert "Traceback" not in done.stderr + done.stdout, report
+    assert done.returncode in (0, 2), report
+    if done.returncode == 2:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: "), report
+        name = lines[0].removeprefix("error: ")
+        assert NAMES_A_KEY.match(name) or name.startswith(("Pulumi.", "--set")), report
+
+
+cli_values = config_values.filter(lambda v: "\x00" not in v and len(v) < 2000)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from(sorted(KEYS)), value=cli_values)
+def test_plan_command_with_any_set_value_plans_or_exits_2(tmp_path_factory: Any, key: str, value: str) -> None:
+    out = tmp_path_factory.mktemp("plan")
+    _assert_planned_or_refused(_plan(["--set", f"{key}={value}"], out / "plan"), f"--set {key}={value!r}")
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from(sorted(KEYS)), fragment=yaml_fragments.filter(lambda f: "\x00" not in f))
+def test_plan_command_with_any_stack_file_plans_or_exits_2(tmp_path_factory: Any, key: str, fragment: str) -> None:
+    out = tmp_path_factory.mktemp("plan")
+    dev = yaml.safe_load((PROJECT_DIR / "Pulumi.dev.yaml").read_text())["config"]
+    dev.pop(f"{PROJECT}:{key}", None)  # the dev stack's settings, this key replaced (twice would be a duplicate)
+    config_file = out / "Pulumi.generated.yaml"
+    config_file.write_text(f"{yaml.safe_dump({'config': dev})}  {PROJECT}:{key}: {fragment}\n")
+    done = _plan(["--config-file", str(config_file)], out / "plan")
+    _assert_planned_or_refused(done, config_file.read_text())
