@@ -12,10 +12,12 @@ from infra.model_store import ModelStore, ModelStoreArgs
 from infra.model_upload import ModelUpload, ModelUploadArgs, built_repository_digest
 from infra.network import Network, NetworkArgs
 from k8s.locust import LOCUST_NAMESPACE, LoadTest, LoadTestArgs
-from k8s.monitoring import Monitoring, MonitoringArgs
+from k8s.monitoring import ADAPTER_PORT, Monitoring, MonitoringArgs, serves_custom_metrics
 from k8s.triton import TRITON_NAMESPACE, TRITON_SERVICE_ACCOUNT, TritonServing, TritonServingArgs, triton_address
 
 settings = load_stack_settings()
+# The HPA scales on a metric only the builtin monitoring's adapter serves; without it Triton runs fixed replicas.
+autoscale = serves_custom_metrics(settings.monitoring.mode)
 model_repository_digest = built_repository_digest(settings.model_repo, settings.stack)
 
 network = Network("triton", NetworkArgs(regions=settings.regions))
@@ -37,6 +39,7 @@ clusters = {
             network=network.vpc.id,
             subnet=network.subnets[region.name].id,
             subnet_plan=network.plans[region.name],
+            control_plane_ports=(ADAPTER_PORT,) if autoscale else (),
         ),
     )
     for region in settings.regions
@@ -72,6 +75,7 @@ serving = {
             max_replicas=settings.gpu_pool.max_nodes,
             queue_time_target_us=settings.serving.queue_time_target_us,
             neg_name_prefix=cluster.cluster_name,
+            autoscale=autoscale,
             bucket_access=model_store.read_access,
             model_digest=model_repository_digest,
             startup_minutes=settings.serving.startup_minutes,
@@ -138,6 +142,8 @@ if settings.load_balancer.enabled:
             ),
             max_rate_per_pod=settings.load_balancer.max_rate_per_pod,
             domain=settings.load_balancer.domain,
+            rate_limit_per_minute=settings.load_balancer.rate_limit_per_minute,
+            source_ranges=settings.load_balancer.source_ranges,
         ),
     )
     domain = settings.load_balancer.domain

@@ -34,6 +34,8 @@ class GkeClusterArgs:
     network: pulumi.Input[str]
     subnet: pulumi.Input[str]
     subnet_plan: SubnetPlan
+    # Ports on which the control plane must call pods (APIService backends, webhooks) beyond 443 and 10250.
+    control_plane_ports: tuple[int, ...] = ()
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -55,6 +57,7 @@ class GkeCluster(pulumi.ComponentResource):
         self.cluster_name = gcp_name("triton", args.stack, args.region.name)
         self.node_service_account = self._node_service_account()
         self.cluster = self._cluster()
+        self._control_plane_firewall()
         pools_depend = pulumi.ResourceOptions(parent=self, depends_on=self._node_sa_grants)
         self.cpu_pool = self._pool(
             "cpu", self._cpu_node_config(), args.cpu_pool.min_nodes, args.cpu_pool.max_nodes, pools_depend
@@ -165,6 +168,31 @@ class GkeCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self, depends_on=self._node_sa_grants, protect=a.settings.deletion_protection
             ),
+        )
+
+    def _control_plane_firewall(self) -> None:
+        """Let the control plane reach pods on `control_plane_ports` (the metrics adapter's 6443).
+
+        A private cluster's control plane reaches nodes only on 443 and 10250 until a rule opens more
+        (https://cloud.google.com/kubernetes-engine/docs/how-to/private-clusters#add_firewall_rules); the
+        APIService of an adapter on 6443 otherwise fails discovery (kubernetes-sigs/prometheus-adapter#534).
+        The source is this cluster's masterIpv4CidrBlock; the target its nodes (by service account), which
+        covers their pods' alias IPs, as in the documented fix for webhooks on pods
+        (https://cert-manager.io/docs/installation/compatibility/#gke, GKE link above).
+        """
+        a = self._args
+        if not a.control_plane_ports:
+            return
+        gcp.compute.Firewall(
+            f"{self._name}-control-plane-to-pods",
+            name=gcp_name("triton", a.stack, a.region.name, "control-plane", max_len=63),
+            project=a.project,
+            network=a.network,
+            direction="INGRESS",
+            source_ranges=[str(a.subnet_plan.control_plane)],
+            target_service_accounts=[self.node_service_account.email],
+            allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(p) for p in a.control_plane_ports])],
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
     def _base_node_config(self, machine_type: str, disk_size_gb: int, role: str) -> dict:

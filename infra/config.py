@@ -68,6 +68,9 @@ DOMAIN = re.compile(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{
 GCP_PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 # Longest startup budget accepted for one Triton pod (tritonStartupMinutes): 3 hours.
 MAX_STARTUP_MINUTES = 180
+# Cloud Armor throttle thresholds: 1 to 1,000,000 requests per interval
+# (https://cloud.google.com/armor/docs/rate-limiting-overview).
+MAX_RATE_LIMIT = 1_000_000
 
 
 class ConfigError(pulumi.RunError):
@@ -143,6 +146,10 @@ class LoadBalancerSettings:
     enabled: bool
     domain: str
     max_rate_per_pod: int
+    # Cloud Armor: requests per minute one client IP may send to each backend service, and the only sources
+    # allowed (empty: any source).
+    rate_limit_per_minute: int = 3000
+    source_ranges: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -724,9 +731,31 @@ def _load_balancer(reader: _Reader) -> LoadBalancerSettings:
     enabled = reader.boolean("globalLoadBalancer")
     if domain and not enabled:
         raise reader.fail("domain", domain, "a domain needs globalLoadBalancer: true")
+    sources = _source_ranges(reader, "lbSourceRanges")
+    if sources and not enabled:
+        raise reader.fail("lbSourceRanges", list(sources), "a source allowlist needs globalLoadBalancer: true")
+    rate_limit = reader.integer("lbRateLimitPerMinute", minimum=1)
+    if rate_limit > MAX_RATE_LIMIT:
+        raise reader.fail("lbRateLimitPerMinute", rate_limit, f"Cloud Armor allows at most {MAX_RATE_LIMIT:,}")
     return LoadBalancerSettings(
-        enabled=enabled, domain=domain, max_rate_per_pod=reader.integer("lbMaxRatePerPod", minimum=1)
+        enabled=enabled,
+        domain=domain,
+        max_rate_per_pod=reader.integer("lbMaxRatePerPod", minimum=1),
+        rate_limit_per_minute=rate_limit,
+        source_ranges=sources,
     )
+
+
+def _source_ranges(reader: _Reader, key: str) -> tuple[str, ...]:
+    """An allowlist: valid CIDRs, each once, none the whole internet (that is what an empty list means)."""
+    cidrs = _cidrs(reader, key, public_allowed=True)
+    networks = [address_space.parse(cidr) for cidr in cidrs]
+    for cidr, network in zip(cidrs, networks, strict=True):
+        if network.prefixlen == 0:
+            raise reader.fail(key, cidr, "allows every source; leave the list empty for that")
+        if networks.count(network) > 1:
+            raise reader.fail(key, cidr, "each range may be listed once")
+    return cidrs
 
 
 def _monitoring(reader: _Reader) -> MonitoringSettings:

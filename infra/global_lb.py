@@ -9,6 +9,10 @@ all fail the health check.
 Only inference routes exist (KServe v2 HTTP inference, health and metadata; the gRPC inference
 methods). Everything else, the repository, shared-memory, trace, logging and statistics APIs
 included, is answered 404 by the load balancer itself and never reaches Triton.
+
+A Cloud Armor policy on both backend services throttles each client IP and, optionally, admits only
+an allowlist of sources, so a stranger cannot drive the HPA and node autoscaler to gpuMaxNodes. With a
+domain, port 80 only redirects to HTTPS.
 """
 
 from __future__ import annotations
@@ -35,6 +39,15 @@ GRPC_INFERENCE_METHODS = (
     "ModelStreamInfer",
 )
 HTTP_FULL_PATHS = ("/v2", "/v2/health/live", "/v2/health/ready")
+# Cloud Armor: a basic match condition takes at most 10 ranges
+# (https://cloud.google.com/python/docs/reference/compute/latest/google.cloud.compute_v1.types.SecurityPolicyRuleMatcherConfig);
+# the highest-priority matching rule decides (https://cloud.google.com/armor/docs/create-security-policy-rules)
+# and every policy ends in its default rule at the lowest priority, 2147483647, matching '*'
+# (https://cloud.google.com/armor/docs/manage-security-policies).
+ARMOR_RANGES_PER_RULE = 10
+ARMOR_DEFAULT_PRIORITY = 2147483647
+ARMOR_THROTTLE_PRIORITY = 1000
+RATE_LIMIT_INTERVAL_SEC = 60
 HTTP_PATH_TEMPLATES = (
     "/v2/models/{model=*}",
     "/v2/models/{model=*}/ready",
@@ -62,11 +75,16 @@ class GlobalLoadBalancerArgs:
     regions: tuple[RegionBackend, ...]
     max_rate_per_pod: int
     domain: str = ""
+    # Requests per minute one client IP may send to each backend service; then 429.
+    rate_limit_per_minute: int = 3000
+    # Only these sources reach the backends (others get 403); empty: any source.
+    source_ranges: tuple[str, ...] = ()
 
 
 class GlobalLoadBalancer(pulumi.ComponentResource):
     address: gcp.compute.GlobalAddress
     backend_services: dict[str, gcp.compute.BackendService]
+    security_policy: gcp.compute.SecurityPolicy
 
     def __init__(self, name: str, args: GlobalLoadBalancerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-gke:infra:GlobalLoadBalancer", name, None, opts)
@@ -78,6 +96,7 @@ class GlobalLoadBalancer(pulumi.ComponentResource):
         )
         self._firewall()
         health_check = self._health_check()
+        self.security_policy = self._security_policy()
         self.backend_services = {
             port: self._backend_service(port, "HTTP" if port == "http" else "H2C", health_check)
             for port in TRITON_PORTS
@@ -134,6 +153,49 @@ class GlobalLoadBalancer(pulumi.ComponentResource):
             timeout_sec=60,
             backends=[self._backend(region, zone, port) for region in a.regions for zone in region.zones],
             log_config=gcp.compute.BackendServiceLogConfigArgs(enable=True, sample_rate=0.1),
+            security_policy=self.security_policy.id,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _security_policy(self) -> gcp.compute.SecurityPolicy:
+        """Throttle each client IP (429 above the limit); with an allowlist, everyone else gets 403.
+
+        Throttle rules key on the client IP and apply per backend service the policy is attached to
+        (https://cloud.google.com/armor/docs/rate-limiting-overview), so HTTP and gRPC each allow the limit.
+        """
+        a = self._args
+        ranges = list(a.source_ranges)
+        chunks = [ranges[i : i + ARMOR_RANGES_PER_RULE] for i in range(0, len(ranges), ARMOR_RANGES_PER_RULE)]
+        throttles = [
+            gcp.compute.SecurityPolicyRuleArgs(
+                priority=ARMOR_THROTTLE_PRIORITY + i,
+                description="allowed sources, throttled per client IP" if ranges else "throttle per client IP",
+                action="throttle",
+                match=_source_match(chunk),
+                rate_limit_options=gcp.compute.SecurityPolicyRuleRateLimitOptionsArgs(
+                    conform_action="allow",
+                    exceed_action="deny(429)",
+                    enforce_on_key="IP",
+                    rate_limit_threshold=gcp.compute.SecurityPolicyRuleRateLimitOptionsRateLimitThresholdArgs(
+                        count=a.rate_limit_per_minute, interval_sec=RATE_LIMIT_INTERVAL_SEC
+                    ),
+                ),
+            )
+            for i, chunk in enumerate(chunks or [["*"]])
+        ]
+        default = gcp.compute.SecurityPolicyRuleArgs(
+            priority=ARMOR_DEFAULT_PRIORITY,
+            description="sources outside lbSourceRanges" if ranges else "default rule (never reached)",
+            action="deny(403)" if ranges else "allow",
+            match=_source_match(["*"]),
+        )
+        return gcp.compute.SecurityPolicy(
+            f"{self._name}-armor",
+            name=self._physical("armor"),
+            project=a.project,
+            type="CLOUD_ARMOR",
+            description="Per-client rate limit and source allowlist of the Triton inference endpoint",
+            rules=[*throttles, default],
             opts=pulumi.ResourceOptions(parent=self),
         )
 
@@ -203,8 +265,11 @@ class GlobalLoadBalancer(pulumi.ComponentResource):
     def _front_ends(self, url_map: gcp.compute.URLMap) -> None:
         a = self._args
         child = pulumi.ResourceOptions(parent=self)
+        # With a domain, port 80 serves nothing but a redirect to HTTPS: its own URL map without backends
+        # (https://cloud.google.com/load-balancing/docs/https/setting-up-global-http-https-redirect).
+        http_map = self._https_redirect() if a.domain else url_map
         http_proxy = gcp.compute.TargetHttpProxy(
-            f"{self._name}-http-proxy", name=self._physical("http"), project=a.project, url_map=url_map.id, opts=child
+            f"{self._name}-http-proxy", name=self._physical("http"), project=a.project, url_map=http_map.id, opts=child
         )
         self._forwarding_rule("http", http_proxy.id, "80")
         if not a.domain:
@@ -226,6 +291,17 @@ class GlobalLoadBalancer(pulumi.ComponentResource):
         )
         self._forwarding_rule("https", https_proxy.id, "443")
 
+    def _https_redirect(self) -> gcp.compute.URLMap:
+        return gcp.compute.URLMap(
+            f"{self._name}-https-redirect",
+            name=self._physical("https-redirect"),
+            project=self._args.project,
+            default_url_redirect=gcp.compute.URLMapDefaultUrlRedirectArgs(
+                https_redirect=True, redirect_response_code="MOVED_PERMANENTLY_DEFAULT", strip_query=False
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
     def _forwarding_rule(self, kind: str, target: pulumi.Input[str], port: str) -> None:
         gcp.compute.GlobalForwardingRule(
             f"{self._name}-{kind}-rule",
@@ -238,3 +314,9 @@ class GlobalLoadBalancer(pulumi.ComponentResource):
             load_balancing_scheme=SCHEME,
             opts=pulumi.ResourceOptions(parent=self),
         )
+
+
+def _source_match(ranges: list[str]) -> gcp.compute.SecurityPolicyRuleMatchArgs:
+    return gcp.compute.SecurityPolicyRuleMatchArgs(
+        versioned_expr="SRC_IPS_V1", config=gcp.compute.SecurityPolicyRuleMatchConfigArgs(src_ip_ranges=ranges)
+    )

@@ -40,6 +40,16 @@ DATASOURCE_UID = "prometheus"
 RULES_DIR = "/etc/prometheus-rules"
 NOBODY = 65534
 GRAFANA_UID = 472
+# The adapter's secure port: the API server calls it there (APIService discovery), from the control plane.
+ADAPTER_PORT = 6443
+# GKE ships a ResourceQuota in kube-system scoped to the system-*-critical PriorityClasses; once such a quota
+# exists, the ResourceQuota admission plugin admits pods of those classes only in namespaces with a matching
+# quota ("Limit Priority Class consumption by default",
+# https://kubernetes.io/docs/concepts/policy/resource-quotas/#limit-priority-class-consumption-by-default;
+# the same failure on GKE: fluxcd/flux2#3879, NVIDIA/aicr#921). Without one, every DCGM pod is refused.
+DCGM_PRIORITY_CLASS = "system-node-critical"
+# Far above any GPU pool (one exporter pod per GPU node): the quota exists to admit the class, not to cap it.
+DCGM_CRITICAL_PODS = 1000
 
 
 @dataclass(frozen=True)
@@ -65,6 +75,15 @@ def _app(name: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": name}
 
 
+def serves_custom_metrics(mode: str) -> bool:
+    """Whether this stack deploys the adapter that serves the Triton HPA its metric (custom.metrics.k8s.io).
+
+    Only builtin mode does; an HPA on a metric nobody serves never scales and reports FailedGetPodsMetric, so
+    the program creates the HPA (and opens the control plane's path to the adapter) only where this is true.
+    """
+    return mode == "builtin"
+
+
 class Monitoring(pulumi.ComponentResource):
     def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-gke:k8s:Monitoring", name, None, opts)
@@ -76,7 +95,8 @@ class Monitoring(pulumi.ComponentResource):
         else:
             self.namespace = restricted_namespace(f"{name}-ns", MONITORING_NAMESPACE, self)
             self._prometheus()
-            self._metrics_adapter()
+            if serves_custom_metrics(args.mode):
+                self._metrics_adapter()
             self._grafana()
         self.register_outputs({})
 
@@ -98,6 +118,21 @@ class Monitoring(pulumi.ComponentResource):
             metadata=_meta(DCGM_PODS.namespace, **{"pod-security.kubernetes.io/enforce": "privileged"}),
             opts=self._opts(),
         )
+        quota = k8s.core.v1.ResourceQuota(
+            f"{self._name}-critical-pods-quota",
+            metadata=_meta("critical-pods", namespace.metadata.name),
+            spec=k8s.core.v1.ResourceQuotaSpecArgs(
+                hard={"pods": str(DCGM_CRITICAL_PODS)},
+                scope_selector=k8s.core.v1.ScopeSelectorArgs(
+                    match_expressions=[
+                        k8s.core.v1.ScopedResourceSelectorRequirementArgs(
+                            scope_name="PriorityClass", operator="In", values=[DCGM_PRIORITY_CLASS]
+                        )
+                    ]
+                ),
+            ),
+            opts=self._opts(),
+        )
         labels = dict(DCGM_PODS.labels)
         mounts = {
             "nvidia-install-dir-host": ("/home/kubernetes/bin/nvidia", "/usr/local/nvidia"),
@@ -114,7 +149,7 @@ class Monitoring(pulumi.ComponentResource):
                         automount_service_account_token=False,
                         affinity=_gpu_nodes_only(),
                         tolerations=[GPU_TOLERATION],
-                        priority_class_name="system-node-critical",
+                        priority_class_name=DCGM_PRIORITY_CLASS,
                         containers=[
                             k8s.core.v1.ContainerArgs(
                                 name="dcgm-exporter",
@@ -122,6 +157,12 @@ class Monitoring(pulumi.ComponentResource):
                                 env=[
                                     k8s.core.v1.EnvVarArgs(name="LD_LIBRARY_PATH", value="/usr/local/nvidia/lib64"),
                                     k8s.core.v1.EnvVarArgs(name="DCGM_EXPORTER_KUBERNETES", value="true"),
+                                    # GKE's device plugin names GPUs nvidia0, nvidia1...; matching pods by the
+                                    # default (uid) leaves the pod and namespace labels empty
+                                    # (NVIDIA/dcgm-exporter#342, NVIDIA/gpu-monitoring-tools#160).
+                                    k8s.core.v1.EnvVarArgs(
+                                        name="DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE", value="device-name"
+                                    ),
                                 ],
                                 ports=[k8s.core.v1.ContainerPortArgs(name="metrics", container_port=9400)],
                                 security_context=k8s.core.v1.SecurityContextArgs(privileged=True),
@@ -141,7 +182,8 @@ class Monitoring(pulumi.ComponentResource):
                     ),
                 ),
             ),
-            opts=self._opts(),
+            # Pods created before the quota would be refused (and retried with back-off): the quota goes first.
+            opts=self._opts(depends_on=[quota]),
         )
 
     # ------------------------------------------------------------------ Prometheus
@@ -292,10 +334,10 @@ class Monitoring(pulumi.ComponentResource):
                     f"--prometheus-url={PROMETHEUS_URL}",
                     "--config=/etc/adapter/config.yaml",
                     "--metrics-relist-interval=1m",
-                    "--secure-port=6443",
+                    f"--secure-port={ADAPTER_PORT}",
                     "--cert-dir=/tmp/cert",
                 ],
-                ports=[k8s.core.v1.ContainerPortArgs(name="https", container_port=6443)],
+                ports=[k8s.core.v1.ContainerPortArgs(name="https", container_port=ADAPTER_PORT)],
                 resources=k8s.core.v1.ResourceRequirementsArgs(
                     requests={"cpu": "100m", "memory": "128Mi"}, limits={"memory": "512Mi"}
                 ),

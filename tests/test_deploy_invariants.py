@@ -324,3 +324,147 @@ def test_protected_stacks_refuse_to_delete_their_clusters_and_bucket(plan):
         assert bucket.protect == (not bucket.inputs["forceDestroy"]), bucket.name
     if plan.stack == "prod":
         assert all(r.protect for r in plan.of_type(CLUSTER) + plan.of_type(BUCKET))
+
+
+# ---- GKE edge rules (issue 12 items 2, 6, 7, 8) --------------------------------------------------------------------
+
+CRITICAL_PRIORITY_CLASSES = ("system-node-critical", "system-cluster-critical")
+RESOURCE_QUOTA = "kubernetes:core/v1:ResourceQuota"
+API_SERVICE = "kubernetes:apiregistration.k8s.io/v1:APIService"
+HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
+FIREWALL = "gcp:compute/firewall:Firewall"
+SECURITY_POLICY = "gcp:compute/securityPolicy:SecurityPolicy"
+# Ports a private cluster's control plane may open to nodes without a firewall rule of ours.
+CONTROL_PLANE_OPEN_PORTS = (443, 10250)
+
+
+def _pod_workloads(plan: Plan) -> list[PlannedResource]:
+    kinds = ("kubernetes:apps/v1:DaemonSet", DEPLOYMENT, "kubernetes:apps/v1:StatefulSet")
+    return [r for kind in kinds for r in plan.of_type(kind)]
+
+
+def _same_cluster(plan: Plan, resource: PlannedResource, type_token: str, namespace: str | None = None):
+    return [
+        r
+        for r in plan.of_type(type_token)
+        if r.provider_urn == resource.provider_urn
+        and (namespace is None or r.inputs["metadata"].get("namespace") == namespace)
+    ]
+
+
+def test_system_critical_pods_outside_kube_system_have_a_quota_for_their_priority_class(plan):
+    """GKE ships a ResourceQuota in kube-system scoped to the system-*-critical PriorityClasses; the ResourceQuota
+    admission plugin then admits pods of those classes only in namespaces with a quota matching the class
+    (https://kubernetes.io/docs/concepts/policy/resource-quotas/#limit-priority-class-consumption-by-default;
+    on GKE: fluxcd/flux2#3879, NVIDIA/aicr#921). Without it every pod is refused and pulumi-kubernetes waits 10
+    minutes for the DaemonSet, in every region. The workload must also wait for the quota.
+    """
+    critical = [
+        w
+        for w in _pod_workloads(plan)
+        if w.inputs["spec"]["template"]["spec"].get("priorityClassName") in CRITICAL_PRIORITY_CLASSES
+        and w.inputs["metadata"].get("namespace") != "kube-system"
+    ]
+    assert critical, "the DCGM exporter runs system-node-critical in every stack"
+    for workload in critical:
+        priority_class = workload.inputs["spec"]["template"]["spec"]["priorityClassName"]
+        quotas = [
+            q
+            for q in _same_cluster(plan, workload, RESOURCE_QUOTA, workload.inputs["metadata"]["namespace"])
+            if any(
+                e["scopeName"] == "PriorityClass" and e["operator"] == "In" and priority_class in e["values"]
+                for e in q.inputs["spec"].get("scopeSelector", {}).get("matchExpressions", [])
+            )
+        ]
+        assert quotas, f"{workload.name}: no ResourceQuota for {priority_class} in its namespace"
+        assert any(q.urn in waits_for(plan, workload) for q in quotas), f"{workload.name} does not wait for its quota"
+
+
+def _service_target_port(plan: Plan, api_service: PlannedResource) -> int:
+    """The container port an APIService's Service sends to (what the control plane connects to)."""
+    ref = api_service.inputs["spec"]["service"]
+    (service,) = [
+        s
+        for s in _same_cluster(plan, api_service, SERVICE, ref["namespace"])
+        if s.inputs["metadata"]["name"] == ref["name"]
+    ]
+    (port,) = [p for p in service.inputs["spec"]["ports"] if p["port"] == ref.get("port", 443)]
+    target = port.get("targetPort", port["port"])
+    if isinstance(target, int | float):
+        return int(target)
+    selector = service.inputs["spec"]["selector"]
+    for workload in _same_cluster(plan, service, DEPLOYMENT, ref["namespace"]):
+        template = workload.inputs["spec"]["template"]
+        if selector.items() <= template["metadata"]["labels"].items():
+            for container in template["spec"]["containers"]:
+                for container_port in container.get("ports", []):
+                    if container_port.get("name") == target:
+                        return int(container_port["containerPort"])
+    raise AssertionError(f"{api_service.name}: no pod port named {target}")
+
+
+def test_the_control_plane_can_reach_every_apiservice_backend(plan):
+    """A private GKE cluster's control plane reaches nodes only on 443 and 10250 unless a firewall rule opens more
+    (https://cloud.google.com/kubernetes-engine/docs/how-to/private-clusters#add_firewall_rules); an APIService
+    whose pods listen elsewhere (prometheus-adapter: 6443) fails discovery, the HPA never scales and discovery
+    errors slow kubectl and namespace deletion (kubernetes-sigs/prometheus-adapter#534). So each such port needs
+    an ingress rule from that cluster's masterIpv4CidrBlock to its nodes.
+    """
+    for api_service in plan.of_type(API_SERVICE):
+        port = _service_target_port(plan, api_service)
+        if port in CONTROL_PLANE_OPEN_PORTS:
+            continue
+        component = plan.by_urn(api_service.provider_urn).parent
+        (cluster,) = [r for r in plan.of_type(CLUSTER) if r.parent is component]
+        private = cluster.inputs["privateClusterConfig"]
+        assert private["enablePrivateNodes"]
+        nodes = cluster.inputs["nodeConfig"]["serviceAccount"]
+        opened = [
+            f
+            for f in plan.of_type(FIREWALL)
+            if f.inputs["direction"] == "INGRESS"
+            and f.inputs["network"] == cluster.inputs["network"]
+            and private["masterIpv4CidrBlock"] in f.inputs["sourceRanges"]
+            and nodes in f.inputs.get("targetServiceAccounts", [])
+            and any(a["protocol"] == "tcp" and str(port) in a.get("ports", []) for a in f.inputs["allows"])
+        ]
+        assert opened, f"{cluster.inputs['name']}: control plane cannot reach {api_service.name} on {port}"
+
+
+def test_every_hpa_metric_has_a_source_on_its_cluster(plan):
+    """An HPA on a Pods or Object metric reads custom.metrics.k8s.io (External: external.metrics.k8s.io); with no
+    APIService serving that group the HPA reports FailedGetPodsMetric and never scales
+    (https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#support-for-metrics-apis).
+    """
+    groups = {"Pods": "custom.metrics.k8s.io", "Object": "custom.metrics.k8s.io", "External": "external.metrics.k8s.io"}
+    for hpa in plan.of_type(HPA):
+        served = {a.inputs["spec"]["group"] for a in _same_cluster(plan, hpa, API_SERVICE)}
+        for metric in hpa.inputs["spec"].get("metrics", []):
+            needed = groups.get(metric["type"])
+            assert needed is None or needed in served, f"{hpa.name}: nothing serves {needed} on its cluster"
+
+
+def test_public_backends_throttle_every_client_they_admit(plan):
+    """An external Application Load Balancer is open to the internet; without Cloud Armor one client can push the
+    HPA and the node autoscaler to gpuMaxNodes in every region. Every backend service must carry a policy in which
+    each request that is not denied meets a per-client throttle first: Cloud Armor applies the highest-priority
+    matching rule (https://cloud.google.com/armor/docs/create-security-policy-rules) and throttles per key, here
+    the client IP (https://cloud.google.com/armor/docs/rate-limiting-overview).
+    """
+    backends = plan.of_type(BACKEND)
+    if not backends:
+        pytest.skip("no global load balancer in this stack")
+    policies = {f"{p.name}-id": p for p in plan.of_type(SECURITY_POLICY)}
+    for backend in backends:
+        policy = policies.get(backend.inputs.get("securityPolicy"))
+        assert policy is not None, f"{backend.name} has no Cloud Armor policy"
+        assert policy.urn in backend.dependencies
+        for rule in sorted(policy.inputs["rules"], key=lambda r: r["priority"]):
+            action = rule["action"]
+            assert action.startswith("deny") or action in ("throttle", "rate_based_ban"), (
+                f"{policy.name}: rule {rule['priority']} lets clients through unthrottled"
+            )
+            if not action.startswith("deny"):
+                assert rule["rateLimitOptions"]["enforceOnKey"] == "IP"
+            if "*" in rule["match"]["config"]["srcIpRanges"]:
+                break

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
+import subprocess
+import sys
 
+import pulumi
 import pytest
-from conftest import evaluate
+from conftest import PROJECT, PROJECT_DIR, evaluate, evaluate_component
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from infra.global_lb import HEALTH_CHECK_RANGES
-from offline.runtime import Plan
+from infra.config import MAX_RATE_LIMIT, ConfigError
+from infra.global_lb import HEALTH_CHECK_RANGES, GlobalLoadBalancer, GlobalLoadBalancerArgs, RegionBackend
+from offline.runtime import Plan, load_settings
 
 BACKEND = "gcp:compute/backendService:BackendService"
 URL_MAP = "gcp:compute/uRLMap:URLMap"
+SECURITY_POLICY = "gcp:compute/securityPolicy:SecurityPolicy"
+HTTP_PROXY = "gcp:compute/targetHttpProxy:TargetHttpProxy"
 NEG_LOOKUP = "gcp:compute/getNetworkEndpointGroup:getNetworkEndpointGroup"
 LB_TYPES = {
     BACKEND,
@@ -22,6 +31,7 @@ LB_TYPES = {
     "gcp:compute/firewall:Firewall",
     "gcp:compute/targetHttpProxy:TargetHttpProxy",
     "gcp:compute/globalForwardingRule:GlobalForwardingRule",
+    SECURITY_POLICY,
 }
 PROD_ZONES = {
     "us-central1": {"us-central1-a", "us-central1-b", "us-central1-c"},
@@ -68,7 +78,7 @@ def test_health_check_is_tritons_strict_readiness_on_port_8000(prod_plan):
 
 
 def test_firewall_opens_only_the_health_check_ranges_to_each_regions_gpu_nodes(prod_plan):
-    rules = prod_plan.of_type("gcp:compute/firewall:Firewall")
+    rules = [r for r in prod_plan.of_type("gcp:compute/firewall:Firewall") if r.name.startswith("global-")]
     assert len(rules) == 3
     for rule in rules:
         assert sorted(rule.inputs["sourceRanges"]) == sorted(HEALTH_CHECK_RANGES)
@@ -143,7 +153,8 @@ def test_a_domain_adds_https_with_a_managed_certificate():
 
 
 def test_dev_has_no_global_load_balancer(dev_plan):
-    assert {r.type for r in dev_plan.resources} & LB_TYPES == set()
+    # The clusters' own firewall rules (control plane to pods) are no part of the load balancer.
+    assert {r.type for r in dev_plan.resources if not r.name.startswith("gke-")} & LB_TYPES == set()
     assert not [call for _, call in dev_plan.invokes if call.token == NEG_LOOKUP]
 
 
@@ -213,3 +224,192 @@ def test_outputs_name_the_endpoints_and_how_to_reach_each_region():
 
 def test_dev_exports_no_load_balancer_endpoints(dev_plan):
     assert not {"lbAddress", "httpEndpoint", "grpcEndpoint"} & set(dev_plan.outputs)
+
+
+# ---- HTTPS only with a domain; Cloud Armor on every backend ---------------------------------------------------
+
+
+def test_with_a_domain_port_80_only_redirects_to_https():
+    """Port 80 gets its own URL map that answers every request with a redirect and has no backend at all
+    (https://cloud.google.com/load-balancing/docs/https/setting-up-global-http-https-redirect)."""
+    plan = evaluate("prod", domain="infer.example.com")
+    maps = {m.name: m for m in plan.of_type(URL_MAP)}
+    redirect = maps["global-https-redirect"].inputs
+    assert redirect["defaultUrlRedirect"] == {
+        "httpsRedirect": True,
+        "redirectResponseCode": "MOVED_PERMANENTLY_DEFAULT",
+        "stripQuery": False,
+    }
+    assert not {"defaultService", "pathMatchers", "hostRules"} & set(redirect), "port 80 must reach no backend"
+    proxies = {p.type: p.inputs["urlMap"] for p in plan.resources if p.type.startswith("gcp:compute/targetHttp")}
+    assert proxies[HTTP_PROXY] == "global-https-redirect-id"
+    assert proxies["gcp:compute/targetHttpsProxy:TargetHttpsProxy"] == "global-routes-id"
+
+
+def test_without_a_domain_port_80_serves_the_inference_routes(prod_plan):
+    (proxy,) = prod_plan.of_type(HTTP_PROXY)
+    assert proxy.inputs["urlMap"] == "global-routes-id"
+    assert [m.name for m in prod_plan.of_type(URL_MAP)] == ["global-routes"]
+
+
+def test_both_backends_carry_a_per_client_throttle(prod_plan):
+    (policy,) = prod_plan.of_type(SECURITY_POLICY)
+    assert policy.inputs["type"] == "CLOUD_ARMOR"
+    for backend in prod_plan.of_type(BACKEND):
+        assert backend.inputs["securityPolicy"] == "global-armor-id"
+        assert policy.urn in backend.dependencies
+    throttle, default = sorted(policy.inputs["rules"], key=lambda r: r["priority"])
+    assert throttle["action"] == "throttle"
+    assert throttle["match"] == {"versionedExpr": "SRC_IPS_V1", "config": {"srcIpRanges": ["*"]}}
+    assert throttle["rateLimitOptions"] == {
+        "conformAction": "allow",
+        "exceedAction": "deny(429)",
+        "enforceOnKey": "IP",
+        "rateLimitThreshold": {"count": 3000, "intervalSec": 60},
+    }
+    assert (default["priority"], default["action"]) == (2147483647, "allow")
+
+
+def test_the_rate_limit_setting_reaches_the_policy():
+    plan = evaluate("staging", lbRateLimitPerMinute=120)
+    (policy,) = plan.of_type(SECURITY_POLICY)
+    assert {
+        r["rateLimitOptions"]["rateLimitThreshold"]["count"]
+        for r in policy.inputs["rules"]
+        if r.get("rateLimitOptions")
+    } == {120}
+
+
+def armor_decision(rules: list[dict], client: ipaddress.IPv4Address) -> str:
+    """What Cloud Armor does with a request from `client`: the action of the highest-priority (lowest number)
+    rule whose source ranges match (https://cloud.google.com/armor/docs/create-security-policy-rules)."""
+    for rule in sorted(rules, key=lambda r: r["priority"]):
+        ranges = rule["match"]["config"]["srcIpRanges"]
+        if "*" in ranges or any(client in ipaddress.ip_network(r) for r in ranges):
+            return rule["action"]
+    raise AssertionError("no rule matched: a policy needs its default rule")
+
+
+def _policy_of(source_ranges: tuple[str, ...], rate: int = 3000) -> dict:
+    def declare() -> None:
+        stand_in = pulumi.ComponentResource("test:index:NegService", "neg-service")
+        GlobalLoadBalancer(
+            "global",
+            GlobalLoadBalancerArgs(
+                project="demo-project",
+                stack="test",
+                network="vpc",
+                regions=(
+                    RegionBackend(
+                        "us-central1",
+                        ("us-central1-a",),
+                        {"http": "neg-http", "grpc": "neg-grpc"},
+                        stand_in,
+                        "nodes@demo-project.iam.gserviceaccount.com",
+                    ),
+                ),
+                max_rate_per_pod=100,
+                rate_limit_per_minute=rate,
+                source_ranges=source_ranges,
+            ),
+        )
+
+    (policy,) = evaluate_component(declare, "staging").of_type(SECURITY_POLICY)
+    return policy.inputs
+
+
+ipv4_networks = st.builds(
+    lambda address, prefix: ipaddress.ip_network(f"{address}/{prefix}", strict=False),
+    st.ip_addresses(v=4),
+    st.integers(min_value=1, max_value=32),
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    allowlist=st.lists(ipv4_networks, max_size=25, unique=True),
+    clients=st.lists(st.ip_addresses(v=4), min_size=1, max_size=10),
+)
+def test_an_allowlist_admits_exactly_its_ranges_throttled_and_refuses_everyone_else(allowlist, clients):
+    """Any allowlist (more ranges than one rule takes included): a client inside a listed range is throttled,
+    anyone else gets 403; without an allowlist every client is throttled."""
+    ranges = tuple(str(n) for n in allowlist)
+    rules = _policy_of(ranges)["rules"]
+    priorities = [r["priority"] for r in rules]
+    assert len(set(priorities)) == len(priorities), "Cloud Armor rule priorities must be unique"
+    assert all(len(r["match"]["config"]["srcIpRanges"]) <= 10 for r in rules), "at most 10 ranges per rule"
+    for client in clients + [n.network_address for n in allowlist]:
+        listed = not allowlist or any(client in n for n in allowlist)
+        assert armor_decision(rules, client) == ("throttle" if listed else "deny(403)"), client
+
+
+def _refusal(**overrides) -> str:
+    config = {f"{PROJECT}:{k}": json.dumps(v) for k, v in overrides.items()}
+    with pytest.raises(ConfigError) as refused:
+        load_settings("staging", config)
+    message = str(refused.value)
+    assert "\n" not in message
+    return message
+
+
+def _is_cidr(text: str) -> bool:
+    try:
+        ipaddress.ip_network(text.strip())
+    except ValueError:
+        return False
+    return True
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.text(max_size=30).filter(lambda t: not _is_cidr(t)))
+def test_an_allowlist_entry_that_is_not_a_cidr_is_refused_naming_it(entry):
+    message = _refusal(lbSourceRanges=["203.0.113.0/24", entry])
+    assert message.startswith(f"{PROJECT}:lbSourceRanges: ")
+    assert repr(entry.strip()) in message
+    # Control characters are refused for every string setting before the CIDR check.
+    assert "CIDR" in message or "control characters" in message
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers().filter(lambda n: not 1 <= n <= MAX_RATE_LIMIT))
+def test_a_rate_limit_outside_cloud_armors_range_is_refused(rate):
+    message = _refusal(lbRateLimitPerMinute=rate)
+    assert message.startswith(f"{PROJECT}:lbRateLimitPerMinute: {rate} is not valid")
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(min_value=1, max_value=MAX_RATE_LIMIT), st.lists(ipv4_networks, max_size=12, unique=True))
+def test_valid_rate_limits_and_allowlists_are_read_as_given(rate, allowlist):
+    config = {
+        f"{PROJECT}:lbRateLimitPerMinute": str(rate),
+        f"{PROJECT}:lbSourceRanges": json.dumps([str(n) for n in allowlist]),
+    }
+    lb = load_settings("staging", config).load_balancer
+    assert (lb.rate_limit_per_minute, lb.source_ranges) == (rate, tuple(str(n) for n in allowlist))
+
+
+@pytest.mark.parametrize(
+    "ranges,stack,hint",
+    [
+        (["0.0.0.0/0"], "staging", "leave the list empty"),
+        (["10.0.0.0/8", "10.0.0.0/8"], "staging", "listed once"),
+        (["203.0.113.0/24"], "dev", "globalLoadBalancer: true"),
+    ],
+)
+def test_pointless_or_orphan_allowlists_are_refused(ranges, stack, hint):
+    with pytest.raises(ConfigError) as refused:
+        load_settings(stack, {f"{PROJECT}:lbSourceRanges": json.dumps(ranges)})
+    assert str(refused.value).startswith(f"{PROJECT}:lbSourceRanges: ") and hint in str(refused.value)
+
+
+def test_plan_command_refuses_a_bad_allowlist_in_one_line_with_exit_2():
+    result = subprocess.run(
+        [sys.executable, "-m", "offline.plan", "--stack", "staging", "--set", 'lbSourceRanges=["10.0.0.300/24"]'],
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert "triton-gke:lbSourceRanges" in line and "10.0.0.300/24" in line

@@ -15,6 +15,10 @@ from monitoring.settings import SloSettings
 PROD_REGIONS = {"us-central1", "europe-west4", "asia-east1"}
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+DAEMONSET = "kubernetes:apps/v1:DaemonSet"
+RESOURCE_QUOTA = "kubernetes:core/v1:ResourceQuota"
+HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
+FIREWALL = "gcp:compute/firewall:Firewall"
 
 
 def test_each_region_has_prometheus_grafana_dcgm_and_the_adapter_on_its_own_cluster(prod_plan):
@@ -128,3 +132,48 @@ def test_operator_mode_declares_podmonitors_and_rules_instead_of_a_prometheus():
         if r.type == "kubernetes:core/v1:Namespace" and r.inputs["metadata"]["name"] == "triton"
     )
     assert namespace.urn in rule.dependencies, "the rule waits for (and is destroyed before) Triton's namespace"
+
+
+def test_dcgm_pods_are_admitted_by_a_quota_for_their_priority_class(prod_plan):
+    """GKE admits system-node-critical pods outside kube-system only in a namespace with a ResourceQuota scoped to
+    that PriorityClass (https://kubernetes.io/docs/concepts/policy/resource-quotas/#limit-priority-class-consumption-by-default,
+    fluxcd/flux2#3879); the DaemonSet waits for the quota so no pod is refused first."""
+    quotas = {
+        provider_region(prod_plan, q): q for q in named(prod_plan, RESOURCE_QUOTA, "gpu-metrics", "critical-pods")
+    }
+    assert set(quotas) == PROD_REGIONS
+    for daemonset in named(prod_plan, DAEMONSET, "gpu-metrics", "dcgm-exporter"):
+        quota = quotas[provider_region(prod_plan, daemonset)]
+        priority_class = pod_spec(daemonset)["priorityClassName"]
+        assert priority_class == "system-node-critical"
+        assert quota.inputs["spec"]["scopeSelector"]["matchExpressions"] == [
+            {"scopeName": "PriorityClass", "operator": "In", "values": [priority_class]}
+        ]
+        assert int(quota.inputs["spec"]["hard"]["pods"]) >= 100, "room for one exporter pod per GPU node"
+        assert quota.urn in daemonset.dependencies
+
+
+def test_dcgm_exporter_matches_gpus_to_pods_by_gkes_device_names(prod_plan):
+    """GKE's device plugin reports GPUs as nvidia0...; the exporter's default (uid) leaves pod labels empty
+    (NVIDIA/dcgm-exporter#342)."""
+    for daemonset in named(prod_plan, DAEMONSET, "gpu-metrics", "dcgm-exporter"):
+        env = {e["name"]: e.get("value") for e in pod_spec(daemonset)["containers"][0]["env"]}
+        assert env["DCGM_EXPORTER_KUBERNETES"] == "true"
+        assert env["DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE"] == "device-name"
+
+
+def test_operator_mode_has_no_hpa_without_a_metrics_source_and_runs_fixed_replicas():
+    """Only builtin mode deploys the adapter behind custom.metrics.k8s.io; an HPA without it never scales
+    (FailedGetPodsMetric), so operator mode runs max(1, gpuMinNodes) Triton pods that Pulumi owns."""
+    plan = evaluate("staging", monitoringMode="operator", gpuMinNodes=2)
+    assert plan.of_type(HPA) == []
+    assert plan.of_type("kubernetes:apiregistration.k8s.io/v1:APIService") == []
+    assert named(plan, DEPLOYMENT, "monitoring", "prometheus-adapter") == []
+    assert {d.inputs["spec"]["replicas"] for d in named(plan, DEPLOYMENT, "triton", "triton")} == {2}
+    assert not [f for f in plan.of_type(FIREWALL) if f.name.endswith("control-plane-to-pods")]
+
+
+def test_builtin_mode_scales_triton_on_the_adapters_metric(prod_plan):
+    hpas = prod_plan.of_type(HPA)
+    assert {provider_region(prod_plan, h) for h in hpas} == PROD_REGIONS
+    assert all(h.inputs["spec"]["metrics"][0]["pods"]["metric"]["name"] == QUEUE_TIME_METRIC for h in hpas)
