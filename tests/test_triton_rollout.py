@@ -4,8 +4,13 @@ that `make plan --json` prints (dependsOn, customTimeouts)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
 
 import pytest
 from conftest import PROJECT, PROJECT_DIR, evaluate
@@ -14,7 +19,18 @@ from hypothesis import strategies as st
 from test_deploy_invariants import rollout_waves
 
 from infra.config import MAX_STARTUP_MINUTES, ConfigError
-from k8s.triton import MODEL_DIGEST_ANNOTATION, STARTUP_PROBE_PERIOD_S, startup_probe_failures, triton_timeouts
+from k8s.triton import (
+    ADMIN_KEY_HEADER,
+    MODEL_DIGEST_ANNOTATION,
+    STARTUP_PROBE_PERIOD_S,
+    startup_probe_failures,
+    triton_server_args,
+    triton_timeouts,
+)
+from model_repo.build import BuildResult
+from sandbox.triton import TritonServer
+
+pytest_plugins = ("tests.triton_fixtures",)
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 FEW = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -120,6 +136,42 @@ def test_a_model_change_changes_the_pod_template_and_nothing_else_in_it(monkeypa
     assert first["metadata"]["annotations"][MODEL_DIGEST_ANNOTATION] == "a" * 64
     assert second["metadata"]["annotations"][MODEL_DIGEST_ANNOTATION] == "b" * 64
     assert first["spec"] == second["spec"]
+
+
+def _status(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> int:
+    request = urllib.request.Request(
+        url, method=method, data=b"{}" if method == "POST" else None, headers=headers or {}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+def test_a_running_triton_with_the_gke_flags_never_changes_its_models(model_repos: BuildResult, tmp_path: Path):
+    """Real tritonserver, GKE command line: a model added to its repository is not served, and even the admin key
+    cannot load it. Only a new pod (the digest in the template) brings a model change."""
+    repository = tmp_path / "repo"
+    repository.mkdir()
+    shutil.copytree(Path(model_repos.cpu_out) / "original", repository / "original")
+    fixed_ports = ("--model-repository=", "--http-port=", "--grpc-port=", "--metrics-port=")
+    args = [
+        a for a in triton_server_args(str(repository), gpu=False, admin_key="k")[1:] if not a.startswith(fixed_ports)
+    ]
+    # Were the GKE flags a polling mode, a 1 s interval would load the new model within the wait below.
+    args.append("--repository-poll-secs=1")
+    with TritonServer(repository, extra_args=args, ready_timeout_s=240) as server:
+        base = f"http://{server.http_url}/v2"
+        shutil.copytree(Path(model_repos.cpu_out) / "trt_fp32", repository / "trt_fp32")
+        deadline = time.monotonic() + 12  # a poll would find it in 1 s and load it in a few (2 CPU cores)
+        while time.monotonic() < deadline:
+            assert _status(f"{base}/models/trt_fp32/ready") != 200, "a running Triton picked up a new model"
+            time.sleep(1)
+        assert _status(f"{base}/models/original/ready") == 200
+        load = _status(f"{base}/repository/models/trt_fp32/load", "POST", {ADMIN_KEY_HEADER: "k"})
+        assert load >= 400, "model control mode none refuses loads"
+        assert _status(f"{base}/models/trt_fp32/ready") != 200
 
 
 # ---- the graph in make plan --json ------------------------------------------------------------------------------
