@@ -1,9 +1,11 @@
 """Build the model repository a stack serves: `make model-repo STACK=dev`.
 
-    python -m offline.build_models --stack dev [--set KEY=VALUE]
+    python -m offline.build_models --stack dev [--set KEY=VALUE] [--config-file FILE]
 
 Writes build/model_repository (what `pulumi up` uploads to the bucket) and
 build/model_repository_cpu (CPU twins for local runs). Bad input: one line on stderr, exit 2.
+`make plan`, `make sandbox` and `make bench` run this first with their own --set and --config-file options,
+so the repository matches the settings they use (offline/make_args.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
+from typing import NoReturn
 
 from infra.config import PROJECT_DIR, ConfigError
 from infra.model_upload import BUILT_REPOSITORY
@@ -22,14 +26,29 @@ from offline.runtime import load_settings
 CPU_TWINS = PROJECT_DIR / "build" / "model_repository_cpu"
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse prints its usage before an error; a bad option here gets one line, like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {self.prog}: {message} (see --help)", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_CONFIG)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(prog="make model-repo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stack", default="dev", help="stack whose model settings are built (default dev)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a stack setting (JSON for lists)"
+    )
+    parser.add_argument("--config-file", type=Path, metavar="FILE", help="stack settings from FILE instead")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="make model-repo", description=__doc__)
-    parser.add_argument("--stack", default="dev")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     started = time.monotonic()
     try:
-        settings = load_settings(args.stack, overrides_from(args.set))
+        settings = load_settings(args.stack, overrides_from(args.set), args.config_file)
         result = build_repository(settings.model_repo, BUILT_REPOSITORY, cpu_out=CPU_TWINS)
     except (ConfigError, ModelRepoError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)

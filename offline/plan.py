@@ -21,6 +21,7 @@ import yaml
 
 from infra.config import ConfigError, config_schema
 from k8s.schema import ManifestError, validate_manifest
+from offline.make_args import settings_words, with_model_repo_args
 from offline.runtime import PROJECT_DIR, Plan, PlannedResource, run_program, stack_config
 
 EXIT_BAD_CONFIG = 2
@@ -88,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         plan = evaluate(args.stack, overrides_from(args.set), args.config_file)
     except (ConfigError, FileNotFoundError) as err:
         # One line always: a value quoted in a message may hold a line break.
-        message = " ".join(str(err).split("\n"))
+        message = with_model_repo_args(str(err), args.stack, settings_words(args.set, args.config_file))
+        message = " ".join(message.split("\n"))
         print(f"error: {message}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     k8s_files = write_kubernetes_objects(plan, out_dir)

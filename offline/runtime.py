@@ -247,15 +247,15 @@ def run_under_mocks(
     return Plan(stack=stack, resources=monitor.records, outputs=outputs, invokes=list(monitor.mocks.calls))
 
 
-def load_settings(stack: str, overrides: dict[str, str] | None = None) -> Any:
-    """The validated StackSettings of `stack`, read exactly as the program reads them."""
+def load_settings(stack: str, overrides: dict[str, str] | None = None, config_file: Path | None = None) -> Any:
+    """The validated StackSettings of `stack` (settings from config_file if given), read as the program reads them."""
     from infra.config import config_schema, load_stack_settings
 
     captured = []
     run_under_mocks(
         lambda: captured.append(load_stack_settings()),
         stack,
-        stack_config(stack) | (overrides or {}),
+        stack_config(stack, config_file=config_file) | (overrides or {}),
         config_schema()[0],
     )
     return captured[0]

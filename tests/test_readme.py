@@ -1,0 +1,345 @@
+"""Every command the README shows works when pasted.
+
+The commands come from the README itself: each line of a ```sh block, and each `$ ` line of a ```text block
+(the lines after it are the output it promises; `...` stands for any text). Each is run verbatim with
+`bash -c` from the project root, once per module, and checked for its exit code and what the README says it
+prints. Commands that cannot run here are listed in NOT_RUN with the reason; a command that is in neither list
+fails the test, so a new README command gets a check (or a reason) before it ships.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+README = PROJECT_DIR / "README.md"
+TIMEOUT_S = 600
+
+_NO_PULUMI = "needs the Pulumi CLI, a backend and a Google Cloud project (none here)"
+_NO_CLUSTER = "needs a deployed GKE cluster and Google Cloud credentials (none here)"
+NOT_RUN: dict[str, str] = {
+    "make test": "runs the whole suite, this test included (it would recurse); CI runs it through .ci/run",
+    "gcloud container clusters get-credentials triton-dev-us-central1 --region us-central1 --project YOUR_PROJECT": (
+        _NO_CLUSTER
+    ),
+    "kubectl -n load port-forward svc/locust-master 8089:8089": _NO_CLUSTER,
+    "pulumi stack select dev": _NO_PULUMI,
+    "pulumi config set gcp:project YOUR_PROJECT": _NO_PULUMI,
+    "pulumi up -s dev": _NO_PULUMI,
+    "pulumi destroy -s dev": _NO_PULUMI,
+    "pulumi config set --path 'regions[3]' us-east4 -s prod": _NO_PULUMI,
+    "pulumi up -s prod": _NO_PULUMI,
+}
+
+
+@dataclass(frozen=True)
+class Example:
+    command: str  # the line as the README shows it, comment included: what a user pastes
+    line: int
+    promised: tuple[str, ...] = ()  # output lines a ```text block shows after the command
+
+    @property
+    def key(self) -> str:
+        return without_comment(self.command)
+
+
+@dataclass
+class Result:
+    returncode: int
+    output: str  # stdout and stderr interleaved, as a terminal shows them
+    stdout: str = field(default="")
+
+
+def without_comment(command: str) -> str:
+    """The command without a trailing shell comment (a '#' after whitespace, outside quotes)."""
+    quote = ""
+    for i, char in enumerate(command):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (i == 0 or command[i - 1].isspace()):
+            return command[:i].rstrip()
+    return command.rstrip()
+
+
+def readme_examples(text: str) -> list[Example]:
+    examples: list[Example] = []
+    for block in re.finditer(r"^```(\w*)\n(.*?)^```", text, flags=re.M | re.S):
+        first_line = text.count("\n", 0, block.start(2)) + 1
+        lines = block.group(2).splitlines()
+        if block.group(1) == "sh":
+            examples += _sh_commands(lines, first_line)
+        elif block.group(1) == "text":
+            examples += _transcript(lines, first_line)
+    return examples
+
+
+def _sh_commands(lines: list[str], first_line: int) -> list[Example]:
+    commands: list[Example] = []
+    pending, start = "", 0
+    for offset, line in enumerate(lines):
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        start = start if pending else first_line + offset
+        if line.endswith("\\"):  # a continued line: one command
+            pending += line[:-1] + " "
+            continue
+        commands.append(Example(pending + line, start))
+        pending = ""
+    return commands
+
+
+def _transcript(lines: list[str], first_line: int) -> list[Example]:
+    examples: list[Example] = []
+    for offset, line in enumerate(lines):
+        if line.startswith("$ "):
+            examples.append(Example(line[2:], first_line + offset))
+        elif examples:
+            last = examples[-1]
+            examples[-1] = Example(last.command, last.line, (*last.promised, line))
+    return examples
+
+
+def promised_pattern(line: str) -> re.Pattern[str]:
+    """A promised output line as a whole-line pattern; `...` is any text."""
+    return re.compile("^" + ".*".join(re.escape(part) for part in line.split("...")) + "$")
+
+
+def make_env() -> dict[str, str]:
+    """Our environment without what an enclosing `make test ARGS=...` exports, which would leak into the command."""
+    leaks = ("ARGS", "STACK", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")
+    return {k: v for k, v in os.environ.items() if k not in leaks}
+
+
+def run_pasted(command: str, cwd: Path = PROJECT_DIR) -> Result:
+    """The command as pasted into bash in the project root; output interleaved as on a terminal."""
+    done = subprocess.run(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=make_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    return Result(done.returncode, done.stdout)
+
+
+def run_split(command: str) -> Result:
+    """As run_pasted, with stdout alone kept apart (for output meant to be piped)."""
+    done = subprocess.run(
+        ["bash", "-c", command], cwd=PROJECT_DIR, env=make_env(), capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    return Result(done.returncode, done.stdout + done.stderr, stdout=done.stdout)
+
+
+# --- what each runnable command promises ---------------------------------------------------------------------
+
+
+def _resource_counts(output: str) -> Counter[str]:
+    """The plan's 'Resources by type:' section."""
+    section = output.split("Resources by type:", 1)[1]
+    return Counter({m[2]: int(m[1]) for m in re.finditer(r"^\s+(\d+)\s+(\S+:\S+)$", section, flags=re.M)})
+
+
+def _readme_model_table() -> dict[str, tuple[int, int, int, int]]:
+    """README's model table: name -> (max batch, preferred batch, queue delay us, instances)."""
+    rows = re.findall(r"^\| (\w+) \| [^|]+ \| (\d+) \| (\d+) \| (\d+) us \| (\d+) GPU \|$", README.read_text(), re.M)
+    return {name: (int(a), int(b), int(c), int(d)) for name, a, b, c, d in rows}
+
+
+def check_model_repo(result: Result) -> None:
+    assert result.returncode == 0, result.output
+    table = _readme_model_table()
+    assert len(table) == 5, "the README's model table"
+    for name, (max_batch, preferred, delay, instances) in table.items():
+        assert re.search(
+            rf"^\s+{name}\s+\w+\s+max batch\s+{max_batch}, preferred\s+{preferred}, queue delay {delay} us, "
+            rf"{instances} instance",
+            result.output,
+            flags=re.M,
+        ), f"{name} as the README's table describes it"
+        assert (PROJECT_DIR / "build" / "model_repository" / name / "config.pbtxt").is_file()
+        assert (PROJECT_DIR / "build" / "model_repository_cpu" / name / "config.pbtxt").is_file()
+
+
+def check_prod_plan(result: Result) -> None:
+    """'three regions and the global load balancer'."""
+    assert result.returncode == 0, result.output
+    assert "Offline plan of stack 'prod'" in result.output
+    counts = _resource_counts(result.output)
+    assert counts["gcp:container/cluster:Cluster"] == 3
+    for region in ("us-central1", "europe-west4", "asia-east1"):
+        assert f'location="{region}"' in result.output
+    assert counts["gcp:compute/uRLMap:URLMap"] == 1
+    assert counts["gcp:compute/globalForwardingRule:GlobalForwardingRule"] >= 1
+
+
+def check_prod_plan_json(result: Result) -> None:
+    """A JSON array on stdout, one record per resource, nothing else on stdout."""
+    assert result.returncode == 0, result.output
+    records = json.loads(result.stdout)
+    assert isinstance(records, list) and records
+    for record in records:
+        assert {"type", "name", "parent", "provider", "inputs"} <= set(record)
+    assert sum(r["type"] == "gcp:container/cluster:Cluster" for r in records) == 3
+
+
+def check_dev_plan_in_europe(result: Result) -> None:
+    """The dev stack moved to europe-west4 by --set alone: its one cluster there, none left in us-central1."""
+    assert result.returncode == 0, result.output
+    assert _resource_counts(result.output)["gcp:container/cluster:Cluster"] == 1
+    assert 'location="europe-west4"' in result.output
+    assert 'location="us-central1"' not in result.output
+    assert "europe-west4-b" in result.output
+    assert (PROJECT_DIR / "Pulumi.dev.yaml").read_text().count("us-central1") >= 1, "the stack file is untouched"
+
+
+def check_sandbox(result: Result) -> None:
+    """'RPS, p50/p95, failures, achieved batch size, queue vs compute time per request, the alerts that fired or
+    are pending, and where the data is (build/sandbox/)'."""
+    assert result.returncode == 0, result.output
+    report = result.output[result.output.index("sandbox report: stack dev") :]
+    assert re.search(r"Locust\s+[\d.]+ req/s, p50 [\d.]+ ms, p95 [\d.]+ ms, \d+ failures of \d+ requests", report)
+    assert re.search(r"batch size [\d.]+ per execution; per request queue [\d.]+ ms, compute [\d.]+ ms", report)
+    assert re.search(r"Alerts\s+firing: .*; pending: ", report)
+    assert re.search(r"Data\s+build/sandbox/: ", report)
+
+
+RUN: dict[str, Callable[[Result], None]] = {
+    "make sandbox": check_sandbox,
+    "make model-repo STACK=dev": check_model_repo,
+    "make plan STACK=prod": check_prod_plan,
+    "make plan STACK=prod ARGS=--json": check_prod_plan_json,
+    'make plan STACK=dev ARGS=\'--set regions=["europe-west4"] --set zones=["europe-west4-b"]\'': (
+        check_dev_plan_in_europe
+    ),
+    # ```text transcripts: checked against the lines the README shows after them.
+    "make plan ARGS='--set regions=[\"europe-north1\"]'": lambda result: None,
+}
+# Commands whose stdout must be kept apart from stderr to check it.
+STDOUT_APART = {"make plan STACK=prod ARGS=--json"}
+
+
+@pytest.fixture(scope="module")
+def examples() -> list[Example]:
+    return readme_examples(README.read_text())
+
+
+@pytest.fixture(scope="module")
+def results(examples: list[Example]) -> dict[str, Result]:
+    """Each runnable README command run once (a command shown twice is run once)."""
+    ran: dict[str, Result] = {}
+    for example in examples:
+        if example.key in RUN and example.key not in ran:
+            run = run_split if example.key in STDOUT_APART else run_pasted
+            ran[example.key] = run(example.command)
+    return ran
+
+
+def test_every_readme_command_is_run_or_has_a_reason(examples: list[Example]) -> None:
+    shown = {e.key for e in examples}
+    unchecked = sorted(f"README.md:{e.line}: {e.command}" for e in examples if e.key not in RUN | NOT_RUN)
+    assert not unchecked, "README commands neither run by this test nor listed in NOT_RUN with a reason"
+    stale = sorted((RUN.keys() | NOT_RUN.keys()) - shown)
+    assert not stale, "commands this test expects that the README no longer shows"
+    assert not RUN.keys() & NOT_RUN.keys()
+
+
+@pytest.mark.parametrize("key", sorted(RUN))
+def test_readme_command_works_when_pasted(key: str, examples: list[Example], results: dict[str, Result]) -> None:
+    if key not in results:
+        pytest.fail(f"{key!r} is not in the README any more")
+    result = results[key]
+    assert "Traceback" not in result.output, result.output
+    RUN[key](result)
+    for example in (e for e in examples if e.key == key and e.promised):
+        output = result.output.splitlines()
+        assert len(output) == len(example.promised), (
+            f"README.md:{example.line} promises:\n" + "\n".join(example.promised) + f"\ngot:\n{result.output}"
+        )
+        for got, promised in zip(output, example.promised, strict=True):
+            assert promised_pattern(promised).match(got), f"README.md:{example.line}: {got!r} vs {promised!r}"
+
+
+def test_the_refused_plan_exits_2_naming_the_key(results: dict[str, Result]) -> None:
+    """The README: 'refused ... in one line naming the key, the value and what is allowed, exit code 2'."""
+    result = results["make plan ARGS='--set regions=[\"europe-north1\"]'"]
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "triton-gke:regions" in errors[0] and "'europe-north1'" in errors[0]
+    assert result.output.rstrip().endswith("Error 2")  # make's report of the program's exit code 2
+    assert result.returncode == 2
+
+
+@given(st.text(st.sampled_from(list("ab '\"#\\ ")), max_size=20))
+@settings(max_examples=60, deadline=None)
+def test_without_comment_keeps_quoted_hashes(text: str) -> None:
+    """A '#' inside quotes or glued to a word is part of the command, as bash reads it."""
+    kept = without_comment(text)
+    assert text.startswith(kept)
+    dropped = text[len(kept) :].lstrip()
+    assert not dropped or dropped.startswith("#")
+    if "#" not in text:
+        assert kept == text.rstrip()
+
+
+def test_transcripts_and_sh_blocks_are_parsed() -> None:
+    text = "x\n```sh\nmake a   # one\n\n# only a comment\nmake b \\\n  --c\n```\n```text\n$ make d\nout 1\nout 2\n```\n"
+    assert readme_examples(text) == [
+        Example("make a   # one", 3),
+        Example("make b    --c", 6),
+        Example("make d", 10, ("out 1", "out 2")),
+    ]
+
+
+# --- the rebuild hint, pasted ----------------------------------------------------------------------------------
+
+HINT = re.compile(r"run `(make model-repo [^`]+)` first")
+_NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "build", "__pycache__", ".hypothesis", ".pytest_cache", "results")
+
+
+@pytest.fixture
+def project_copy(tmp_path: Path) -> Path:
+    """The project in a folder of its own, so flipping its build/model_repository races with no other test run.
+
+    The venv and the model cache (content-addressed, checked on reuse) are shared through symlinks.
+    """
+    copy = tmp_path / "project"
+    shutil.copytree(PROJECT_DIR, copy, ignore=_NOT_COPIED, symlinks=True)
+    (copy / ".venv").symlink_to(PROJECT_DIR / ".venv")
+    (copy / "build").mkdir()
+    (PROJECT_DIR / "build" / "cache").mkdir(parents=True, exist_ok=True)
+    (copy / "build" / "cache").symlink_to(PROJECT_DIR / "build" / "cache")
+    return copy
+
+
+def test_model_settings_in_args_reach_the_model_repository_and_the_hint_pastes(project_copy: Path) -> None:
+    """`make plan` builds the repository with its own --set; run directly, the plan's hint repeats the --set."""
+    override = "--set modelMaxQueueDelayUs=12345"
+    planned = run_pasted(f"make plan ARGS='{override}'", project_copy)
+    assert planned.returncode == 0, planned.output
+    assert "queue delay 12345 us" in planned.output  # the repository was built with the plan's override
+
+    assert run_pasted("make model-repo STACK=dev", project_copy).returncode == 0  # the stack's own settings again
+    refused = run_pasted(f".venv/bin/python -m offline.plan --stack dev {override}", project_copy)
+    assert refused.returncode == 2, refused.output
+    hint = HINT.search(refused.output)
+    assert hint, refused.output
+    assert hint[1] == f"make model-repo STACK=dev ARGS='{override}'"
+    rebuilt = run_pasted(hint[1], project_copy)
+    assert rebuilt.returncode == 0 and "queue delay 12345 us" in rebuilt.output, rebuilt.output
+    again = run_pasted(f".venv/bin/python -m offline.plan --stack dev {override}", project_copy)
+    assert again.returncode == 0, again.output
