@@ -2,10 +2,12 @@
 
 Why a sync command and not one `gcp.storage.BucketObject` per file: the same tested code
 (model_repo/sync.py) then serves `pulumi up`, the local sandbox's GCS emulator and CI pipelines
-that publish models without touching infrastructure; it skips unchanged files by MD5, orders each
-model's config.pbtxt after its files so a polling Triton never sees half a model, deletes removed
-files, and streams large files in resumable chunks. Pulumi keeps only a digest of the repository
-(its trigger), never file contents.
+that publish models without touching infrastructure; it skips unchanged files by MD5, touches only
+objects it wrote itself (its record under the prefix), moves a changed model to a new version folder
+before its config.pbtxt pins it so a polling Triton never pairs a config with other weights, and
+streams large files in resumable chunks. It is never passed --allow-mass-delete: a build that lost
+most of its models fails the update instead of emptying the bucket. Pulumi keeps only a digest of
+the repository (its trigger), never file contents.
 """
 
 from __future__ import annotations

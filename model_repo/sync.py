@@ -243,7 +243,9 @@ def read_record(bucket: storage.Bucket, prefix: str, blob: storage.Blob | None) 
     where = f"gs://{bucket.name}/{prefix}{RECORD_NAME}"
     generation = int(blob.generation)  # as listed: a download may reset the blob's properties
     try:
-        body = json.loads(blob.download_as_bytes(if_generation_match=generation))
+        # A blob made from the name, not the listed one: its mediaLink is used as is, and an emulator's
+        # may leave characters such as '#' unescaped.
+        body = json.loads(bucket.blob(blob.name).download_as_bytes(if_generation_match=generation))
         if not isinstance(body, dict) or body.get("format") != _RECORD_FORMAT:
             raise TypeError("format")
         objects = body["objects"]

@@ -19,16 +19,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import tritonclient.http as httpclient
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
+from model_repo.build import BuildResult
 from model_repo.sync import RECORD_NAME, SyncError, sync_repository
-from sandbox.gcs_emulator import PYTHON_CLIENT_ENV, GcsEmulator
+from sandbox.gcs_emulator import PYTHON_CLIENT_ENV, TRITON_ENV, GcsEmulator
+from sandbox.triton import NetworkNamespace, TritonServer, isolation_available
 
-# Fixtures: gcs_emulator, gcs_client, bucket_name, small_repo, big_repo.
-pytest_plugins = ("tests.gcs_fixtures",)
+# Fixtures: gcs_emulator, gcs_client, bucket_name, small_repo, big_repo; model_repos (the built CPU twins).
+pytest_plugins = ("tests.gcs_fixtures", "tests.triton_fixtures")
 
 PREFIX = "models"
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -636,3 +639,31 @@ def test_cli_mass_delete_is_refused_with_one_line(gcs_emulator, gcs_client, buck
     assert cli.returncode == 2 and err.count("\n") == 1
     assert "--allow-mass-delete" in err
     assert snapshot(gcs_client, bucket_name) == before
+
+
+# --- a real tritonserver reads the version layout -------------------------------------------
+
+
+@pytest.mark.skipif(not isolation_available(), reason="no permission for `unshare -n` here")
+def test_triton_serves_the_pinned_new_version_after_an_update(model_repos: BuildResult, tmp_path) -> None:
+    """Sync a CPU twin, update it (new version folder 2, config pinned to 2, folder 1 gone), serve it from gs://."""
+    repo = tmp_path / "repo"
+    shutil.copytree(model_repos.cpu_out / "original", repo / "original")
+    with NetworkNamespace() as netns, GcsEmulator(netns=netns) as gcs:
+        client = gcs.client()
+        client.create_bucket("triton-models")
+        sync_repository(repo, "triton-models", PREFIX, client)
+        labels = repo / "original" / "labels.txt"
+        text = labels.read_text() if labels.exists() else ""
+        labels.unlink(missing_ok=True)  # may be a hard link into the build cache: replace, never edit
+        labels.write_text(text + "\n")
+        report = sync_repository(repo, "triton-models", PREFIX, client)
+        assert report.versions == {"original": [2]}
+        assert not [n for n in bucket_md5s(client, "triton-models") if n.startswith("original/1/")]
+
+        env = {TRITON_ENV: gcs.internal_endpoint}
+        with TritonServer(f"gs://triton-models/{PREFIX}", netns=netns, env=env, ready_timeout_s=240) as server:
+            triton = httpclient.InferenceServerClient(server.http_url, network_timeout=120)
+            index = {(m["name"], m.get("version")): m.get("state") for m in triton.get_model_repository_index()}
+            assert index == {("original", "2"): "READY"}
+            assert triton.is_model_ready("original", "2")
