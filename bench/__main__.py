@@ -1,7 +1,7 @@
 """python -m bench: the measure-and-tune benchmark of a stack's model variants.
 
     python -m bench [--stack dev] [--target sandbox|stack] [--variants original trt_int8] [--slo-ms 100]
-                    [--repeats 2] [--step-seconds 6] [--users 4,8,12] [--out DIR]
+                    [--repeats 2] [--step-seconds 6] [--start-rps 2] [--max-users 32] [--out DIR]
 
 Writes results.csv, summary.csv, cost.csv, results.json, README.md and plots into --out (default
 bench/results/<stack>-<date>/). Bad input: one line on stderr, exit 2. See bench/runner.py for the
@@ -22,14 +22,13 @@ from typing import Any
 from bench import cost, machine, report, runner
 from bench.load_plan import LoadPlan, PlanError
 from bench.results import BenchRun
-from bench.slo_search import SloCriteria
+from bench.slo_search import RateLadder, SloCriteria
 
-# 2 CPU cores run ResNet-50 at ~10-25 images/s (40-100 ms each, by CPU and by what else runs), and
-# the batcher waits up to 20 ms: users paced at 1 request/s meet a 100 ms p95 only at a few users,
-# so the steps are fine at the low end (and stop early: K failing steps end a ramp).
-SANDBOX_USERS = (1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24, 32)
-# A T4 reaches 250-2,300 RPS (reference): the reference ramped to 3,000 users at 1 request/s each.
-STACK_USERS = (50, 100, 200, 300, 400, 600, 800, 1000, 1250, 1500, 2000, 2500, 3000)
+# (first rate, cap, concurrency bound) per target. 2 CPU cores run ResNet-50 at ~25-56 images/s: the
+# climb starts at 2 requests/s. A T4 reaches 250-2,300 RPS (reference tutorial): start at 20, cap at
+# 5,000; 1,000 users keep up with ~2,000 RPS at up to 500 ms each.
+LADDERS = {"sandbox": (2.0, 500.0, 32), "stack": (20.0, 5000.0, 1000)}
+SATURATION_USERS = {"sandbox": (1, 2, 4, 8, 16), "stack": (8, 16, 32, 64, 128, 256, 512)}
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
@@ -45,7 +44,7 @@ def _names(values: list[str] | None) -> tuple[str, ...]:
 
 def _users(text: str) -> tuple[int, ...]:
     try:
-        return tuple(int(u) for u in text.split(","))
+        return tuple(int(u) for u in text.split(",")) if text.strip() else ()
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
 
@@ -75,14 +74,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--step-seconds", type=float, default=6.0, help="measured seconds per step (default 6)")
     p.add_argument("--settle-seconds", type=float, default=2.0, help="unmeasured seconds after each user change")
     p.add_argument("--warmup-seconds", type=float, default=4.0, help="the discarded first step (default 4)")
-    p.add_argument("--users", type=_users, help="user counts of the steps, rising, comma-separated")
+    p.add_argument("--start-rps", type=float, help="first request rate of the search (sandbox 2, stack 20)")
+    p.add_argument("--max-rps", type=float, help="highest request rate the search tries (sandbox 500, stack 5000)")
+    p.add_argument("--growth", type=float, default=1.5, help="factor between climbing rates (default 1.5)")
+    p.add_argument("--precision", type=float, default=0.05, help="bisection ends within this fraction (0.05)")
+    p.add_argument("--max-users", type=int, help="users bounding requests in flight (sandbox 32, stack 1000)")
+    p.add_argument("--arrival", choices=("poisson", "constant"), default="poisson", help="arrival process (poisson)")
     p.add_argument(
-        "--rps-per-user", type=float, help="each user's pace, 0 = closed loop (default: the stack's locustRps)"
+        "--saturation-users",
+        type=_users,
+        help="closed-loop user counts for the saturation phase, rising ('' skips it; sandbox 1,2,4,8,16)",
     )
-    p.add_argument("--stop-after", type=int, default=2, help="failing steps in a row that end a ramp (default 2)")
+    p.add_argument("--stop-after", type=int, default=2, help="failing steps in a row that make a rate fail (default 2)")
     p.add_argument("--min-requests", type=int, default=20, help="requests a passing step needs (default 20)")
     p.add_argument("--protocol", choices=("http", "grpc"), help="default: the stack's locustProtocol")
-    p.add_argument("--no-perf-analyzer", action="store_true", help="skip the perf_analyzer second opinion")
+    p.add_argument("--no-perf-analyzer", action="store_true", help="skip perf_analyzer's own search (cross-check)")
     p.add_argument("--raw-seconds", type=float, default=3.0, help="seconds per raw ONNX Runtime measurement")
     p.add_argument("--saddr", help="stack target: Triton host:port instead of the stack's httpEndpoint output")
     p.add_argument("--metrics-url", help="stack target: Triton metrics URL (batch size, GPU use), e.g. port-forwarded")
@@ -101,13 +107,24 @@ def bench_config(args: argparse.Namespace, settings: Any) -> runner.BenchConfig:
             stop_after=args.stop_after,
             min_requests=args.min_requests,
         )
+        start, cap, users = LADDERS[args.target]
+        start = args.start_rps if args.start_rps is not None else start
+        ladder = RateLadder(
+            start=start,
+            growth=args.growth,
+            precision=args.precision,
+            max_rate=args.max_rps if args.max_rps is not None else max(cap, start),
+            floor=start / args.growth**4,
+        )
         plan = LoadPlan(
-            users=args.users or (SANDBOX_USERS if args.target == "sandbox" else STACK_USERS),
-            rps_per_user=args.rps_per_user if args.rps_per_user is not None else float(settings.load_test.rps_per_user),
+            ladder=ladder,
+            users=args.max_users if args.max_users is not None else users,
             step_s=args.step_seconds,
             settle_s=args.settle_seconds,
             warmup_s=args.warmup_seconds,
             criteria=criteria,
+            arrival=args.arrival,
+            saturation_users=SATURATION_USERS[args.target] if args.saturation_users is None else args.saturation_users,
         )
     except (ValueError, PlanError) as err:
         raise runner.BenchError(str(err)) from None
@@ -146,8 +163,10 @@ def settings_record(config: runner.BenchConfig) -> dict[str, Any]:
     plan = config.plan
     return {
         **dataclasses.asdict(plan.criteria),
-        "users": list(plan.users),
-        "rps_per_user": plan.rps_per_user,
+        **{f"ladder_{k}": v for k, v in dataclasses.asdict(plan.ladder).items()},
+        "users": plan.users,
+        "arrival": plan.arrival,
+        "saturation_users": list(plan.saturation_users),
         "step_s": plan.step_s,
         "settle_s": plan.settle_s,
         "warmup_s": plan.warmup_s,

@@ -190,3 +190,96 @@ def parse_csv(path: Path, load: Load) -> PerfResult:
         server_queue_ms=float(row["Server Queue"]) / us,
         server_compute_ms=float(row["Server Compute Infer"]) / us,
     )
+
+
+# ---------------------------------------------------------------- perf_analyzer's own open-loop search
+
+
+@dataclass(frozen=True)
+class RateRange:
+    """perf_analyzer's binary search over request rates: from `low` to `high` requests/s, until the
+    bracket is narrower than `step` (its --request-rate-range start:end:step with --binary-search,
+    https://docs.nvidia.com/deeplearning/triton-inference-server/user-guide/docs/perf_analyzer/docs/cli.html)."""
+
+    low: float
+    high: float
+    step: float
+
+    def __post_init__(self) -> None:
+        if not (0 < self.low < self.high and self.step > 0):
+            raise ValueError(f"rate range: expected 0 < low < high and step > 0, got {self}")
+
+    def describe(self) -> str:
+        return f"binary search {self.low:.3g}-{self.high:.3g} requests/s (Poisson, step {self.step:.2g})"
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """perf_analyzer's answer: the highest request rate whose p95 met the threshold (None: none did)."""
+
+    range: RateRange
+    max_rate: float | None
+    rps: float | None  # inferences/s it measured at that rate
+    p95_ms: float | None
+    levels: int  # passing levels it reported
+
+
+def search_command(
+    binary: Path, model: str, url: str, protocol: str, rates: RateRange, slo_ms: float, min_requests: int, out_csv: Path
+) -> list[str]:
+    """Open loop, Poisson arrivals, asynchronous requests (a rate is not bounded by client threads);
+    windows of at least `min_requests` requests (count_windows: long enough at any rate), three of
+    them per level, any spread accepted (Poisson windows of a few dozen requests never agree within
+    a tight percentage); the search stops a level at p95 > slo_ms."""
+    return [
+        str(binary),
+        "-m",
+        model,
+        "-u",
+        url,
+        "-i",
+        protocol,
+        "--async",
+        f"--request-rate-range={rates.low:.4g}:{rates.high:.4g}:{rates.step:.3g}",
+        "--binary-search",
+        "--request-distribution=poisson",
+        f"--latency-threshold={slo_ms:g}",
+        "--percentile=95",
+        "--measurement-mode=count_windows",
+        f"--measurement-request-count={max(min_requests, 20)}",
+        "--stability-percentage=999",
+        "--max-trials=3",
+        "-f",
+        str(out_csv),
+    ]
+
+
+def search(
+    binary: Path, model: str, url: str, protocol: str, rates: RateRange, slo_ms: float, min_requests: int, out_csv: Path
+) -> SearchResult:
+    args = search_command(binary, model, url, protocol, rates, slo_ms, min_requests, out_csv)
+    out_csv.unlink(missing_ok=True)
+    env = {**os.environ, "LD_LIBRARY_PATH": str(binary.parent.parent / "lib")}
+    env = {k: v for k, v in env.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
+    try:
+        result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired:
+        raise PerfAnalyzerError("perf_analyzer's search ran over 900 s") from None
+    if result.returncode:
+        lines = [line.strip() for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+        raise PerfAnalyzerError(f"perf_analyzer failed: {' '.join(lines[-2:]) or f'exit code {result.returncode}'}")
+    return parse_search_csv(out_csv, rates, slo_ms)
+
+
+def parse_search_csv(path: Path, rates: RateRange, slo_ms: float) -> SearchResult:
+    """The -f CSV of a rate search: one row per level that met the threshold (perf_analyzer leaves the
+    failing ones out; checked again here). No file or no row: no rate met it."""
+    rows = []
+    if path.is_file():
+        with path.open(newline="") as handle:
+            rows = [r for r in csv.DictReader(handle) if float(r["p95 latency"]) / 1000.0 <= slo_ms]
+    if not rows:
+        return SearchResult(rates, None, None, None, 0)
+    best = max(rows, key=lambda r: float(r["Request Rate"]))
+    rate, rps, p95_ms = float(best["Request Rate"]), float(best["Inferences/Second"]), float(best["p95 latency"]) / 1e3
+    return SearchResult(rates, rate, rps, p95_ms, len(rows))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cost import lb_usd_per_million
-from bench.load_plan import STRETCH
+from bench.load_plan import SATURATION_GAIN, STRETCH
 from bench.results import BenchRun, StepRow, VariantSummary, load_run, payload_pairs
 
 CPU_CAVEAT = (
@@ -85,9 +85,11 @@ def lowest_step(steps: Sequence[StepRow], variant: str) -> tuple[float, float] |
     """(RPS, p95) at the lowest measured load, medians over the repeats: how close a variant that
     never met the SLO came to it."""
     firsts: dict[int, StepRow] = {}
-    for row in steps:  # in run order: the first measured step of each repeat is its lowest load
-        if row.variant == variant and not row.warmup and row.p95_ms is not None:
-            firsts.setdefault(row.repeat, row)
+    for row in steps:
+        if row.variant == variant and row.phase == "search" and not row.warmup and row.p95_ms is not None:
+            known = firsts.get(row.repeat)
+            if known is None or (row.offered_rps or 0) < (known.offered_rps or 0):
+                firsts[row.repeat] = row
     if not firsts:
         return None
     return statistics.median(r.rps for r in firsts.values()), statistics.median(r.p95_ms for r in firsts.values())
@@ -105,6 +107,7 @@ def results_table(summaries: Sequence[VariantSummary], steps: Sequence[StepRow] 
     header = [
         "variant",
         "max RPS at SLO",
+        "perf_analyzer max RPS",
         "p50 ms",
         "p95 ms",
         "in server ms (queue)",
@@ -113,7 +116,7 @@ def results_table(summaries: Sequence[VariantSummary], steps: Sequence[StepRow] 
         "machine CPU %",
         "GPU %",
         "spread (low-high)",
-        "Locust / perf_analyzer",
+        "saturation RPS (users, batch)",
         "served/raw",
         "bytes/request",
     ]
@@ -121,6 +124,7 @@ def results_table(summaries: Sequence[VariantSummary], steps: Sequence[StepRow] 
         [
             f"`{s.variant}`",
             _max_rps(s, steps),
+            _ratio(s),
             fmt(s.p50_ms, 0),
             fmt(s.p95_ms, 0),
             f"{fmt(s.server_ms, 0)} ({fmt(s.queue_ms, 0)})",
@@ -129,7 +133,7 @@ def results_table(summaries: Sequence[VariantSummary], steps: Sequence[StepRow] 
             fmt(s.machine_cpu_pct, 0),
             fmt(s.gpu_pct, 0),
             _spread(s),
-            _ratio(s),
+            _saturation(s),
             fmt(s.served_raw, 2) + (f" (raw {fmt(s.raw_rps)} img/s at batch {s.raw_batch})" if s.raw_rps else ""),
             f"{s.bytes_per_request:,}",
         ]
@@ -145,7 +149,18 @@ def _spread(s: VariantSummary) -> str:
     return f"{fmt(s.spread_pct, 0)} % ({fmt(s.max_rps_low)}-{fmt(s.max_rps_high)}{found})"
 
 
+def _saturation(s: VariantSummary) -> str:
+    if s.saturation_rps is None:
+        return "n/a"
+    return f"{fmt(s.saturation_rps)} ({s.saturation_users}, {fmt(s.saturation_batch, 2)})"
+
+
 def _ratio(s: VariantSummary) -> str:
+    if s.pa_max_rps is not None:
+        ratio = f"; Locust / PA {s.pa_ratio:.2f}" if s.pa_ratio is not None else ""
+        return f"{fmt(s.pa_max_rps)} (p95 {fmt(s.pa_p95_ms, 0)} ms{ratio})"
+    if s.pa_load.startswith("binary search") or not s.pa_load:
+        return f"n/a ({s.pa_note})" if s.pa_note else "n/a"
     load = s.pa_load or (f"concurrency {s.pa_concurrency}" if s.pa_concurrency else "")
     measured = f"PA {fmt(s.pa_rps)} RPS, p95 {fmt(s.pa_p95_ms, 0)} ms at {load}"
     if s.pa_ratio is not None:
@@ -260,12 +275,13 @@ def render_readme(run: BenchRun, plots: Sequence[str], plot_note: str) -> str:
         "## Machine",
         machine_table(run.machine),
         "## Results",
-        "Medians over the repeats of each variant's chosen step (the highest RPS that met the SLO); "
-        "spread is (high - low) / median of the repeats' max RPS. Locust / perf_analyzer: the chosen step's RPS and "
-        "p95 over perf_analyzer's at the same load (paced users: the same request rate, Poisson arrivals; closed-loop "
-        "users: the same concurrency); 1.00 = the tools agree. served/raw: max RPS at the SLO / raw "
-        "ONNX Runtime throughput of the same file at the served batch size on the same cores (no server, no SLO). "
-        "bytes/request: the input tensor of one image.",
+        "max RPS at SLO: the highest open-loop request rate (Poisson arrivals) whose p95 met the SLO within the "
+        "failure budget, median over the repeats (p50/p95, in server, batch and CPU: at that rate); spread is "
+        "(high - low) / median of the repeats' answers. perf_analyzer max RPS: NVIDIA's perf_analyzer's own "
+        "open-loop binary search on the same server (Poisson, p95 threshold = the SLO), with Locust's answer over "
+        "its (1.00 = the tools agree). saturation RPS: the most the server delivered to closed-loop users (best "
+        "user count). served/raw: saturation RPS / raw ONNX Runtime throughput of the same file at the "
+        "saturation batch size on the same cores (no server). bytes/request: the input tensor of one image.",
         results_table(run.summaries, run.steps),
     ]
     payload = payload_table(run.summaries, run.steps)
@@ -302,29 +318,33 @@ def contention_notes(steps: Sequence[StepRow]) -> list[str]:
 
 
 def method_text(s: dict[str, Any]) -> str:
-    pace = (
-        f"each user paced at {s['rps_per_user']:g} request/s (the stack's `locustRps`), so offered load = users x "
-        f"{s['rps_per_user']:g} RPS"
-        if s["rps_per_user"]
-        else "closed-loop users (each sends its next request when the last one returns)"
-    )
+    if "ladder_start" not in s:  # a run from before the rate search (users x rps per user)
+        return f"- Users {s.get('users')}, {s.get('rps_per_user')} request/s each (see results.json)."
+    saturation = s.get("saturation_users") or []
     return "\n".join(
         [
             f"- SLO: p95 <= {s['slo_ms']:g} ms with at most {100 * s['max_failure_ratio']:g} % failed requests "
             "(the stack's `sloLatencyMs` and `sloMaxFailurePercent` unless overridden).",
-            f"- Load: real Locust, headless, the project's `loadtest/locustfile.py` ({s['protocol']}), {pace}. "
-            f"User steps {s['users']}: each settles {s['settle_s']:g} s (not measured), then is measured "
-            f"{s['step_s']:g} s, longer (up to {STRETCH:g}x) until it holds {s['min_requests']} requests. "
-            f"A {s['warmup_s']:g} s warm-up step at the first count runs first and is discarded "
-            "(the first measurement after a restart is slow).",
-            f"- A fresh tritonserver per variant (restarted per model, as the reference does); {s['repeats']} repeats "
-            "of the ramp per variant.",
-            "- Search rule: a step fails on a failure ratio above the tolerance (whatever its p95), or a p95 of "
-            "its successful requests above the SLO; otherwise it passes if it holds "
-            f">= {s['min_requests']} requests (else it is inconclusive). RPS counts successful responses only. "
-            f"{s['stop_after']} failing steps in a row end the ramp; a single failing step followed by a passing "
-            "one is noise. The result is the passing step with the highest RPS before the stop "
-            "(`bench/slo_search.py`).",
+            f"- Load: real Locust, headless, the project's `loadtest/locustfile.py` ({s['protocol']}): open-loop "
+            f"{s['arrival']} arrivals at a request rate, independent of the {s['users']} users that bound the "
+            "requests in flight; latency counts from each request's arrival (waiting for a free user included).",
+            f"- Rate search (`bench/slo_search.py`): from {s['ladder_start']:g} requests/s, x{s['ladder_growth']:g} "
+            f"per step (up to {s['ladder_max_rate']:g}) until a rate fails, then bisection between the highest "
+            f"passing and the lowest failing rate until they are within {100 * s['ladder_precision']:g} %. "
+            "A step fails on a failure ratio above the tolerance (whatever its p95), or a p95 of its successful "
+            f"requests above the SLO; it passes with >= {s['min_requests']} requests (else it is inconclusive). "
+            f"A rate fails only after {s['stop_after']} failing steps in a row at it (a failure followed by a pass "
+            "is noise). The answer is the highest passing rate below every failing one.",
+            f"- Steps: {s['settle_s']:g} s to settle (not measured), then {s['step_s']:g} s measured, longer (up to "
+            f"{STRETCH:g}x) at low rates until {s['min_requests']} requests. A {s['warmup_s']:g} s warm-up runs first "
+            "and is discarded (the first measurement after a restart is slow).",
+            f"- Saturation: closed-loop users {saturation} (each sends its next request when the last returns) "
+            f"until a count adds under {100 * SATURATION_GAIN:g} % throughput: the most the server delivers, for "
+            "served/raw."
+            if saturation
+            else "- Saturation: skipped.",
+            f"- A fresh tritonserver per variant (restarted per model, as the reference does); {s['repeats']} "
+            "repeat(s) of the search per variant; then perf_analyzer's own search on the same server.",
             "- Batch size: Triton's `nv_inference_count` / `nv_inference_exec_count` over the step; in server: "
             "Triton's mean request duration (and queue time, the batcher's delay included) per request. CPU: the "
             "server's process tree (tritonserver + python stubs) and the whole machine (Locust included), "
@@ -363,9 +383,9 @@ def recommend(summaries: Sequence[VariantSummary], settings: dict[str, Any]) -> 
     found = [s for s in summaries if s.max_rps is not None]
     if not found:
         return [
-            f"No variant met p95 <= {settings['slo_ms']:g} ms, not even at the lowest step "
-            f"({settings['users'][0]} user(s)); check the failures column of results.csv, or start lower (--users)."
-            + _floor(summaries, settings),
+            f"No variant met p95 <= {settings['slo_ms']:g} ms, not even at the lowest rate tried "
+            f"({_lowest_rate(settings)} requests/s); check the failures column of results.csv, or start lower "
+            "(--start-rps)." + _floor(summaries, settings),
             "To watch the search pick a knee on CPU twins, give them a CPU-sized objective (e.g. --slo-ms 300); "
             "rank GPU variants with --target stack at the stack's own SLO.",
         ]
@@ -373,8 +393,7 @@ def recommend(summaries: Sequence[VariantSummary], settings: dict[str, Any]) -> 
     lines = [
         f"Best for the SLO here: `{best.variant}` at {fmt(best.max_rps)} RPS (p95 {fmt(best.p95_ms, 0)} ms) with "
         f"precision {best.precision}, {best.input_dtype} input, max batch {best.max_batch_size}, preferred batch "
-        f"{best.preferred_batch_size}, queue delay {best.max_queue_delay_us} us, {best.instance_count} instance(s); "
-        f"load {fmt(best.users, 0)} users" + (f" (offered {fmt(best.offered_rps)} RPS)." if best.offered_rps else ".")
+        f"{best.preferred_batch_size}, queue delay {best.max_queue_delay_us} us, {best.instance_count} instance(s)."
     ]
     ties = [s.variant for s in found if s is not best and _tied(s, best)]
     if ties:
@@ -393,10 +412,19 @@ def recommend(summaries: Sequence[VariantSummary], settings: dict[str, Any]) -> 
     return lines
 
 
+TIE = 0.10  # answers closer than this are not told apart: twice the search's 5 % precision
+
+
 def _tied(a: VariantSummary, b: VariantSummary) -> bool:
-    """Repeats' ranges overlap, or both stopped at the same user count (the step size cannot tell them apart)."""
+    """Repeats' ranges overlap, or the answers are within TIE of each other (the search's own precision)."""
     overlap = (a.max_rps_high or 0) >= (b.max_rps_low or 0) and (b.max_rps_high or 0) >= (a.max_rps_low or 0)
-    return overlap or (a.users is not None and a.users == b.users)
+    close = bool(a.max_rps and b.max_rps and abs(a.max_rps - b.max_rps) <= TIE * max(a.max_rps, b.max_rps))
+    return overlap or close
+
+
+def _lowest_rate(settings: dict[str, Any]) -> str:
+    start, growth = settings.get("ladder_start"), settings.get("ladder_growth")
+    return f"{start / growth**4:.2g}" if start and growth else "n/a"
 
 
 def _floor(summaries: Sequence[VariantSummary], settings: dict[str, Any]) -> str:
@@ -478,7 +506,8 @@ def _curves(run: BenchRun, path: Path, plt: Any) -> Path:
     slo = run.settings["slo_ms"]
     for ax, name in zip(axes.flat, names, strict=False):
         for repeat in sorted({r.repeat for r in run.steps if r.variant == name}):
-            steps = [r for r in run.steps if r.variant == name and r.repeat == repeat and not r.warmup]
+            steps = [r for r in run.steps if r.variant == name and r.repeat == repeat and r.phase == "search"]
+            steps = sorted((r for r in steps if not r.warmup), key=lambda r: r.offered_rps or 0)
             steps = [r for r in steps if r.p95_ms is not None]
             line = ax.plot([r.rps for r in steps], [r.p95_ms for r in steps], "-", alpha=0.6)[0]
             for r in steps:

@@ -41,6 +41,8 @@ class StepRow:
     verdict: str  # slo_search verdict
     chosen: bool  # the step the SLO search picked for this repeat
     errors: str = ""  # the most frequent failure messages
+    phase: str = "search"  # warm-up | search (open loop at offered_rps) | saturation (closed loop, `users` users)
+    wait_p95_ms: float | None = None  # p95 of arrival-to-send: waiting for a free user (in the latencies)
 
     def as_step(self) -> Step:
         return Step(
@@ -50,21 +52,26 @@ class StepRow:
 
 @dataclass(frozen=True)
 class PerfAnalyzerOpinion:
-    """perf_analyzer at the load of a Locust step, and that step's own figures to compare with."""
+    """perf_analyzer's answer, and the Locust search's to compare with.
+
+    From its own open-loop search (max_rate set): the highest request rate whose p95 met the SLO.
+    From one fixed load (older runs): its throughput there."""
 
     load: str  # what perf_analyzer offered, in words ("" when it did not run)
     concurrency: int | None  # when it offered a concurrency
-    rps: float | None
+    rps: float | None  # inferences/s it measured (at max_rate, for a search)
     p50_ms: float | None
     p95_ms: float | None
-    locust_rps: float | None  # the Locust step it is compared with (None: no comparison)
+    locust_rps: float | None  # the Locust answer it is compared with (None: no comparison)
     locust_p95_ms: float | None
     note: str = ""  # why there is no figure or no comparison
+    max_rate: float | None = None  # its search's answer, requests/s
 
     @property
     def ratio(self) -> float | None:
-        """Locust RPS / perf_analyzer RPS: 1.0 when both tools delivered the same throughput."""
-        return self.locust_rps / self.rps if self.locust_rps and self.rps else None
+        """Locust's answer / perf_analyzer's: 1.0 when both tools found the same capacity."""
+        theirs = self.max_rate if self.max_rate is not None else self.rps
+        return self.locust_rps / theirs if self.locust_rps and theirs else None
 
     @property
     def p95_ratio(self) -> float | None:
@@ -86,7 +93,7 @@ class VariantSummary:
     bytes_per_request: int  # input tensor bytes of one image
     repeats: int
     found: int  # repeats in which some step met the SLO
-    max_rps: float | None  # median over repeats of the highest RPS that met the SLO
+    max_rps: float | None  # median over repeats of the highest request rate (open loop) that met the SLO
     max_rps_low: float | None
     max_rps_high: float | None
     spread_pct: float | None  # (high - low) / median
@@ -112,6 +119,10 @@ class VariantSummary:
     server_ready_s: float | None  # restart to READY
     pa_load: str = ""  # what perf_analyzer offered, in words
     pa_p95_ratio: float | None = None  # Locust p95 / perf_analyzer p95 at the same load
+    pa_max_rps: float | None = None  # perf_analyzer's own search: highest request rate meeting the SLO
+    saturation_rps: float | None = None  # closed loop, best user count: the most the server delivered
+    saturation_users: int | None = None
+    saturation_batch: float | None = None
 
 
 @dataclass

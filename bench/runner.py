@@ -1,10 +1,11 @@
 """Run the measure-and-tune benchmark: the reference tutorial's procedure, automated.
 
 Per variant: a fresh server (restarted per model, as the reference does), then R repeats of a
-Locust ramp (the project's locustfile plus bench/locust_steps.py: a discarded warm-up step, then
-user counts rising until K steps in a row miss the SLO), the SLO search on each curve, a
-perf_analyzer second opinion at the chosen step's load, and afterwards, with no server running,
-raw ONNX Runtime throughput of the same ONNX file at the batch size the server achieved.
+Locust run (the project's locustfile plus bench/locust_steps.py: a discarded warm-up step, the
+rate search with open-loop Poisson arrivals, then closed-loop saturation), perf_analyzer's own
+open-loop search on the same server as a cross-check, and afterwards, with no server running,
+raw ONNX Runtime throughput of the same ONNX file at the batch size the server achieved at
+saturation (served/raw).
 
 Targets:
 - sandbox: the CPU twins of the stack's variants (plus UINT8-input copies for the FP32 vs UINT8
@@ -42,7 +43,7 @@ from bench import perf_analyzer, raw_ort
 from bench.load_plan import LoadPlan
 from bench.probes import Sampler
 from bench.results import PerfAnalyzerOpinion, StepRow, VariantSummary
-from bench.slo_search import SloCriteria, SloResult, Step, search, spread
+from bench.slo_search import SloCriteria, SloResult, Step, rate_search, spread
 from model_repo.settings import ModelRepoSettings, VariantSettings
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -51,7 +52,10 @@ SHAPE_FILE = Path(__file__).resolve().parent / "locust_steps.py"
 LOCUST = Path(sys.executable).parent / "locust"
 BUILD_DIR = PROJECT_DIR / "build" / "bench"  # the CPU twins the sandbox serves, per stack
 # Keys of the locust-config ConfigMap: never inherited from the caller's environment by accident.
-LOCUST_KEYS = ("model", "saddr", "rps", "protocol", "payload", "input_name", "output_name", "batch", "timeout_s")
+LOCUST_KEYS = (
+    *("model", "saddr", "rps", "protocol", "payload", "input_name", "output_name", "batch", "timeout_s"),
+    *("rate", "arrival", "trace", "rate_steps", "users", "metrics_port", "metrics_addr"),
+)
 PROXY_KEYS = ("http_proxy", "https_proxy", "grpc_proxy", "all_proxy")
 _TYPE_BYTES = {"TYPE_FP32": 4, "TYPE_FP16": 2, "TYPE_BF16": 2, "TYPE_UINT8": 1, "TYPE_INT8": 1, "TYPE_INT32": 4}
 
@@ -220,7 +224,8 @@ def locust_env(plan: LoadPlan, model: Model, endpoint: Endpoint, protocol: str) 
             "saddr": endpoint.address(protocol),
             "protocol": protocol,
             "payload": model.payload,
-            "rps": repr(plan.rps_per_user),
+            "rate": repr(plan.ladder.start),  # open loop from the first request; the shape sets each step's rate
+            "arrival": plan.arrival,
             "input_name": model.input_name,
             "output_name": model.output_name,
             "metrics_port": "0",  # no Prometheus endpoint for a throw-away run
@@ -272,24 +277,25 @@ def as_step(record: dict) -> Step:
 class VariantRun:
     model: Model
     records: list[list[dict]]  # per repeat, the steps Locust wrote
-    results: list[SloResult]
+    results: list[SloResult]  # per repeat, the rate search
     rows: list[StepRow]
     opinion: PerfAnalyzerOpinion
     ready_s: float | None
 
 
-def same_load(step: Step, rps_per_user: float) -> perf_analyzer.Load:
-    """perf_analyzer's load matching a Locust step: paced users are an open-loop request rate
-    (independent clients: Poisson arrivals); closed-loop users are a concurrency."""
-    if rps_per_user and step.offered_rps:
-        return perf_analyzer.Load(request_rate=step.offered_rps)
-    return perf_analyzer.Load(concurrency=step.users)
+def capacity(result: SloResult) -> float | None:
+    """A search's answer: the highest offered request rate that met the SLO."""
+    return result.best.offered_rps if result.best else None
 
 
 def median_repeat(results: list[SloResult]) -> int | None:
-    """Index of the repeat whose max RPS is the median one (the lower middle for an even count)."""
-    found = sorted((r.max_rps, i) for i, r in enumerate(results) if r.found)
+    """Index of the repeat whose capacity is the median one (the lower middle for an even count)."""
+    found = sorted((capacity(r), i) for i, r in enumerate(results) if r.found)
     return found[(len(found) - 1) // 2][1] if found else None
+
+
+def search_steps(curve: list[dict]) -> list[Step]:
+    return [as_step(r) for r in curve if r.get("phase", "search") != "saturation"]
 
 
 def bench_variant(model: Model, config: BenchConfig, serve: Serve, workdir: Path, log: Log) -> VariantRun:
@@ -300,26 +306,41 @@ def bench_variant(model: Model, config: BenchConfig, serve: Serve, workdir: Path
             log(f"  server restarted, {model.name} ready in {endpoint.ready_s:.1f} s")
         for repeat in range(config.repeats):
             records.append(run_locust(config.plan, model, endpoint, config.protocol, workdir))
-            results.append(search([as_step(r) for r in records[-1]], config.criteria))
+            results.append(rate_search(search_steps(records[-1]), config.criteria))
             log(f"  repeat {repeat + 1}/{config.repeats}: {_describe(results[-1], records[-1])}")
-        opinion = second_opinion(model, config, endpoint, results, workdir, log)
-    rows = [
-        _row(model.name, repeat, index, record, sampler, results[repeat])
-        for repeat, curve in enumerate(records)
-        for index, record in enumerate(curve)
-    ]
+        saturation = max((r["rps"] for curve in records for r in curve if r.get("phase") == "saturation"), default=None)
+        opinion = second_opinion(model, config, endpoint, results, saturation, workdir, log)
+    rows = []
+    for repeat, curve in enumerate(records):
+        searched = iter(results[repeat].verdicts)
+        chosen = results[repeat].best_index
+        index_in_search = 0
+        for index, record in enumerate(curve):
+            if record.get("phase") == "saturation":
+                rows.append(_row(model.name, repeat, index, record, sampler, "saturation (closed loop)", False))
+                continue
+            is_chosen = chosen == index_in_search
+            rows.append(_row(model.name, repeat, index, record, sampler, next(searched), is_chosen))
+            index_in_search += 1
     return VariantRun(model, records, results, rows, opinion, endpoint.ready_s)
 
 
 def _describe(result: SloResult, curve: list[dict]) -> str:
-    measured = sum(1 for r in curve if not r["warmup"])
+    measured = sum(1 for r in curve if r.get("phase", "search") == "search")
+    saturated = [r for r in curve if r.get("phase") == "saturation"]
+    top = max(saturated, key=lambda r: r["rps"], default=None)
+    closed = f"; closed loop at most {top['rps']:.1f} RPS ({top['users']} users)" if top else ""
     if not result.found:
-        return f"{measured} steps, none met the SLO ({result.verdicts[-1]})"
+        return (
+            f"{measured} search steps, no rate met the SLO ({result.verdicts[-1] if result.verdicts else ''}){closed}"
+        )
     best = result.best
-    return f"{measured} steps, max {best.rps:.1f} RPS at the SLO ({best.users} users, p95 {best.p95_ms:.0f} ms)"
+    return (
+        f"{measured} search steps, max {best.offered_rps:.1f} requests/s at the SLO (p95 {best.p95_ms:.0f} ms){closed}"
+    )
 
 
-def _row(variant: str, repeat: int, index: int, record: dict, sampler: Sampler, result: SloResult) -> StepRow:
+def _row(variant: str, repeat: int, index: int, record: dict, sampler: Sampler, verdict: str, chosen: bool) -> StepRow:
     stats = sampler.window(record["wall_start"], record["wall_end"])
     errors = "; ".join(f"{count}x {message}" for message, count in record["errors"].items())
     return StepRow(
@@ -342,10 +363,23 @@ def _row(variant: str, repeat: int, index: int, record: dict, sampler: Sampler, 
         server_cpu_pct=stats.server_cpu_pct,
         machine_cpu_pct=stats.machine_cpu_pct,
         gpu_pct=stats.gpu_pct,
-        verdict=result.verdicts[index],
-        chosen=result.best_index == index,
+        verdict=verdict,
+        chosen=chosen,
         errors=errors,
+        phase=record.get("phase", "search"),
+        wait_p95_ms=record.get("wait_p95_ms"),
     )
+
+
+def pa_range(config: BenchConfig, saturation_rps: float | None) -> perf_analyzer.RateRange:
+    """perf_analyzer searches on its own, from the ladder's first rate up to 1.5x the closed-loop
+    saturation throughput (no open-loop rate above what the server delivers flat out can meet any
+    SLO), or up to the ladder's cap without a saturation figure; its step is the ladder's precision
+    at a third of that top."""
+    ladder = config.plan.ladder
+    high = min(ladder.max_rate, 1.5 * saturation_rps) if saturation_rps else ladder.max_rate
+    high = max(high, 2 * ladder.start)
+    return perf_analyzer.RateRange(ladder.start, high, max(0.05, ladder.precision * high / 3))
 
 
 def second_opinion(
@@ -353,29 +387,42 @@ def second_opinion(
     config: BenchConfig,
     endpoint: Endpoint,
     results: list[SloResult],
+    saturation_rps: float | None,
     workdir: Path,
     log: Log,
 ) -> PerfAnalyzerOpinion:
-    """perf_analyzer at the load of the median repeat's chosen step, compared with that step. With
-    no chosen step, at concurrency 1: no comparison, but its p95 shows the latency floor."""
+    """perf_analyzer's own open-loop search (Poisson arrivals, p95 threshold = the SLO) on the same
+    server, compared with the median repeat's answer."""
     middle = median_repeat(results)
     step = results[middle].best if middle is not None else None
-    if step is None:
-        load, note = perf_analyzer.Load(concurrency=1), "no step met the SLO; perf_analyzer at concurrency 1"
-    else:
-        load, note = same_load(step, config.plan.rps_per_user), ""
-    compare = (step.rps, step.p95_ms) if step else (None, None)
+    compare = (step.offered_rps, step.p95_ms) if step else (None, None)
+    rates = pa_range(config, saturation_rps)
     if not config.perf_analyzer:
-        return PerfAnalyzerOpinion("", load.concurrency, None, None, None, *compare, "skipped (--no-perf-analyzer)")
+        return PerfAnalyzerOpinion("", None, None, None, None, *compare, "skipped (--no-perf-analyzer)")
     url, csv_path = endpoint.address(config.protocol), workdir / f"{model.name}.pa.csv"
     try:
         binary = perf_analyzer.ensure_binary()
-        found = perf_analyzer.run(binary, model.name, url, config.protocol, load, csv_path)
+        found = perf_analyzer.search(
+            binary,
+            model.name,
+            url,
+            config.protocol,
+            rates,
+            config.criteria.slo_ms,
+            config.criteria.min_requests,
+            csv_path,
+        )
     except perf_analyzer.PerfAnalyzerError as err:
         log(f"  perf_analyzer: {err}")
-        return PerfAnalyzerOpinion(load.describe(), load.concurrency, None, None, None, *compare, str(err))
-    log(f"  perf_analyzer at {load.describe()}: {found.rps:.1f} RPS, p95 {found.p95_ms:.0f} ms")
-    return PerfAnalyzerOpinion(load.describe(), load.concurrency, found.rps, found.p50_ms, found.p95_ms, *compare, note)
+        return PerfAnalyzerOpinion(rates.describe(), None, None, None, None, *compare, str(err))
+    if found.max_rate is None:
+        log(f"  perf_analyzer ({rates.describe()}): no rate met the SLO")
+        return PerfAnalyzerOpinion(rates.describe(), None, None, None, None, *compare, "no rate met the SLO")
+    log(f"  perf_analyzer ({rates.describe()}): max {found.max_rate:.1f} requests/s (p95 {found.p95_ms:.0f} ms)")
+    note = "" if step else "Locust found no rate that met the SLO"
+    return PerfAnalyzerOpinion(
+        rates.describe(), None, found.rps, None, found.p95_ms, *compare, note, max_rate=found.max_rate
+    )
 
 
 # ---------------------------------------------------------------- summary
@@ -384,7 +431,8 @@ def second_opinion(
 def summarise(run: VariantRun, raw: tuple[int, float] | None) -> VariantSummary:
     v = run.model.settings
     chosen = [row for row in run.rows if row.chosen]
-    rps = spread([r.max_rps for r in run.results])
+    rps = spread([capacity(r) for r in run.results])
+    top = saturation_row(run)
     offered = [r.offered_rps for r in chosen if r.offered_rps is not None]
     raw_batch, raw_rps = raw if raw else (None, None)
     return VariantSummary(
@@ -422,9 +470,18 @@ def summarise(run: VariantRun, raw: tuple[int, float] | None) -> VariantSummary:
         pa_p95_ratio=run.opinion.p95_ratio,
         raw_batch=raw_batch,
         raw_rps=raw_rps,
-        served_raw=(rps.median / raw_rps) if rps and raw_rps else None,
+        served_raw=(top.rps / raw_rps) if top and raw_rps else None,
         server_ready_s=run.ready_s,
+        pa_max_rps=run.opinion.max_rate,
+        saturation_rps=top.rps if top else None,
+        saturation_users=top.users if top else None,
+        saturation_batch=top.batch if top else None,
     )
+
+
+def saturation_row(run: VariantRun) -> StepRow | None:
+    """The closed-loop level that delivered the most (all repeats)."""
+    return max((r for r in run.rows if r.phase == "saturation"), key=lambda r: r.rps, default=None)
 
 
 def _median(values: Sequence[float | None]) -> float | None:
@@ -433,8 +490,10 @@ def _median(values: Sequence[float | None]) -> float | None:
 
 
 def served_batch(run: VariantRun) -> int:
-    """The batch size raw ONNX Runtime is measured at: what the server achieved at the chosen steps."""
-    batch = _median([row.batch for row in run.rows if row.chosen])
+    """The batch size raw ONNX Runtime is measured at: what the server achieved at saturation
+    (else at the chosen steps)."""
+    top = saturation_row(run)
+    batch = top.batch if top and top.batch else _median([row.batch for row in run.rows if row.chosen])
     return max(1, round(batch)) if batch else 1
 
 

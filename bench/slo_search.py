@@ -168,3 +168,102 @@ def spread(values: Sequence[float | None]) -> Spread | None:
     if not found:
         return None
     return Spread(statistics.median(found), min(found), max(found), len(found))
+
+
+# ---------------------------------------------------------------- the rate search (open-loop load)
+
+
+@dataclass(frozen=True)
+class RateLadder:
+    """How the rate search climbs: geometric steps from `start` (x `growth`) until a rate fails,
+    then bisection (geometric mean) between the highest passing and the lowest failing rate until
+    they are within `precision` (0.05: 5 %). `max_rate` caps the climb; below `floor` a search
+    that fails from the start gives up."""
+
+    start: float = 2.0
+    growth: float = 1.5
+    precision: float = 0.05
+    max_rate: float = 1000.0
+    floor: float = 0.25
+
+    def __post_init__(self) -> None:
+        if not (0 < self.floor <= self.start <= self.max_rate and math.isfinite(self.max_rate)):
+            raise ValueError(f"--start-rps {self.start:g} / --max-rps {self.max_rate:g}: expected 0 < start <= max")
+        if not (1.05 <= self.growth <= 10 and 0.005 <= self.precision <= 0.5):
+            raise ValueError(f"--growth {self.growth:g} / --precision {self.precision:g}: expected 1.05-10 / 0.005-0.5")
+
+
+@dataclass(frozen=True)
+class RateState:
+    """What the steps so far say about each rate: a rate PASSES when a step at it passed; it FAILS
+    when `stop_after` steps at it failed in a row (one failing step is re-measured: a failure
+    followed by a pass is noise). `pending` is a rate measured but not yet decided."""
+
+    passed: tuple[float, ...]
+    failed: tuple[float, ...]
+    pending: float | None
+
+    @property
+    def high(self) -> float | None:
+        """The lowest failing rate: the capacity is below it."""
+        return min(self.failed, default=None)
+
+    @property
+    def low(self) -> float | None:
+        """The highest passing rate below every failing rate: the capacity found so far."""
+        high = self.high
+        return max((r for r in self.passed if high is None or r < high), default=None)
+
+
+MAX_TRIES = 4  # measurements of one rate that stay inconclusive: then it counts as failing
+
+
+def rate_state(steps: Sequence[Step], criteria: SloCriteria) -> RateState:
+    passed: list[float] = []
+    failed: list[float] = []
+    pending, fails, tries = None, 0, 0
+    for step in steps:
+        if step.warmup or step.offered_rps is None:
+            continue
+        if step.offered_rps != pending:
+            pending, fails, tries = step.offered_rps, 0, 0
+        kind = verdict(step, criteria).kind
+        tries += 1
+        fails = fails + 1 if kind == FAIL else fails if kind == SKIP else 0
+        if kind == PASS:
+            passed.append(pending)
+        elif fails >= criteria.stop_after or tries >= MAX_TRIES:
+            failed.append(pending)
+        else:
+            continue
+        pending = None
+    return RateState(tuple(passed), tuple(failed), pending)
+
+
+def next_rate(steps: Sequence[Step], criteria: SloCriteria, ladder: RateLadder) -> float | None:
+    """The rate to measure next, or None when the search is over."""
+    state = rate_state(steps, criteria)
+    if state.pending is not None:
+        return state.pending  # confirm a failure (or retry an inconclusive step) at the same rate
+    low, high = state.low, state.high
+    if high is None:  # still climbing
+        if low is None:
+            return ladder.start
+        return None if low >= ladder.max_rate else min(ladder.max_rate, low * ladder.growth)
+    if low is None:  # failing from the start: come down
+        lower = high / ladder.growth
+        return None if lower < ladder.floor else lower
+    if high / low - 1 <= ladder.precision:
+        return None
+    return math.sqrt(low * high)
+
+
+def rate_search(steps: Sequence[Step], criteria: SloCriteria) -> SloResult:
+    """The outcome of a rate search: the passing step at the highest passing rate below every failing rate."""
+    state = rate_state(steps, criteria)
+    reasons = tuple(verdict(s, criteria).reason for s in steps)
+    if state.low is None:
+        return SloResult(None, None, reasons, None)
+    at_low = [i for i, s in enumerate(steps) if not s.warmup and s.offered_rps == state.low]
+    best = max((i for i in at_low if verdict(steps[i], criteria).kind == PASS), key=lambda i: steps[i].rps)
+    return SloResult(steps[best], best, reasons, None)

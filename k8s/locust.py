@@ -19,6 +19,7 @@ LOCUST_NAMESPACE = "load"
 LOCUST_IMAGE = "locustio/locust:2.47.0"
 LOCUST_UID = 1000  # the locust user of the image
 LOCUSTFILE = Path(__file__).resolve().parent.parent / "loadtest" / "locustfile.py"
+ARRIVALS_FILE = LOCUSTFILE.with_name("arrivals.py")  # imported by the locustfile from its own folder
 PIP_PACKAGES = ("tritonclient[http,grpc]==2.73.0", "prometheus-client==0.21.1")
 PORTS = {"web": 8089, "master": 5557, "metrics": 9646}
 DEPS_DIR = "/deps"
@@ -59,7 +60,7 @@ class LoadTest(pulumi.ComponentResource):
         self._locustfile = k8s.core.v1.ConfigMap(
             f"{name}-locustfile",
             metadata=k8s.meta.v1.ObjectMetaArgs(name="locustfile", namespace=ns),
-            data={"locustfile.py": LOCUSTFILE.read_text()},
+            data={"locustfile.py": LOCUSTFILE.read_text(), "arrivals.py": ARRIVALS_FILE.read_text()},
             opts=child,
         )
         self.master = self._deployment(ns, "master", 1, ["--master"])
@@ -71,12 +72,16 @@ class LoadTest(pulumi.ComponentResource):
 
     @property
     def settings(self) -> dict[str, str]:
-        """The reference's keys (model, saddr, rps) plus ours; the locustfile reads them from its environment."""
+        """The reference's keys (model, saddr, rps) plus ours; the locustfile reads them from its environment.
+        rps stays the reference's per-user figure, but as independent Poisson arrivals (rate = rps x users),
+        not users firing in lockstep; set `rate` (whole test) or `rate_steps` (steps and ramps, with `users`)
+        in the ConfigMap to offer load independent of the user count (loadtest/locustfile.py)."""
         a = self._args
         return {
             "model": a.model,
             "saddr": a.triton_address,
             "rps": str(a.rps_per_user),
+            "arrival": "poisson",
             "protocol": a.protocol,
             "payload": a.payload,
             "metrics_port": str(PORTS["metrics"]),

@@ -1,11 +1,28 @@
-"""Locust load test for Triton Inference Server: each simulated user sends an image to one model.
+"""Locust load test for Triton Inference Server: simulated users send images to one model.
+
+Load is offered as a RATE of independent arrivals (open loop), not as users that each wait for
+their own answer: one arrival process per Locust process hands each arrival to a free user, and
+the user measures the response time from the ARRIVAL (time spent waiting for a free user counts:
+a real client would have waited too). Users only bound how many requests are in flight at once.
+Arrivals that find every user busy wait up to `timeout_s`, then count as failures. With no rate
+(rate=0 and rps=0) users run closed loop: each sends its next request when the last one returns.
 
 Settings are environment variables named like the keys of the Kubernetes ConfigMap
 `locust-config` (mounted with envFrom); an empty value counts as unset:
 
     model        model name                                    original
     saddr        Triton address, host[:port]                   127.0.0.1, port 8000 (http) / 8001 (grpc)
-    rps          requests per second PER USER, 0 = flat out    0
+    rate         requests/s of the whole test (all users and   0 (use rps)
+                 workers together), 0 = unset
+    rps          requests/s PER USER (the reference's key):    0
+                 the rate is rps x running users, still as
+                 independent arrivals; 0 with rate 0 = closed loop, flat out
+    arrival      poisson | constant | trace                    poisson
+    trace        arrival=trace: file of inter-arrival times in microseconds, one per line (the format of
+                 perf_analyzer's --request-intervals); replayed in a loop, scaled to `rate` when it is set
+    rate_steps   a load shape: comma-separated RATE:SECONDS (hold) and FROM-TO:SECONDS (linear ramp)
+                 items, e.g. 10:60,10-40:120,40:60; the test ends after the last one. Needs `users`.
+    users        concurrency bound of the rate_steps shape     100
     protocol     http | grpc                                   http
     payload      fp32 | uint8: the tensor type sent            fp32 (a 224x224x3 image)
     input_name   model input                                   input
@@ -25,20 +42,26 @@ import importlib
 import logging
 import math
 import os
+import random
 import sys
 import time
 import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
+import arrivals  # beside this file: Locust puts this folder on sys.path while importing it
+import gevent
 import numpy as np
-from locust import User, constant, constant_throughput, events, task
+from gevent.event import Event
+from gevent.queue import Empty, Queue
+from locust import LoadTestShape, User, constant, events, task
 from locust.env import Environment
-from locust.runners import WorkerRunner
+from locust.runners import MasterRunner, WorkerRunner
 
 IMAGE_SHAPE = (224, 224, 3)  # NHWC, like the reference ResNet-50
 DEFAULT_PORTS = {"http": 8000, "grpc": 8001}
@@ -63,7 +86,7 @@ class InferFailure(Exception):
 class Settings:
     model: str
     url: str  # host:port, as both tritonclient modules take it
-    rps: float
+    rps: float  # per user; the rate is rps x running users (when rate is 0)
     protocol: str
     payload: str
     input_name: str
@@ -72,6 +95,25 @@ class Settings:
     timeout_s: float
     metrics_port: int
     metrics_addr: str
+    rate: float = 0.0  # requests/s of the whole test; 0: rps per user, or closed loop
+    arrival: str = "poisson"
+    trace: tuple[float, ...] = ()  # arrival=trace: gaps in seconds
+    rate_steps: tuple[arrivals.Segment, ...] = ()  # a load shape; empty: users and rate as started
+    users: int = 100  # the shape's concurrency bound
+
+    @property
+    def open_loop(self) -> bool:
+        """Arrivals at a rate (independent of responses) rather than users flat out."""
+        return bool(self.rate or self.rps or self.rate_steps or self.trace)
+
+    @property
+    def total_rate(self) -> float | None:
+        """The whole test's rate as configured: rate, else a trace's own mean rate (replayed as recorded)."""
+        if self.rate:
+            return self.rate
+        if self.trace and not self.rps:
+            return len(self.trace) / sum(self.trace)
+        return None
 
 
 def _get(env: Mapping[str, str], key: str, default: str) -> str:
@@ -124,9 +166,36 @@ def _server_url(env: Mapping[str, str], protocol: str) -> str:
     return f"{host}:{port}"
 
 
+def _arrival(env: Mapping[str, str]) -> tuple[str, tuple[float, ...]]:
+    kind = _choice(env, "arrival", "poisson", arrivals.KINDS)
+    path = _get(env, "trace", "")
+    if kind != "trace":
+        if path:
+            raise SettingError(f"trace={path!r}: only read with arrival=trace (arrival={kind!r})")
+        return kind, ()
+    if not path:
+        raise SettingError("trace='': arrival=trace needs a trace file (microseconds between requests, one per line)")
+    try:
+        return kind, arrivals.read_trace(Path(path))
+    except arrivals.ArrivalError as err:
+        raise SettingError(f"trace={path!r}: {err}") from None
+
+
+def _steps(env: Mapping[str, str]) -> tuple[arrivals.Segment, ...]:
+    raw = _get(env, "rate_steps", "")
+    try:
+        return arrivals.parse_steps(raw) if raw else ()
+    except arrivals.ArrivalError as err:
+        raise SettingError(f"rate_steps={raw!r}: {err}") from None
+
+
 def load_settings(env: Mapping[str, str]) -> Settings:
     """Read and check every setting; raise SettingError naming the first bad key."""
     protocol = _choice(env, "protocol", "http", tuple(DEFAULT_PORTS))
+    kind, trace = _arrival(env)
+    rate = _number(env, "rate", "0", 0)
+    if rate > arrivals.MAX_RATE:
+        raise SettingError(f"rate={rate:g}: at most {arrivals.MAX_RATE:g} requests/s")
     return Settings(
         model=_name(env, "model", "original"),
         url=_server_url(env, protocol),
@@ -139,6 +208,11 @@ def load_settings(env: Mapping[str, str]) -> Settings:
         timeout_s=_number(env, "timeout_s", "10", 0, above=True),
         metrics_port=_integer(env, "metrics_port", "9646", 0, 65535),
         metrics_addr=_name(env, "metrics_addr", "0.0.0.0"),
+        rate=rate,
+        arrival=kind,
+        trace=trace,
+        rate_steps=_steps(env),
+        users=_integer(env, "users", "100", 1, 1_000_000),
     )
 
 
@@ -257,32 +331,175 @@ def describe(err: Exception) -> InferFailure:
     return InferFailure(f"{type(err).__name__}: {err}")
 
 
-class TritonUser(User):
-    """Sends the configured model one request after another, at `rps` per user if set."""
+# ---------------------------------------------------------------- open-loop arrivals
 
-    wait_time = constant_throughput(SETTINGS.rps) if SETTINGS.rps > 0 else constant(0)
+
+class Arrivals:
+    """This process's arrival stream: a greenlet draws arrival instants at the current rate and
+    queues them; free users take them. The rate of the process is
+    - rate (or a shape's current rate), standalone;
+    - the master's rate divided among the workers, on a worker (the master sends each worker its
+      share every second: a Poisson stream split among k workers is k Poisson streams of rate/k);
+    - rps x this process's running users, when only rps is set.
+    """
+
+    def __init__(self, environment: Environment) -> None:
+        self.environment = environment
+        self.closed_loop = not SETTINGS.open_loop  # users flat out, no arrivals
+        self.total: float | None = SETTINGS.total_rate  # the whole test's rate; None: rps per user
+        self.share: float | None = None  # on a worker: its part of `total`, from the master
+        self.queue: Queue[float] = Queue()
+        self.changed = Event()
+        self.process = arrivals.ArrivalProcess(SETTINGS.arrival, random.Random(), SETTINGS.trace)
+        self._greenlet: gevent.Greenlet | None = None
+
+    def set_total(self, rate: float | None) -> None:
+        """A shape's new rate for the whole test (applies from now: the next gap is drawn afresh)."""
+        self.total, self.closed_loop = rate, False
+        self.changed.set()
+
+    def set_closed_loop(self) -> None:
+        self.closed_loop = True
+        self.changed.set()
+
+    def process_rate(self) -> float:
+        runner = self.environment.runner
+        if self.closed_loop or runner is None:
+            return 0.0
+        if self.total is None:
+            return SETTINGS.rps * runner.user_count
+        if isinstance(runner, WorkerRunner):
+            return self.share or 0.0
+        return self.total
+
+    def start(self) -> None:
+        if self._greenlet is None or self._greenlet.dead:
+            self._greenlet = gevent.spawn(self._run)
+
+    def stop(self) -> None:
+        if self._greenlet is not None:
+            self._greenlet.kill(block=False)
+            self._greenlet = None
+        while not self.queue.empty():
+            self.queue.get_nowait()
+
+    def _run(self) -> None:
+        due = time.monotonic()
+        while True:
+            rate = self.process_rate()
+            if rate <= 0:
+                self.changed.wait(timeout=0.5)  # wait for users, a rate or the master's share
+                self.changed.clear()
+                due = time.monotonic()
+                continue
+            due += self.process.gap(rate)
+            if self.changed.wait(timeout=max(0.0, due - time.monotonic())):
+                self.changed.clear()  # a new rate: draw the next gap at it, from now
+                due = time.monotonic()
+                continue
+            self.queue.put(due)
+
+    def broadcast(self) -> None:
+        """Master: send each worker its share of the rate, every second, as long as the test runs."""
+        runner = self.environment.runner
+        while isinstance(runner, MasterRunner):
+            if self.total is not None and not self.closed_loop:
+                runner.send_message("arrival_rate", self.total / max(1, runner.worker_count))
+            gevent.sleep(1.0)
+
+    def on_share(self, message: Any, **_kwargs: Any) -> None:
+        self.share = float(message.data)
+        self.changed.set()
+
+
+def arrivals_of(environment: Environment) -> Arrivals:
+    found = getattr(environment, "arrivals", None)
+    if found is None:
+        found = environment.arrivals = Arrivals(environment)  # type: ignore[attr-defined]
+    return found
+
+
+@events.init.add_listener
+def setup_arrivals(environment: Environment, **_kwargs: Any) -> None:
+    stream = arrivals_of(environment)
+    if isinstance(environment.runner, WorkerRunner):
+        environment.runner.register_message("arrival_rate", stream.on_share)
+
+
+@events.test_start.add_listener
+def start_arrivals(environment: Environment, **_kwargs: Any) -> None:
+    stream = arrivals_of(environment)
+    if isinstance(environment.runner, MasterRunner):
+        gevent.spawn(stream.broadcast)
+    else:
+        stream.start()
+
+
+@events.test_stop.add_listener
+def stop_arrivals(environment: Environment, **_kwargs: Any) -> None:
+    arrivals_of(environment).stop()
+
+
+class TritonUser(User):
+    """Takes the next arrival and sends it (open loop), or sends back to back (closed loop)."""
+
+    wait_time = constant(0)
 
     def on_start(self) -> None:
         self.connection = open_client()
+        self.arrivals = arrivals_of(self.environment)
 
     def on_stop(self) -> None:
         self.connection.close()
 
     @task
     def infer(self) -> None:
-        started, length, failure = time.perf_counter(), 0, None
+        if self.arrivals.closed_loop:
+            self.send(time.perf_counter(), time.monotonic())
+            return
+        try:
+            due = self.arrivals.queue.get(timeout=0.5)
+        except Empty:
+            return  # no arrival yet: look again (the rate may have changed to closed loop)
+        waited = time.monotonic() - due
+        started = time.perf_counter() - waited  # the response time counts from the arrival
+        if waited > SETTINGS.timeout_s:
+            failure = InferFailure(f"not sent: every user was busy for over {SETTINGS.timeout_s:g} s (add users)")
+            self.report(started, 0, failure, waited)
+            return
+        self.send(started, due)
+
+    def send(self, started: float, due: float) -> None:
+        length, failure = 0, None
+        lag_s = max(0.0, time.monotonic() - due)
         try:
             length = infer_once(self.connection)
         except Exception as err:  # a failed request is a result to report, never a crashed user
             failure = describe(err)
+        self.report(started, length, failure, lag_s)
+
+    def report(self, started: float, length: int, failure: Exception | None, lag_s: float) -> None:
         self.environment.events.request.fire(
             request_type=f"infer-{SETTINGS.protocol}",
             name=SETTINGS.model,
             response_time=(time.perf_counter() - started) * 1000,
             response_length=length,
             exception=failure,
-            context={},
+            context={"lag_ms": lag_s * 1000},  # arrival to send: waiting for a free user
         )
+
+
+if SETTINGS.rate_steps:  # a module-level shape class is picked up by Locust: only when asked for
+
+    class RateSteps(LoadTestShape):
+        """The `rate_steps` shape: holds and ramps of the whole test's rate, `users` users throughout."""
+
+        def tick(self) -> tuple[int, float] | None:
+            rate = arrivals.rate_at(SETTINGS.rate_steps, self.get_run_time())
+            if rate is None or self.runner is None:
+                return None
+            arrivals_of(self.runner.environment).set_total(rate)
+            return SETTINGS.users, float(SETTINGS.users)
 
 
 # ---------------------------------------------------------------- Prometheus metrics

@@ -10,17 +10,34 @@ import contextlib
 import csv
 import dataclasses
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench import cost, perf_analyzer, report, runner
 from bench.__main__ import main
 from bench.load_plan import LoadPlan, PlanError
 from bench.probes import Sample, window_stats
 from bench.results import BenchRun, StepRow, VariantSummary, load_run, payload_pairs
-from bench.slo_search import NOT_REACHED, PASS, WARMUP, SloCriteria, Step, search, should_stop, spread, verdict
+from bench.slo_search import (
+    NOT_REACHED,
+    PASS,
+    WARMUP,
+    RateLadder,
+    SloCriteria,
+    Step,
+    next_rate,
+    rate_search,
+    rate_state,
+    search,
+    should_stop,
+    spread,
+    verdict,
+)
 from model_repo.settings import REFERENCE_VARIANTS
 from offline.runtime import load_settings
 from sandbox.triton import TritonStartError
@@ -158,14 +175,97 @@ def test_criteria_and_spread() -> None:
 
 
 def test_load_plan_travels_through_the_environment() -> None:
-    plan = LoadPlan((2, 4, 8), 1.0, 6.0, 2.0, 4.0, SLO, "/tmp/steps.jsonl")
+    plan = LoadPlan(RateLadder(2, 1.5, 0.05, 500, 0.4), 32, 6.0, 2.0, 4.0, SLO, "poisson", (1, 2, 4), "/tmp/s.jsonl")
     assert LoadPlan.from_env(plan.env()) == plan
-    assert plan.offered_rps(8) == 8.0 and dataclasses.replace(plan, rps_per_user=0).offered_rps(8) is None
-    assert plan.max_duration_s() >= 4 + 3 * (2 + 6)
-    with pytest.raises(PlanError, match="rise"):
-        LoadPlan((4, 2), 1.0, 6.0, 2.0, 4.0, SLO)
+    assert LoadPlan.from_env(dataclasses.replace(plan, saturation_users=()).env()).saturation_users == ()
+    # a step holds min_requests: 1.25 x 20 / 2 requests/s = 12.5 s, at most 4 x step_s; never under step_s
+    assert (plan.step_length_s(2.0), plan.step_length_s(1.0), plan.step_length_s(100.0)) == (12.5, 24.0, 6.0)
+    assert plan.max_duration_s() > plan.max_search_steps() * (2 + 24)
+    with pytest.raises(PlanError, match="--saturation-users"):
+        dataclasses.replace(plan, saturation_users=(4, 2))
+    with pytest.raises(PlanError, match="--arrival"):
+        dataclasses.replace(plan, arrival="uniform")
     with pytest.raises(PlanError, match="BENCH_SLO_MS is not set"):
         LoadPlan.from_env({})
+    with pytest.raises(ValueError, match="--start-rps 0 / --max-rps 10"):
+        RateLadder(0, 1.5, 0.05, 10, 0.1)
+
+
+# ---------------------------------------------------------------- the rate search
+
+
+def simulate(capacity: float, ladder: RateLadder, noisy: frozenset[int] = frozenset(), limit: int = 400) -> list[Step]:
+    """Run the search against a server that meets the SLO exactly up to `capacity` requests/s. Steps
+    whose number is in `noisy` fail although their rate is below the capacity (one-off noise)."""
+    steps = [Step(32, ladder.start, 50, 90, 100, 0, ladder.start, warmup=True)]
+    while (rate := next_rate(steps, SLO, ladder)) is not None and len(steps) < limit:
+        fails = rate > capacity or len(steps) in noisy
+        steps.append(Step(32, rate, 60, 300 if fails else 80, 100, 0, rate))
+    return steps
+
+
+ladders = st.builds(
+    RateLadder,
+    start=st.floats(0.5, 50),
+    growth=st.floats(1.2, 3),
+    precision=st.sampled_from([0.02, 0.05, 0.1]),
+    max_rate=st.just(10_000.0),
+    floor=st.just(0.01),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(capacity=st.floats(0.05, 5000), ladder=ladders)
+def test_rate_search_brackets_the_capacity_within_its_precision(capacity: float, ladder: RateLadder) -> None:
+    steps = simulate(capacity, ladder)
+    result = rate_search(steps, SLO)
+    assert len(steps) - 1 <= LoadPlan(ladder, 32, 6.0, 2.0, 4.0, SLO).max_search_steps()
+    assert result.found, [s.offered_rps for s in steps]
+    found = runner.capacity(result)
+    assert capacity / (1 + ladder.precision) < found <= capacity  # within 5 % (the precision), never above
+    state = rate_state(steps, SLO)
+    assert state.high is not None and state.high / found - 1 <= ladder.precision + 1e-12
+    assert all(s.rps == s.offered_rps for s in steps[1:])  # the simulated server delivers what is offered
+
+
+@settings(max_examples=60, deadline=None)
+@given(capacity=st.floats(5, 500), ladder=ladders, noise=st.sets(st.integers(1, 40), max_size=6))
+def test_single_noisy_failures_do_not_lower_the_answer(capacity: float, ladder: RateLadder, noise: set[int]) -> None:
+    """A failure at a rate the server sustains is re-measured; only two failures in a row fail a rate."""
+    noisy = frozenset(n for n in noise if n - 1 not in noise)  # one-off failures, never two in a row
+    clean = runner.capacity(rate_search(simulate(capacity, ladder), SLO))
+    result = rate_search(simulate(capacity, ladder, noisy), SLO)
+    assert runner.capacity(result) == pytest.approx(clean) or ladder.start > capacity
+
+
+def test_rate_search_rules_on_a_recorded_search() -> None:
+    """From the CPU twin of `original` at a 300 ms SLO on 2 busy cores (bench run of this change)."""
+    steps = [Step(32, 1.0, 115, 128, 2, 0, 2.0, warmup=True), Step(32, 2.2, 133, 285, 26, 0, 2.0),
+             Step(32, 2.2, 104, 163, 20, 0, 3.0), Step(32, 5.3, 138, 282, 32, 0, 4.5),
+             Step(32, 7.7, 408, 722, 31, 0, 6.75), Step(32, 6.5, 138, 542, 26, 0, 6.75),
+             Step(32, 4.6, 162, 806, 23, 0, 5.51), Step(32, 5.8, 409, 290, 29, 0, 5.51),
+             Step(32, 4.3, 148, 320, 26, 0, 4.98), Step(32, 6.5, 167, 575, 39, 0, 4.98)]  # fmt: skip
+    criteria = dataclasses.replace(SLO, slo_ms=300)
+    ladder = RateLadder(2, 1.5, 0.05, 500, 0.4)
+    result = rate_search(steps, criteria)
+    # 6.75 failed twice: the climb stops; 5.51 failed, then passed: noise, so 5.51 passes; 4.98 failed twice,
+    # but it is below a passing rate: a later, lower failure bounds the answer from above all the same.
+    state = rate_state(steps, criteria)
+    assert state.passed == (2.0, 3.0, 4.5, 5.51) and state.failed == (6.75, 4.98)
+    assert runner.capacity(result) == 4.5 and result.best_index == 3
+    assert result.verdicts[0] == WARMUP and result.verdicts[4] == "p95 722 ms > 300 ms"
+    assert next_rate(steps, criteria, ladder) == pytest.approx(math.sqrt(4.5 * 4.98))
+    assert next_rate(steps[:5], criteria, ladder) == 6.75  # one failure: measure the same rate again
+    assert next_rate(steps[:1], criteria, ladder) == 2.0 and next_rate(steps[:2], criteria, ladder) == 3.0
+
+
+def test_too_few_requests_are_retried_then_count_as_failing() -> None:
+    ladder = RateLadder(2, 2, 0.05, 100, 0.5)
+    few = [Step(4, 2, 40, 60, 30, 0, 2.0, warmup=True)] + [Step(4, 2, 40, 60, 5, 0, 2.0)] * 3
+    assert next_rate(few, SLO, ladder) == 2.0  # inconclusive: measure again
+    assert next_rate([*few, Step(4, 2, 40, 60, 5, 0, 2.0)], SLO, ladder) == 1.0  # 4 tries: failing, come down
+    failing = [Step(4, 2, 40, 600, 30, 0, r) for r in (2.0, 2.0, 1.0, 1.0, 0.5, 0.5)]
+    assert next_rate(failing, SLO, ladder) is None and not rate_search(failing, SLO).found
 
 
 def test_window_stats_turn_counters_into_batch_size_and_cpu() -> None:
@@ -233,15 +333,29 @@ def test_variant_selection_and_payload_copies() -> None:
     assert payload_pairs(names) == [("original", "original_uint8"), ("x_uint8", "x_uint8_fp32")]
 
 
-def test_perf_analyzer_offers_the_load_of_the_chosen_step() -> None:
-    paced = Step(20, 19.0, 80, 95, 120, 0, 20.0)
-    assert runner.same_load(paced, 1.0) == perf_analyzer.Load(request_rate=20.0)  # open loop: the same rate
-    closed = Step(4, 11.0, 80, 95, 120, 0, None)
-    assert runner.same_load(closed, 0.0) == perf_analyzer.Load(concurrency=4)  # closed loop: users are concurrency
-    results = [search(curve(*points), SLO) for points in (
-        [(1, 1, 40), (10, 10, 40)], [(1, 1, 40), (10, 12, 40)], [(1, 1, 400), (10, 9, 400), (10, 9, 400)]
-    )]  # fmt: skip
-    assert runner.median_repeat(results) == 0
+def test_perf_analyzer_searches_up_to_what_the_server_delivers_closed_loop(tmp_path: Path) -> None:
+    plan = LoadPlan(RateLadder(2, 1.5, 0.05, 500, 0.4), 32, 6.0, 2.0, 4.0, SLO)
+    config = runner.BenchConfig("dev", "sandbox", plan, repeats=1)
+    rates = runner.pa_range(config, saturation_rps=40.0)
+    assert (rates.low, rates.high, rates.step) == (2.0, 60.0, pytest.approx(1.0))
+    assert runner.pa_range(config, None).high == 500.0 and runner.pa_range(config, 0.5).high == 4.0
+    args = perf_analyzer.search_command(Path("pa"), "original", "127.0.0.1:8000", "http", rates, 100, 20, tmp_path)
+    assert {"--async", "--binary-search", "--request-distribution=poisson", "--latency-threshold=100"} <= set(args)
+    assert "--request-rate-range=2:60:1" in args and "--percentile=95" in args
+    csv_path = tmp_path / "pa.csv"  # recorded from perf_analyzer 2.51's binary search on the slow twin (150 ms)
+    csv_path.write_text(
+        "Request Rate,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,"
+        "Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency\n"
+        "4,3.27739,239,2204,5603,65,44274,157,0,47458,58275,94933,108353\n"
+        "17.125,15.2725,243,1480,30925,63,41965,172,0,65710,123325,143373,187673\n"
+        "14.5,12.6095,265,1673,22473,63,42494,160,0,54130,106518,125075,183198\n"
+    )
+    found = perf_analyzer.parse_search_csv(csv_path, rates, 150)
+    assert (found.max_rate, found.rps, found.p95_ms, found.levels) == (17.125, 15.2725, pytest.approx(143.373), 3)
+    assert perf_analyzer.parse_search_csv(csv_path, rates, 130).max_rate == 14.5  # checked again, not trusted
+    assert perf_analyzer.parse_search_csv(tmp_path / "none.csv", rates, 150).max_rate is None
+    results = [rate_search(simulate(c, plan.ladder), SLO) for c in (10, 30, 20)]
+    assert runner.median_repeat(results) == 2
 
 
 def test_a_variant_that_cannot_be_served_is_reported_and_skipped() -> None:
@@ -250,7 +364,8 @@ def test_a_variant_that_cannot_be_served_is_reported_and_skipped() -> None:
         raise TritonStartError("tritonserver exited with code 1 before it was ready\n(log tail)")
         yield  # a generator, as a server context is
 
-    config = runner.BenchConfig("dev", "sandbox", LoadPlan((1,), 1.0, 1.0, 0.0, 1.0, SLO), repeats=1)
+    plan = LoadPlan(RateLadder(1, 1.5, 0.05, 10, 0.5), 1, 1.0, 0.0, 1.0, SLO)
+    config = runner.BenchConfig("dev", "sandbox", plan, repeats=1)
     outcome = runner.run_all(config, [runner.read_model(REFERENCE_VARIANTS[0], None)], broken_server, lambda _: None)
     assert outcome.runs == [] and outcome.summaries == []
     assert outcome.failed == ["original: not measured: tritonserver exited with code 1 before it was ready"]
@@ -292,24 +407,33 @@ def test_cost_rows_cover_measured_and_reference_rps() -> None:
 
 def recorded_run() -> BenchRun:
     criteria = dataclasses.replace(SLO, slo_ms=400)
-    result = search(RECORDED_ORIGINAL_CPU, criteria)
+    result = rate_search(RECORDED_ORIGINAL_CPU, criteria)  # offered 2, 2, 4, 6, 8 requests/s
     rows = [
         StepRow("original", 1, i, s.users, s.offered_rps, s.warmup, 6.0, s.requests, s.failures, s.rps, s.p50_ms,
                 s.p95_ms, s.p95_ms, 1.5, s.p95_ms, 20.0, 30.0, 60.0, None, result.verdicts[i], result.best_index == i)
         for i, s in enumerate(RECORDED_ORIGINAL_CPU)
     ]  # fmt: skip
+    rows[0] = dataclasses.replace(rows[0], phase="warm-up")
+    rows.append(StepRow("original", 1, 5, 4, None, False, 6.0, 60, 0, 9.5, 380, 420, 400, 3.8, 390, 300, 95, 99,
+                        None, "saturation (closed loop)", False, phase="saturation"))  # fmt: skip
     summary = VariantSummary(
         "original", "none", "FP32", 64, 64, 20000, 1, 602_112, 1, 1, 3.9949, 3.9949, 3.9949, 0.0, 4, 4.0, 238.7,
         257.7, 2.0, 222.2, 32.3, 31.0, 34.0, None, 7.32, 1, 4.07, 544.0, 0.98, "", 2, 7.37, 0.54, 2.6
     )  # fmt: skip
-    summary = dataclasses.replace(summary, pa_load="4 requests/s (Poisson)", pa_concurrency=None, pa_p95_ratio=0.47)
+    summary = dataclasses.replace(summary, max_rps=4.0, max_rps_low=4.0, max_rps_high=4.0, pa_concurrency=None,
+                                  pa_load="binary search 2-14.2 requests/s (Poisson, step 0.24)", pa_rps=4.07,
+                                  pa_p95_ms=380.0, pa_max_rps=4.4, pa_ratio=4.0 / 4.4, pa_p95_ratio=None,
+                                  saturation_rps=9.5, saturation_users=4, saturation_batch=3.8, raw_batch=4,
+                                  raw_rps=11.0, served_raw=9.5 / 11.0)  # fmt: skip
     no_result = dataclasses.replace(summary, variant="original_uint8", input_dtype="UINT8", bytes_per_request=150_528,
                                     found=0, max_rps=None, max_rps_low=None, max_rps_high=None, spread_pct=None,
-                                    pa_ratio=None, pa_note="no step met the SLO")  # fmt: skip
-    settings = {**dataclasses.asdict(criteria), "users": [2, 4, 6, 8], "rps_per_user": 1.0, "step_s": 6.0,
-                "settle_s": 2.0, "warmup_s": 4.0, "repeats": 1, "protocol": "http"}  # fmt: skip
+                                    pa_ratio=None, pa_max_rps=None, pa_note="no rate met the SLO")  # fmt: skip
+    ladder = {f"ladder_{k}": v for k, v in dataclasses.asdict(RateLadder(2, 1.5, 0.05, 500, 0.4)).items()}
+    settings = {**dataclasses.asdict(criteria), **ladder, "users": 32, "arrival": "poisson", "step_s": 6.0,
+                "saturation_users": [1, 2, 4], "settle_s": 2.0, "warmup_s": 4.0, "repeats": 1,
+                "protocol": "http"}  # fmt: skip
     prices = cost.pricings(load_settings("dev"))
-    costs = cost.cost_rows(prices, {"original": 3.9949}, {"original": 602_112}, "measured (CPU twin)")
+    costs = cost.cost_rows(prices, {"original": 4.0}, {"original": 602_112}, "measured (CPU twin)")
     return BenchRun(
         command="python -m bench --variants original --slo-ms 400",
         stack="dev",
@@ -333,15 +457,19 @@ def test_report_writes_csvs_readme_and_json_from_a_recorded_run(tmp_path: Path) 
     assert {"README.md", "results.csv", "summary.csv", "cost.csv", "results.json"} <= names
     with (tmp_path / "results.csv").open() as handle:
         rows = list(csv.DictReader(handle))
-    assert len(rows) == 5 and rows[2]["chosen"] == "True" and rows[0]["verdict"] == WARMUP
+    assert len(rows) == 6 and rows[2]["chosen"] == "True" and rows[0]["verdict"] == WARMUP
+    assert [r["phase"] for r in rows] == ["warm-up", *["search"] * 4, "saturation"]
     assert rows[0]["gpu_pct"] == ""  # None is written as an empty cell
     with (tmp_path / "summary.csv").open() as handle:
         summary = list(csv.DictReader(handle))
-    assert [r["variant"] for r in summary] == ["original", "original_uint8"] and summary[0]["max_rps"] == "3.9949"
+    assert [r["variant"] for r in summary] == ["original", "original_uint8"] and summary[0]["max_rps"] == "4.0"
+    assert summary[0]["pa_max_rps"] == "4.4" and summary[0]["saturation_rps"] == "9.5"
     readme = (tmp_path / "README.md").read_text()
     assert "NOT what a T4 does" in readme and "random weights" in readme
-    assert "| `original` | **4.0** | 239 | 258 | 222 (32) | 2.00 |" in readme
-    assert "none met the SLO" in readme and "RPS 0.98, p95 0.47 (PA 4.1 RPS, p95 544 ms at 4 requests/s" in readme
+    assert "| `original` | **4.0** | 4.4 (p95 380 ms; Locust / PA 0.91) | 239 | 258 | 222 (32) | 2.00 |" in readme
+    assert "| 9.5 (4, 3.80) | 0.86 (raw 11.0 img/s at batch 4) |" in readme
+    assert "none met the SLO" in readme and "n/a (no rate met the SLO)" in readme
+    assert "open-loop poisson arrivals" in readme and "bisection" in readme
     assert "## FP32 vs UINT8 payload" in readme and "| `original_uint8` | UINT8 | 150,528 |" in readme
     assert "reference T4" in readme and "load average at start (1/5/15 min) | 1.78 / 1.90 / 1.70" in readme
     assert "Best for the SLO here: `original` at 4.0 RPS" in readme
@@ -362,7 +490,7 @@ def test_recommendation_without_any_result_explains_the_latency_floor() -> None:
     run = recorded_run()
     nothing = dataclasses.replace(run.summaries[1], raw_batch=1, raw_rps=10.0)
     first, second = report.recommend([nothing], run.settings)
-    assert first.startswith("No variant met p95 <= 400 ms, not even at the lowest step (2 user(s))")
+    assert first.startswith("No variant met p95 <= 400 ms, not even at the lowest rate tried (0.4 requests/s)")
     assert "one image takes 100 ms in raw ONNX Runtime (`original_uint8`) and the batcher waits up to 20 ms" in first
     assert "a floor of ~120 ms" in first and "--slo-ms 300" in second
 
@@ -381,26 +509,33 @@ def test_lowest_load_and_contention_are_read_from_the_steps() -> None:
 
 
 def test_bad_arguments_fail_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--users", "4,2"]) == 2
+    assert main(["--saturation-users", "4,2"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: users: counts must rise strictly") and err.count("\n") == 1
+    assert err.startswith("error: --saturation-users: counts >= 1 must rise strictly") and err.count("\n") == 1
+    assert main(["--start-rps", "0"]) == 2
+    assert capsys.readouterr().err.startswith("error: --start-rps 0 / --max-rps 500: expected 0 < start <= max")
     assert main(["--variants", "trt_int4"]) == 2
     assert "'trt_int4' is not deployed" in capsys.readouterr().err
 
 
 def test_smoke_run_end_to_end(tmp_path: Path) -> None:
-    """One variant, a warm-up and two tiny steps: real tritonserver, real Locust, perf_analyzer, report."""
+    """One variant: warm-up, a two-rate search, two closed-loop levels: real tritonserver, real Locust, report."""
     out = tmp_path / "out"
-    args = ["--variants", "original", "--uint8", "--repeats", "1", "--users", "1,2", "--rps-per-user", "4",
-            "--step-seconds", "2", "--settle-seconds", "1", "--warmup-seconds", "1", "--min-requests", "4",
-            "--slo-ms", "10000", "--raw-seconds", "1"]  # fmt: skip
+    args = ["--variants", "original", "--uint8", "--repeats", "1", "--start-rps", "2", "--max-rps", "4",
+            "--growth", "2", "--max-users", "4", "--saturation-users", "1,2", "--step-seconds", "2",
+            "--settle-seconds", "1", "--warmup-seconds", "1", "--min-requests", "4", "--slo-ms", "10000",
+            "--raw-seconds", "1", "--no-perf-analyzer"]  # fmt: skip
     args += ["--build-dir", str(tmp_path / "build"), "--out", str(out)]
     assert main(args) == 0
     run = load_run(out / "results.json")
-    assert [(r.step, r.users, r.warmup) for r in run.steps] == [(0, 1, True), (1, 1, False), (2, 2, False)]
+    assert [(r.phase, r.offered_rps, r.users) for r in run.steps] == [
+        ("warm-up", 2.0, 4), ("search", 2.0, 4), ("search", 4.0, 4), ("saturation", None, 1), ("saturation", None, 2)
+    ]  # fmt: skip
     assert all(r.requests >= 4 and r.failures == 0 and r.batch and r.server_cpu_pct for r in run.steps[1:])
     (summary,) = run.summaries
-    assert summary.variant == "original" and summary.found == 1 and summary.max_rps > 0
-    assert summary.pa_rps and summary.pa_rps > 0, summary.pa_note
-    assert summary.raw_rps and summary.raw_rps > 0
-    assert (out / "README.md").is_file() and (out / "summary.csv").is_file()
+    assert summary.variant == "original" and summary.found == 1 and summary.max_rps == 4.0
+    assert summary.saturation_rps and summary.saturation_users in (1, 2) and summary.pa_note.startswith("skipped")
+    assert summary.raw_rps and summary.served_raw == pytest.approx(summary.saturation_rps / summary.raw_rps)
+    with (out / "summary.csv").open() as handle:
+        assert next(csv.DictReader(handle))["max_rps"] == "4.0"  # the column the independent check reads
+    assert (out / "README.md").is_file()

@@ -26,13 +26,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from model_repo.build import BuildResult
 from sandbox.triton import TritonServer, free_port, isolation_available, wait_for
 
-pytest_plugins = ("tests.triton_fixtures",)
+pytest_plugins = ("tests.triton_fixtures", "tests.bench_fixtures")
 
 LOCUSTFILE = Path(__file__).resolve().parent.parent / "loadtest" / "locustfile.py"
 LOCUST = Path(sys.executable).parent / "locust"
 CONFIG_KEYS = (
     *("model", "saddr", "rps", "protocol", "payload", "input_name", "output_name", "batch", "timeout_s"),
-    *("metrics_port", "metrics_addr"),
+    *("metrics_port", "metrics_addr", "rate", "arrival", "trace", "rate_steps", "users"),
 )
 # Marks every locust this module starts, to find any left behind.
 MARK_KEY, MARK_VALUE = "LOCUST_TEST_RUN", uuid.uuid4().hex
@@ -309,14 +309,56 @@ def test_hung_server_times_out_instead_of_hanging(triton: TritonServer, tmp_path
     assert errors and all("timed out" in error.lower() for error in errors), errors
 
 
+def test_rate_is_independent_of_the_user_count(
+    slow_triton: TritonServer, slow_model: tuple[str, int], tmp_path: Path
+) -> None:
+    """Open loop: 2 users or 12, the same 10 requests/s reach a server that takes 40 ms each (users only
+    bound the requests in flight). Paced per user (the old way), 12 users would have sent 6x as many."""
+    name, _ = slow_model
+    counts = {}
+    for users in (2, 12):
+        settings = {"saddr": slow_triton.http_url, "model": name, "rate": "10", "output_name": "probabilities"}
+        run = start_locust(tmp_path, settings, users=users, run_time_s=12).finish()
+        assert run.code == 0, run.output
+        total = run.aggregated()
+        assert int(total["Failure Count"]) == 0, total
+        counts[users] = int(total["Request Count"])
+    for users, count in counts.items():  # Poisson count over ~12 s: mean 120, sd ~11; allow for a late start
+        assert 80 <= count <= 160, (users, counts)
+    assert abs(counts[2] - counts[12]) <= 45, counts
+
+
+def test_trace_and_rate_steps_drive_the_load(
+    slow_triton: TritonServer, slow_model: tuple[str, int], tmp_path: Path
+) -> None:
+    """A recorded trace replays at its own mean rate (here 20 requests/s: 25 ms and 75 ms gaps); a
+    rate_steps shape runs its users for the shape's length, then stops the test by itself."""
+    name, _ = slow_model
+    trace = tmp_path / "trace.txt"
+    trace.write_text("25000\n75000\n")  # microseconds, as perf_analyzer's --request-intervals
+    base = {"saddr": slow_triton.http_url, "model": name, "output_name": "probabilities"}
+    run = start_locust(tmp_path, {**base, "arrival": "trace", "trace": str(trace)}, users=4, run_time_s=8).finish()
+    assert run.code == 0, run.output
+    assert 110 <= int(run.aggregated()["Request Count"]) <= 170  # 8 s at 20/s, deterministic gaps
+    shaped = {**base, "rate_steps": "5:3,5-15:3", "users": "3"}  # 15 + 30 requests, then the shape ends the test
+    run = start_locust(tmp_path, shaped, users=1, run_time_s=60).finish()
+    assert run.code == 0, run.output
+    assert run.elapsed_s < 6 + STARTUP_MARGIN_S
+    assert 25 <= int(run.aggregated()["Request Count"]) <= 65
+
+
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
+        ("arrival", "uniform", "locustfile: bad setting arrival='uniform': expected one of poisson, constant, trace"),
+        ("rate_steps", "10:0", "locustfile: bad setting rate_steps='10:0': '10:0': rates from 0 to"),
+        ("trace", "/nonexistent", "locustfile: bad setting trace='/nonexistent': only read with arrival=trace"),
+        ("rate", "-3", "locustfile: bad setting rate='-3': expected a number >= 0"),
         ("protocol", "ftp", "locustfile: bad setting protocol='ftp': expected one of http, grpc"),
         ("rps", "abc", "locustfile: bad setting rps='abc': expected a number >= 0"),
         ("saddr", "http://triton:8000", "locustfile: bad setting saddr='http://triton:8000': expected host or"),
     ],
-    ids=["protocol", "rps", "saddr"],
+    ids=["arrival", "rate_steps", "trace", "rate", "protocol", "rps", "saddr"],
 )
 def test_bad_setting_fails_fast_in_one_line(key: str, value: str, message: str, tmp_path: Path) -> None:
     run = start_locust(tmp_path, {key: value}, users=1, run_time_s=30).finish()

@@ -1,0 +1,133 @@
+"""Arrival processes and load shapes of the load test: pure functions, no Locust, no gevent.
+
+The locustfile imports this file as `arrivals` (Locust puts the locustfile's folder on sys.path
+while it imports it; the cluster's ConfigMap carries both files); tests import it as
+`loadtest.arrivals`.
+
+An arrival process draws the time to the next request at a given rate (requests/s):
+- poisson: independent arrivals, exponential gaps with mean 1/rate (many independent clients; what
+  perf_analyzer offers with --request-distribution=poisson,
+  https://docs.nvidia.com/deeplearning/triton-inference-server/user-guide/docs/perf_analyzer/docs/cli.html);
+- constant: a gap of exactly 1/rate;
+- trace: recorded gaps, replayed in a loop, in perf_analyzer's --request-intervals format (microseconds,
+  one per line), scaled so that their mean rate is the requested rate.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+KINDS = ("poisson", "constant", "trace")
+MAX_RATE = 1_000_000.0  # requests/s; far beyond one Locust process, a guard against typos
+MAX_TRACE_LINES = 10_000_000
+
+
+class ArrivalError(ValueError):
+    """A bad arrival setting or trace; the message says what is wrong."""
+
+
+class ArrivalProcess:
+    """Draws gaps between arrivals; one per Locust process (seeded by the caller for tests)."""
+
+    def __init__(self, kind: str, rng: random.Random, trace: Sequence[float] = ()) -> None:
+        if kind not in KINDS:
+            raise ArrivalError(f"expected one of {', '.join(KINDS)}, got {kind!r}")
+        if kind == "trace" and not trace:
+            raise ArrivalError("arrival=trace needs a trace with at least one gap")
+        self.kind, self.rng, self.trace = kind, rng, tuple(trace)
+        self._next = rng.randrange(len(trace)) if trace else 0  # workers replaying one trace start apart
+        self._trace_mean = sum(trace) / len(trace) if trace else 0.0
+
+    def gap(self, rate: float) -> float:
+        """Seconds to the next arrival at `rate` requests/s (> 0)."""
+        if not 0 < rate <= MAX_RATE:
+            raise ArrivalError(f"rate must be above 0 and at most {MAX_RATE:g}, got {rate!r}")
+        if self.kind == "poisson":
+            return self.rng.expovariate(rate)
+        if self.kind == "constant":
+            return 1.0 / rate
+        recorded = self.trace[self._next]
+        self._next = (self._next + 1) % len(self.trace)
+        return recorded / (self._trace_mean * rate)  # the trace's shape at the requested mean rate
+
+
+def arrival_times(process: ArrivalProcess, rate: float, duration_s: float) -> list[float]:
+    """Arrival instants in [0, duration_s) at a fixed rate (for tests and previews)."""
+    times, t = [], process.gap(rate)
+    while t < duration_s:
+        times.append(t)
+        t += process.gap(rate)
+    return times
+
+
+def read_trace(path: Path) -> tuple[float, ...]:
+    """Gaps in seconds from a file of microseconds, one per line (blank lines and # comments skipped)."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ArrivalError(f"cannot read {path}: {err.strerror if isinstance(err, OSError) else err}") from None
+    gaps = []
+    for number, line in enumerate(lines[:MAX_TRACE_LINES], start=1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        try:
+            micros = float(text)
+        except ValueError:
+            micros = math.nan
+        if not (math.isfinite(micros) and micros >= 0):
+            raise ArrivalError(f"{path}:{number}: expected microseconds >= 0, got {text!r}")
+        gaps.append(micros / 1e6)
+    if not gaps or sum(gaps) <= 0:
+        raise ArrivalError(f"{path}: no gaps (expected microseconds, one per line, not all 0)")
+    return tuple(gaps)
+
+
+# ---------------------------------------------------------------- load shapes: steps and ramps
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stretch of a load shape: `start` requests/s rising (or falling) linearly to `end` over `seconds`."""
+
+    start: float
+    end: float
+    seconds: float
+
+
+_ITEM = re.compile(r"^\s*([0-9.eE+]+)\s*(?:-\s*([0-9.eE+]+)\s*)?:\s*([0-9.eE+]+)\s*$")
+
+
+def parse_steps(text: str) -> tuple[Segment, ...]:
+    """`RATE:SECONDS` holds and `FROM-TO:SECONDS` ramps, comma-separated, e.g. `10:60,10-40:120`."""
+    segments = []
+    for item in text.split(","):
+        found = _ITEM.match(item)
+        try:
+            start, end, seconds = (float(found[1]), float(found[2] or found[1]), float(found[3])) if found else (0,) * 3
+        except ValueError:
+            found = None
+        if not found or not all(math.isfinite(v) for v in (start, end, seconds)):
+            raise ArrivalError(f"{item.strip()!r}: expected RATE:SECONDS or FROM-TO:SECONDS")
+        if not (0 <= start <= MAX_RATE and 0 <= end <= MAX_RATE and seconds > 0):
+            raise ArrivalError(f"{item.strip()!r}: rates from 0 to {MAX_RATE:g} requests/s, seconds > 0")
+        segments.append(Segment(start, end, seconds))
+    return tuple(segments)
+
+
+def rate_at(segments: Sequence[Segment], elapsed_s: float) -> float | None:
+    """The shape's rate `elapsed_s` after the start; None once the last segment is over."""
+    for segment in segments:
+        if elapsed_s < segment.seconds:
+            return segment.start + (segment.end - segment.start) * max(0.0, elapsed_s) / segment.seconds
+        elapsed_s -= segment.seconds
+    return None
+
+
+def duration_s(segments: Sequence[Segment]) -> float:
+    return sum(s.seconds for s in segments)

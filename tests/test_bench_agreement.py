@@ -1,0 +1,51 @@
+"""The benchmark's capacity search agrees with NVIDIA's perf_analyzer on a server of known service time.
+
+Both tools search the same real tritonserver for the highest open-loop request rate (Poisson
+arrivals) whose p95 meets the same objective: Locust through the project's locustfile and
+bench/locust_steps.py, perf_analyzer with its own binary search (--request-rate-range with
+--binary-search and --latency-threshold,
+https://docs.nvidia.com/deeplearning/triton-inference-server/user-guide/docs/perf_analyzer/docs/cli.html).
+The model sleeps SERVICE_MS per request, one request at a time (tests/bench_fixtures.py): the
+capacity is set by that sleep, not by the busy cores, so the answers must agree within 15 %.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from bench import perf_analyzer, runner
+from bench.load_plan import LoadPlan
+from bench.slo_search import RateLadder, SloCriteria, rate_search
+from model_repo.settings import REFERENCE_VARIANTS
+from sandbox.triton import TritonServer
+
+pytest_plugins = ("tests.bench_fixtures",)
+
+SLO_MS = 150.0  # ~3.5 service times of 40 ms: the knee of an M/D/1 queue, well inside the capacity
+
+
+def test_locust_search_agrees_with_perf_analyzer_within_15_percent(
+    slow_triton: TritonServer, slow_model: tuple[str, int], tmp_path: Path
+) -> None:
+    name, service_ms = slow_model
+    capacity = 1000 / service_ms  # requests/s one instance can serve at all
+    criteria = SloCriteria(slo_ms=SLO_MS, max_failure_ratio=0.01, stop_after=2, min_requests=30)
+    ladder = RateLadder(start=4.0, growth=1.5, precision=0.05, max_rate=2 * capacity, floor=1.0)
+    plan = LoadPlan(ladder, 16, 4.0, 1.0, 2.0, criteria, saturation_users=())
+    model = runner.Model(dataclasses.replace(REFERENCE_VARIANTS[0], name=name), None, "input", "probabilities", 0)
+    endpoint = runner.Endpoint(slow_triton.http_url, slow_triton.grpc_url, slow_triton.metrics_url, None, None)
+    curve = runner.run_locust(plan, model, endpoint, "http", tmp_path)
+    ours = runner.capacity(rate_search(runner.search_steps(curve), criteria))
+
+    rates = perf_analyzer.RateRange(ladder.start, 1.5 * capacity, 1.0)
+    binary = perf_analyzer.ensure_binary()
+    theirs = perf_analyzer.search(
+        binary, name, slow_triton.http_url, "http", rates, SLO_MS, criteria.min_requests, tmp_path / "pa.csv"
+    ).max_rate
+
+    steps = [(round(r["offered_rps"], 2), round(r["p95_ms"] or 0)) for r in curve]
+    assert ours is not None and theirs is not None, (steps, theirs)
+    assert 0.3 * capacity < ours < capacity, steps  # a queue, not a wall: below what the sleep allows
+    assert abs(ours / theirs - 1) <= 0.15, (ours, theirs, steps)
+    print(f"Locust {ours:.2f} vs perf_analyzer {theirs:.2f} requests/s at p95 <= {SLO_MS:g} ms")
