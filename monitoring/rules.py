@@ -103,7 +103,11 @@ def alerting_rules(slo: SloSettings, region: str) -> list[dict[str, Any]]:
     return [
         _alert(
             "TritonLatencySLOBreached",
-            f'triton:request_latency_ms:quantile{{quantile="{quantile}"}} > {slo.latency_ms}',
+            # Only where requests arrive: a model loaded beside the one under load keeps a stale or
+            # warm-up-only quantile that says nothing about the service (the sandbox showed such
+            # alerts pending for models that received no traffic).
+            f'(triton:request_latency_ms:quantile{{quantile="{quantile}"}} > {slo.latency_ms})'
+            f" and on ({TRITON_BY}) ({recorded('triton:requests_per_second', slo)} > 0)",
             slo.for_minutes,
             "critical",
             region,

@@ -219,7 +219,7 @@ ALERT_CASES: dict[str, list[tuple[str, list[dict[str, str]], str, list[dict[str,
     "TritonLatencySLOBreached": [
         (
             "p95 over the SLO for longer than 5m",
-            _summary(150),
+            _summary(150) + _requests(10, 0),
             "6m",
             [
                 _fired(
@@ -229,7 +229,9 @@ ALERT_CASES: dict[str, list[tuple[str, list[dict[str, str]], str, list[dict[str,
                 )
             ],
         ),
-        ("p95 over the SLO, not yet for 5m", _summary(150), "4m", []),
+        ("p95 over the SLO, not yet for 5m", _summary(150) + _requests(10, 0), "4m", []),
+        ("p95 over the SLO on a model that gets no requests", _summary(150) + _requests(0, 0), "6m", []),
+        ("p95 over the SLO, no request counter at all", _summary(150), "6m", []),
         ("p95 within the SLO", _summary(80), "6m", []),
         ("only p99 over the SLO", _summary(80, p99_ms=400), "6m", []),
     ],
