@@ -13,11 +13,15 @@ the two halves 0.0.0.0/1 + 128.0.0.0/1 and 0.0.0.0/0 are the same internet.
   https://www.iana.org/assignments/iana-ipv6-special-registry/ (RFC 6890). So 10.0.0.0/8 + 172.16.0.0/12 +
   192.168.0.0/16 (a VPN's private ranges) are always fine.
 - IPv6 ranges that embed IPv4 addresses count as those IPv4 addresses: IPv4-mapped ::ffff:0:0/96 and the
-  deprecated IPv4-compatible ::/96 (RFC 4291 2.5.5), the NAT64 well-known prefix 64:ff9b::/96 (RFC 6052),
-  6to4 2002::/16 (RFC 3056: 2002:V4ADDR::/48) and Teredo 2001::/32 (RFC 4380: the client's IPv4 address,
-  inverted, in the last 32 bits). Kubernetes itself calls mapped addresses a way to smuggle IPs past
-  validation checks (KEP-4858, https://github.com/kubernetes/enhancements/pull/4899), and whether a given
-  dataplane matches an IPv4 client against them varies: counting them as IPv4 is the safe reading.
+  deprecated IPv4-compatible ::/96 (RFC 4291 2.5.5), IPv4-translated ::ffff:0:0:0/96 (SIIT, RFC 2765 2.1:
+  ::ffff:0:a.b.c.d), the NAT64 well-known prefix 64:ff9b::/96 (RFC 6052) and its local-use block
+  64:ff9b:1::/48 (RFC 8215), 6to4 2002::/16 (RFC 3056: 2002:V4ADDR::/48) and Teredo 2001::/32 (RFC 4380: the
+  client's IPv4 address, inverted, in the last 32 bits). In 64:ff9b:1::/48 the operator picks the translation
+  prefix length (RFC 6052 2.2: /48, /56, /64 or /96 inside it), so a range there that holds a whole /96 can
+  stand for every IPv4 address; a longer one is read as a /96 prefix would hold it (IPv4 in the last 32
+  bits). Kubernetes itself calls mapped addresses a way to smuggle IPs past validation checks (KEP-4858,
+  https://github.com/kubernetes/enhancements/pull/4899), and whether a given dataplane matches an IPv4 client
+  against them varies: counting them as IPv4 is the safe reading.
 - The budget is a /8 worth of public IPv4 addresses (16,777,216) and a /32 worth of public IPv6 (2^96), in
   total: the line the per-range check drew before (nothing wider than /8, IPv6 /32), now drawn on the union.
   An office or VPN is a few /24s or /16s; beyond a /8 the list describes a large share of the internet,
@@ -72,10 +76,12 @@ NON_PUBLIC_IPV6: tuple[IPv6Network, ...] = tuple(
 )
 MAPPED = IPv6Network("::ffff:0:0/96")
 COMPATIBLE = IPv6Network("::/96")  # also holds :: and ::1, which land in 0.0.0.0/8 (not public)
+TRANSLATED = IPv6Network("::ffff:0:0:0/96")  # SIIT IPv4-translated, RFC 2765 2.1
 NAT64 = IPv6Network("64:ff9b::/96")
+NAT64_LOCAL = IPv6Network("64:ff9b:1::/48")  # local-use IPv4/IPv6 translation, RFC 8215
 SIX_TO_FOUR = IPv6Network("2002::/16")
 TEREDO = IPv6Network("2001::/32")
-EMBEDDED_IPV4 = (MAPPED, COMPATIBLE, NAT64, SIX_TO_FOUR, TEREDO)
+EMBEDDED_IPV4 = (MAPPED, COMPATIBLE, TRANSLATED, NAT64, NAT64_LOCAL, SIX_TO_FOUR, TEREDO)
 EVERY_IPV4 = IPv4Network("0.0.0.0/0")
 
 
@@ -110,6 +116,14 @@ def _teredo(network: IPv6Network) -> IPv4Network:
     return IPv4Network((~int(network.network_address) & mask, length))
 
 
+def _nat64_local(network: IPv6Network) -> IPv4Network:
+    """A range inside 64:ff9b:1::/48: every IPv4 address if it holds a whole /96 (some prefix length the operator
+    may use puts all of IPv4 inside it), else the last 32 bits as under a /96 prefix."""
+    if network.prefixlen <= 96:
+        return EVERY_IPV4
+    return IPv4Network((int(network.network_address) & IPV4_BITS, network.prefixlen - 96))
+
+
 def embedded_ipv4(network: IPv6Network) -> list[IPv4Network]:
     """The IPv4 addresses an IPv6 range stands for, through every embedding it overlaps."""
     found: list[IPv4Network] = []
@@ -122,6 +136,8 @@ def embedded_ipv4(network: IPv6Network) -> list[IPv4Network]:
             found.append(_six_to_four(network))
         elif block is TEREDO:
             found.append(_teredo(network))
+        elif block is NAT64_LOCAL:
+            found.append(_nat64_local(network))
         else:
             found.append(_suffix(network, block))
     return found

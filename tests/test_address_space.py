@@ -23,10 +23,12 @@ from policy.address_space import (
     MAX_PUBLIC_IPV4,
     MAX_PUBLIC_IPV6,
     NAT64,
+    NAT64_LOCAL,
     NON_PUBLIC_IPV4,
     NON_PUBLIC_IPV6,
     SIX_TO_FOUR,
     TEREDO,
+    TRANSLATED,
     coverage,
     internet_problem,
     parse,
@@ -35,6 +37,7 @@ from policy.policies import source_range_problem
 
 V4_ALL = (1 << 32) - 1
 Interval = tuple[int, int]
+EMBEDDING_BLOCKS = (MAPPED, COMPATIBLE, TRANSLATED, NAT64, NAT64_LOCAL, SIX_TO_FOUR, TEREDO)
 
 
 # ---------------------------------------------------------------- the oracle: integer intervals
@@ -82,10 +85,19 @@ def clip(span: Interval, block: IPv6Network) -> Interval | None:
 def embedded(span: Interval) -> list[Interval]:
     """The IPv4 addresses an IPv6 interval stands for, by where each embedding keeps them."""
     found: list[Interval] = []
-    for block in (MAPPED, COMPATIBLE, NAT64):  # the last 32 bits, unchanged
+    for block in (MAPPED, COMPATIBLE, TRANSLATED, NAT64):  # the last 32 bits, unchanged
         part = clip(span, block)
         if part:
             found.append((part[0] & V4_ALL, part[1] & V4_ALL))
+    part = clip(span, NAT64_LOCAL)  # RFC 8215: any /96 inside may be a translation prefix, so it frees all IPv4
+    if part:
+        first_whole_96 = -(-part[0] >> 32) << 32  # the first /96 boundary at or after the start
+        if first_whole_96 + V4_ALL <= part[1]:
+            found.append((0, V4_ALL))
+        elif part[0] >> 32 == part[1] >> 32:
+            found.append((part[0] & V4_ALL, part[1] & V4_ALL))
+        else:  # the tails of two neighbouring /96s
+            found += [(part[0] & V4_ALL, V4_ALL), (0, part[1] & V4_ALL)]
     part = clip(span, SIX_TO_FOUR)  # bits 16..47 of 2002::/16
     if part:
         found.append(((part[0] >> 80) & V4_ALL, (part[1] >> 80) & V4_ALL))
@@ -109,7 +121,7 @@ def oracle(networks: list[IPv4Network | IPv6Network]) -> tuple[int, int]:
     spans6 = merge([interval(n) for n in networks if n.version == 6])
     spans4 = ipv4_union(networks)
     holes4 = merge([interval(b) for b in NON_PUBLIC_IPV4])
-    holes6 = merge([interval(b) for b in (*NON_PUBLIC_IPV6, MAPPED, COMPATIBLE, NAT64, SIX_TO_FOUR, TEREDO)])
+    holes6 = merge([interval(b) for b in (*NON_PUBLIC_IPV6, *EMBEDDING_BLOCKS)])
     return size(subtract(spans4, holes4)), size(subtract(spans6, holes6))
 
 
@@ -136,7 +148,7 @@ def inside(block: IPv6Network) -> st.SearchStrategy[IPv6Network]:
 
 V6 = st.one_of(
     st.builds(lambda a, p: IPv6Network((a, p), strict=False), st.integers(0, (1 << 128) - 1), st.integers(0, 128)),
-    *(inside(block) for block in (MAPPED, COMPATIBLE, NAT64, SIX_TO_FOUR, TEREDO)),
+    *(inside(block) for block in EMBEDDING_BLOCKS),
     st.builds(lambda p: IPv6Network((0x2600 << 112, p)), st.integers(28, 36)),  # around the /32 budget
 )
 SPLIT_INTERNET = st.builds(
@@ -187,7 +199,7 @@ def config_check(ranges: list[str]) -> str | None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.one_of(*(inside(block) for block in (MAPPED, COMPATIBLE, NAT64, SIX_TO_FOUR, TEREDO))), max_size=6))
+@given(st.lists(st.one_of(*(inside(block) for block in EMBEDDING_BLOCKS)), max_size=6))
 def test_ipv4_embedded_in_ipv6_counts_as_the_ipv4_it_holds(networks) -> None:
     assert merge([interval(n) for n in coverage(networks).ipv4]) == ipv4_union(networks)
     assert (internet_problem(networks) is not None) == refused_by_oracle(networks)
@@ -220,6 +232,10 @@ EVERY_SLASH_8 = [f"{i}.0.0.0/8" for i in range(256)]
         ["::ffff:0.0.0.0/96"],
         ["::/96"],  # IPv4-compatible
         ["64:ff9b::/96"],  # NAT64
+        ["::ffff:0:0:0/96"],  # IPv4-translated (SIIT, RFC 2765)
+        ["64:ff9b:1::/48"],  # local-use NAT64 (RFC 8215)
+        ["64:ff9b:1:abcd::/96"],  # one /96 inside it: a translation prefix an operator may use
+        ["::ffff:0:b00:0/104", "::ffff:0:c00:0/104"],  # 11/8 + 12/8 through IPv4-translated addresses
         ["2002::/16"],  # 6to4
         ["2001::/32"],  # Teredo: every client
         ["::/0"],
@@ -244,6 +260,7 @@ def test_internet_in_any_shape_is_refused_by_config_and_pack(ranges: list[str]) 
         ["11.0.0.0/9", "12.0.0.0/9"],
         ["2600::/32", "fd00::/8"],
         ["::ffff:198.51.100.0/120", "2002:cb00:7100::/40"],  # embedded, but documentation ranges
+        ["::ffff:0:cb00:7100/120", "64:ff9b:1::c633:6400/120"],  # translated / local NAT64, documentation
     ],
 )
 def test_a_teams_own_ranges_pass_both(ranges: list[str]) -> None:
