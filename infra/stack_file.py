@@ -19,9 +19,12 @@ What else is refused, in one line naming the file (and the key, where there is o
 - a config key without a namespace (Pulumi keys are `namespace:name`,
   https://www.pulumi.com/docs/iac/concepts/config/#configuration-keys);
 - a file that is not UTF-8 text, holds NUL bytes, is larger than MAX_BYTES, is not one YAML mapping,
-  nests deeper than MAX_DEPTH or expands (aliases included) to more than MAX_NODES values. yaml.v3 also
-  bounds alias expansion ("document contains excessive aliasing", decode.go above); these limits keep the
-  offline plan's time and memory as bounded (a "billion laughs" file is refused in milliseconds).
+  nests deeper than MAX_DEPTH, holds a recursive alias (yaml.v3 refuses those too: "anchor 'a' value contains
+  itself", https://github.com/go-yaml/yaml/blob/v3/decode_test.go) or
+  expands (aliases included) to more than MAX_NODES values or MAX_CHARS characters. yaml.v3 also bounds
+  alias expansion ("document contains excessive aliasing", decode.go above); these limits, checked while
+  the file is composed and before any alias is expanded, keep the offline plan's time and memory bounded
+  (a "billion laughs" file, or a long string aliased thousands of times, is refused in milliseconds).
 
 The offline plan reads stack files only through here; under `pulumi up` infra/config.py runs the same
 reading over the selected stack's file, so both refuse the same files.
@@ -36,11 +39,16 @@ from typing import Any
 
 import pulumi
 import yaml
+from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 MAX_BYTES = 256 * 1024  # a stack file of this project is ~1 KiB; Pulumi's own are rarely above a few KiB
 MAX_DEPTH = 32
 MAX_NODES = 20_000  # scalars, lists and maps, counted with every alias expanded
+# Characters of all scalars (keys included) with every alias expanded: four times the largest file, so aliases
+# may repeat a file's text a few times over, never blow it up (a 120,000-character string aliased 19,000 times
+# stands for 2.3 billion characters: gigabytes once expanded, and yaml.v3 would expand it too).
+MAX_CHARS = 4 * MAX_BYTES
 STR_TAG = "tag:yaml.org,2002:str"
 SECRET_PLACEHOLDER = "[secret]"  # the offline plan cannot decrypt; infra/config.py never reads secure values
 
@@ -54,6 +62,9 @@ V3_INT = re.compile(r"[-+]?(0[xX][0-9a-fA-F]+|0[oO]?[0-7]+|0[bB][01]+|[0-9]+)")
 V3_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 V3_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}([Tt ].*)?")
+# Booleans to the YAML 1.1 spec (y|Y|yes|...|n|N|no|..., https://yaml.org/type/bool.html) that PyYAML's resolver
+# and yaml.v3 both leave as text: another YAML 1.1 reader (or a later PyYAML) may not, so they are refused too.
+YAML11_ONLY_BOOL = {"y": True, "Y": True, "n": False, "N": False}
 
 
 class StackFileError(pulumi.RunError):
@@ -69,24 +80,51 @@ class _Limit(Exception):
 
 
 class _Loader(yaml.SafeLoader):
-    """Composes the node graph only (nothing is constructed), refusing deep nesting and too many nodes early."""
+    """Composes the node graph only (nothing is constructed), refusing deep nesting and oversized expansions early.
+
+    An alias is composed as a reference to its anchor's node, not a copy, so the graph stays as small as the text;
+    what grows is what the file stands for once every alias is expanded (what yaml.v3 and _Values below build).
+    Each node's expanded size (values, characters) is known when it is complete, so every alias adds its anchor's
+    size to running totals and the file is refused the moment they pass MAX_NODES or MAX_CHARS: a few long
+    strings aliased thousands of times are refused before a single copy exists.
+    """
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.depth = 0
-        self.nodes = 0
+        self.nodes = 0  # values the document expands to so far, aliases expanded
+        self.chars = 0  # characters of its scalars (keys included) so far, aliases expanded
+        self.sizes: dict[int, tuple[int, int]] = {}  # id(node) -> its expanded (values, characters), once complete
 
     def compose_node(self, parent: Node | None, index: Any) -> Node:
+        if self.check_event(AliasEvent):
+            node = super().compose_node(parent, index)  # the anchored node itself (or the undefined-alias error)
+            if id(node) not in self.sizes:
+                raise _Limit("an alias refers to the value that contains it (a recursive alias)")
+            self._grow(*self.sizes[id(node)])
+            return node
         self.depth += 1
-        self.nodes += 1
         if self.depth > MAX_DEPTH:
             raise _Limit(f"nested deeper than {MAX_DEPTH} levels")
-        if self.nodes > MAX_NODES:
-            raise _Limit(f"more than {MAX_NODES} values")
+        nodes, chars = self.nodes, self.chars
         try:
-            return super().compose_node(parent, index)
+            node = super().compose_node(parent, index)
         finally:
             self.depth -= 1
+        if isinstance(node, ScalarNode):
+            self._grow(1, len(node.value))
+        else:
+            self._grow(1, 0)
+        self.sizes[id(node)] = (self.nodes - nodes, self.chars - chars)
+        return node
+
+    def _grow(self, nodes: int, chars: int) -> None:
+        self.nodes += nodes
+        self.chars += chars
+        if self.nodes > MAX_NODES:
+            raise _Limit(f"expands to more than {MAX_NODES} values (aliases included)")
+        if self.chars > MAX_CHARS:
+            raise _Limit(f"expands to more than {MAX_CHARS:,} characters (aliases included)")
 
 
 def read_stack_file(path: Path, project: str, types: dict[str, str]) -> dict[str, str]:
@@ -206,7 +244,7 @@ class _Values:
             if node.tag == STR_TAG:
                 return text
             raise self.fail(node, key, f"the tag {node.tag} is not supported; write the value plainly or quote it")
-        if implicit == STR_TAG and _v3_kind(text) is None:
+        if implicit == STR_TAG and _v3_kind(text) is None and text not in YAML11_ONLY_BOOL:
             return text
         if text in V3_NULL or implicit == "tag:yaml.org,2002:null":
             raise self.fail(node, key, "empty value; remove the line to use the default, or write '' for empty text")
@@ -253,6 +291,8 @@ def _readings(text: str) -> str:
     except (yaml.YAMLError, ValueError):
         value = text
     parts = [] if isinstance(value, str) else [f"{value!r} to YAML 1.1 (PyYAML)"]
+    if text in YAML11_ONLY_BOOL:
+        parts.append(f"{YAML11_ONLY_BOOL[text]!r} to the YAML 1.1 spec")
     v3 = _v3_kind(text)
     if v3:
         parts.append(f"a {v3} to yaml.v3 (Pulumi)")

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from infra.config import ConfigError, config_schema, load_stack_settings
-from infra.stack_file import MAX_BYTES, StackFileError, read_stack_file
+from infra.stack_file import MAX_BYTES, MAX_CHARS, MAX_NODES, StackFileError, read_stack_file
 from offline.runtime import config_string, run_under_mocks
 
 KEYS = config_schema()[1]
@@ -176,6 +176,10 @@ def _refused(path: Path) -> str:
         ("~", "modelSource", "empty value"),
         ("", "domain", "empty value"),
         ("[us-central1, NO]", "regions", 'quote it: "NO"'),
+        ("y", "tritonImageTag", "True to the YAML 1.1 spec"),
+        ("N", "kubernetesVersion", 'quote it: "N"'),
+        ("[us-central1, n]", "regions", 'quote it: "n"'),
+        ("Y", "gpuSpot", "true or false"),
     ],
 )
 def test_values_whose_meaning_depends_on_the_yaml_reader_are_refused(
@@ -210,7 +214,7 @@ def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path) -> None:
         ("config:\n  regions: [us-central1]\n", f"did you mean {PROJECT}:regions?"),
         ("config:\n  gcp:x: !!binary aGk=\n", "tag"),
         ("config:\n  gcp:x: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper"),
-        ("config:\n  gcp:x: &a [*a]\n", "deeper than"),
+        ("config:\n  gcp:x: &a [*a]\n", "recursive alias"),
     ],
 )
 def test_a_file_that_is_not_a_stack_file_is_refused_in_one_line(tmp_path: Path, content: str | bytes, says: str):
@@ -237,6 +241,78 @@ def test_an_alias_bomb_is_refused_fast_and_in_bounded_memory(tmp_path: Path) -> 
     assert "aliases included" in _refused(path)
     assert time.monotonic() - started < 2
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024  # KiB: under 200 MiB more
+
+
+# The YAML 1.1 boolean spellings (https://yaml.org/type/bool.html): whatever PyYAML or yaml.v3 make of them, a
+# string setting written as one unquoted is refused, and the same text quoted arrives as written.
+YAML11_BOOLS = [
+    *("y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE"),
+    *("on", "On", "ON", "off", "Off", "OFF"),
+]
+
+
+@FILES
+@given(
+    key=st.sampled_from(sorted(k for k, spec in KEYS.items() if spec.type == "string")),
+    word=st.sampled_from(YAML11_BOOLS),
+)
+def test_a_yaml_1_1_boolean_for_a_string_setting_is_refused_unless_quoted(tmp_path: Path, key: str, word: str) -> None:
+    message = _refused(_write(tmp_path, f"config:\n  {PROJECT}:{key}: {word}\n"))
+    assert f"line 2: {PROJECT}:{key}: {word} unquoted is " in message and f'quote it: "{word}"' in message
+    assert _read(_write(tmp_path, f"config:\n  {PROJECT}:{key}: '{word}'\n")) == {f"{PROJECT}:{key}": word}
+
+
+def _aliased_strings(length: int, copies: int) -> str:
+    """The red team's file: one long string anchored in one setting and aliased `copies` times in another."""
+    aliases = ", ".join(["*s"] * copies)
+    return f'config:\n  {PROJECT}:modelPrefix: &s "{"a" * length}"\n  {PROJECT}:modelVariants: [{aliases}]\n'
+
+
+# Run in a child process under an address-space limit, reporting its own time and peak memory: a reading that
+# expanded the aliases would die there (or report gigabytes) instead of swapping this machine.
+_MEASURE = """
+import resource, sys, time
+from pathlib import Path
+from infra.stack_file import StackFileError, read_stack_file
+started = time.monotonic()
+try:
+    read_stack_file(Path(sys.argv[1]), sys.argv[2], {})
+    outcome = "accepted"
+except StackFileError as err:
+    outcome = str(err)
+print(time.monotonic() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, outcome, sep="\\n")
+"""
+
+
+def test_a_long_string_aliased_thousands_of_times_is_refused_fast_and_in_bounded_memory(tmp_path: Path) -> None:
+    path = _write(tmp_path, _aliased_strings(120_000, 19_000))  # 177 KiB, 2.3 billion characters once expanded
+    assert path.stat().st_size < MAX_BYTES and MAX_NODES > 19_000
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(path), PROJECT],
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30)),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seconds, peak_mb, outcome = done.stdout.splitlines()
+    assert outcome.startswith(path.name) and "characters (aliases included)" in outcome, outcome
+    assert float(seconds) < 2 and int(peak_mb) < 500, (seconds, peak_mb)
+
+
+@FILES
+@given(length=st.integers(1, 60_000), copies=st.integers(1, 4_000))
+def test_aliases_are_bounded_by_the_characters_they_expand_to(tmp_path: Path, length: int, copies: int) -> None:
+    """Refused, fast, exactly when the expanded text (anchor and copies) passes MAX_CHARS; read as written below."""
+    path = _write(tmp_path, _aliased_strings(length, copies))
+    expanded = len(PROJECT) * 2 + len("modelPrefix") + len("modelVariants") + 2 + len("config") + length * (copies + 1)
+    started = time.monotonic()
+    if expanded > MAX_CHARS:
+        assert "characters (aliases included)" in _refused(path)
+        assert time.monotonic() - started < 2
+    else:
+        assert json.loads(_read(path)[f"{PROJECT}:modelVariants"]) == ["a" * length] * copies
 
 
 def test_a_few_aliases_are_fine(tmp_path: Path) -> None:
