@@ -41,7 +41,10 @@ TRITON_READY_TIMEOUT_S = 240.0
 # closed loopback port, so a lookup that should never happen fails at once and stays local.
 NO_METADATA = {"GCE_METADATA_ROOT": "127.0.0.1:9", "GCE_METADATA_HOST": "127.0.0.1:9", "NO_GCE_CHECK": "True"}
 # Every key the locustfile reads: ambient values must not leak into the load test.
-LOCUST_KEYS = ("model", "saddr", "rps", "protocol", "payload", "input_name", "output_name", "batch", "timeout_s")
+LOCUST_KEYS = (
+    *("model", "saddr", "rps", "protocol", "payload", "input_name", "output_name", "batch", "timeout_s"),
+    *("rate", "arrival", "trace", "rate_steps", "users"),
+)
 LOCUST_KEYS += ("metrics_port", "metrics_addr")
 PROXY_KEYS = ("http_proxy", "https_proxy", "grpc_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 _GLOG_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ [^\]]+\] ")
@@ -291,7 +294,10 @@ class LocustLoad:
         env.update(
             model=self.load.model,
             saddr=self.saddr,
+            # rps per user as the stack's ConfigMap has it; the locustfile turns it into independent
+            # (Poisson) arrivals at rps x users, so users do not fire in lockstep and batch up artificially.
             rps=str(self.load.rps_per_user),
+            arrival="poisson",
             protocol=self.load.protocol,
             payload=self.load.payload,
             metrics_port=str(self.metrics_port),

@@ -160,7 +160,8 @@ def render(report: Report) -> str:
     scraped = ", ".join(f"{job} {'up' if up else 'DOWN'}" for job, up in sorted(s["targets"].items())) or "none"
     lines = [
         f"sandbox report: stack {s['stack']}, model {s['model']} over {s['protocol']} ({s['payload']}), "
-        f"{s['users']} users x {s['rps_per_user']} req/s, {s['duration_s']} s",
+        f"Poisson arrivals at {s['users']} users x {s['rps_per_user']} req/s "
+        f"({s['users'] * s['rps_per_user']:g} req/s, open loop), {s['duration_s']} s",
         f"  Locust       {_rate(load['rps'])} req/s, p50 {_ms(load['p50_ms'])}, p95 {_ms(load['p95_ms'])}, "
         f"{load['failures']} failures of {load['requests']} requests",
         f"  Triton       batch size {'n/a' if batch is None else f'{batch:.2f}'} per execution; per request "

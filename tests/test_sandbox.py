@@ -180,6 +180,9 @@ def test_a_short_run_reports_real_load_and_leaves_nothing_behind(sandbox: Start)
     assert triton["batch_size"] >= 1 and triton["compute_ms_per_request"] > 0
     assert triton["queue_ms_per_request"] >= 0 and triton["latency_quantile_ms"] > 0
     assert set(report["alerts"]) == {"firing", "pending"}
+    # Only the model under load can breach its SLO: the other loaded twins get no requests.
+    alerted = {a.get("model") for state in ("firing", "pending") for a in report["alerts"][state]}
+    assert alerted <= {None, "original"}, report["alerts"]
     assert report["targets"] == {"triton": True, "locust": True, "prometheus": True}
     assert report["prometheus_queries"]["batch_size"]["result"]
     assert (report["model"], report["users"], report["duration_s"]) == ("original", 2, 5)
