@@ -7,7 +7,10 @@ from the schema in Pulumi.yaml, the one place where settings are declared.
 
 from __future__ import annotations
 
+import base64
 import difflib
+import importlib.util
+import inspect
 import json
 import os
 import re
@@ -22,7 +25,7 @@ from pulumi.runtime import config as runtime_config
 
 from infra import catalogue
 from infra.catalogue import CatalogueError, GpuCatalogue
-from infra.stack_file import StackFileError, read_stack_file
+from infra.stack_file import SECRET_PLACEHOLDER, StackFileError, read_stack_file
 from model_repo.errors import ModelRepoError
 from model_repo.settings import (
     REFERENCE_VARIANTS,
@@ -320,22 +323,64 @@ def _set_keys() -> set[str]:
 # their own key spaces (https://www.pulumi.com/docs/iac/concepts/config/#configuration-keys), and ESC environments
 # may hand a stack keys it does not read.
 OTHER_NAMESPACES = ("pulumi", "gcp", "kubernetes", "random", "command")
-# A private key or a service-account key file, which belong in `pulumi config set --secret`.
-PRIVATE_KEY = re.compile(r'-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----|"private_key"\s*:|"type"\s*:\s*"service_account"')
+# Key material in any of its usual wrappings, which belongs in `pulumi config set --secret`: PEM private keys
+# (PKCS#1/#8, "OPENSSH PRIVATE KEY"), service-account key files (JSON with "private_key" / "type":
+# "service_account", https://cloud.google.com/iam/docs/keys-create-delete), PuTTY private keys ("PuTTY-User-Key-File-2:"
+# or "-3:", https://the.earth.li/~sgtatham/putty/0.78/htmldoc/AppendixC.html) and Google OAuth 2.0 access tokens
+# ("usually start with ya29.", https://api-aomint.aodocs.com/authentication/access-apis-with-bearer-tokens).
+PRIVATE_KEY = re.compile(
+    r'-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----|"private_key"\s*:|"type"\s*:\s*"service_account"'
+    r"|PuTTY-User-Key-File-\d+:|\bya29\.[A-Za-z0-9_.-]{20,}"
+)
+# A run of base64 (standard or URL-safe alphabet) long enough to wrap a key: `$(base64 -w0 sa.json)` is one.
+BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{40,}={0,2}")
+BASE64_LAYERS = 2  # base64 of base64 is unwrapped too; a deeper wrapping is no accident
+# Keys whose value is a credential by definition, whatever it looks like (pulumi-gcp "credentials": a service
+# account key file or its path, "accessToken": an OAuth 2.0 token; the provider reads both from its config:
+# https://www.pulumi.com/registry/packages/gcp/installation-configuration/ and
+# https://registry.terraform.io/providers/hashicorp/google/latest/docs/guides/provider_reference#authentication).
+SECRET_BY_DEFINITION = ("gcp:credentials", "gcp:accessToken")
+
+
+def _holds_key_material(text: str, layers: int = BASE64_LAYERS) -> bool:
+    if PRIVATE_KEY.search(text):
+        return True
+    if layers == 0:
+        return False
+    for run in BASE64_RUN.findall(text):
+        try:
+            decoded = base64.b64decode(run.replace("-", "+").replace("_", "/") + "=" * (-len(run) % 4))
+        except ValueError:
+            continue
+        if _holds_key_material(decoded.decode("utf-8", "replace"), layers - 1):
+            return True
+    return False
 
 
 def _refuse_plain_secrets(keys: list[str]) -> None:
-    """Key material in plain config is refused without echoing it; secret values arrive marked secret."""
+    """Key material in plain config is refused without echoing it; secret values arrive marked secret.
+
+    Under `pulumi up` the engine lists the keys set with --secret (pulumi.runtime's secret keys, also exported as
+    PULUMI_CONFIG_SECRET_KEYS); the offline plan cannot decrypt and reads a `secure:` value as SECRET_PLACEHOLDER.
+    """
     secret = set(runtime_config.get_config_secret_keys_env())
     for full_key in keys:
         if runtime_config.is_config_secret(full_key) or full_key in secret:
             continue
         value = runtime_config.get_config(full_key)
         text = value if isinstance(value, str) else json.dumps(value)
-        if PRIVATE_KEY.search(text):
+        if text == SECRET_PLACEHOLDER:
+            continue
+        if full_key in SECRET_BY_DEFINITION:
             raise ConfigError(
-                f"{full_key}: holds a private key or service-account key in plain text; remove it from the stack "
-                f"file and store it encrypted: pulumi config set --secret {full_key} < KEY_FILE"
+                f"{full_key}: a credential, so it must be set as a secret, not in plain text; remove it from the "
+                f"stack file and store it encrypted: pulumi config set --secret {full_key} < FILE"
+            )
+        if _holds_key_material(text):
+            raise ConfigError(
+                f"{full_key}: holds a private key, service-account key or access token in plain text (perhaps "
+                f"base64-wrapped); remove it from the stack file and store it encrypted: "
+                f"pulumi config set --secret {full_key} < KEY_FILE"
             )
 
 
@@ -357,6 +402,80 @@ def _refuse_misspelt_namespace(reader: _Reader, full_key: str) -> None:
     raise ConfigError(f"{full_key}: unknown namespace {namespace!r}; did you mean {close}:{name}?")
 
 
+# Where the providers' documented settings are listed: the installed SDKs are generated from the same provider
+# schema as those pages, so the key lists below match the provider version requirements.txt pins.
+PROVIDER_DOCS = {
+    "gcp": "https://www.pulumi.com/registry/packages/gcp/installation-configuration/",
+    "kubernetes": "https://www.pulumi.com/registry/packages/kubernetes/installation-configuration/",
+}
+
+
+@cache
+def provider_config_keys(namespace: str) -> frozenset[str]:
+    """The config keys a provider reads: pulumi-gcp's config module, pulumi-kubernetes' Provider arguments."""
+    if namespace == "gcp":
+        spec = importlib.util.find_spec("pulumi_gcp")  # found without importing the whole SDK
+        if spec is None or spec.origin is None:
+            raise ConfigError("gcp: the pulumi_gcp package is not installed; run make setup (requirements.txt)")
+        source = (Path(spec.origin).parent / "config" / "vars.py").read_text(encoding="utf-8")
+        return frozenset(re.findall(r"__config__\.get\w*\('(\w+)'\)", source))
+    from pulumi_kubernetes.provider import ProviderArgs
+
+    names = inspect.signature(ProviderArgs.__init__).parameters
+    return frozenset(re.sub(r"_(\w)", lambda m: m.group(1).upper(), name) for name in names if name != "__self__")
+
+
+def _refuse_provider_key(full_key: str) -> None:
+    """gcp: and kubernetes: keys: only the provider's documented settings, and only those this program reads.
+
+    Every Kubernetes resource here uses the explicit provider of its own GKE cluster (infra/cluster.py); only a
+    default provider takes its settings from the stack's `kubernetes:` keys ("Default provider instances are
+    created ... with inputs sourced from the stack's configuration values for the relevant provider package",
+    https://github.com/pulumi/pulumi/blob/master/docs/architecture/providers/default.md), so any kubernetes: key
+    would be silently ignored. gcp: keys configure the default gcp provider, which every Google resource uses.
+    """
+    namespace, _, name = full_key.partition(":")
+    known = provider_config_keys(namespace)
+    if name not in known:
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.7)
+        hint = f"did you mean {namespace}:{close[0]}?" if close else f"its settings: {PROVIDER_DOCS[namespace]}"
+        raise ConfigError(f"{full_key}: not a setting of the {namespace} provider; {hint}")
+    if namespace == "kubernetes":
+        raise ConfigError(
+            f"{full_key}: never read: each Kubernetes resource uses the provider of its own GKE cluster "
+            "(infra/cluster.py), which takes no kubernetes: stack settings; remove it"
+        )
+
+
+def _check_provider_location(regions: tuple[RegionSettings, ...]) -> None:
+    """gcp:region and gcp:zone, the gcp provider's defaults for resources that name no region or zone.
+
+    This program names one for every regional and zonal resource, from triton-gke:regions and triton-gke:zones
+    (resources without one, like the VPC, firewalls and the global load balancer, are global), so the defaults
+    place nothing. A default outside the stack's regions is still refused: it says the user meant to deploy
+    elsewhere, which would silently not happen; one of the stack's own regions (or its zones) is harmless.
+    """
+    names = [r.name for r in regions]
+    known = catalogue.load_regions()
+    gcp = pulumi.Config("gcp")
+    region, zone = gcp.get("region"), gcp.get("zone")
+    if region is not None and region not in names:
+        close = difflib.get_close_matches(region, names, n=1) or difflib.get_close_matches(region, known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(
+            f"gcp:region: {_show(region)} is not valid{hint}; this program deploys to triton-gke:regions "
+            f"({', '.join(names)}): set the regions there, and gcp:region to one of them or not at all"
+        )
+    zones = [z for r in names for z in known[r]]
+    if zone is not None and zone not in zones:
+        close = difflib.get_close_matches(zone, zones, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(
+            f"gcp:zone: {_show(zone)} is not valid{hint}; expected a zone of the stack's regions "
+            f"({', '.join(names)}): set the zones in triton-gke:zones, and gcp:zone to one of them or not at all"
+        )
+
+
 def _refuse_unknown_keys(reader: _Reader) -> None:
     prefix = f"{reader.project}:"
     keys = sorted(_set_keys())
@@ -365,6 +484,9 @@ def _refuse_unknown_keys(reader: _Reader) -> None:
         namespace, sep, name = full_key.partition(":")
         if not (namespace and sep and name) or CONTROL.search(full_key):
             raise ConfigError(f"{_show(full_key)}: not a config key; expected namespace:name, e.g. {prefix}regions")
+        if namespace in PROVIDER_DOCS:
+            _refuse_provider_key(full_key)
+            continue
         if not full_key.startswith(prefix):
             _refuse_misspelt_namespace(reader, full_key)
             continue
@@ -815,6 +937,7 @@ def load_stack_settings() -> StackSettings:
     gpu_catalogue = _gpu_catalogue(reader)
     gpu_pool = _gpu_pool(reader, gpu_catalogue)
     regions = _regions(reader, gpu_catalogue, gpu_pool.accelerator_type)
+    _check_provider_location(regions)
     model_repo = _model_repo(reader)
     cluster = _cluster(reader)
     cpu_pool = _cpu_pool(reader)

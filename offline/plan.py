@@ -15,7 +15,7 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -106,10 +106,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad option is one line (`error: ... (see --help)`) and exit 2, without the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_CONFIG, f"error: {self.prog}: {message} (see {self.prog} ARGS=--help)\n")
+
+
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="make plan", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = OneLineParser(prog="make plan", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default dev)")
     parser.add_argument("--json", action="store_true", help="print only a JSON array of resources on stdout")
     parser.add_argument(

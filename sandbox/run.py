@@ -40,7 +40,7 @@ from model_repo.errors import ModelRepoError
 from monitoring.local import LocalPrometheus
 from monitoring.settings import TRITON_PODS
 from offline.build_models import CPU_TWINS
-from offline.plan import overrides_from
+from offline.plan import OneLineParser, overrides_from
 from offline.runtime import load_settings
 from sandbox import components as parts
 from sandbox import leftovers
@@ -336,7 +336,7 @@ def run(args: argparse.Namespace, settings: StackSettings, progress: Progress, c
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="make sandbox", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="make sandbox", description=__doc__.split("\n\n")[0])  # a bad option: one line
     parser.add_argument("--stack", default="dev", help="stack whose settings are used (default: dev)")
     parser.add_argument("--duration", type=_positive, default=20, help="seconds of load (default: 20)")
     parser.add_argument("--users", type=_positive, default=4, help="simulated Locust users (default: 4)")

@@ -8,6 +8,7 @@ traceback, and within bounded time and memory. Stack files go through infra/stac
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import resource
@@ -22,8 +23,9 @@ import yaml
 from conftest import PROJECT, PROJECT_DIR, stack_settings
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from pulumi.runtime.config import set_all_config
 
-from infra.config import ConfigError, config_schema, load_stack_settings
+from infra.config import ConfigError, config_schema, load_stack_settings, provider_config_keys
 from infra.stack_file import MAX_BYTES, MAX_CHARS, MAX_NODES, StackFileError, read_stack_file
 from offline.runtime import config_string, run_under_mocks
 
@@ -123,13 +125,86 @@ def test_a_misspelt_namespace_is_refused_with_the_real_key(key: str, suggestion:
 
 # Namespaces that are not typos stay accepted: Pulumi's own, the providers', and other packages' key spaces
 # ("allows the AWS package to accept aws:region", https://www.pulumi.com/docs/iac/concepts/config/#configuration-keys).
-@pytest.mark.parametrize("key", ["gcp:region", "gcp:zone", "kubernetes:context", "pulumi:tags", "aws:region", "acme:x"])
+@pytest.mark.parametrize("key", ["pulumi:tags", "aws:region", "acme:x", "gcp:impersonateServiceAccount"])
 def test_keys_of_other_namespaces_are_accepted(key: str) -> None:
     assert _refusal(stack_settings("dev") | {key: "some-value"}) is None
 
 
+# gcp: and kubernetes: keys are checked against the providers' own settings (infra/config.py cites the docs).
+@pytest.mark.parametrize(
+    "key,value,says",
+    [
+        ("gcp:projekt", "x", "gcp:projekt: not a setting of the gcp provider; did you mean gcp:project?"),
+        ("gcp:regoin", "us-central1", "did you mean gcp:region?"),
+        ("gcp:zone", "x", "gcp:zone: 'x' is not valid"),
+        ("gcp:zone", "europe-west4-a", "expected a zone of the stack's regions (us-central1)"),
+        ("gcp:region", "mars", "gcp:region: 'mars' is not valid; this program deploys to triton-gke:regions"),
+        ("gcp:region", "us-centrl1", "did you mean us-central1?"),
+        ("kubernetes:kubeconfig", "x", "kubernetes:kubeconfig: never read"),
+        ("kubernetes:contxt", "x", "did you mean kubernetes:context?"),
+    ],
+)
+def test_provider_settings_are_checked_against_the_providers_keys(key: str, value: str, says: str) -> None:
+    refused = _refusal(stack_settings("dev") | {key: value})
+    assert refused is not None and str(refused).startswith(f"{key}: ") and says in str(refused), refused
+
+
+@pytest.mark.parametrize("key,value", [("gcp:region", "us-central1"), ("gcp:zone", "us-central1-b")])
+def test_provider_defaults_inside_the_stacks_regions_are_accepted(key: str, value: str) -> None:
+    assert _refusal(stack_settings("dev") | {key: value}) is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.from_regex(r"[a-z][A-Za-z]{2,20}", fullmatch=True))
+def test_any_gcp_key_is_accepted_only_if_the_provider_has_it(name: str) -> None:
+    refused = _refusal(stack_settings("dev") | {f"gcp:{name}": "false"})
+    if name in provider_config_keys("gcp") and name not in ("region", "zone", "credentials", "accessToken"):
+        assert refused is None, refused
+    else:
+        assert refused is not None and str(refused).startswith(f"gcp:{name}: "), refused
+
+
 PEM = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n"
 SERVICE_ACCOUNT = json.dumps({"type": "service_account", "project_id": "p", "private_key_id": "k", "private_key": PEM})
+
+
+PUTTY = "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: me\nPublic-Lines: 2\nAAAAC3Nza\n"
+OAUTH_TOKEN = "ya29.a0AfB_byC9xY8kLmN3oPqRsTuVwXyZ0123456789"
+OPENSSH = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+@pytest.mark.parametrize("key", [f"{PROJECT}:modelSource", "acme:token"])
+@pytest.mark.parametrize(
+    "secret", [PUTTY, OAUTH_TOKEN, OPENSSH, _b64(SERVICE_ACCOUNT), _b64(PEM), _b64(_b64(PEM)), f"x={_b64(PUTTY)}"]
+)
+def test_wrapped_key_material_is_refused(key: str, secret: str) -> None:
+    refused = _refusal(stack_settings("dev") | {key: secret})
+    assert refused is not None and str(refused).startswith(f"{key}: holds a private key"), refused
+    assert f"pulumi config set --secret {key}" in str(refused) and secret[:12] not in str(refused)
+
+
+@settings(max_examples=30, deadline=None)
+@given(key=st.sampled_from(["gcp:credentials", "gcp:accessToken"]), value=st.text(max_size=60))
+def test_credential_keys_are_refused_in_plain_text_whatever_the_value(key: str, value: str) -> None:
+    refused = _refusal(stack_settings("dev") | {key: value})
+    assert refused is not None and str(refused).startswith(f"{key}: a credential"), refused
+
+
+@pytest.mark.parametrize("key", ["gcp:credentials", "gcp:accessToken", "acme:token"])
+def test_a_value_set_with_secret_is_accepted(key: str) -> None:
+    """`pulumi config set --secret`: the engine hands the program the decrypted value and lists the key as secret."""
+    config = stack_settings("dev") | {key: _b64(SERVICE_ACCOUNT)}
+
+    def load_as_pulumi_up() -> None:
+        set_all_config(config, secret_keys=[key])  # what the Python language host does with the engine's list
+        load_stack_settings()
+
+    run_under_mocks(load_as_pulumi_up, "dev", config, PROJECT)
+    assert _refusal(stack_settings("dev") | {key: "[secret]"}) is None  # the offline plan's stand-in for `secure:`
 
 
 @pytest.mark.parametrize("key", ["gcp:credentials", f"{PROJECT}:modelSource", "acme:token"])
@@ -423,3 +498,14 @@ def test_plan_command_with_any_stack_file_plans_or_exits_2(tmp_path_factory: Any
     config_file.write_text(f"{yaml.safe_dump({'config': dev})}  {PROJECT}:{key}: {fragment}\n")
     done = _plan(["--config-file", str(config_file)], out / "plan")
     _assert_planned_or_refused(done, config_file.read_text())
+
+
+@pytest.mark.parametrize("module,prog", [("offline.plan", "make plan"), ("sandbox.run", "make sandbox")])
+@pytest.mark.parametrize("option", ["--bogus", "--stack", "--json=1"])
+def test_a_bad_option_is_one_line_and_exit_2(module: str, prog: str, option: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", module, option], cwd=PROJECT_DIR, capture_output=True, text=True, timeout=PLAN_TIMEOUT_S
+    )
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {prog}: "), done.stderr
+    assert "usage:" not in done.stderr and "Traceback" not in done.stderr
