@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import stat
 import sys
 from collections import Counter
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, NoReturn
 
 import yaml
@@ -87,13 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_out_dir(out_dir, legacy_ok=args.out is None)  # before anything is evaluated or written
         plan = evaluate(args.stack, overrides_from(args.set), args.config_file)
+        k8s_files = write_kubernetes_objects(plan, out_dir)  # refuses links and strangers before writing
     except (ConfigError, FileNotFoundError) as err:
         # One line always: a value quoted in a message may hold a line break.
         message = with_model_repo_args(str(err), args.stack, settings_words(args.set, args.config_file))
         message = " ".join(message.split("\n"))
         print(f"error: {message}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    k8s_files = write_kubernetes_objects(plan, out_dir)
     problems = invalid_kubernetes_objects(plan, _kubernetes_version(args.stack, args.set, args.config_file))
     if problems:
         print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
@@ -294,6 +296,12 @@ def invalid_kubernetes_objects(plan: Plan, kubernetes_version: str) -> list[str]
 # Lists (one relative path a line) the files the plan wrote into its out folder: the next plan removes
 # those and nothing else, so `--out .` or a folder holding other files can never lose a stranger's file.
 WRITTEN_LIST = ".offline-plan-files"
+# Every file is created, never opened for overwriting, and never through a link: a symlink planted in the
+# out folder (or the folder of a cluster replaced by one) would otherwise send the YAML to any file the user
+# can write (O_NOFOLLOW: open(2) fails on a link as the last component, O_EXCL: fails on anything existing,
+# links included; https://man7.org/linux/man-pages/man2/open.2.html).
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 def default_out_dir(stack: str) -> Path:
@@ -301,10 +309,12 @@ def default_out_dir(stack: str) -> Path:
 
 
 def check_out_dir(out_dir: Path, legacy_ok: bool = False) -> None:
-    """Refuse an out folder that holds files the plan did not write (no list of written files in it).
+    """Refuse an out folder that is a link, or holds files the plan did not write (no list of written files).
 
     legacy_ok: the default build/plan/<stack> of plans older than the list; its YAML is taken as the plan's own.
     """
+    _refuse_link(out_dir)
+    _refuse_link(out_dir / WRITTEN_LIST)
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"--out: {out_dir} exists and is not a folder")
     if not out_dir.is_dir() or (out_dir / WRITTEN_LIST).is_file() or not any(out_dir.iterdir()):
@@ -317,40 +327,134 @@ def check_out_dir(out_dir: Path, legacy_ok: bool = False) -> None:
     )
 
 
-def _previously_written(out_dir: Path) -> list[Path]:
-    """The files an earlier plan listed, only those still inside out_dir (the list is not trusted blindly)."""
+def _refuse_link(path: Path) -> None:
+    if path.is_symlink():
+        raise ConfigError(
+            f"--out: {path} is a symbolic link; the plan never writes or removes through a link (remove it)"
+        )
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return path.lstat()
+    except FileNotFoundError:
+        return None
+
+
+def _check_path(out_dir: Path, relative: PurePosixPath) -> os.stat_result | None:
+    """lstat each component of out_dir/relative: a link anywhere is refused; the last one's stat (None: absent)."""
+    for depth in range(1, len(relative.parts) + 1):
+        path = out_dir.joinpath(*relative.parts[:depth])
+        status = _lstat(path)
+        if status is None:
+            return None
+        _refuse_link(path)
+        if depth < len(relative.parts) and not stat.S_ISDIR(status.st_mode):
+            raise ConfigError(f"--out: {path} is in the way of the plan's files and is not a folder")
+    return status
+
+
+def _previously_written(out_dir: Path) -> list[PurePosixPath]:
+    """The regular files an earlier plan listed, relative to out_dir (entries leaving it are dropped)."""
     listing = out_dir / WRITTEN_LIST
-    if not listing.is_file():  # the legacy default folder: the old layout PROVIDER/KIND-NS-NAME.yaml
-        return sorted(out_dir.glob("*/*.yaml"))
-    root = out_dir.resolve()
-    paths = [out_dir / line for line in listing.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [p for p in paths if p.resolve().is_relative_to(root) and p.resolve() != root and p.is_file()]
+    if _lstat(listing) is None:  # the legacy default folder: the old layout PROVIDER/KIND-NS-NAME.yaml
+        entries = [PurePosixPath(p.relative_to(out_dir).as_posix()) for p in out_dir.glob("*/*.yaml")]
+    else:
+        lines = listing.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
+        entries = [PurePosixPath(line) for line in lines if line.strip()]
+    inside = [e for e in entries if e.parts and not e.is_absolute() and ".." not in e.parts]
+    return sorted({e for e in inside if (s := _check_path(out_dir, e)) is not None and stat.S_ISREG(s.st_mode)})
 
 
-def _remove_previous(out_dir: Path) -> None:
-    for path in _previously_written(out_dir):
-        path.unlink()
+def _planned_files(plan: Plan) -> list[tuple[PurePosixPath, dict[str, Any]]]:
+    files = []
+    for provider, manifest in kubernetes_objects(plan):
+        meta = manifest.get("metadata", {})
+        name = f"{manifest.get('kind', 'Object')}-{meta.get('namespace', 'cluster')}-{meta.get('name', 'unnamed')}.yaml"
+        files.append((PurePosixPath(provider, name.lower()), manifest))
+    return files
+
+
+def _check_targets(out_dir: Path, targets: list[PurePosixPath], previous: list[PurePosixPath]) -> None:
+    """Before anything changes: every file the plan writes is new or its own, on a path without links."""
+    for relative in targets:
+        status = _check_path(out_dir, relative)
+        if status is not None and relative not in previous:
+            raise ConfigError(f"--out: {out_dir / relative} exists and was not written by offline.plan")
+
+
+def write_kubernetes_objects(plan: Plan, out_dir: Path) -> list[Path]:
+    """Replace the files an earlier plan wrote into out_dir with this plan's, and list them for the next one.
+
+    Everything is checked first (links, strangers in the way), so a refusal leaves the folder as it was.
+    """
+    check_out_dir(out_dir, legacy_ok=out_dir == default_out_dir(plan.stack))
+    previous = _previously_written(out_dir)
+    files = _planned_files(plan)
+    _check_targets(out_dir, [relative for relative, _ in files], previous)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        root = os.open(out_dir, _DIRECTORY)
+    except OSError as err:
+        raise ConfigError(f"--out: cannot use {out_dir}: {err.strerror}") from None
+    try:
+        # Listed first with the old ones: a plan killed half-way leaves a list that still covers its files.
+        _write_listing(root, sorted({*previous, *(relative for relative, _ in files)}))
+        _remove_previous(out_dir, previous)
+        for relative, manifest in files:
+            _create(root, relative, yaml.safe_dump(manifest, sort_keys=False))
+        _write_listing(root, [relative for relative, _ in files])
+    except OSError as err:  # a link or file planted between the checks and the writes
+        raise ConfigError(f"--out: cannot write {out_dir / (err.filename or '')}: {err.strerror}") from None
+    finally:
+        os.close(root)
+    return [out_dir / relative for relative, _ in files]
+
+
+def _remove_previous(out_dir: Path, previous: list[PurePosixPath]) -> None:
+    for relative in previous:
+        path = out_dir / relative
+        path.unlink()  # unlink(2) removes a link itself, never its target
         if path.parent != out_dir:
             with contextlib.suppress(OSError):  # its provider folder, when nothing else is left in it
                 path.parent.rmdir()
 
 
-def write_kubernetes_objects(plan: Plan, out_dir: Path) -> list[Path]:
-    """Replace the files an earlier plan wrote into out_dir with this plan's, and list them for the next one."""
-    check_out_dir(out_dir, legacy_ok=out_dir == default_out_dir(plan.stack))
-    _remove_previous(out_dir)
-    written = []
-    for provider, manifest in kubernetes_objects(plan):
-        meta = manifest.get("metadata", {})
-        name = f"{manifest.get('kind', 'Object')}-{meta.get('namespace', 'cluster')}-{meta.get('name', 'unnamed')}.yaml"
-        path = out_dir / provider / name.lower()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(manifest, sort_keys=False))
-        written.append(path)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    listing = "".join(f"{p.relative_to(out_dir).as_posix()}\n" for p in written)
-    (out_dir / WRITTEN_LIST).write_text(listing, encoding="utf-8")
-    return written
+def _create(root: int, relative: PurePosixPath, text: str) -> None:
+    """Create root/relative (new file, no link followed: each folder is opened with O_NOFOLLOW)."""
+    folder = os.dup(root)
+    try:
+        for part in relative.parts[:-1]:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, dir_fd=folder)
+            inner = _open(part, _DIRECTORY, folder, relative)
+            os.close(folder)
+            folder = inner
+        fd = _open(relative.name, _CREATE, folder, relative, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    finally:
+        os.close(folder)
+
+
+def _open(name: str, flags: int, folder: int, relative: PurePosixPath, mode: int = 0o777) -> int:
+    try:
+        return os.open(name, flags, mode, dir_fd=folder)
+    except OSError as err:
+        err.filename = relative.as_posix()
+        raise
+
+
+def _write_listing(root: int, relatives: list[PurePosixPath]) -> None:
+    """Write the list beside the files under a temporary name, then rename it over the old one (rename(2)
+    replaces the name itself, even a link, never what a link points to)."""
+    temporary = f"{WRITTEN_LIST}.{os.getpid()}.tmp"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary, dir_fd=root)
+    fd = _open(temporary, _CREATE, root, PurePosixPath(temporary), 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write("".join(f"{relative.as_posix()}\n" for relative in relatives))
+    os.replace(temporary, WRITTEN_LIST, src_dir_fd=root, dst_dir_fd=root)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -125,3 +127,123 @@ def test_a_tampered_list_never_removes_a_file_outside_the_folder(
     assert victim.read_text() == "keep\n"
     assert written and all(p.is_file() for p in written)
     assert set((out / WRITTEN_LIST).read_text().split()) == {p.relative_to(out).as_posix() for p in written}
+
+
+# ---------------------------------------------------------------- links: never written or removed through
+
+
+def snapshot(folder: Path) -> dict[str, str | bytes]:
+    """Every entry under folder by lstat: a link as its target text, a file as its bytes, a folder as 'dir'."""
+    entries: dict[str, str | bytes] = {}
+    for path in sorted(folder.rglob("*")):
+        name = path.relative_to(folder).as_posix()
+        if path.is_symlink():
+            entries[name] = f"-> {os.readlink(path)}"
+        else:
+            entries[name] = path.read_bytes() if path.is_file() else "dir"
+    return entries
+
+
+def link_refusal(link: Path) -> str:
+    return f"error: --out: {link} is a symbolic link; the plan never writes or removes through a link (remove it)"
+
+
+def test_a_link_planted_among_the_plans_files_is_refused_and_its_target_kept(tmp_path: Path) -> None:
+    # The red team's first case: after one plan, one of its YAML files replaced by a link to a file outside.
+    out, victim = tmp_path / "plan", tmp_path / "victim.txt"
+    assert run_plan("--out", str(out)).returncode == 0
+    victim.write_text("keep\n")
+    link = out / "gke-us-central1-k8s" / "namespace-cluster-triton.yaml"
+    link.unlink()
+    link.symlink_to(victim)
+    before = snapshot(out)
+
+    result = run_plan("--out", str(out))
+
+    assert result.returncode == 2 and result.stderr.splitlines() == [link_refusal(link)]
+    assert victim.read_text() == "keep\n"
+    assert snapshot(out) == before  # nothing removed or written before the refusal
+
+
+def test_a_cluster_folder_replaced_by_a_link_is_refused_and_the_other_folder_kept(tmp_path: Path) -> None:
+    # The second case: OUT/<cluster> a link to another folder, which holds a file named like one of the plan's.
+    out, other = tmp_path / "plan", tmp_path / "other"
+    assert run_plan("--out", str(out)).returncode == 0
+    other.mkdir()
+    (other / "namespace-cluster-triton.yaml").write_text("mine\n")
+    cluster = out / "gke-us-central1-k8s"
+    shutil.rmtree(cluster)
+    cluster.symlink_to(other, target_is_directory=True)
+    before, other_before = snapshot(out), snapshot(other)
+
+    result = run_plan("--out", str(out))
+
+    assert result.returncode == 2 and result.stderr.splitlines() == [link_refusal(cluster)]
+    assert snapshot(other) == other_before and snapshot(out) == before
+
+
+def test_an_out_folder_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    out = tmp_path / "plan"
+    out.symlink_to(target, target_is_directory=True)
+
+    result = run_plan("--out", str(out))
+
+    assert result.returncode == 2 and result.stderr.splitlines() == [link_refusal(out)]
+    assert not any(target.iterdir())
+
+
+@pytest.fixture(scope="module")
+def planned(dev_objects: Plan, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """A folder one plan wrote, and every path in it (files, folders, the list) a link could replace."""
+    out = tmp_path_factory.mktemp("planned") / "plan"
+    write_kubernetes_objects(dev_objects, out)
+    return out, sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), kind=st.sampled_from(["file", "folder", "dangling"]))
+def test_a_link_anywhere_in_the_plans_folder_is_refused_and_nothing_changes(
+    tmp_path_factory: pytest.TempPathFactory,
+    dev_objects: Plan,
+    planned: tuple[Path, list[str]],
+    data: st.DataObject,
+    kind: str,
+) -> None:
+    source, paths = planned
+    root = tmp_path_factory.mktemp("links")
+    out = root / "plan"
+    shutil.copytree(source, out)
+    outside = root / "outside"
+    outside.mkdir()
+    (outside / "victim.yaml").write_text("keep\n")
+    replaced = out / data.draw(st.sampled_from(paths), label="replaced")
+    is_folder = replaced.is_dir()
+    shutil.rmtree(replaced) if is_folder else replaced.unlink()
+    target = {"file": outside / "victim.yaml", "folder": outside, "dangling": outside / "absent"}[kind]
+    replaced.symlink_to(target, target_is_directory=is_folder)
+    before, outside_before = snapshot(out), snapshot(outside)
+
+    with pytest.raises(ConfigError) as refused:
+        write_kubernetes_objects(dev_objects, out)
+
+    assert str(refused.value) == link_refusal(replaced).removeprefix("error: ")
+    assert snapshot(out) == before and snapshot(outside) == outside_before
+
+
+def test_a_strangers_file_with_a_plan_files_name_is_refused_not_overwritten(
+    tmp_path: Path, planned: tuple[Path, list[str]], dev_objects: Plan
+) -> None:
+    source, _ = planned
+    out = tmp_path / "plan"
+    shutil.copytree(source, out)
+    listed = (out / WRITTEN_LIST).read_text().splitlines()
+    (out / WRITTEN_LIST).write_text("".join(f"{line}\n" for line in listed[1:]))  # the first is not the plan's
+    (out / listed[0]).write_text("mine\n")
+    before = snapshot(out)
+
+    with pytest.raises(ConfigError, match=f"--out: {out / listed[0]} exists and was not written by offline.plan"):
+        write_kubernetes_objects(dev_objects, out)
+
+    assert snapshot(out) == before
