@@ -1,7 +1,8 @@
 """Build a Triton model repository (and optionally its CPU twin) from ModelRepoSettings.
 
 Everything is written into a staging folder next to the target and renamed into place at
-the end, so a failed build leaves the target as it was. Built and quantised ONNX files are
+the end, so a failed build leaves the target as it was. Builds of one target run one at a time
+(an exclusive lock on .NAME.lock beside it): a second build says it waits, then runs. Built and quantised ONNX files are
 cached under build/cache keyed by a content hash, so repeated builds take seconds.
 """
 
@@ -9,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import functools
 import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -89,11 +92,14 @@ def build_repository(
     validate_settings(settings)
     out, cpu_out = Path(out).resolve(), Path(cpu_out).resolve() if cpu_out else None
     _check_targets(out, cpu_out)
-    source = resolve_source(settings, Path(cache_dir) if cache_dir else DEFAULT_CACHE_DIR)
-    if cpu_out and source.fp32 is None:
-        raise ModelRepoError("cpu_out: CPU twins need an ONNX model (TensorFlow cannot run locally)")
     targets = [(out, _write_gpu_model)] + ([(cpu_out, _write_twin)] if cpu_out else [])
     with contextlib.ExitStack() as stack:
+        for target in sorted(target for target, _ in targets):  # one order for all builds: no deadlock
+            stack.enter_context(_target_lock(target))
+        _check_targets(out, cpu_out)  # again: a build that ran while this one waited may have changed them
+        source = resolve_source(settings, Path(cache_dir) if cache_dir else DEFAULT_CACHE_DIR)
+        if cpu_out and source.fp32 is None:
+            raise ModelRepoError("cpu_out: CPU twins need an ONNX model (TensorFlow cannot run locally)")
         stages = [(target, stack.enter_context(_staging(target)), write) for target, write in targets]
         for _, stage, write in stages:
             for variant in settings.variants:
@@ -360,26 +366,85 @@ def _check_targets(out: Path, cpu_out: Path | None) -> None:
             )
 
 
+def lock_path(target: Path) -> Path:
+    return target.with_name(f".{target.name}.lock")
+
+
 @contextlib.contextmanager
-def _staging(target: Path) -> Iterator[Path]:
-    """A temp folder beside `target` (same file system, so the final rename is atomic)."""
+def _target_lock(target: Path) -> Iterator[None]:
+    """Hold the exclusive lock of one target (waiting, and saying so, while another build holds it).
+
+    flock(2) locks are released by the kernel when their holder exits, kill -9 included, so a crashed
+    build never blocks the next (https://man7.org/linux/man-pages/man2/flock.2.html). The holder removes
+    the lock file before it lets go, and a waiter then finds its file gone and locks the new one: no lock
+    file is left beside the target, and no two builds ever hold locks on different files of one name.
+    """
     created = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.staging-"))
+    path = lock_path(target)
+    fd = _acquire(path, target)
     try:
-        yield stage
+        _remove_stale(target)
+        yield
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            path.unlink()
+        os.close(fd)  # releases the lock
         for folder in created:  # deepest first; only if the build left them empty
             with contextlib.suppress(OSError):
                 folder.rmdir()
 
 
+def _acquire(path: Path, target: Path) -> int:
+    said = False
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not said:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                print(f"waiting for another build of {target} (pid {holder}) to finish", file=sys.stderr, flush=True)
+                said = True
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        with contextlib.suppress(FileNotFoundError):
+            if (os.fstat(fd).st_ino, os.fstat(fd).st_dev) == (path.stat().st_ino, path.stat().st_dev):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+                return fd
+        os.close(fd)  # the file was removed by the build that held it: lock the one there now
+
+
+def _remove_stale(target: Path) -> None:
+    """Staging and old folders of builds of this target that were killed (none can be running: we hold the lock)."""
+    for pattern in (f".{target.name}.staging-*", f".{target.name}.old-*"):
+        for folder in target.parent.glob(pattern):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _staging(target: Path) -> Iterator[Path]:
+    """A temp folder beside `target` (same file system, so the final rename is atomic)."""
+    stage = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.staging-"))
+    try:
+        yield stage
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
 def _commit(stage: Path, target: Path) -> None:
+    """Swap the staged folder in (under the target's lock); the old one is put back if that fails."""
     old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    if target.exists():
+    shutil.rmtree(old, ignore_errors=True)
+    moved = target.exists()
+    if moved:
         target.rename(old)
-    stage.rename(target)
+    try:
+        stage.rename(target)
+    except OSError:
+        if moved:
+            old.rename(target)
+        raise
     shutil.rmtree(old, ignore_errors=True)
 
 

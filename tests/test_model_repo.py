@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import fcntl
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tritonclient.grpc import model_config_pb2 as mc
 
 from model_repo.__main__ import main
-from model_repo.build import BuildResult, build_repository
+from model_repo.build import BuildResult, build_repository, lock_path
 from model_repo.configs import validate_config_text
 from model_repo.errors import ModelRepoError
 from model_repo.resnet50 import with_uint8_input
@@ -431,3 +434,67 @@ def test_validate_config_text_rejects_what_triton_would(model_repos: BuildResult
     with pytest.raises(ModelRepoError) as caught:
         validate_config_text(text.replace(old, new), path)
     assert str(caught.value).startswith(str(path)) and fragment in str(caught.value)
+
+
+# ---------------------------------------------------------------- builds of one target at the same time
+
+
+def start_build(tmp_path: Path, model: Path) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "model_repo", "--out", str(tmp_path / "out" / "repo"), "--variants", "original"]
+    command += ["--cpu-out", str(tmp_path / "out" / "cpu"), "--onnx", str(model), "--cache-dir", str(tmp_path / "c")]
+    return subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def assert_one_clean_repository(tmp_path: Path) -> None:
+    for name in ("repo", "cpu"):
+        assert sorted(p.name for p in (tmp_path / "out" / name).iterdir()) == [".model_repo.json", "original"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["cpu", "repo"]  # no staging, old or lock
+
+
+def test_a_build_waits_while_another_holds_the_target_then_both_finish(tmp_path: Path) -> None:
+    # Two `make plan`s at once: before the lock, both renamed their staging folder onto the target and one
+    # crashed with "OSError: Directory not empty". Here a third party holds the lock, as a running build does,
+    # so both real builds must queue behind it (deterministic), then run one after the other.
+    model = small_onnx(tmp_path / "small.onnx")
+    (tmp_path / "out").mkdir()
+    with open(lock_path(tmp_path / "out" / "cpu"), "w") as holder:
+        holder.write(f"{os.getpid()}\n")
+        holder.flush()
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        builds = [start_build(tmp_path, model) for _ in range(2)]
+        time.sleep(8)  # long enough for both to import, validate and reach the lock on 2 busy cores
+        assert [b.poll() for b in builds] == [None, None]
+        assert not (tmp_path / "out" / "repo").exists()  # nothing written while it waits
+        lock_path(tmp_path / "out" / "cpu").unlink()  # as a finishing build does
+    results = [(*b.communicate(timeout=240), b.returncode) for b in builds]
+
+    for stdout, stderr, code in results:
+        assert code == 0, stderr
+        assert f"waiting for another build of {tmp_path / 'out' / 'cpu'} (pid {os.getpid()}) to finish" in stderr
+        assert "Traceback" not in stderr and "model repository" in stdout
+    assert_one_clean_repository(tmp_path)
+
+
+def test_concurrent_builds_of_one_target_all_succeed(tmp_path: Path) -> None:
+    model = small_onnx(tmp_path / "small.onnx")
+    builds = [start_build(tmp_path, model) for _ in range(3)]
+    results = [(*b.communicate(timeout=300), b.returncode) for b in builds]
+
+    assert [(code, "Traceback" in stderr) for _, stderr, code in results] == [(0, False)] * 3, results
+    assert_one_clean_repository(tmp_path)
+
+
+def test_a_build_killed_half_way_leaves_nothing_that_blocks_the_next(tmp_path: Path) -> None:
+    # kill -9 releases the flock (the kernel drops it with the process); its staging folder is removed next time.
+    model = small_onnx(tmp_path / "small.onnx")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / ".repo.staging-killed").mkdir()
+    (tmp_path / "out" / ".repo.staging-killed" / "half.onnx").write_bytes(b"\0")
+    with open(lock_path(tmp_path / "out" / "repo"), "w") as stale:  # a lock file whose holder is gone
+        stale.write("999999\n")
+
+    build = start_build(tmp_path, model)
+    _, stderr = build.communicate(timeout=240)
+
+    assert build.returncode == 0 and "waiting" not in stderr, stderr
+    assert_one_clean_repository(tmp_path)
