@@ -43,7 +43,7 @@ from offline.build_models import CPU_TWINS
 from offline.plan import OneLineParser, overrides_from
 from offline.runtime import load_settings
 from sandbox import components as parts
-from sandbox import leftovers
+from sandbox import leftovers, single_run
 from sandbox import report as reporting
 from sandbox.components import ComponentError, LoadSettings, LocustLoad, ScrapeTargets
 from sandbox.triton import NetworkNamespace, TritonServer, isolation_available
@@ -281,6 +281,10 @@ def track_this_run(progress: Progress, cleanup: contextlib.ExitStack) -> leftove
 
 
 def run(args: argparse.Namespace, settings: StackSettings, progress: Progress, cleanup: contextlib.ExitStack) -> int:
+    try:  # one run per checkout (sandbox/single_run.py says why); released last, after everything stopped
+        cleanup.enter_context(single_run.only_run())
+    except single_run.SandboxBusy as err:
+        raise ComponentError(str(err)) from None
     state = track_this_run(progress, cleanup)
     out = prepare_out(args.out.resolve(), args.keep_data)
     lt = settings.load_test
