@@ -366,11 +366,12 @@ class Arrivals:
         runner = self.environment.runner
         if self.closed_loop or runner is None:
             return 0.0
-        if self.total is None:
+        worker = isinstance(runner, WorkerRunner)
+        if worker and self.share is not None:
+            return self.share  # the master sets the whole test's rate (rate, or its rate_steps shape)
+        if self.total is None and not (worker and SETTINGS.rate_steps):
             return SETTINGS.rps * runner.user_count
-        if isinstance(runner, WorkerRunner):
-            return self.share or 0.0
-        return self.total
+        return 0.0 if worker or self.total is None else self.total  # a worker waits for its share
 
     def start(self) -> None:
         if self._greenlet is None or self._greenlet.dead:
@@ -407,8 +408,8 @@ class Arrivals:
                 runner.send_message("arrival_rate", self.total / max(1, runner.worker_count))
             gevent.sleep(1.0)
 
-    def on_share(self, message: Any, **_kwargs: Any) -> None:
-        self.share = float(message.data)
+    def on_share(self, msg: Any, **_kwargs: Any) -> None:  # Locust passes the message as `msg`
+        self.share = float(msg.data)
         self.changed.set()
 
 

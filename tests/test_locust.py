@@ -328,6 +328,25 @@ def test_rate_is_independent_of_the_user_count(
     assert abs(counts[2] - counts[12]) <= 45, counts
 
 
+def test_workers_share_the_rate_of_the_whole_test(
+    slow_triton: TritonServer, slow_model: tuple[str, int], tmp_path: Path
+) -> None:
+    """As in the cluster: `rate` is the whole test's; the master gives each of 2 workers half of it."""
+    name, _ = slow_model
+    bus = free_port()
+    settings = {"saddr": slow_triton.http_url, "model": name, "rate": "10", "output_name": "probabilities"}
+    master_role = ["--master", "--master-bind-host=127.0.0.1", f"--master-bind-port={bus}", "--expect-workers=2"]
+    master = start_locust(tmp_path, settings, users=6, run_time_s=12, role=master_role)
+    worker_role = ["--worker", "--master-host=127.0.0.1", f"--master-port={bus}"]
+    workers = [start_locust(tmp_path, settings, users=0, run_time_s=12, role=worker_role) for _ in range(2)]
+    master.finish()
+    for worker in workers:
+        worker.finish()
+    assert master.code == 0 and all(w.code == 0 for w in workers), master.output
+    count = int(master.aggregated()["Request Count"])
+    assert 70 <= count <= 160, count  # ~10/s over ~12 s; each worker at the full rate would make ~240
+
+
 def test_trace_and_rate_steps_drive_the_load(
     slow_triton: TritonServer, slow_model: tuple[str, int], tmp_path: Path
 ) -> None:
