@@ -11,6 +11,7 @@ from infra.global_lb import GlobalLoadBalancer, GlobalLoadBalancerArgs, RegionBa
 from infra.model_store import ModelStore, ModelStoreArgs
 from infra.model_upload import ModelUpload, ModelUploadArgs, built_repository_digest
 from infra.network import Network, NetworkArgs
+from infra.project_services import ProjectServices, ProjectServicesArgs
 from k8s.locust import LOCUST_NAMESPACE, LoadTest, LoadTestArgs
 from k8s.monitoring import ADAPTER_PORT, Monitoring, MonitoringArgs, serves_custom_metrics
 from k8s.triton import TRITON_NAMESPACE, TRITON_SERVICE_ACCOUNT, TritonServing, TritonServingArgs, triton_address
@@ -19,6 +20,10 @@ settings = load_stack_settings()
 # The HPA scales on a metric only the builtin monitoring's adapter serves; without it Triton runs fixed replicas.
 autoscale = serves_custom_metrics(settings.monitoring.mode)
 model_repository_digest = built_repository_digest(settings.model_repo, settings.stack)
+
+# The APIs first: every Google Cloud resource declared after this waits for the API it is created through.
+project_services = ProjectServices("apis", ProjectServicesArgs(project=settings.project))
+pulumi.runtime.register_stack_transformation(project_services.wait_for_apis)
 
 network = Network("triton", NetworkArgs(regions=settings.regions))
 
@@ -76,7 +81,8 @@ serving = {
             queue_time_target_us=settings.serving.queue_time_target_us,
             neg_name_prefix=cluster.cluster_name,
             autoscale=autoscale,
-            bucket_access=model_store.read_access,
+            # Workload Identity tokens come from the IAM Credentials API: the pods wait for it as for the grants.
+            bucket_access=[*model_store.read_access, *project_services.for_workloads],
             model_digest=model_repository_digest,
             startup_minutes=settings.serving.startup_minutes,
         ),

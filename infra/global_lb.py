@@ -17,6 +17,8 @@ domain, port 80 only redirects to HTTPS.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -48,6 +50,10 @@ ARMOR_RANGES_PER_RULE = 10
 ARMOR_DEFAULT_PRIORITY = 2147483647
 ARMOR_THROTTLE_PRIORITY = 1000
 RATE_LIMIT_INTERVAL_SEC = 60
+# Compute Engine names: 1-63 characters, RFC 1035 ([a-z]([-a-z0-9]*[a-z0-9])?), per the sslCertificates name field
+# (https://docs.rs/google-compute1/1.0.12+20190618/google_compute1/struct.SslCertificate.html).
+GCP_NAME_MAX = 63
+CERT_DIGEST_LEN = 8
 HTTP_PATH_TEMPLATES = (
     "/v2/models/{model=*}",
     "/v2/models/{model=*}/ready",
@@ -276,7 +282,7 @@ class GlobalLoadBalancer(pulumi.ComponentResource):
             return
         certificate = gcp.compute.ManagedSslCertificate(
             f"{self._name}-cert",
-            name=self._physical("cert"),
+            name=certificate_name(a.stack, [a.domain]),
             project=a.project,
             managed=gcp.compute.ManagedSslCertificateManagedArgs(domains=[a.domain]),
             opts=child,
@@ -314,6 +320,21 @@ class GlobalLoadBalancer(pulumi.ComponentResource):
             load_balancing_scheme=SCHEME,
             opts=pulumi.ResourceOptions(parent=self),
         )
+
+
+def certificate_name(stack: str, domains: Sequence[str]) -> str:
+    """The managed certificate's name: per stack, and new whenever its domains change.
+
+    A managed certificate cannot change its domains: a new domain replaces it. Under a fixed name, create-first fails
+    (409 alreadyExists) and delete-first fails while the HTTPS proxy still uses it (resourceInUseByAnotherResource,
+    hashicorp/terraform-provider-google#6147, #15966; terraform-google-modules/terraform-google-lb-http#207). With a
+    digest of the domains in the name, Pulumi's default create-before-delete replacement creates the new certificate,
+    points the proxy at it, then deletes the old one. Any change of the list (order included) changes the digest, since
+    any such change replaces the certificate.
+    """
+    digest = hashlib.sha256("\n".join(domains).encode()).hexdigest()[:CERT_DIGEST_LEN]
+    prefix = gcp_name("triton", stack, "cert", max_len=GCP_NAME_MAX - CERT_DIGEST_LEN - 1)
+    return f"{prefix}-{digest}"
 
 
 def _source_match(ranges: list[str]) -> gcp.compute.SecurityPolicyRuleMatchArgs:

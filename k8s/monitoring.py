@@ -323,7 +323,7 @@ class Monitoring(pulumi.ComponentResource):
             data={"config.yaml": yaml.safe_dump(adapter_rules())},
             opts=self._opts(),
         )
-        self._deployment(
+        adapter = self._deployment(
             "prometheus-adapter",
             ns,
             NOBODY,
@@ -368,7 +368,9 @@ class Monitoring(pulumi.ComponentResource):
                 # The adapter serves a self-signed certificate; the API server reaches it inside the cluster.
                 insecure_skip_tls_verify=True,
             ),
-            opts=self._opts(),
+            # Registered after, and on destroy removed before, the pods that serve it: an APIService without a backend
+            # fails discovery, and namespace deletion stalls on discovery errors (kubernetes/kubernetes#75788, #60807).
+            opts=self._opts(depends_on=[adapter, service]),
         )
 
     # ------------------------------------------------------------------ Grafana

@@ -151,15 +151,19 @@ class TritonServing(pulumi.ComponentResource):
             f"{name}-deployment",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=TRITON_APP, namespace=ns, labels=self.labels),
             spec=k8s.apps.v1.DeploymentSpecArgs(
-                replicas=args.min_replicas,
+                replicas=None if args.autoscale else args.min_replicas,
                 selector=k8s.meta.v1.LabelSelectorArgs(match_labels=self.labels),
                 template=self._pod_template(service_account, admin_secret),
                 strategy=ROLLING_ONE_AT_A_TIME,
             ),
-            # With an HPA, it owns spec.replicas; without one, Pulumi does.
+            # With an HPA, it alone owns spec.replicas (its minReplicas sets the count): Pulumi never sends the field.
+            # With server-side apply a sent replicas conflicts with kube-controller-manager's scale subresource or
+            # resets the count mid-rollout (pulumi/pulumi-kubernetes#2491), and ignore_changes would still send the old
+            # value from state. Kubernetes: "Migrating Deployments and StatefulSets to horizontal autoscaling"
+            # (https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/, kubernetes/website#29739).
+            # Without an HPA (operator monitoring mode) Pulumi owns a fixed count.
             opts=pulumi.ResourceOptions(
                 parent=self,
-                ignore_changes=["spec.replicas"] if args.autoscale else None,
                 depends_on=list(args.bucket_access),
                 custom_timeouts=deployment_timeouts,
             ),

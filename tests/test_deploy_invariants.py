@@ -16,6 +16,7 @@ so in its body (e.g. `if not plan.of_type(BACKEND): pytest.skip(...)`), never by
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -231,6 +232,12 @@ def _max_pods(plan: Plan, owner: PlannedResource, deployment: PlannedResource) -
     return int(mine[0].inputs["spec"]["maxReplicas"] if mine else deployment.inputs["spec"]["replicas"])
 
 
+def _min_pods(plan: Plan, owner: PlannedResource, deployment: PlannedResource) -> int:
+    """The fewest Triton pods this component runs: the HPA's minimum, or the fixed replicas without an HPA."""
+    mine = [h for o, h in of_kind(plan, TRITON_SERVING, HPA) if owner in plan.ancestors(h)]
+    return int(mine[0].inputs["spec"]["minReplicas"] if mine else deployment.inputs["spec"]["replicas"])
+
+
 def _gpu_max_nodes(plan: Plan, owner: PlannedResource) -> int:
     """The region's GPU pool maximum: the node autoscaler never adds more."""
     region = owner.name.removeprefix("triton-")
@@ -289,7 +296,7 @@ def test_a_template_change_rolls_out_within_gpu_max_nodes(plan):
         nodes = _gpu_max_nodes(plan, owner)
         budget = _startup_window_minutes(deployment)
         update = _minutes(deployment.custom_timeouts.get("update", f"{DEFAULT_AWAIT_MINUTES}m"))
-        for replicas in range(int(deployment.inputs["spec"]["replicas"]), _max_pods(plan, owner, deployment) + 1):
+        for replicas in range(_min_pods(plan, owner, deployment), _max_pods(plan, owner, deployment) + 1):
             surge = _int_or_percent(rolling.get("maxSurge"), replicas, round_up=True)
             unavailable = _int_or_percent(rolling.get("maxUnavailable"), replicas, round_up=False)
             waves = rollout_waves(replicas, nodes, surge, unavailable)
@@ -468,3 +475,126 @@ def test_public_backends_throttle_every_client_they_admit(plan):
                 assert rule["rateLimitOptions"]["enforceOnKey"] == "IP"
             if "*" in rule["match"]["config"]["srcIpRanges"]:
                 break
+
+
+# ---- issue 12, second review: later changes, fresh projects, HPA ownership, destroy order ----------------------------
+
+PROJECT_SERVICE = "gcp:projects/service:Service"
+# The API each pulumi-gcp module's resources are created through, read from the API each resource's REST reference
+# lives under (e.g. https://cloud.google.com/compute/docs/reference/rest/v1/sslCertificates,
+# https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters,
+# https://cloud.google.com/iam/docs/reference/rest/v1/projects.serviceAccounts,
+# https://cloud.google.com/resource-manager/reference/rest/v1/projects/setIamPolicy). Kept here, apart from the
+# program's own table, so a wrong entry there fails.
+API_OF_MODULE = {
+    "compute": "compute.googleapis.com",
+    "container": "container.googleapis.com",
+    "storage": "storage.googleapis.com",
+    "serviceaccount": "iam.googleapis.com",
+    "projects": "cloudresourcemanager.googleapis.com",
+}
+
+
+def _services(plan: Plan) -> dict[str, PlannedResource]:
+    return {s.inputs["service"]: s for s in plan.of_type(PROJECT_SERVICE)}
+
+
+def test_every_google_cloud_resource_waits_for_its_api(plan):
+    """On a project where an API is off, every call to it fails ("... API has not been used in project ... or it is
+    disabled", terraform-google-modules/terraform-google-project-factory#715, hashicorp/terraform-provider-google#6101),
+    so the first `pulumi up` on a fresh project fails half-way unless the stack enables each API it uses and every
+    resource waits for the enablement of its own API (https://www.pulumi.com/registry/packages/gcp/api-docs/projects/service/).
+    A resource of a module missing from API_OF_MODULE fails here: look up its API and add it.
+    """
+    services = _services(plan)
+    resources = [r for r in plan.resources if r.custom and r.type.startswith("gcp:") and r.type != PROJECT_SERVICE]
+    assert resources
+    for resource in resources:
+        module = resource.type.split(":")[1].split("/")[0]
+        assert module in API_OF_MODULE, f"{resource.type}: which API creates it? add it to API_OF_MODULE"
+        api = API_OF_MODULE[module]
+        assert api in services, f"{resource.name} needs {api}, which the stack never enables"
+        assert services[api].urn in waits_for(plan, resource), f"{resource.name} does not wait for {api}"
+
+
+def test_apis_stay_enabled_after_destroy_and_pods_wait_for_workload_identity_tokens(plan):
+    """Disabling an API on destroy switches it off for the whole project, under every other user of it; the provider
+    advises disableOnDestroy only where the configuration owns the project
+    (https://www.pulumi.com/registry/packages/gcp/api-docs/projects/service/,
+    hashicorp/terraform-provider-google#18058).
+    Triton acts as its Google service account through the IAM Service Account Credentials API
+    (https://cloud.google.com/iam/docs/create-short-lived-credentials-direct#before-you-begin), so that API is enabled
+    and Triton's pods wait for it like for the bucket grants.
+    """
+    services = _services(plan)
+    assert services and all(s.inputs["disableOnDestroy"] is False for s in services.values())
+    credentials = services.get("iamcredentials.googleapis.com")
+    assert credentials is not None, "Workload Identity needs the IAM Service Account Credentials API"
+    for deployment in triton_deployments(plan):
+        assert credentials.urn in waits_for(plan, deployment), f"{deployment.name} does not wait for iamcredentials"
+
+
+def test_an_autoscaled_deployment_leaves_its_replica_count_to_the_hpa(plan):
+    """With an HPA, a Deployment that also sets spec.replicas has that count re-applied on every `pulumi up`: under
+    server-side apply it conflicts with kube-controller-manager's scale subresource (pulumi/pulumi-kubernetes#2491) or
+    resets a scaled-out count mid-rollout. Kubernetes advises removing spec.replicas where an HPA is enabled
+    ("Migrating Deployments and StatefulSets to horizontal autoscaling",
+    https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/, kubernetes/website#29739); the HPA's
+    minReplicas sets the count. A Deployment without an HPA keeps its own fixed count.
+    """
+    scaled = set()
+    for hpa in plan.of_type(HPA):
+        target = hpa.inputs["spec"]["scaleTargetRef"]
+        namespace = hpa.inputs["metadata"].get("namespace")
+        (deployment,) = [
+            d
+            for d in _same_cluster(plan, hpa, DEPLOYMENT, namespace)
+            if target["kind"] == "Deployment" and d.inputs["metadata"]["name"] == target["name"]
+        ]
+        assert "replicas" not in deployment.inputs["spec"], f"{deployment.name} sets replicas under {hpa.name}"
+        assert hpa.inputs["spec"]["minReplicas"] >= 1
+        scaled.add(deployment.urn)
+    for deployment in triton_deployments(plan):
+        if deployment.urn not in scaled:
+            assert int(deployment.inputs["spec"]["replicas"]) >= 1, f"{deployment.name}: no HPA and no replicas"
+
+
+def test_an_apiservice_waits_for_the_service_and_pods_that_serve_it(plan):
+    """An APIService whose backend is gone fails discovery, and while discovery fails the namespace controller cannot
+    finish deleting any namespace (kubernetes/kubernetes#75788, #60807). `pulumi destroy` deletes in reverse
+    dependency order (https://www.pulumi.com/docs/iac/concepts/resources/options/dependson/), so the APIService must
+    depend on its Service and on the Deployment whose pods that Service selects: then it goes first.
+    """
+    for api_service in plan.of_type(API_SERVICE):
+        ref = api_service.inputs["spec"]["service"]
+        (service,) = [
+            s
+            for s in _same_cluster(plan, api_service, SERVICE, ref["namespace"])
+            if s.inputs["metadata"]["name"] == ref["name"]
+        ]
+        selector = service.inputs["spec"]["selector"]
+        backends = [
+            d
+            for d in _same_cluster(plan, service, DEPLOYMENT, ref["namespace"])
+            if selector.items() <= d.inputs["spec"]["template"]["metadata"]["labels"].items()
+        ]
+        assert backends, f"{api_service.name}: no Deployment behind {ref['name']}"
+        waited = waits_for(plan, api_service)
+        for needed in [service, *backends]:
+            assert needed.urn in waited, f"{api_service.name} does not wait for {needed.name}"
+
+
+def test_a_new_domain_gets_a_certificate_of_a_new_name():
+    """A Google-managed certificate cannot change its domains: Pulumi replaces it, creating the new one first. Under
+    the old name that create fails with 409 alreadyExists, and deleting first fails while the HTTPS proxy uses it
+    (resourceInUseByAnotherResource: hashicorp/terraform-provider-google#15966, #6147;
+    terraform-google-modules/terraform-google-lb-http#207). So different domains give different names, each a valid
+    Compute Engine name (RFC 1035, at most 63 characters).
+    """
+    names = set()
+    for domain in ("infer.example.com", "inference.example.org"):
+        (cert,) = evaluate("prod", domain=domain).of_type("gcp:compute/managedSslCertificate:ManagedSslCertificate")
+        assert cert.inputs["managed"]["domains"] == [domain]
+        assert re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", cert.inputs["name"]), cert.inputs["name"]
+        names.add(cert.inputs["name"])
+    assert len(names) == 2, f"both domains name their certificate {names}"

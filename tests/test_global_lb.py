@@ -14,8 +14,14 @@ from conftest import PROJECT, PROJECT_DIR, evaluate, evaluate_component
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infra.config import MAX_RATE_LIMIT, ConfigError
-from infra.global_lb import HEALTH_CHECK_RANGES, GlobalLoadBalancer, GlobalLoadBalancerArgs, RegionBackend
+from infra.config import DOMAIN, MAX_RATE_LIMIT, ConfigError
+from infra.global_lb import (
+    HEALTH_CHECK_RANGES,
+    GlobalLoadBalancer,
+    GlobalLoadBalancerArgs,
+    RegionBackend,
+    certificate_name,
+)
 from offline.runtime import Plan, load_settings
 
 BACKEND = "gcp:compute/backendService:BackendService"
@@ -413,3 +419,32 @@ def test_plan_command_refuses_a_bad_allowlist_in_one_line_with_exit_2():
     assert result.returncode == 2 and result.stdout == ""
     (line,) = result.stderr.strip().splitlines()
     assert "triton-gke:lbSourceRanges" in line and "10.0.0.300/24" in line
+
+
+# Pulumi stack names: letters, digits, hyphens, underscores and periods (https://www.pulumi.com/docs/iac/concepts/stacks/).
+STACK_NAMES = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.", min_size=1, max_size=100
+)
+# DNS names as the config accepts them (infra.config.DOMAIN), built label by label: filtering random text is too slow.
+DNS_NAMES = st.builds(
+    lambda labels, tld: ".".join([*labels, tld]),
+    st.lists(st.from_regex(r"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True), min_size=1, max_size=3),
+    st.from_regex(r"[a-z]{2,8}", fullmatch=True),
+)
+DOMAIN_LISTS = st.lists(DNS_NAMES, min_size=1, max_size=3, unique=True)
+# Compute Engine resource names (sslCertificates included): RFC 1035, 1-63 characters
+# (https://docs.rs/google-compute1/1.0.12+20190618/google_compute1/struct.SslCertificate.html).
+COMPUTE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+@settings(max_examples=50, deadline=None)
+@given(stack=STACK_NAMES, first=DOMAIN_LISTS, second=DOMAIN_LISTS)
+def test_certificate_names_are_valid_and_change_with_any_change_of_domains(stack, first, second):
+    """Any change of the domain list replaces the managed certificate, so it must also change its name (create-first
+    under the old name fails with 409 alreadyExists, hashicorp/terraform-provider-google#15966); the same list keeps it,
+    so an unchanged stack plans no replacement."""
+    assert all(DOMAIN.fullmatch(d) for d in first + second)
+    name = certificate_name(stack, first)
+    assert COMPUTE_NAME.fullmatch(name), name
+    assert certificate_name(stack, list(first)) == name
+    assert (certificate_name(stack, second) == name) == (second == first)
