@@ -30,6 +30,16 @@ class ManifestMismatch(ModelRepoError):
     """A file differs from, or is missing in, the build manifest; str() is one line naming it."""
 
 
+def _show(path: Path | str) -> str:
+    """A path for a one-line message: names with control characters or undecodable bytes in ascii() quoting."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return ascii(text)
+    return ascii(text) if any(not c.isprintable() and c != " " for c in text) else text
+
+
 def sha256_file(path: Path) -> str:
     with Path(path).open("rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
@@ -61,9 +71,9 @@ def read_manifest(root: Path) -> dict[str, Any]:
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise ModelRepoError(f"{path}: no readable build manifest ({type(err).__name__}); {REBUILD}") from None
+        raise ModelRepoError(f"{_show(path)}: no readable build manifest ({type(err).__name__}); {REBUILD}") from None
     if not isinstance(manifest, dict):
-        raise ModelRepoError(f"{path}: not a build manifest; {REBUILD}")
+        raise ModelRepoError(f"{_show(path)}: not a build manifest; {REBUILD}")
     return manifest
 
 
@@ -77,16 +87,17 @@ def verify_repository(root: Path) -> None:
     manifest = read_manifest(root)
     recorded = manifest.get(FILES)
     if not isinstance(recorded, dict) or not recorded:
-        raise ManifestMismatch(f"{root / MANIFEST}: built without file digests (an older model_repo); {REBUILD}")
+        raise ManifestMismatch(f"{_show(root / MANIFEST)}: built without file digests (an older model_repo); {REBUILD}")
     present = {path.relative_to(root).as_posix(): path for path in repository_files(root)}
     for relative, digest in sorted(recorded.items()):
         path = present.pop(relative, None)
         if path is None:
-            raise ManifestMismatch(f"{root / relative}: missing since the build; {REBUILD}")
+            raise ManifestMismatch(f"{_show(root / relative)}: missing since the build; {REBUILD}")
         if _digest(path) != digest:
-            raise ManifestMismatch(f"{path}: changed since the build (SHA-256 differs from the manifest); {REBUILD}")
+            why = "changed since the build (SHA-256 differs from the manifest)"
+            raise ManifestMismatch(f"{_show(path)}: {why}; {REBUILD}")
     if present:
-        raise ManifestMismatch(f"{next(iter(sorted(present.values())))}: not written by the build; {REBUILD}")
+        raise ManifestMismatch(f"{_show(min(present.values()))}: not written by the build; {REBUILD}")
 
 
 def verify_if_present(root: Path, error: type[Exception] = ManifestMismatch) -> None:
@@ -103,7 +114,7 @@ def _digest(path: Path) -> str:
         st = path.stat()
         return _stat_digest(path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     except OSError as err:  # a broken link, a file made unreadable
-        raise ManifestMismatch(f"{path}: cannot read ({err.strerror}); {REBUILD}") from None
+        raise ManifestMismatch(f"{_show(path)}: cannot read ({err.strerror}); {REBUILD}") from None
 
 
 @cache

@@ -1,6 +1,6 @@
 """Copy a local Triton model repository into gs://BUCKET/PREFIX without ever losing data it does not own.
 
-    python -m model_repo.sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete]
+    python -m model_repo.sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt]
 
 Ownership. The destination needs a prefix (a bare bucket is refused). The sync keeps a record,
 PREFIX/.triton-gke-sync.json, of every object it wrote there and of each model's live version. It
@@ -8,12 +8,18 @@ deletes or overwrites only objects named in that record; any other object under 
 "stranger") is left where it is and reported, and a stranger where the sync must write (a model's
 config.pbtxt, say) stops the sync before it changes anything. The record is written before the
 objects it lists, so an interrupted sync never leaves an object of its own unrecorded.
+A bucket an earlier version of the sync filled has no record: its model folders (config.pbtxt and
+numeric version folders, named like the source's models) stop the sync until --adopt takes
+ownership of them, once; nothing else under the prefix is ever adopted.
 
 The source is checked whole before anything is sent (model_repo/sync_source.py): every name must be
-UTF-8 without control characters, links are followed (dangling ones and loops refused), every file
-is read and hashed. A model is a folder with config.pbtxt and a version folder holding a file; other
+UTF-8 without control characters, links inside a model are followed only within the source (dangling
+ones and loops refused), ONNX files must parse and model.py must compile, every file is read and
+hashed; a folder model_repo built is sent exactly as its build manifest lists. A model is a
+folder with config.pbtxt and a version folder holding a file; other
 top-level entries are left out and listed; a source without a model is refused. A sync that would
-remove more models than it keeps is refused unless --allow-mass-delete is given.
+remove more models than it keeps (kept: present before and after, so renaming every model keeps
+none) is refused unless --allow-mass-delete is given.
 
 Atomic updates. Triton loads only the versions a config's `version_policy: { specific: { versions:
 [...] } }` lists ("Version Policy" in
@@ -21,8 +27,9 @@ https://github.com/triton-inference-server/server/blob/main/docs/user_guide/mode
 so every synced config.pbtxt is the local one with its policy replaced by a pin on the version
 folders written with it. A model's first sync keeps its version numbers. A changed model:
   1. its served version folders go up under NEW numbers, above every version folder in the bucket
-     (local version v becomes v + offset), beside the untouched live ones; files beside config.pbtxt
-     (labels, configs/) are updated in place (they are not versioned: see the limitation below);
+     (local version v becomes v + offset), beside the untouched live ones, and so do the files its
+     outputs' label_filename name, under new names (labels.txt -> labels.vN.txt, see label_names());
+     other files beside config.pbtxt, which the config does not refer to, are updated in place;
   2. its config.pbtxt is replaced by one pinning the new numbers: one object write, so Triton sees
      either the old config with the old weights or the new config with the new weights;
   3. the old version folders are deleted.
@@ -31,8 +38,6 @@ Version folders the local policy would not load are not sent (Triton copies a wh
 before loading it: "Cloud Storage with Environment variables" in model_repository.md). An
 interrupted sync leaves the live config pinned to complete weights; the next run resumes into the
 same new folders, skipping what already arrived.
-Limitation: files beside config.pbtxt are shared by all versions, so a changed label file can meet
-the old config for the moment between steps 1 and 2.
 
 Transfer. A file is sent only when its content differs from the object's (MD5, or CRC32C for
 objects GCS reports without an MD5); each upload carries its MD5 so GCS rejects bytes that differ
@@ -62,6 +67,7 @@ from google.cloud import storage
 from google.cloud.storage import exceptions as storage_exceptions
 from google.cloud.storage.fileio import BlobWriter
 from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
 
 from model_repo.sync_source import (
     CONFIG_NAME,
@@ -279,24 +285,73 @@ def write_record(bucket: storage.Bucket, prefix: str, record: Record) -> None:
 # --- planning -------------------------------------------------------------------------
 
 
+def _remote_name(relative: str, offset: int) -> str:
+    """A served version folder's file moved to its remote version: '1/model.onnx' -> '4/model.onnx' at offset 3."""
+    head, _, rest = relative.partition("/")
+    return f"{version_number(head) + offset}/{rest}"  # type: ignore[operator]
+
+
+def label_names(model: SourceModel, offset: int) -> dict[str, str]:
+    """Local -> remote name (below the model folder) of every file the config names as label_filename.
+
+    Triton reads an output's label_filename relative to the model folder, never the version folder
+    (Model::Init in https://github.com/triton-inference-server/core/blob/main/src/model.cc joins model_dir_
+    and label_filename, and refuses a path escaping it), so a label file beside config.pbtxt would be
+    shared by the old and the new version. It is sent under a name of its own per update instead,
+    labels.txt -> labels.v7.txt (7: the highest version pinned with it), and the synced config names that.
+    """
+    top = max(model.served) + offset
+    names = {}
+    for output in model.config.output:
+        local = output.label_filename
+        if not local or local in names:
+            continue
+        if local not in model.files:
+            raise SyncError(
+                f"{show(model.config_path)}: output {show(output.name)} names label_filename {show(local)}, "
+                "which is not a file in the model folder"
+            )
+        head, slash, _ = local.partition("/")
+        version = version_number(head) if slash else None
+        if version is not None:
+            if version not in model.served:
+                raise SyncError(f"{show(model.config_path)}: label_filename {show(local)} is in a version not served")
+            names[local] = _remote_name(local, offset)  # already inside a version folder: moves with it
+            continue
+        folder, _, base = local.rpartition("/")
+        stem, dot, ext = base.rpartition(".")
+        versioned = f"{stem}.v{top}.{ext}" if dot and stem else f"{base}.v{top}"
+        names[local] = f"{folder}/{versioned}" if folder else versioned
+    return names
+
+
 def pinned_config(model: SourceModel, offset: int) -> bytes:
-    """The model's config with its version policy replaced by a pin on the synced version folders."""
+    """The model's config with its version policy replaced by a pin on the synced version folders
+    and its label files renamed to the names they are synced under (label_names)."""
     config = type(model.config)()
     config.CopyFrom(model.config)
     config.version_policy.Clear()
     config.version_policy.specific.versions.extend(v + offset for v in model.served)
+    labels = label_names(model, offset)
+    for output in config.output:
+        if output.label_filename:
+            output.label_filename = labels[output.label_filename]
     return (_CONFIG_HEADER + text_format.MessageToString(config)).encode()
 
 
 def desired_objects(model: SourceModel, hashed: dict[str, LocalFile], offset: int) -> dict[str, LocalFile]:
     """What the bucket holds for this model at this offset, keyed by name below PREFIX."""
     desired = {}
+    labels = label_names(model, offset)
     for relative in model.files:
-        head, slash, rest = relative.partition("/")
+        head, slash, _ = relative.partition("/")
         version = version_number(head) if slash else None
         if version is not None and version not in model.served:
             continue  # Triton would not load it
-        name = f"{model.name}/{relative}" if version is None else f"{model.name}/{version + offset}/{rest}"
+        remote = labels.get(relative) or (relative if version is None else _remote_name(relative, offset))
+        name = f"{model.name}/{remote}"
+        if name in desired:  # a label file's versioned name is also a file of the source
+            raise SyncError(f"{show(model.files[relative])}: its synced name {show(name)} is taken by another file")
         desired[name] = dataclasses.replace(hashed[f"{model.name}/{relative}"], relative=name)
     config = f"{model.name}/{CONFIG_NAME}"
     desired[config] = bytes_file(config, model.config_path, pinned_config(model, offset))
@@ -384,6 +439,15 @@ def plan_sync(
     return SyncPlan(plans, uploads + configs, before, gone + after, removed, unchanged, strangers)
 
 
+def kept_models(source: Source, remote: dict[str, storage.Blob], record: Record) -> int:
+    """Models present before the sync (owned objects under their folder) that stay after it.
+
+    Renaming every model keeps none: it removes them all, and so needs --allow-mass-delete.
+    """
+    before = {m for name in remote if name in record.objects and (m := _model_of(name))}
+    return len(before & source.models.keys())
+
+
 def _check_mass_delete(plan: SyncPlan, kept: int, allow: bool) -> None:
     if len(plan.removed_models) > kept and not allow:
         names = ", ".join(show(m) for m in plan.removed_models[:5]) + (", ..." if len(plan.removed_models) > 5 else "")
@@ -391,6 +455,73 @@ def _check_mass_delete(plan: SyncPlan, kept: int, allow: bool) -> None:
             f"this sync would remove {len(plan.removed_models)} models ({names}) and keep {kept}; "
             "nothing changed (pass --allow-mass-delete if that is intended)"
         )
+
+
+# --- what the sync may take: the build's files, an earlier sync's models ---------------------
+
+
+def check_against_manifest(source: Source) -> None:
+    """A folder model_repo built holds a manifest: send exactly the files it lists, refuse any other (one line)."""
+    from model_repo.errors import ModelRepoError
+    from model_repo.manifest import FILES, MANIFEST, read_manifest
+
+    if not (source.root / MANIFEST).is_file():
+        return
+    try:
+        listed = read_manifest(source.root).get(FILES)
+    except ModelRepoError as err:
+        raise SyncError(str(err)) from None
+    if not isinstance(listed, dict):
+        raise SyncError(f"{show(source.root / MANIFEST)}: lists no files; rebuild with make model-repo")
+    for path in source.paths():
+        relative = os.path.relpath(path, source.root).replace(os.sep, "/")
+        if relative not in listed:
+            raise SyncError(
+                f"{show(path)}: not in the build manifest {MANIFEST} (not written by the build); nothing sent"
+            )
+
+
+def _remote_labels(bucket: storage.Bucket, blob: storage.Blob) -> set[str]:
+    """The label files an earlier sync's config.pbtxt names (relative to its model folder); none if unreadable."""
+    try:
+        config = text_format.Parse(bucket.blob(blob.name).download_as_text(), mc.ModelConfig())
+    except (*_REQUEST_ERRORS, text_format.ParseError, UnicodeDecodeError):
+        return set()
+    return {o.label_filename for o in config.output if o.label_filename}
+
+
+def adoptable(
+    source: Source, remote: dict[str, storage.Blob], record: Record, bucket: storage.Bucket
+) -> dict[str, set[str]]:
+    """Model -> objects of a model folder an earlier sync wrote without an ownership record.
+
+    Only folders named like a source model that hold config.pbtxt and a numeric version folder count,
+    and of them only config.pbtxt, the version folders and the label files that config names:
+    never any other object under the prefix.
+    """
+    found = {}
+    for model in source.models:
+        if model in record.models:
+            continue
+        config = f"{model}/{CONFIG_NAME}"
+        under = {n for n in remote if n.startswith(f"{model}/") and n not in record.objects}
+        versions = {n for n in under if _version_folder(n) is not None}
+        if config not in under or not versions:
+            continue
+        labels = {f"{model}/{label}" for label in _remote_labels(bucket, remote[config])} & under
+        found[model] = {config, *versions, *labels}
+    return found
+
+
+def _adopt(found: dict[str, set[str]], record: Record, adopt: bool, where: str) -> None:
+    if found and not adopt:
+        names = ", ".join(show(f"{where}{m}/") for m in sorted(found)[:3]) + (", ..." if len(found) > 3 else "")
+        raise SyncError(
+            f"{names}: model folders without an ownership record (written by an earlier version of the sync?); "
+            "nothing changed (pass --adopt to take ownership of them once)"
+        )
+    for names in found.values():
+        record.objects.update(names)
 
 
 # --- transfer -------------------------------------------------------------------------
@@ -446,7 +577,8 @@ def _verify(bucket: storage.Bucket, name: str, local: LocalFile) -> None:
     if stored is None or stored.md5_hash != local.md5 or stored.size != local.size:
         found = "missing" if stored is None else f"md5 {stored.md5_hash}"
         raise SyncError(
-            f"gs://{bucket.name}/{name} does not match {local.path} after upload ({found}, expected md5 {local.md5})"
+            f"{show(f'gs://{bucket.name}/{name}')} does not match {show(local.path)} after upload "
+            f"({found}, expected md5 {local.md5})"
         )
 
 
@@ -469,9 +601,10 @@ def upload_file(
         else:
             _upload_small(blob, local, generation)
     except _REQUEST_ERRORS as err:  # before OSError: requests' errors are OSErrors
-        raise SyncError(f"uploading {local.path} to gs://{bucket.name}/{name} failed: {_describe(err)}") from err
+        where = show(f"gs://{bucket.name}/{name}")
+        raise SyncError(f"uploading {show(local.path)} to {where} failed: {_describe(err)}") from err
     except OSError as err:
-        raise SyncError(f"cannot read {local.path}: {err.strerror or err}") from err
+        raise SyncError(f"cannot read {show(local.path)}: {err.strerror or err}") from err
     _verify(bucket, name, local)
     if progress is not None:
         progress(local.relative, local.size, local.size)
@@ -549,22 +682,27 @@ def sync_repository(
     chunk_size: int = CHUNK_SIZE,
     allow_mass_delete: bool = False,
     step: StepCallback | None = None,
+    adopt: bool = False,
 ) -> SyncReport:
     """Make the models under gs://bucket_name/prefix/ those of local_dir, touching only objects the sync owns.
 
     Raises SyncError for bad input, before the bucket is changed; an exception raised by `progress`
     or `step` propagates unchanged, leaving the bucket in a state the next sync completes.
+    adopt: take ownership of model folders an earlier sync wrote without a record (see adoptable()).
     """
     if chunk_size <= 0 or chunk_size % _CHUNK_MULTIPLE:
         raise SyncError(f"chunk size must be a multiple of {_CHUNK_MULTIPLE} bytes")
     prefix = normalize_prefix(prefix)
     source = scan_source(Path(local_dir))
+    check_against_manifest(source)
     hashed = hash_local(source.root, source.paths())
     remote = list_remote(client, bucket_name, prefix)
     bucket = client.bucket(bucket_name)
     record = read_record(bucket, prefix, remote.pop(RECORD_NAME, None))
-    plan = plan_sync(source, hashed, remote, record, f"gs://{bucket_name}/{prefix}")
-    _check_mass_delete(plan, len(source.models), allow_mass_delete)
+    where = f"gs://{bucket_name}/{prefix}"
+    _adopt(adoptable(source, remote, record, bucket), record, adopt, where)
+    plan = plan_sync(source, hashed, remote, record, where)
+    _check_mass_delete(plan, kept_models(source, remote, record), allow_mass_delete)
     report = SyncReport(
         uploaded=[f.relative for f in plan.uploads],
         deleted=[b.name[len(prefix) :] for b in plan.before_flip + plan.after_flip],
@@ -665,7 +803,7 @@ def _notes(report: SyncReport, shown: int = 5) -> list[str]:
 class _OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # argparse adds a usage block; keep one line
         raise SyncError(
-            f"{message} (usage: {self.prog} LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete])"
+            f"{message} (usage: {self.prog} LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt])"
         )
 
 
@@ -680,6 +818,11 @@ def _parser() -> argparse.ArgumentParser:
         "--allow-mass-delete",
         action="store_true",
         help="allow a sync that removes more models from the bucket than it keeps",
+    )
+    parser.add_argument(
+        "--adopt",
+        action="store_true",
+        help="take ownership of model folders an earlier version of the sync wrote (no ownership record yet)",
     )
     return parser
 
@@ -701,6 +844,7 @@ def main(argv: list[str] | None = None) -> int:
             print_progress,
             dry_run=args.dry_run,
             allow_mass_delete=args.allow_mass_delete,
+            adopt=args.adopt,
         )
     except SyncError as err:
         print(f"error: {err}", file=sys.stderr)

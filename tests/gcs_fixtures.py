@@ -16,6 +16,7 @@ import pytest
 from google.cloud import storage
 
 from sandbox.gcs_emulator import PYTHON_CLIENT_ENV, GcsEmulator
+from tests.onnx_models import onnx_model
 
 BIG_FILE_SIZE = 30 * 1000 * 1000
 # Where google-auth would look for a metadata server: a closed loopback port, so a
@@ -51,7 +52,7 @@ def write_small_repo(root: Path) -> Path:
     rng = random.Random(7)
     files = {
         "resnet50/config.pbtxt": b'name: "resnet50"\nmax_batch_size: 8\n',
-        "resnet50/1/model.onnx": rng.randbytes(64 * 1024),
+        "resnet50/1/model.onnx": onnx_model(rng.randbytes(64 * 1024)),
         "resnet50/labels.txt": b"cat\ndog\n",
         "preprocess/config.pbtxt": b'name: "preprocess"\nbackend: "python"\n',
         "preprocess/1/model.py": b"class TritonPythonModel:\n    pass\n",
@@ -75,6 +76,6 @@ def big_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = write_small_repo(tmp_path_factory.mktemp("big") / "repo")
     model = root / "resnet50_big"
     (model / "1").mkdir(parents=True)
-    (model / "1" / "model.onnx").write_bytes(random.Random(1).randbytes(BIG_FILE_SIZE))
+    (model / "1" / "model.onnx").write_bytes(onnx_model(random.Random(1).randbytes(BIG_FILE_SIZE)))
     (model / "config.pbtxt").write_bytes(b'name: "resnet50_big"\n')
     return root

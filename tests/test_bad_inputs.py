@@ -93,7 +93,8 @@ def write_onnx_files(folder: Path) -> Path:
 
 def write_small_repository(root: Path) -> Path:
     """A valid source for the sync cases: what is wrong there is never the repository."""
-    files = {"original/config.pbtxt": b'name: "original"\n', "original/1/model.onnx": b"\x08\x08"}
+    # A real ONNX file: the sync refuses a .onnx that does not parse (issue 11).
+    files = {"original/config.pbtxt": b'name: "original"\n', "original/1/model.onnx": _valid().SerializeToString()}
     for relative, content in files.items():
         (root / relative).parent.mkdir(parents=True, exist_ok=True)
         (root / relative).write_bytes(content)

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 import tracemalloc
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,12 +26,16 @@ import tritonclient.http as httpclient
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 from google.protobuf import text_format
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tritonclient.grpc import model_config_pb2 as mc
 
 from model_repo.build import BuildResult
 from model_repo.sync import RECORD_NAME, SyncError, sync_repository
 from sandbox.gcs_emulator import PYTHON_CLIENT_ENV, TRITON_ENV, GcsEmulator
 from sandbox.triton import NetworkNamespace, TritonServer, isolation_available
+from tests.gcs_fixtures import write_small_repo
+from tests.onnx_models import onnx_model
 
 # Fixtures: gcs_emulator, gcs_client, bucket_name, small_repo, big_repo; model_repos (the built CPU twins).
 pytest_plugins = ("tests.gcs_fixtures", "tests.triton_fixtures")
@@ -88,7 +95,18 @@ class Build:
 
     config: mc.ModelConfig
     served: dict[str, str]  # "<version>/<file>" -> md5, for the version Triton loads
-    extras: dict[str, str]  # files beside config.pbtxt -> md5
+    extras: dict[str, str]  # files beside config.pbtxt -> md5, label files aside
+    labels: dict[str, str]  # output -> md5 of the file its label_filename names
+
+
+def split_labels(config: mc.ModelConfig, files: dict[str, str]) -> tuple[dict[str, str], set[str]]:
+    """Output -> md5 of its label file, and those files' names. Triton reads label_filename relative to the
+    model folder (Model::Init, https://github.com/triton-inference-server/core/blob/main/src/model.cc)."""
+    labels = {o.name: files.get(o.label_filename, "missing") for o in config.output if o.label_filename}
+    names = {o.label_filename for o in config.output if o.label_filename}
+    for output in config.output:
+        output.ClearField("label_filename")  # compared by content, not by the name it is synced under
+    return labels, names
 
 
 def local_builds(repo: Path) -> dict[str, Build]:
@@ -99,10 +117,11 @@ def local_builds(repo: Path) -> dict[str, Build]:
         versions = [int(rel.split("/")[0]) for rel in files if rel.split("/")[0].isdigit() and "/" in rel]
         top = max(versions)
         served = {rel: h for rel, h in files.items() if rel.split("/")[0] == str(top) and "/" in rel}
-        extras = {rel: h for rel, h in files.items() if "/" not in rel and rel != "config.pbtxt"}
         config = parse_config((folder / "config.pbtxt").read_text())
         config.ClearField("version_policy")
-        builds[folder.name] = Build(config, served, extras)
+        labels, label_files = split_labels(config, files)
+        extras = {r: h for r, h in files.items() if "/" not in r and r != "config.pbtxt" and r not in label_files}
+        builds[folder.name] = Build(config, served, extras, labels)
     return builds
 
 
@@ -119,9 +138,12 @@ def bucket_builds(client: storage.Client, bucket: str) -> dict[str, tuple[list[i
         pins = sorted(config.version_policy.specific.versions)
         config.ClearField("version_policy")
         under = {n[len(model) + 1 :]: b.md5_hash for n, b in objects.items() if n.startswith(f"{model}/")}
-        served = {rel: h for rel, h in under.items() if rel.split("/")[0] in {str(p) for p in pins}}
-        extras = {rel: h for rel, h in under.items() if "/" not in rel and rel != "config.pbtxt"}
-        result[model] = (pins, Build(config, served, extras))
+        labels, label_files = split_labels(config, under)
+        served = {
+            r: h for r, h in under.items() if r.split("/")[0] in {str(p) for p in pins} and r not in label_files
+        }
+        extras = {r: h for r, h in under.items() if "/" not in r and r != "config.pbtxt" and r not in label_files}
+        result[model] = (pins, Build(config, served, extras, labels))
     return result
 
 
@@ -129,7 +151,7 @@ def unpinned(build: Build, pins: list[int]) -> Build:
     """The build with its version folder renamed to 'served' so builds with different pins compare."""
     assert len(pins) == 1
     served = {"v/" + rel.split("/", 1)[1]: h for rel, h in build.served.items()}
-    return Build(build.config, served, build.extras)
+    return Build(build.config, served, build.extras, build.labels)
 
 
 def assert_mirrors(client: storage.Client, bucket: str, repo: Path) -> None:
@@ -146,7 +168,19 @@ def assert_mirrors(client: storage.Client, bucket: str, repo: Path) -> None:
     expected = {
         f"{m}/{rel}" for m, (pins, build) in have.items() for rel in ["config.pbtxt", *build.served, *build.extras]
     }
-    assert mine == expected
+    assert mine - expected == {f"{m}/{n}" for m, n in bucket_label_files(client, bucket)}
+    assert expected <= mine
+
+
+def bucket_label_files(client: storage.Client, bucket: str) -> set[tuple[str, str]]:
+    """(model, file) for every label file a config in the bucket names."""
+    found = set()
+    for blob in client.list_blobs(bucket, prefix=f"{PREFIX}/"):
+        model, _, rest = blob.name[len(PREFIX) + 1 :].partition("/")
+        if rest == "config.pbtxt":
+            outputs = parse_config(blob.download_as_text()).output
+            found |= {(model, o.label_filename) for o in outputs if o.label_filename}
+    return found
 
 
 def completed_files(calls: list[tuple[str, int, int]]) -> list[str]:
@@ -197,7 +231,7 @@ def test_second_sync_without_change_sends_nothing(gcs_client, bucket_name, small
 def test_changed_weights_go_to_a_new_version_and_the_old_one_goes(gcs_client, bucket_name, small_repo) -> None:
     sync(small_repo, gcs_client, bucket_name)
     before = generations(gcs_client, bucket_name)
-    (small_repo / "resnet50" / "1" / "model.onnx").write_bytes(b"new weights")
+    (small_repo / "resnet50" / "1" / "model.onnx").write_bytes(onnx_model(b"new weights"))
 
     report = sync(small_repo, gcs_client, bucket_name)
 
@@ -246,7 +280,7 @@ def test_strangers_inside_and_outside_the_prefix_stay(gcs_client, bucket_name, s
     inside.upload_from_string(b"someone's notes in a model folder")
 
     first = sync(small_repo, gcs_client, bucket_name)
-    (small_repo / "resnet50" / "1" / "model.onnx").write_bytes(b"v2")
+    (small_repo / "resnet50" / "1" / "model.onnx").write_bytes(onnx_model(b"v2"))
     sync(small_repo, gcs_client, bucket_name)
     shutil.rmtree(small_repo / "preprocess")
     last = sync(small_repo, gcs_client, bucket_name)
@@ -337,7 +371,7 @@ def test_a_linked_model_folder_is_synced_like_a_copy(gcs_client, bucket_name, sm
 )
 def test_a_bad_file_name_stops_the_sync_before_any_upload(gcs_client, bucket_name, small_repo, bad_name) -> None:
     sync(small_repo, gcs_client, bucket_name)
-    (small_repo / "resnet50" / "1" / "model.onnx").write_bytes(b"changed: would be sent")
+    (small_repo / "resnet50" / "1" / "model.onnx").write_bytes(onnx_model(b"changed: would be sent"))
     # Sorted after everything else in preprocess/, so a sync that checked lazily would have sent files first.
     folder = os.fsencode(small_repo / "preprocess" / "1")
     with open(os.path.join(folder, b"zz" + bad_name), "wb") as stream:
@@ -427,27 +461,38 @@ def test_large_file_streams_in_chunks_with_progress(gcs_client, bucket_name, big
 def write_model(root: Path, name: str, config: str, weights: bytes, labels: bytes | None = None) -> None:
     (root / name / "1").mkdir(parents=True, exist_ok=True)
     (root / name / "config.pbtxt").write_text(f'name: "{name}"\n{config}')
-    (root / name / "1" / "model.onnx").write_bytes(weights)
+    (root / name / "1" / "model.onnx").write_bytes(onnx_model(weights))
     if labels is not None:
         (root / name / "labels.txt").write_bytes(labels)
 
 
+# An output whose class names Triton reads from labels.txt beside config.pbtxt ("Classification Extension":
+# https://github.com/triton-inference-server/server/blob/main/docs/protocol/extension_classification.md).
+LABELLED = 'output [{ name: "y" data_type: TYPE_FP32 dims: [2] label_filename: "labels.txt" }]\n'
+
+
 def build_a(root: Path) -> Path:
-    write_model(root, "alpha", "max_batch_size: 4\n", b"alpha weights A")
-    write_model(root, "beta", "max_batch_size: 8\n", b"beta weights A")
+    write_model(root, "alpha", "max_batch_size: 4\n" + LABELLED, b"alpha weights A", b"cat\ndog\n")
+    write_model(root, "beta", "max_batch_size: 8\n" + LABELLED, b"beta weights A", b"ant\nbee\n")
     write_model(root, "gamma", "max_batch_size: 2\n", b"gamma weights A")
     write_model(root, "delta", "max_batch_size: 1\n", b"delta weights, never changed")
     return root
 
 
 def build_b(root: Path) -> Path:
-    """Build A updated: alpha's config and weights change, beta's weights only, gamma goes, epsilon comes."""
+    """Build A updated: alpha's config, weights and labels change, beta's weights and labels only (its config
+    stays: a label file replaced in place would meet the old config), gamma goes, epsilon comes."""
     shutil.rmtree(root, ignore_errors=True)
-    write_model(root, "alpha", "max_batch_size: 16\n", b"alpha weights B, longer")
-    write_model(root, "beta", "max_batch_size: 8\n", b"beta weights B")
+    write_model(root, "alpha", "max_batch_size: 16\n" + LABELLED, b"alpha weights B, longer", b"cow\nelk\n")
+    write_model(root, "beta", "max_batch_size: 8\n" + LABELLED, b"beta weights B", b"bat\nbug\nfly\n")
     write_model(root, "delta", "max_batch_size: 1\n", b"delta weights, never changed")
     write_model(root, "epsilon", "max_batch_size: 8\n", b"epsilon weights B")
     return root
+
+
+def same_but_unnamed_extras(seen: Build, build: Build) -> bool:
+    extras = {name: md5 for name, md5 in seen.extras.items() if name in build.extras}
+    return (seen.config, seen.served, seen.labels, extras) == (build.config, build.served, build.labels, build.extras)
 
 
 def assert_every_config_pairs_with_its_own_build(
@@ -457,7 +502,8 @@ def assert_every_config_pairs_with_its_own_build(
     for model, (pins, build) in bucket_builds(client, bucket).items():
         seen = unpinned(build, pins)
         candidates = [unpinned(b[model], [1]) for b in builds if model in b]
-        assert any(seen.config == c.config and seen.served == c.served for c in candidates), (model, pins)
+        # A label file of the pending update, which no config names yet, is invisible to Triton.
+        assert any(same_but_unnamed_extras(seen, c) for c in candidates), (model, pins)
 
 
 def test_an_update_interrupted_at_every_step_never_mismatches_and_completes(gcs_client, bucket_name, tmp_path) -> None:
@@ -488,13 +534,14 @@ def test_an_update_interrupted_at_every_step_never_mismatches_and_completes(gcs_
             continue
         assert_mirrors(gcs_client, bucket, repo)
         break
-    # Record, 3 weights, 3 configs, record, 4 deletions (gamma's 2, alpha's and beta's old weights), record.
-    assert step == 13, seen
+    # Record, 3 weights, 2 label files, 3 configs, record, 6 deletions (gamma's 2, alpha's and beta's old
+    # weights and labels), record.
+    assert step == 17, seen
 
 
 def test_sync_interrupted_after_some_files_resumes_on_rerun(gcs_client, bucket_name, small_repo) -> None:
     sync(small_repo, gcs_client, bucket_name)
-    (small_repo / "resnet50" / "1" / "model.onnx").write_bytes(b"v2 weights")
+    (small_repo / "resnet50" / "1" / "model.onnx").write_bytes(onnx_model(b"v2 weights"))
     (small_repo / "resnet50" / "labels.txt").write_bytes(b"cow\nelk\n")
 
     def stop_after_first_upload(name: str, sent: int, total: int) -> None:
@@ -667,3 +714,137 @@ def test_triton_serves_the_pinned_new_version_after_an_update(model_repos: Build
             index = {(m["name"], m.get("version")): m.get("state") for m in triton.get_model_repository_index()}
             assert index == {("original", "2"): "READY"}
             assert triton.is_model_ready("original", "2")
+
+
+# --- red-team findings (issue 11): links, manifest, renames, model files, one-line errors, adoption ---------
+
+
+def test_a_link_inside_a_model_leading_outside_the_source_is_refused(gcs_client, bucket_name, small_repo, tmp_path):
+    secrets = tmp_path / "gcloud"
+    secrets.mkdir()
+    (secrets / "credentials.db").write_bytes(b"secret")
+    (small_repo / "resnet50" / "1" / "sub").symlink_to(secrets, target_is_directory=True)
+    seed_strangers(gcs_client, bucket_name)
+    before = snapshot(gcs_client, bucket_name)
+
+    with pytest.raises(SyncError) as caught:
+        sync(small_repo, gcs_client, bucket_name)
+    assert "resnet50/1/sub: a link that leads outside the source" in one_line_error(caught)
+    assert snapshot(gcs_client, bucket_name) == before
+
+
+def test_a_built_repository_sends_exactly_the_files_its_manifest_lists(gcs_client, bucket_name, small_repo):
+    from model_repo.manifest import FILES, MANIFEST, file_digests
+
+    (small_repo / MANIFEST).write_text(json.dumps({FILES: file_digests(small_repo)}))
+    # A link that stays inside the source, so only the manifest can tell the file was not built.
+    (small_repo / "resnet50" / "1" / "extra").symlink_to(small_repo / "preprocess" / "1", target_is_directory=True)
+    with pytest.raises(SyncError) as caught:
+        sync(small_repo, gcs_client, bucket_name)
+    assert "resnet50/1/extra/model.py: not in the build manifest" in one_line_error(caught)
+    assert not bucket_md5s(gcs_client, bucket_name)
+
+    (small_repo / "resnet50" / "1" / "extra").unlink()
+    sync(small_repo, gcs_client, bucket_name)
+    assert_mirrors(gcs_client, bucket_name, small_repo)
+
+
+def test_renaming_every_model_needs_the_mass_delete_flag(gcs_client, bucket_name, small_repo, tmp_path) -> None:
+    for copy in ("b", "c", "d"):
+        shutil.copytree(small_repo / "resnet50", small_repo / f"resnet50_{copy}")
+    sync(small_repo, gcs_client, bucket_name)  # 5 models
+    renamed = tmp_path / "renamed"
+    for model in sorted(p for p in small_repo.iterdir() if (p / "config.pbtxt").is_file()):
+        shutil.copytree(model, renamed / f"new_{model.name}")
+    before = snapshot(gcs_client, bucket_name)
+
+    with pytest.raises(SyncError) as caught:
+        sync(renamed, gcs_client, bucket_name)
+    assert "remove 5 models" in one_line_error(caught) and "keep 0" in str(caught.value)
+    assert snapshot(gcs_client, bucket_name) == before
+    sync(renamed, gcs_client, bucket_name, allow_mass_delete=True)
+    assert_mirrors(gcs_client, bucket_name, renamed)
+
+
+@pytest.mark.parametrize(
+    ("relative", "content", "named"),
+    [
+        ("resnet50/1/model.onnx", b"this is a text file, not a model\n", "not a valid ONNX model"),
+        ("resnet50/1/model.onnx", b"", "not a valid ONNX model"),
+        ("preprocess/1/model.py", b"class TritonPythonModel:\n    def broken(:\n", "does not compile line 2"),
+        ("preprocess/1/model.py", b"x = 1\x00\n", "does not compile"),
+    ],
+    ids=["text-onnx", "empty-onnx", "syntax-error", "nul-byte"],
+)
+def test_a_model_file_that_does_not_parse_is_refused(gcs_client, bucket_name, small_repo, relative, content, named):
+    (small_repo / relative).write_bytes(content)
+    with pytest.raises(SyncError) as caught:
+        sync(small_repo, gcs_client, bucket_name)
+    assert f"{relative}: " in one_line_error(caught) and named in str(caught.value)
+    assert not bucket_md5s(gcs_client, bucket_name)
+
+
+def test_the_onnx_check_is_fast_on_a_large_model(tmp_path) -> None:
+    from model_repo.sync_source import check_model_file
+
+    big = tmp_path / "model.onnx"
+    big.write_bytes(onnx_model(os.urandom(100 * 1000 * 1000)))
+    started = time.perf_counter()
+    check_model_file(big)
+    # 0.11 s measured on this machine; the bound leaves room for 2 busy cores.
+    assert time.perf_counter() - started < 5
+
+
+def write_like_the_previous_sync(client: storage.Client, bucket: str, repo: Path) -> None:
+    """What the sync before ownership records left: every file at its own name, configs unchanged, no record."""
+    for path in sorted(p for p in repo.rglob("*") if p.is_file()):
+        client.bucket(bucket).blob(f"{PREFIX}/{path.relative_to(repo).as_posix()}").upload_from_filename(str(path))
+
+
+def test_a_bucket_the_previous_sync_filled_is_adopted_only_with_the_flag(gcs_client, bucket_name, small_repo):
+    write_like_the_previous_sync(gcs_client, bucket_name, small_repo)
+    seed_strangers(gcs_client, bucket_name)
+    theirs = {f"{PREFIX}/resnet50/README.md": b"not a model file", f"{PREFIX}/resnet50/v1/x.bin": b"not a version"}
+    for name, data in theirs.items():
+        gcs_client.bucket(bucket_name).blob(name).upload_from_string(data)
+    before = snapshot(gcs_client, bucket_name)
+
+    with pytest.raises(SyncError) as caught:
+        sync(small_repo, gcs_client, bucket_name)
+    assert "--adopt" in one_line_error(caught) and "resnet50/" in str(caught.value)
+    assert snapshot(gcs_client, bucket_name) == before
+
+    sync(small_repo, gcs_client, bucket_name, adopt=True)
+    have, want = bucket_builds(gcs_client, bucket_name), local_builds(small_repo)
+    have["resnet50"][1].extras.pop("README.md")  # theirs: checked below
+    assert {m: unpinned(b, pins) for m, (pins, b) in have.items()} == {m: unpinned(b, [1]) for m, b in want.items()}
+    assert strangers_intact(gcs_client, bucket_name)
+    assert {n: md5(d) for n, d in theirs.items()} == {n: bucket_md5s(gcs_client, bucket_name, "")[n] for n in theirs}
+    assert f"{PREFIX}/resnet50/1/model.onnx" not in bucket_md5s(gcs_client, bucket_name, "")  # the adopted old copy
+    assert not sync(small_repo, gcs_client, bucket_name).uploaded  # owned now: no flag needed again
+
+
+_NAME_CHARS = st.characters(blacklist_characters="/\x00", blacklist_categories=("Cs",))
+ODD_NAMES = st.one_of(
+    st.text(_NAME_CHARS, min_size=1, max_size=12),
+    st.sampled_from(["new\nline", "cr\rx", "tab\tx", "bell\x07", "\u2028sep", "del\x7f", "a\x1b[31m"]),
+).filter(lambda n: n not in (".", "..") and len(n.encode()) < 200)
+
+
+@pytest.mark.parametrize("built", [False, True], ids=["plain", "with-manifest"])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=ODD_NAMES)
+def test_every_refusal_is_one_line_whatever_the_file_name(gcs_client, bucket_name, tmp_path, capsys, built, name):
+    from model_repo.manifest import FILES, MANIFEST, file_digests
+    from model_repo.sync import main
+
+    repo = write_small_repo(Path(tempfile.mkdtemp(dir=tmp_path)) / "repo")
+    if built:
+        (repo / MANIFEST).write_text(json.dumps({FILES: file_digests(repo)}))
+    (repo / "resnet50" / "1" / name).write_bytes(b"x")
+    capsys.readouterr()
+    code = main([str(repo), f"gs://{bucket_name}/{PREFIX}"])
+    err = capsys.readouterr().err
+    assert code in (0, 2), err
+    if code == 2 or built:
+        assert code == 2 and err.startswith("error: ") and err.count("\n") == 1 and "\r" not in err, repr(err)

@@ -281,9 +281,10 @@ def test_a_sync_is_refused_untouched_or_mirrors_the_source(
         write_tree(second, root / "two", root / "elsewhere-two")
         want_second = expected_models(second) if valid_prefix else None
         if want_second is not None and done:
-            removed = set(want_first) - set(want_second)
-            if len(removed) > len(want_second):
-                want_second = None  # removing more models than it keeps needs --allow-mass-delete
+            removed, kept = set(want_first) - set(want_second), set(want_first) & set(want_second)
+            if len(removed) > len(kept):
+                # Removing more models than it keeps (there before and after) needs --allow-mass-delete.
+                want_second = None
         # A refused second sync leaves the bucket as the first one left it (sync_and_check compares snapshots).
         if sync_and_check(gcs_client, bucket, root / "two", url, want_second):
             assert_synced(gcs_client, bucket, normalized, want_second, strangers)
