@@ -4,14 +4,21 @@ The mocks stand in only for the cloud boundary: they echo a resource's inputs ba
 and fill in the few computed outputs the program reads (endpoints, emails, certificates).
 A recording monitor keeps what the engine would receive: type, name, parent, provider,
 dependencies and inputs of every resource, in registration order.
+
+Pulumi API used: the public mock API (pulumi.runtime.Mocks, set_mocks, test, reset_options, get_root_resource),
+as in https://github.com/pulumi/examples/tree/master/testing-unit-py, plus ONE non-exported piece, the
+MockMonitor subclass (see RecordingMonitor). tests/test_pulumi_runtime_contract.py fails, naming the pulumi
+version and the line here to update, if an upgrade breaks any assumption made below.
 """
 
 from __future__ import annotations
 
 import base64
+import importlib.metadata
 import itertools
 import json
 import runpy
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,12 +26,16 @@ from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
-from pulumi.runtime import settings as pulumi_settings
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 # Orders registrations and invokes of one run, so tests can check what happened before what.
 _sequence = itertools.count()
 PROGRAM = PROJECT_DIR / "__main__.py"
+# How Pulumi's resource protocol marks a secret inside a property map: {SIG_KEY: SECRET_SIG, "value": v}.
+# Constants of the wire format (pulumi sdk/go/common/resource/sig/sig.go: Key, Secret), not of the Python SDK:
+# https://github.com/pulumi/pulumi/blob/master/sdk/go/common/resource/sig/sig.go
+SIG_KEY = "4dabf18193072939515e22adb298388d"
+SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
 MOCK_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nmock\n-----END CERTIFICATE-----\n").decode()
 
 
@@ -136,16 +147,58 @@ _COMPUTED = {
 }
 
 
+class InputTap(pulumi.runtime.Mocks):
+    """Passes every call on to the cloud mocks, keeping (per thread) the public MockResourceArgs of the last resource.
+
+    The SDK sends RegisterResource from executor threads (pulumi/runtime/resource.py, run_in_executor), and the
+    mock monitor calls new_resource on that same thread, so a thread-local slot pairs each request with its args.
+    """
+
+    def __init__(self, cloud: pulumi.runtime.Mocks) -> None:
+        self.cloud = cloud
+        self._last = threading.local()
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict]:
+        self._last.args = args
+        return self.cloud.new_resource(args)
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list | None]:
+        return self.cloud.call(args)
+
+    def register_transform(self, transform: Any) -> None:
+        self.cloud.register_transform(transform)
+
+    def register_invoke_transform(self, transform: Any) -> None:
+        self.cloud.register_invoke_transform(transform)
+
+    def take(self) -> pulumi.runtime.MockResourceArgs | None:
+        args, self._last.args = getattr(self._last, "args", None), None
+        return args
+
+
+# PRIVATE PULUMI API (the one left): MockMonitor is not exported by pulumi.runtime, only named as the type of
+# set_mocks(monitor=...). Needed because parent, dependencies, customTimeouts and protect reach the monitor's
+# RegisterResource request but not the public MockResourceArgs. If it changes, the plan loses its ordering,
+# timeouts and protect flags: tests/test_pulumi_runtime_contract.py checks the class and the request fields.
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     """The mock monitor, plus a record of the fields the engine would use to order and bind resources."""
 
     def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
-        super().__init__(mocks)
+        self.tap = InputTap(mocks)
+        super().__init__(self.tap)
         self.records: list[PlannedResource] = []
+
+    @property
+    def cloud(self) -> pulumi.runtime.Mocks:
+        return self.tap.cloud
 
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
+        args = self.tap.take()
         if request.type != "pulumi:pulumi:Stack":
+            if args is None:
+                version = importlib.metadata.version("pulumi")
+                raise RuntimeError(f"pulumi {version}: the mock monitor no longer calls Mocks.new_resource")
             self.records.append(
                 PlannedResource(
                     type=request.type,
@@ -157,7 +210,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     # The SDK sends explicit depends_on together with every resource whose Outputs the
                     # inputs use (components expanded to their children): the engine's whole ordering.
                     dependencies=list(request.dependencies),
-                    inputs=_plain(pulumi.runtime.rpc.deserialize_properties(request.object, keep_unknowns=True)),
+                    # The inputs as the public mock API hands them to Mocks.new_resource (secrets still wrapped).
+                    inputs=_plain(args.inputs),
                     sequence=next(_sequence),
                     custom_timeouts=_custom_timeouts(request),
                     protect=bool(request.protect),
@@ -176,7 +230,7 @@ def _custom_timeouts(request: Any) -> dict[str, str]:
 def _plain(value: Any, secret: bool = False) -> Any:
     """Inputs as JSON-friendly values; every scalar inside a secret is masked, keeping the structure."""
     if isinstance(value, dict):
-        if value.get(pulumi.runtime.rpc._special_sig_key) == pulumi.runtime.rpc._special_secret_sig:
+        if value.get(SIG_KEY) == SECRET_SIG:
             return _plain(value.get("value"), secret=True)
         return {k: _plain(v, secret) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -230,7 +284,9 @@ def run_under_mocks(
     monitor: RecordingMonitor | None = None,
 ) -> Plan:
     """Run `declare` (a program or a single component) under the mock runtime and record what it registers."""
-    pulumi_settings.ROOT.set(None)
+    # A fresh root Stack per run: set_mocks makes one only while get_root_resource() is None, and reset_options is
+    # the public call that clears it (pulumi/runtime/settings.py). Without it two runs in one process share a stack.
+    pulumi.runtime.reset_options()
     monitor = monitor or RecordingMonitor(CloudMocks())
     pulumi.runtime.set_mocks(monitor.mocks, project=project_name, stack=stack, preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(config)
@@ -243,8 +299,10 @@ def run_under_mocks(
     by_urn = {r.urn: r for r in monitor.records}
     for record in monitor.records:
         record.parent = by_urn.get(record.parent_urn)
-    outputs = dict(getattr(pulumi_settings.get_root_resource(), "outputs", {}))
-    return Plan(stack=stack, resources=monitor.records, outputs=outputs, invokes=list(monitor.mocks.calls))
+    # PRIVATE PULUMI API: pulumi.export keeps the stack outputs on the root Stack's `outputs` dict (pulumi/runtime/
+    # stack.py), which has no public accessor; if it moves, Plan.outputs comes back empty (contract test catches it).
+    outputs = dict(getattr(pulumi.runtime.get_root_resource(), "outputs", {}))
+    return Plan(stack=stack, resources=monitor.records, outputs=outputs, invokes=list(monitor.cloud.calls))
 
 
 def load_settings(stack: str, overrides: dict[str, str] | None = None, config_file: Path | None = None) -> Any:
