@@ -6,9 +6,10 @@ A recording monitor keeps what the engine would receive: type, name, parent, pro
 dependencies and inputs of every resource, in registration order.
 
 Pulumi API used: the public mock API (pulumi.runtime.Mocks, set_mocks, test, reset_options, get_root_resource),
-as in https://github.com/pulumi/examples/tree/master/testing-unit-py, plus ONE non-exported piece, the
-MockMonitor subclass (see RecordingMonitor). tests/test_pulumi_runtime_contract.py fails, naming the pulumi
-version and the line here to update, if an upgrade breaks any assumption made below.
+as in https://github.com/pulumi/examples/tree/master/testing-unit-py, plus two non-exported pieces, each
+marked PRIVATE PULUMI API below: the MockMonitor subclass (RecordingMonitor) and the root Stack's `outputs`.
+tests/test_pulumi_runtime_contract.py fails, naming the pulumi version and the line here to update, if an
+upgrade breaks any assumption made below.
 """
 
 from __future__ import annotations
