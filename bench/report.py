@@ -1,6 +1,6 @@
 """Write a benchmark run: results.csv, summary.csv, cost.csv, results.json, README.md and PNG plots.
 
-python -m bench.report bench/results/dev-2026-11-29   # re-render from its results.json
+python -m bench.report bench/results/dev-2026-11-30   # re-render from its results.json
 """
 
 from __future__ import annotations

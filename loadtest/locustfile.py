@@ -38,6 +38,7 @@ Needs locust, tritonclient[http,grpc] (numpy comes with it); prometheus-client i
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import math
@@ -304,6 +305,11 @@ def open_client() -> Client:
         timeout = SETTINGS.timeout_s
         client = Client(SETTINGS.url, concurrency=1, connection_timeout=timeout, network_timeout=timeout)
     OPEN_CLIENTS.add(client)
+    # Connect now, not at the first request: open-loop arrivals reach users in turn, and each user's
+    # connection should exist (and be spread over the pods) from the start. A failure here is not a
+    # result: the user's first request reports it.
+    with contextlib.suppress(Exception):
+        client.is_server_live()
     return client
 
 
