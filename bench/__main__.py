@@ -17,12 +17,15 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench import cost, machine, report, runner
 from bench.load_plan import LoadPlan, PlanError
 from bench.results import BenchRun
 from bench.slo_search import RateLadder, SloCriteria
+
+if TYPE_CHECKING:
+    from settings.values import StackSettings
 
 # (first rate, cap, concurrency bound) per target. 2 CPU cores run ResNet-50 at ~25-56 images/s: the
 # climb starts at 4 requests/s (and comes down if even that fails). A T4 reaches 250-2,300 RPS
@@ -99,7 +102,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def bench_config(args: argparse.Namespace, settings: Any) -> runner.BenchConfig:
+def bench_config(args: argparse.Namespace, settings: StackSettings) -> runner.BenchConfig:
     slo = settings.monitoring.slo
     failure_pct = args.max_failure_pct if args.max_failure_pct is not None else 100 * slo.max_failure_ratio
     try:
@@ -148,7 +151,7 @@ def bench_config(args: argparse.Namespace, settings: Any) -> runner.BenchConfig:
     )
 
 
-def prepare(config: runner.BenchConfig, settings: Any) -> tuple[list[runner.Model], runner.Serve]:
+def prepare(config: runner.BenchConfig, settings: StackSettings) -> tuple[list[runner.Model], runner.Serve]:
     """The models to bench and how to serve each one, for the chosen target."""
     deployed = settings.model_repo.variants
     chosen = runner.select_variants(deployed, config.variants)
@@ -177,7 +180,7 @@ def settings_record(config: runner.BenchConfig) -> dict[str, Any]:
     }
 
 
-def costs(settings: Any, summaries: list[Any], target: str) -> tuple[list[dict], list[dict]]:
+def costs(settings: StackSettings, summaries: list[Any], target: str) -> tuple[list[dict], list[dict]]:
     prices = cost.pricings(settings)
     measured = {s.variant: s.max_rps for s in summaries}
     sizes = {s.variant: s.bytes_per_request for s in summaries}
@@ -190,15 +193,14 @@ def log(line: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from infra.config import ConfigError
     from model_repo.errors import ModelRepoError
-    from offline.runtime import load_settings
+    from settings import ConfigError, from_stack_file
 
     started, stamp = time.monotonic(), datetime.datetime.now().astimezone()
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = parser().parse_args(argv)
-        settings = load_settings(args.stack)
+        settings = from_stack_file(args.stack)
         config = bench_config(args, settings)
         models, serve = prepare(config, settings)
         facts = {**machine.facts(), "load_start": machine.load_average()}

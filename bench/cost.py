@@ -17,9 +17,12 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.cost import VmPrice, load_vm_prices, region_costs
+
+if TYPE_CHECKING:
+    from settings.values import StackSettings
 
 # ResNet-50 on one T4 at p95 <= 100 ms, from the reference tutorial ("Measure and tune performance
 # of a TensorFlow inference system"); its TF-TRT variants map to this project's ORT+TensorRT ones.
@@ -70,7 +73,9 @@ def lb_usd_per_million(bytes_per_request: int) -> float:
     return bytes_per_request * 1_000_000 / 2**30 * LB_DATA_USD_PER_GIB
 
 
-def node_usd_h(settings: Any, region: str, spot: bool, vm_prices: dict[tuple[str, str], VmPrice]) -> float | None:
+def node_usd_h(
+    settings: StackSettings, region: str, spot: bool, vm_prices: dict[tuple[str, str], VmPrice]
+) -> float | None:
     gpu = settings.gpu_pool
     vm = vm_prices.get((gpu.machine_type, region))
     vm_h = (vm.spot if spot else vm.on_demand) if vm else None
@@ -82,7 +87,7 @@ def node_usd_h(settings: Any, region: str, spot: bool, vm_prices: dict[tuple[str
     return vm_h + max(gpu_prices) * gpu.accelerator_count  # the dearest zone, as infra.cost does
 
 
-def pricings(settings: Any) -> list[Pricing]:
+def pricings(settings: StackSettings) -> list[Pricing]:
     """Per region of the stack, on-demand and spot GPU nodes."""
     vm_prices = load_vm_prices()
     found = []

@@ -10,10 +10,10 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from infra.config import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
 from infra.naming import gcp_name
 from infra.network import PODS_RANGE, SERVICES_RANGE, SubnetPlan
 from k8s.nvidia_driver import NvidiaDriverInstaller, NvidiaDriverInstallerArgs
+from settings.values import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}
 POOL_ROLE_LABEL = "triton-gke/pool"

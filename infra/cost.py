@@ -6,8 +6,8 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.catalogue import DATA_DIR, GpuCatalogue
-from infra.config import StackSettings
+from settings.catalogue import DATA_DIR, GpuCatalogue
+from settings.values import StackSettings
 
 VM_PRICES = DATA_DIR / "gcp_vm_prices.csv"
 GKE_CLUSTER_USD_H = 0.10

@@ -22,11 +22,12 @@ from pathlib import Path
 import pulumi
 import pulumi_command as command
 
-from infra.config import PROJECT_DIR, ConfigError
+from infra.config import ConfigError
 from model_repo.errors import ModelRepoError
 from model_repo.manifest import MANIFEST, REBUILD, verify_repository
 from model_repo.settings import ModelRepoSettings
 from model_repo.sync import hash_local, scan_local
+from settings.schema import PROJECT_DIR
 
 BUILT_REPOSITORY = PROJECT_DIR / "build" / "model_repository"
 # Relative to the project directory, where Pulumi runs the command; Pulumi.yaml names this venv.

@@ -8,7 +8,7 @@ from ipaddress import IPv4Network
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config import RegionSettings
+from settings.values import RegionSettings
 
 PODS_RANGE = "pods"
 SERVICES_RANGE = "services"

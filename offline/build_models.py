@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from infra.config import PROJECT_DIR, ConfigError
 from infra.model_upload import BUILT_REPOSITORY
 from model_repo.build import build_repository
 from model_repo.errors import ModelRepoError
 from offline.plan import EXIT_BAD_CONFIG, overrides_from
-from offline.runtime import load_settings
+from settings import ConfigError, from_stack_file
+from settings.schema import PROJECT_DIR
 
 CPU_TWINS = PROJECT_DIR / "build" / "model_repository_cpu"
 
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     started = time.monotonic()
     try:
-        settings = load_settings(args.stack, overrides_from(args.set), args.config_file)
+        settings = from_stack_file(args.stack, overrides_from(args.set), args.config_file)
         result = build_repository(settings.model_repo, BUILT_REPOSITORY, cpu_out=CPU_TWINS)
     except (ConfigError, ModelRepoError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -21,10 +21,11 @@ from typing import Any, NoReturn
 
 import yaml
 
-from infra.config import ConfigError, config_schema
 from k8s.schema import ManifestError, validate_manifest
 from offline.make_args import settings_words, with_model_repo_args
-from offline.runtime import PROJECT_DIR, Plan, PlannedResource, run_program, stack_config
+from offline.runtime import PROJECT_DIR, Plan, PlannedResource, run_program
+from settings import ConfigError, stack_config
+from settings.schema import config_schema
 
 EXIT_BAD_CONFIG = 2
 EXIT_BAD_MANIFEST = 3

@@ -243,26 +243,6 @@ def _plain(value: Any, secret: bool = False) -> Any:
     return f"[{type(value).__name__}]"
 
 
-def stack_config(stack: str, project_dir: Path = PROJECT_DIR, config_file: Path | None = None) -> dict[str, str]:
-    """Pulumi.<stack>.yaml (or config_file) as the engine passes it: 'namespace:key' -> string (lists, maps as JSON).
-
-    Read strictly (infra/stack_file.py): duplicate keys, empty values, unquoted scalars whose meaning depends on
-    the YAML reader, binary, huge or alias-bomb files are a ConfigError naming the file, line and key.
-    """
-    from infra.config import ConfigError, config_schema
-    from infra.stack_file import StackFileError, read_stack_file
-
-    path = config_file or project_dir / f"Pulumi.{stack}.yaml"
-    if not path.exists():
-        raise FileNotFoundError(f"{path.name}: no such stack file")
-    project, keys = config_schema()
-    types = {f"{project}:{key}": spec.type for key, spec in keys.items()}
-    try:
-        return read_stack_file(path, project, types)
-    except StackFileError as err:
-        raise ConfigError(str(err)) from None
-
-
 def config_string(value: Any) -> str:
     if isinstance(value, dict) and "secure" in value:
         return "[secret]"
@@ -304,17 +284,3 @@ def run_under_mocks(
     # stack.py), which has no public accessor; if it moves, Plan.outputs comes back empty (contract test catches it).
     outputs = dict(getattr(pulumi.runtime.get_root_resource(), "outputs", {}))
     return Plan(stack=stack, resources=monitor.records, outputs=outputs, invokes=list(monitor.cloud.calls))
-
-
-def load_settings(stack: str, overrides: dict[str, str] | None = None, config_file: Path | None = None) -> Any:
-    """The validated StackSettings of `stack` (settings from config_file if given), read as the program reads them."""
-    from infra.config import config_schema, load_stack_settings
-
-    captured = []
-    run_under_mocks(
-        lambda: captured.append(load_stack_settings()),
-        stack,
-        stack_config(stack, config_file=config_file) | (overrides or {}),
-        config_schema()[0],
-    )
-    return captured[0]

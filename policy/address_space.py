@@ -1,6 +1,6 @@
 """How many public addresses a list of source ranges lets in: the one rule for "not open to the internet".
 
-The stack config (infra/config.py, webUiSourceRanges) and the policy pack (web-ui-not-public) judge source
+The stack config (settings/source_ranges.py, webUiSourceRanges) and the policy pack (web-ui-not-public) judge source
 ranges with the same function, so a list the config refuses is a list the pack refuses. It lives in the pack's
 folder because the pack runs in its own virtualenv with only this folder on its path (and `pulumi policy publish`
 uploads only this folder); the program imports it as `policy.address_space`. Standard library only.

@@ -31,7 +31,6 @@ from typing import Any
 
 import psutil
 
-from infra.config import PROJECT_DIR, ConfigError, StackSettings
 from infra.model_upload import BUILT_REPOSITORY
 from infra.naming import gcp_name
 from k8s.triton import ADMIN_KEY_HEADER
@@ -41,12 +40,13 @@ from monitoring.local import LocalPrometheus
 from monitoring.settings import TRITON_PODS
 from offline.build_models import CPU_TWINS
 from offline.plan import OneLineParser, overrides_from
-from offline.runtime import load_settings
 from sandbox import components as parts
 from sandbox import leftovers, single_run
 from sandbox import report as reporting
 from sandbox.components import ComponentError, LoadSettings, LocustLoad, ScrapeTargets
 from sandbox.triton import NetworkNamespace, TritonServer, isolation_available
+from settings import ConfigError, StackSettings, from_stack_file
+from settings.schema import PROJECT_DIR
 
 DEFAULT_OUT = PROJECT_DIR / "build" / "sandbox"
 SCRAPE_INTERVAL_S = 2  # short, so a run of a few seconds still gets a dozen samples
@@ -363,7 +363,7 @@ def _positive(text: str) -> int:
 
 def _settings(args: argparse.Namespace) -> StackSettings:
     try:
-        return load_settings(args.stack, overrides_from(args.set))
+        return from_stack_file(args.stack, overrides_from(args.set))
     except FileNotFoundError as err:  # no Pulumi.<stack>.yaml
         raise ConfigError(f"--stack {args.stack}: {err}") from None
 

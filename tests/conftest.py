@@ -12,8 +12,9 @@ import pytest
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_DIR))
 
-from infra.config import config_schema  # noqa: E402
-from offline.runtime import Plan, config_string, run_program, run_under_mocks, stack_config  # noqa: E402
+from offline.runtime import Plan, config_string, run_program, run_under_mocks  # noqa: E402
+from settings import stack_config  # noqa: E402
+from settings.schema import config_schema  # noqa: E402
 
 PROJECT = config_schema()[0]
 

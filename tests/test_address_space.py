@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 from ipaddress import IPv4Network, IPv6Network
-from typing import Any
 
 import pytest
 from conftest import PROJECT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.config import ConfigError, _cidrs, _Reader, config_schema
 from policy.address_space import (
     COMPATIBLE,
     MAPPED,
@@ -34,6 +32,10 @@ from policy.address_space import (
     parse,
 )
 from policy.policies import source_range_problem
+from settings.errors import ConfigError
+from settings.reader import Reader
+from settings.schema import config_schema
+from settings.source_ranges import cidr_ranges
 
 V4_ALL = (1 << 32) - 1
 Interval = tuple[int, int]
@@ -177,22 +179,13 @@ def test_the_union_is_judged_by_its_public_address_count(networks) -> None:
     assert (internet_problem(networks) is not None) == refused_by_oracle(networks)
 
 
-class FakeConfig:
-    """What pulumi.Config.get returns for one key: the JSON text of the stack file's value."""
-
-    def __init__(self, values: dict[str, Any]) -> None:
-        self.values = values
-
-    def get(self, key: str) -> str | None:
-        return json.dumps(self.values[key]) if key in self.values else None
-
-
 def config_check(ranges: list[str]) -> str | None:
     """The stack config's webUiSourceRanges check on these ranges: its error, or None."""
-    reader = _Reader(*config_schema())
-    reader.config = FakeConfig({"webUiSourceRanges": ranges})
+    project, keys = config_schema()
+    # The config mapping as the engine passes it: the JSON text of the stack file's value.
+    reader = Reader(project, keys, {f"{project}:webUiSourceRanges": json.dumps(ranges)})
     try:
-        _cidrs(reader, "webUiSourceRanges")
+        cidr_ranges(reader, "webUiSourceRanges")
     except ConfigError as error:
         return str(error)
     return None

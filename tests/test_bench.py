@@ -39,8 +39,8 @@ from bench.slo_search import (
     verdict,
 )
 from model_repo.settings import REFERENCE_VARIANTS
-from offline.runtime import load_settings
 from sandbox.triton import TritonStartError
+from settings import from_stack_file as load_settings
 
 SLO = SloCriteria(slo_ms=100, max_failure_ratio=0.01, stop_after=2, min_requests=20)
 

@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_model_repo import small_onnx
 
-from infra.config import ConfigError
 from infra.model_upload import built_repository_digest
 from model_repo.build import DIGEST_SUFFIX, BuildResult, build_repository
 from model_repo.errors import ModelRepoError
 from model_repo.manifest import FILES, MANIFEST, ManifestMismatch, sha256_file, verify_repository
 from model_repo.settings import ModelRepoSettings, default_settings
+from settings.errors import ConfigError
 
 pytest_plugins = ("tests.gcs_fixtures",)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from conftest import evaluate_component
 
 from infra.cluster import GkeCluster, GkeClusterArgs, build_kubeconfig
-from infra.config import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
 from infra.network import Network, NetworkArgs, SubnetPlan
 from k8s.nvidia_driver import NvidiaDriverInstaller, NvidiaDriverInstallerArgs
+from settings.values import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
 
 US = RegionSettings(name="us-central1", zones=("us-central1-a", "us-central1-b"), index=30)
 EU = RegionSettings(name="europe-west4", zones=("europe-west4-a",), index=17)

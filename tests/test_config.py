@@ -8,8 +8,8 @@ import sys
 import pytest
 from conftest import PROJECT, PROJECT_DIR, stack_settings
 
-from infra.config import ConfigError
 from offline.runtime import CloudMocks, RecordingMonitor, run_program
+from settings.errors import ConfigError
 
 BAD_CONFIG = {
     "unknown region": (

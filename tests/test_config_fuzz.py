@@ -3,7 +3,7 @@
 Generated values (wrong types, huge and negative numbers, unicode, empty, nested lists and maps, YAML special
 scalars) for every setting must either plan or be refused with ONE line naming a config key: a ConfigError
 in-process, exit code 2 and one stderr line from the real `python -m offline.plan` in a subprocess. Never a
-traceback, and within bounded time and memory. Stack files go through infra/stack_file.py's strict reading.
+traceback, and within bounded time and memory. Stack files go through settings/stack_file.py's strict reading.
 """
 
 from __future__ import annotations
@@ -25,9 +25,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pulumi.runtime.config import set_all_config
 
-from infra.config import ConfigError, config_schema, load_stack_settings, provider_config_keys
-from infra.stack_file import MAX_BYTES, MAX_CHARS, MAX_NODES, StackFileError, read_stack_file
+from infra.config import load_stack_settings
 from offline.runtime import config_string, run_under_mocks
+from settings.errors import ConfigError
+from settings.keys import provider_config_keys
+from settings.schema import config_schema
+from settings.stack_file import MAX_BYTES, MAX_CHARS, MAX_NODES, StackFileError, read_stack_file
 
 KEYS = config_schema()[1]
 TYPES = {f"{PROJECT}:{name}": spec.type for name, spec in KEYS.items()}
@@ -130,7 +133,7 @@ def test_keys_of_other_namespaces_are_accepted(key: str) -> None:
     assert _refusal(stack_settings("dev") | {key: "some-value"}) is None
 
 
-# gcp: and kubernetes: keys are checked against the providers' own settings (infra/config.py cites the docs).
+# gcp: and kubernetes: keys are checked against the providers' own settings (settings/keys.py cites the docs).
 @pytest.mark.parametrize(
     "key,value,says",
     [
@@ -348,7 +351,7 @@ def _aliased_strings(length: int, copies: int) -> str:
 _MEASURE = """
 import resource, sys, time
 from pathlib import Path
-from infra.stack_file import StackFileError, read_stack_file
+from settings.stack_file import StackFileError, read_stack_file
 started = time.monotonic()
 try:
     read_stack_file(Path(sys.argv[1]), sys.argv[2], {})
@@ -401,7 +404,7 @@ def test_quoted_text_is_read_back_exactly(tmp_path: Path, key: str, text: str) -
     """Whatever the text, written as YAML writes strings (quoted where needed), it arrives unchanged.
 
     Except YAML's own line breaks (CR, LF, NEL, U+2028/9), which PyYAML's writer leaves for line folding to eat;
-    no setting may hold them (infra/config.py refuses control characters).
+    no setting may hold them (settings/reader.py refuses control characters).
     """
     assume(not set(text) & set("\r\n\x85\u2028\u2029"))
     document = yaml.safe_dump({"config": {f"{PROJECT}:{key}": text}}, allow_unicode=True)

@@ -2,7 +2,7 @@
 
 Each test generates values (wrong types, unicode, zero, negative, huge, each limit +-1) and asserts the stack is
 accepted exactly when the documented rule says so, else a ConfigError in one line naming the key. The rules are
-written here from the documentation (sources next to each oracle), independently of infra/config.py's code.
+written here from the documentation (sources next to each oracle), independently of settings/' code.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from conftest import PROJECT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infra import catalogue
-from infra.config import ConfigError
-from offline.runtime import config_string, load_settings
+from offline.runtime import config_string
+from settings import catalogue
+from settings import from_stack_file as load_settings
+from settings.errors import ConfigError
 
 INT32_MAX = 2**31 - 1
 EXAMPLES = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -14,7 +14,6 @@ from conftest import PROJECT, PROJECT_DIR, evaluate, evaluate_component
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infra.config import DOMAIN, MAX_RATE_LIMIT, ConfigError
 from infra.global_lb import (
     HEALTH_CHECK_RANGES,
     GlobalLoadBalancer,
@@ -22,7 +21,10 @@ from infra.global_lb import (
     RegionBackend,
     certificate_name,
 )
-from offline.runtime import Plan, load_settings
+from offline.runtime import Plan
+from settings import from_stack_file as load_settings
+from settings.errors import ConfigError
+from settings.load_balancer import DOMAIN, MAX_RATE_LIMIT
 
 BACKEND = "gcp:compute/backendService:BackendService"
 URL_MAP = "gcp:compute/uRLMap:URLMap"
@@ -425,7 +427,8 @@ def test_plan_command_refuses_a_bad_allowlist_in_one_line_with_exit_2():
 STACK_NAMES = st.text(
     alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.", min_size=1, max_size=100
 )
-# DNS names as the config accepts them (infra.config.DOMAIN), built label by label: filtering random text is too slow.
+# DNS names as the config accepts them (settings.load_balancer.DOMAIN), built label by label: filtering random text
+# is too slow.
 DNS_NAMES = st.builds(
     lambda labels, tld: ".".join([*labels, tld]),
     st.lists(st.from_regex(r"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True), min_size=1, max_size=3),

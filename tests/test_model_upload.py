@@ -8,10 +8,10 @@ import shutil
 import pytest
 from conftest import evaluate_component
 
-from infra.config import ConfigError
 from infra.model_upload import BUILT_REPOSITORY, ModelUpload, ModelUploadArgs, built_repository_digest
 from model_repo.build import build_repository
 from model_repo.settings import default_settings
+from settings.errors import ConfigError
 
 
 @pytest.fixture()

@@ -14,9 +14,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infra.config import ConfigError
 from offline.plan import WRITTEN_LIST, kubernetes_objects, write_kubernetes_objects
 from offline.runtime import Plan
+from settings.errors import ConfigError
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 # What the offline mocks return for a random provider's password (offline/runtime.py _COMPUTED); the SDK marks

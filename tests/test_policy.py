@@ -33,7 +33,6 @@ from pulumi_policy import (
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from infra.config import ConfigError
 from offline.runtime import Plan, PlannedResource
 from policy.policies import (
     BUCKET,
@@ -51,6 +50,7 @@ from policy.policies import (
     stack_of,
     web_ui_of,
 )
+from settings.errors import ConfigError
 
 BY_NAME = {p.name: p for p in POLICIES}
 STACK_BY_NAME = {p.name: p for p in STACK_POLICIES}

@@ -1,9 +1,10 @@
 """What offline/runtime.py assumes of Pulumi's Python SDK beyond its public mock API, checked on the installed SDK.
 
-The plan, the tests, the sandbox and the bench all evaluate the program through offline/runtime.py, so a pulumi upgrade
-that moves one of these assumptions would break them all at once. Each test here checks one assumption and fails with
-the pulumi version and the line of offline/runtime.py to update. The public API used is the one of
-https://www.pulumi.com/docs/iac/guides/testing/unit/ and pulumi/examples' testing-unit-py (Mocks, set_mocks, test).
+The plan and the tests evaluate the program through offline/runtime.py (the sandbox and bench read their settings
+without it, through settings/), so a pulumi upgrade that moves one of these assumptions would break them at once.
+Each test here checks one assumption and fails with the pulumi version and the line of offline/runtime.py to update.
+The public API used is the one of https://www.pulumi.com/docs/iac/guides/testing/unit/ and pulumi/examples'
+testing-unit-py (Mocks, set_mocks, test).
 """
 
 from __future__ import annotations

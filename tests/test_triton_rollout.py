@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_deploy_invariants import rollout_waves
 
-from infra.config import MAX_STARTUP_MINUTES, ConfigError
 from k8s.triton import (
     ADMIN_KEY_HEADER,
     MODEL_DIGEST_ANNOTATION,
@@ -29,6 +28,8 @@ from k8s.triton import (
 )
 from model_repo.build import BuildResult
 from sandbox.triton import TritonServer
+from settings.errors import ConfigError
+from settings.serving import MAX_STARTUP_MINUTES
 
 pytest_plugins = ("tests.triton_fixtures",)
 

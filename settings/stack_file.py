@@ -26,8 +26,8 @@ What else is refused, in one line naming the file (and the key, where there is o
   the file is composed and before any alias is expanded, keep the offline plan's time and memory bounded
   (a "billion laughs" file, or a long string aliased thousands of times, is refused in milliseconds).
 
-The offline plan reads stack files only through here; under `pulumi up` infra/config.py runs the same
-reading over the selected stack's file, so both refuse the same files.
+The offline plan reads stack files only through here; under `pulumi up` the settings entry (settings/stack.py)
+runs the same reading over the selected stack's file, so both refuse the same files.
 """
 
 from __future__ import annotations
@@ -37,10 +37,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pulumi
 import yaml
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from settings.errors import ConfigError
 
 MAX_BYTES = 256 * 1024  # a stack file of this project is ~1 KiB; Pulumi's own are rarely above a few KiB
 MAX_DEPTH = 32
@@ -50,7 +51,7 @@ MAX_NODES = 20_000  # scalars, lists and maps, counted with every alias expanded
 # stands for 2.3 billion characters: gigabytes once expanded, and yaml.v3 would expand it too).
 MAX_CHARS = 4 * MAX_BYTES
 STR_TAG = "tag:yaml.org,2002:str"
-SECRET_PLACEHOLDER = "[secret]"  # the offline plan cannot decrypt; infra/config.py never reads secure values
+SECRET_PLACEHOLDER = "[secret]"  # the offline plan cannot decrypt; the settings never read secure values
 
 # The plainest spellings, read alike by YAML 1.1 (PyYAML) and yaml.v3.
 PLAIN_INT = re.compile(r"-?(0|[1-9][0-9]*)")
@@ -67,8 +68,8 @@ V3_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}([Tt ].*)?")
 YAML11_ONLY_BOOL = {"y": True, "Y": True, "n": False, "N": False}
 
 
-class StackFileError(pulumi.RunError):
-    """One line naming the stack file, the line and the key at fault (a RunError: no traceback under pulumi up)."""
+class StackFileError(ConfigError):
+    """One line naming the stack file, the line and the key at fault (a ConfigError: one line, no traceback)."""
 
     def __init__(self, message: str) -> None:
         # Keys and values quoted in the message may hold line breaks or other control characters: shown escaped.

@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-DATA_DIR = Path(__file__).parent / "data"
+# The data stay beside the infrastructure code that deploys to those regions (infra/data/).
+DATA_DIR = Path(__file__).resolve().parent.parent / "infra" / "data"
 REGIONS_CSV = DATA_DIR / "gcp_regions.csv"
 DEFAULT_GPU_CATALOGUE = DATA_DIR / "gcp_t4_zones.csv"
 

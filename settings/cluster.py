@@ -1,0 +1,226 @@
+"""Cluster and node pools: regions and zones (GPU catalogue), GKE version, CPU and T4 GPU pools and their limits."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+
+from settings import catalogue
+from settings.catalogue import CatalogueError, GpuCatalogue
+from settings.errors import ConfigError
+from settings.reader import Reader, at_most, show
+from settings.schema import PROJECT_DIR
+from settings.source_ranges import cidr_ranges
+from settings.values import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
+
+RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
+DRIVER_VERSIONS = ("DEFAULT", "LATEST", "INSTALLATION_DISABLED")
+# kubernetes-validate ships schemas for these minors; a cluster outside them cannot be checked.
+KUBERNETES_MINORS = range(25, 38)
+# T4 on N1: T4 count per VM -> (most vCPUs, most memory in GB) of the VM. Google's table "NVIDIA T4 GPUs" on
+# "GPU machine types" (https://cloud.google.com/compute/docs/gpus#t4-gpus): 1 or 2 GPUs 1-48 vCPUs and 1-312 GB,
+# 4 GPUs 1-96 vCPUs and 1-624 GB. (One T4 allows 48 vCPUs, not 24.)
+T4_LIMITS = {1: (48, 312), 2: (48, 312), 4: (96, 624)}
+# GKE limits (https://cloud.google.com/kubernetes-engine/quotas): 1,000 nodes per node pool per zone,
+# 15,000 nodes per Standard cluster.
+MAX_NODES_PER_POOL_ZONE = 1000
+MAX_NODES_PER_CLUSTER = 15000
+# Persistent Disk sizes, GB: pd-balanced (node boot disks and the standard-rwo class behind Prometheus' volume)
+# from 10 GB to 64 TiB ("Persistent Disk" limits, https://cloud.google.com/compute/docs/disks/persistent-disks).
+DISK_MIN_GB = 10
+DISK_MAX_GB = 65536
+
+
+def check_provider_location(config: Mapping[str, str], regions: tuple[RegionSettings, ...]) -> None:
+    """gcp:region and gcp:zone, the gcp provider's defaults for resources that name no region or zone.
+
+    This program names one for every regional and zonal resource, from triton-gke:regions and triton-gke:zones
+    (resources without one, like the VPC, firewalls and the global load balancer, are global), so the defaults
+    place nothing. A default outside the stack's regions is still refused: it says the user meant to deploy
+    elsewhere, which would silently not happen; one of the stack's own regions (or its zones) is harmless.
+    """
+    names = [r.name for r in regions]
+    known = catalogue.load_regions()
+    region, zone = config.get("gcp:region"), config.get("gcp:zone")
+    if region is not None and region not in names:
+        close = difflib.get_close_matches(region, names, n=1) or difflib.get_close_matches(region, known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(
+            f"gcp:region: {show(region)} is not valid{hint}; this program deploys to triton-gke:regions "
+            f"({', '.join(names)}): set the regions there, and gcp:region to one of them or not at all"
+        )
+    zones = [z for r in names for z in known[r]]
+    if zone is not None and zone not in zones:
+        close = difflib.get_close_matches(zone, zones, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(
+            f"gcp:zone: {show(zone)} is not valid{hint}; expected a zone of the stack's regions "
+            f"({', '.join(names)}): set the zones in triton-gke:zones, and gcp:zone to one of them or not at all"
+        )
+
+
+def gpu_catalogue(reader: Reader) -> GpuCatalogue:
+    override = reader.path("gpuCatalogue")
+    path = (PROJECT_DIR / override) if override else catalogue.DEFAULT_GPU_CATALOGUE
+    try:
+        return catalogue.load_gpu_catalogue(path)
+    except CatalogueError as err:
+        raise ConfigError(f"{reader.full('gpuCatalogue')}: {err}") from None
+
+
+def regions(reader: Reader, gpu_catalogue: GpuCatalogue, accelerator: str) -> tuple[RegionSettings, ...]:
+    known = catalogue.load_regions()
+    names = reader.strings("regions")
+    if not names:
+        raise reader.fail("regions", [], "list at least one region")
+    zones = reader.strings("zones")
+    with_gpu = gpu_catalogue.regions_with(accelerator)
+    for name in names:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]}?" if close else "see infra/data/gcp_regions.csv"
+            raise reader.fail("regions", name, f"unknown GCP region; {hint}")
+        if name not in with_gpu:
+            raise reader.fail(
+                "regions",
+                name,
+                f"it has no {accelerator} zone in the GPU catalogue; regions with one: {', '.join(with_gpu)}",
+            )
+        if names.count(name) > 1:
+            raise reader.fail("regions", name, "each region may be listed once")
+    for zone in zones:
+        _check_zone(reader, zone, names, known, gpu_catalogue, accelerator)
+        if zones.count(zone) > 1:
+            raise reader.fail("zones", zone, "each zone may be listed once")
+    return tuple(
+        RegionSettings(
+            name=name,
+            zones=tuple(z for z in zones if z.startswith(f"{name}-"))
+            or gpu_catalogue.zones_with(accelerator, name)[:3],
+            index=list(known).index(name),
+        )
+        for name in names
+    )
+
+
+def _check_zone(
+    reader: Reader,
+    zone: str,
+    regions: tuple[str, ...],
+    known: dict[str, tuple[str, ...]],
+    gpu_catalogue: GpuCatalogue,
+    accelerator: str,
+) -> None:
+    region = next((r for r in regions if zone.startswith(f"{r}-")), None)
+    if region is None or zone not in known[region]:
+        raise reader.fail("zones", zone, f"not a zone of the stack's regions ({', '.join(regions)})")
+    if gpu_catalogue.offer(accelerator, zone) is None:
+        in_region = gpu_catalogue.zones_with(accelerator, region)
+        raise reader.fail("zones", zone, f"it has no {accelerator}; {region} zones with one: {', '.join(in_region)}")
+
+
+def cluster(reader: Reader) -> ClusterSettings:
+    version = reader.string("kubernetesVersion")
+    match = re.fullmatch(r"1\.(\d+)", version)
+    if not match or int(match.group(1)) not in KUBERNETES_MINORS:
+        supported = f"1.{KUBERNETES_MINORS.start}..1.{KUBERNETES_MINORS.stop - 1}"
+        raise reader.fail("kubernetesVersion", version, f'expected a minor version in {supported}, like "1.33"')
+    cidrs = cidr_ranges(reader, "masterAuthorizedCidrs", public_allowed=True)
+    return ClusterSettings(
+        release_channel=reader.choice("releaseChannel", RELEASE_CHANNELS),
+        kubernetes_version=version,
+        deletion_protection=reader.boolean("deletionProtection"),
+        master_authorized_cidrs=cidrs,
+    )
+
+
+def _node_range(reader: Reader, prefix: str) -> tuple[int, int]:
+    low = at_most(reader, f"{prefix}MinNodes", MAX_NODES_PER_CLUSTER, "GKE nodes per cluster")
+    high = at_most(reader, f"{prefix}MaxNodes", MAX_NODES_PER_CLUSTER, "GKE nodes per cluster", minimum=1)
+    if low > high:
+        raise reader.fail(f"{prefix}MinNodes", low, f"must not exceed {prefix}MaxNodes ({high})")
+    return low, high
+
+
+def cpu_pool(reader: Reader) -> CpuPoolSettings:
+    low, high = _node_range(reader, "cpu")
+    machine_type = reader.string("cpuMachineType")
+    shape = _machine_shape(reader, "cpuMachineType", machine_type)
+    if shape.accelerator_optimized:
+        raise reader.fail(
+            "cpuMachineType", machine_type, "an accelerator-optimized type comes with GPUs; use e.g. n1-standard-8"
+        )
+    if shape.arm:
+        raise reader.fail(
+            "cpuMachineType", machine_type, "Arm nodes are tainted arm64 on GKE and the pool's images are amd64"
+        )
+    return CpuPoolSettings(machine_type=machine_type, min_nodes=low, max_nodes=high)
+
+
+def _machine_shape(reader: Reader, key: str, machine_type: str) -> catalogue.MachineShape:
+    try:
+        return catalogue.machine_shape(machine_type)
+    except ValueError as err:
+        raise reader.fail(key, machine_type, str(err)) from None
+
+
+def check_nodes_per_zone(
+    reader: Reader, regions: tuple[RegionSettings, ...], cpu: CpuPoolSettings, gpu: GpuPoolSettings
+) -> None:
+    """Pool-wide maxima within GKE's per-zone and per-cluster node limits, for the region with fewest zones."""
+    region = min(regions, key=lambda r: len(r.zones))
+    for prefix, pool in (("cpu", cpu), ("gpu", gpu)):
+        most = MAX_NODES_PER_POOL_ZONE * len(region.zones)
+        if pool.max_nodes > most:
+            raise reader.fail(
+                f"{prefix}MaxNodes",
+                pool.max_nodes,
+                f"GKE allows {MAX_NODES_PER_POOL_ZONE:,} nodes per pool per zone: at most {most:,} over "
+                f"{region.name}'s {len(region.zones)} zone(s)",
+            )
+    if cpu.max_nodes + gpu.max_nodes > MAX_NODES_PER_CLUSTER:
+        raise reader.fail(
+            "gpuMaxNodes",
+            gpu.max_nodes,
+            f"with cpuMaxNodes ({cpu.max_nodes:,}) above GKE's {MAX_NODES_PER_CLUSTER:,} nodes per cluster",
+        )
+
+
+def gpu_pool(reader: Reader, gpu_catalogue: GpuCatalogue) -> GpuPoolSettings:
+    accelerator = reader.string("gpuAcceleratorType")
+    if accelerator not in gpu_catalogue.accelerators:
+        raise reader.fail(
+            "gpuAcceleratorType",
+            accelerator,
+            f"unknown accelerator type; allowed: {', '.join(gpu_catalogue.accelerators)}",
+        )
+    count = reader.integer("gpuAcceleratorCount", minimum=1)
+    if count not in T4_LIMITS:
+        raise reader.fail("gpuAcceleratorCount", count, "a T4 node carries 1, 2 or 4 GPUs")
+    machine_type = reader.string("gpuMachineType")
+    _check_t4_machine_type(reader, machine_type, count)
+    low, high = _node_range(reader, "gpu")
+    disk = at_most(reader, "gpuDiskSizeGb", DISK_MAX_GB, "pd-balanced boot disk size in GB", minimum=DISK_MIN_GB)
+    return GpuPoolSettings(
+        machine_type=machine_type,
+        accelerator_type=accelerator,
+        accelerator_count=count,
+        min_nodes=low,
+        max_nodes=high,
+        spot=reader.boolean("gpuSpot"),
+        disk_size_gb=disk,
+        driver_version=reader.choice("gpuDriverVersion", DRIVER_VERSIONS),
+    )
+
+
+def _check_t4_machine_type(reader: Reader, machine_type: str, gpus: int) -> None:
+    shape = _machine_shape(reader, "gpuMachineType", machine_type)
+    # T4s attach to N1 general-purpose types only, not to the shared-core f1-micro and g1-small (same GPU page).
+    if shape.family != "n1" or machine_type in catalogue.SHARED_CORE:
+        raise reader.fail("gpuMachineType", machine_type, "a T4 attaches to N1 machine types only, e.g. n1-standard-4")
+    most_vcpus, most_gb = T4_LIMITS[gpus]
+    if shape.vcpus > most_vcpus:
+        raise reader.fail("gpuMachineType", machine_type, f"{gpus} T4 allow at most {most_vcpus} vCPUs per VM")
+    if shape.memory_mb is not None and shape.memory_mb > most_gb * 1024:
+        raise reader.fail("gpuMachineType", machine_type, f"{gpus} T4 allow at most {most_gb} GB of memory per VM")

@@ -1,0 +1,33 @@
+"""The model store: the bucket's location and the models' prefix."""
+
+from __future__ import annotations
+
+import re
+
+from settings import catalogue
+from settings.reader import Reader
+from settings.values import ModelStoreSettings, RegionSettings
+
+
+def model_store(reader: Reader, regions: tuple[RegionSettings, ...]) -> ModelStoreSettings:
+    prefix = reader.string("modelPrefix").strip("/")
+    segments = prefix.split("/")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", prefix) or {".", ".."} & set(segments):
+        raise reader.fail("modelPrefix", prefix, "expected a folder path of letters, digits, '_', '-', '.' and '/'")
+    location = reader.string("bucketLocation") or regions[0].name
+    _check_bucket_location(reader, location, tuple(r.name for r in regions))
+    return ModelStoreSettings(location=location, force_destroy=reader.boolean("bucketForceDestroy"), prefix=prefix)
+
+
+def _check_bucket_location(reader: Reader, location: str, clusters: tuple[str, ...]) -> None:
+    """A GCS location that exists and holds data in at least one cluster's region (else every model load crosses
+    continents, billed as inter-region egress: https://cloud.google.com/storage/pricing#network-pricing)."""
+    try:
+        held = catalogue.bucket_location_regions(location, tuple(catalogue.load_regions()))
+    except ValueError as err:
+        raise reader.fail("bucketLocation", location, str(err)) from None
+    if not set(held) & set(clusters):
+        kind = "region" if len(held) == 1 else f"location ({', '.join(held[:4])}{', ...' if len(held) > 4 else ''})"
+        raise reader.fail(
+            "bucketLocation", location, f"that {kind} holds none of the cluster regions ({', '.join(clusters)})"
+        )

@@ -1,0 +1,153 @@
+"""What is served and how it is driven: model variants, the Triton image and its driver, autoscaling, Locust."""
+
+from __future__ import annotations
+
+from model_repo.errors import ModelRepoError
+from model_repo.settings import (
+    REFERENCE_VARIANTS,
+    UINT64_MAX,
+    ModelRepoSettings,
+    VariantSettings,
+    image_release,
+    runs_on_driver,
+    validate_settings,
+)
+from settings import catalogue
+from settings.errors import ConfigError
+from settings.reader import Reader, at_most
+from settings.schema import PROJECT_DIR
+from settings.values import ClusterSettings, GpuPoolSettings, LoadTestSettings, ServingSettings
+
+# Kubernetes API counts (replicas, HPA min/maxReplicas, ports) are "integer (int32)", e.g.
+# https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/deployment-v1/; the node limits
+# (settings/cluster.py) and the worker limit below are far lower. Triton's batch sizes and instance counts are int32
+# too (model_repo.settings.FIELD_MAXIMUM).
+INT32_MAX = 2**31 - 1
+# A Kubernetes quantity (HPA target averageValue) cannot exceed 2^63-1
+# (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/).
+QUANTITY_MAX = 2**63 - 1
+TRITON_IMAGE = "nvcr.io/nvidia/tritonserver"
+MAX_LOCUST_WORKERS = 100
+# Longest startup budget accepted for one Triton pod (tritonStartupMinutes): 3 hours.
+MAX_STARTUP_MINUTES = 180
+
+
+def model_repo(reader: Reader) -> ModelRepoSettings:
+    known = {v.name: v for v in REFERENCE_VARIANTS}
+    names = reader.strings("modelVariants")
+    if not names:
+        raise reader.fail("modelVariants", [], f"list at least one of {', '.join(known)}")
+    for name in names:
+        if name not in known:
+            raise reader.fail("modelVariants", name, f"unknown variant; allowed: {', '.join(known)}")
+        if names.count(name) > 1:
+            raise reader.fail("modelVariants", name, "each variant may be listed once")
+    uint8 = reader.strings("modelUint8Input")
+    for name in uint8:
+        if name not in names:
+            raise reader.fail("modelUint8Input", name, f"not in modelVariants ({', '.join(names)})")
+    variants = tuple(_variant(reader, known[name], uint8_input=name in uint8) for name in names)
+    source = reader.path("modelSource")
+    settings = ModelRepoSettings(
+        variants=variants,
+        source=str(PROJECT_DIR / source) if source else None,
+        triton_image_tag=reader.string("tritonImageTag"),
+    )
+    try:
+        validate_settings(settings)
+    except ModelRepoError as err:
+        raise ConfigError(f"{reader.full(_model_key(str(err)))}: {str(err).split(': ', 1)[-1]}") from None
+    return settings
+
+
+def _model_key(message: str) -> str:
+    """The stack key behind a model-settings error (they start with the settings field they concern)."""
+    for prefix, key in (("source", "modelSource"), ("triton_image_tag", "tritonImageTag")):
+        if message.startswith(prefix):
+            return key
+    return "modelVariants"
+
+
+def _variant(reader: Reader, reference: VariantSettings, uint8_input: bool) -> VariantSettings:
+    small = reference.max_batch_size != REFERENCE_VARIANTS[0].max_batch_size
+    batch_key, count_key = (
+        ("modelSmallBatchSize", "modelSmallBatchInstanceCount")
+        if small
+        else ("modelMaxBatchSize", "modelInstanceCount")
+    )
+    max_batch = at_most(reader, batch_key, INT32_MAX, "int32 max_batch_size in Triton's model config", minimum=1)
+    preferred = (
+        max_batch
+        if small
+        else at_most(reader, "modelPreferredBatchSize", INT32_MAX, "int32 in Triton's model config", minimum=1)
+    )
+    if preferred > max_batch:
+        raise reader.fail("modelPreferredBatchSize", preferred, f"must not exceed modelMaxBatchSize ({max_batch})")
+    return VariantSettings(
+        name=reference.name,
+        precision=reference.precision,
+        max_batch_size=max_batch,
+        preferred_batch_size=preferred,
+        max_queue_delay_us=at_most(reader, "modelMaxQueueDelayUs", UINT64_MAX, "uint64 in Triton's model config"),
+        instance_count=at_most(reader, count_key, INT32_MAX, "int32 instance_group count in Triton", minimum=1),
+        input_dtype="UINT8" if uint8_input else "FP32",
+    )
+
+
+def check_image_runs_on_driver(
+    reader: Reader, model_repo: ModelRepoSettings, gpu: GpuPoolSettings, cluster: ClusterSettings
+) -> None:
+    """The Triton image must run on the NVIDIA driver branch the GPU nodes get (infra/data/gke_gpu_drivers.csv)."""
+    # INSTALLATION_DISABLED deploys k8s/nvidia_driver.py's preloaded COS installer without a version, which installs
+    # the COS image's default driver, the same branch as DEFAULT.
+    choice = "DEFAULT" if gpu.driver_version == "INSTALLATION_DISABLED" else gpu.driver_version
+    tag = model_repo.triton_image_tag
+    branch = catalogue.gke_driver_branch(int(cluster.kubernetes_version.split(".")[1]), choice)
+    if not runs_on_driver(image_release(tag), branch):
+        raise reader.fail(
+            "tritonImageTag",
+            tag,
+            f"a CUDA 13 image (25.08 and later) needs driver R575+ or R535 on a T4, and gpuDriverVersion "
+            f"{gpu.driver_version} on Kubernetes {cluster.kubernetes_version} installs R{branch}; use "
+            "gpuDriverVersion DEFAULT (R535), a kubernetesVersion whose LATEST is R580, or tritonImageTag 25.06-py3",
+        )
+
+
+def serving(reader: Reader, model_repo: ModelRepoSettings) -> ServingSettings:
+    return ServingSettings(
+        image=f"{TRITON_IMAGE}:{model_repo.triton_image_tag}",
+        queue_time_target_us=at_most(
+            reader, "autoscaleQueueTimeMs", QUANTITY_MAX // 1000, "in microseconds a Kubernetes quantity", minimum=1
+        )
+        * 1000,
+        startup_minutes=_startup_minutes(reader),
+    )
+
+
+def _startup_minutes(reader: Reader) -> int:
+    # Under 10 minutes is less than pulumi-kubernetes' own default wait; over 3 hours a crash-looping pod holds `up`.
+    minutes = reader.integer("tritonStartupMinutes", minimum=10)
+    if minutes > MAX_STARTUP_MINUTES:
+        raise reader.fail("tritonStartupMinutes", minutes, f"expected at most {MAX_STARTUP_MINUTES} minutes")
+    return minutes
+
+
+def load_test(reader: Reader, model_repo: ModelRepoSettings) -> LoadTestSettings:
+    served = [v.name for v in model_repo.variants]
+    model = reader.string("locustModel")
+    if model not in served:
+        raise reader.fail("locustModel", model, f"not a served model; modelVariants: {', '.join(served)}")
+    payload = reader.choice("locustPayload", ("fp32", "uint8"))
+    served_dtype = next(v.input_dtype for v in model_repo.variants if v.name == model)
+    if payload.upper() != served_dtype:
+        raise reader.fail("locustPayload", payload, f"{model} takes {served_dtype} input (see modelUint8Input)")
+    workers = reader.integer("locustWorkers", minimum=1)
+    if workers > MAX_LOCUST_WORKERS:
+        raise reader.fail("locustWorkers", workers, f"at most {MAX_LOCUST_WORKERS} workers per cluster")
+    return LoadTestSettings(
+        workers=workers,
+        model=model,
+        rps_per_user=reader.integer("locustRps"),
+        protocol=reader.choice("locustProtocol", ("http", "grpc")),
+        payload=payload,
+    )

@@ -1,0 +1,83 @@
+"""The one entry of the settings layer: a stack's config mapping in, validated StackSettings out.
+
+Under `pulumi up` infra/config.py builds the mapping from the Pulumi runtime; everywhere else (plan, model build,
+sandbox, bench, tests) it is the stack file plus --set overrides (`from_stack_file`). Checks run in a fixed order
+and the first problem is raised as one ConfigError naming the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from settings import cluster, keys, load_balancer, model_store, monitoring, serving
+from settings.errors import ConfigError
+from settings.reader import Reader
+from settings.schema import PROJECT_DIR, config_schema
+from settings.source_ranges import cidr_ranges
+from settings.stack_file import read_stack_file
+from settings.values import StackSettings
+
+
+def load_stack_settings(
+    config: Mapping[str, str], *, stack: str, secret_keys: frozenset[str] = frozenset()
+) -> StackSettings:
+    """Read and validate the whole stack configuration; raises ConfigError on the first problem.
+
+    config: every key set, 'namespace:name' -> value as the engine passes it (text; lists and maps as JSON).
+    secret_keys: the keys set with `pulumi config set --secret` (their values are never judged as plain text).
+    """
+    project_name, schema_keys = config_schema()
+    reader = Reader(project_name, schema_keys, config)
+    keys.refuse_unknown_keys(reader, secret_keys)
+    keys.check_stack_file(reader, stack)
+    project = keys.gcp_project(config)
+    gpu_catalogue = cluster.gpu_catalogue(reader)
+    gpu_pool = cluster.gpu_pool(reader, gpu_catalogue)
+    regions = cluster.regions(reader, gpu_catalogue, gpu_pool.accelerator_type)
+    cluster.check_provider_location(config, regions)
+    model_repo = serving.model_repo(reader)
+    cluster_settings = cluster.cluster(reader)
+    cpu_pool = cluster.cpu_pool(reader)
+    cluster.check_nodes_per_zone(reader, regions, cpu_pool, gpu_pool)
+    serving.check_image_runs_on_driver(reader, model_repo, gpu_pool, cluster_settings)
+    return StackSettings(
+        project=project,
+        stack=stack,
+        regions=regions,
+        cluster=cluster_settings,
+        cpu_pool=cpu_pool,
+        gpu_pool=gpu_pool,
+        gpu_catalogue=gpu_catalogue,
+        model_store=model_store.model_store(reader, regions),
+        model_repo=model_repo,
+        serving=serving.serving(reader, model_repo),
+        load_test=serving.load_test(reader, model_repo),
+        web_ui_source_ranges=cidr_ranges(reader, "webUiSourceRanges"),
+        load_balancer=load_balancer.load_balancer(reader),
+        monitoring=monitoring.monitoring(reader),
+    )
+
+
+def stack_config(stack: str, project_dir: Path = PROJECT_DIR, config_file: Path | None = None) -> dict[str, str]:
+    """Pulumi.<stack>.yaml (or config_file) as the engine passes it: 'namespace:key' -> string (lists, maps as JSON).
+
+    Read strictly (settings/stack_file.py): duplicate keys, empty values, unquoted scalars whose meaning depends on
+    the YAML reader, binary, huge or alias-bomb files are a ConfigError naming the file, line and key.
+    """
+    path = config_file or project_dir / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        raise FileNotFoundError(f"{path.name}: no such stack file")
+    project, schema_keys = config_schema()
+    types = {f"{project}:{key}": spec.type for key, spec in schema_keys.items()}
+    return read_stack_file(path, project, types)
+
+
+def from_stack_file(
+    stack: str, overrides: Mapping[str, str] | None = None, config_file: Path | None = None
+) -> StackSettings:
+    """The validated settings of `stack`: its stack file (or config_file) plus overrides, as `pulumi up` reads them."""
+    return load_stack_settings(stack_config(stack, config_file=config_file) | dict(overrides or {}), stack=stack)
+
+
+__all__ = ["ConfigError", "from_stack_file", "load_stack_settings", "stack_config"]
