@@ -103,6 +103,9 @@ load_tests = {
             payload=load.payload,
             workers=load.workers,
             web_ui_source_ranges=settings.web_ui_source_ranges,
+            rate=load.rate,
+            rate_steps=load.rate_steps,
+            arrival=load.arrival,
         ),
         opts=pulumi.ResourceOptions(providers=[cluster.provider]),
     )

@@ -35,6 +35,9 @@ class LoadTestArgs:
     workers: int
     # CIDRs for a LoadBalancer in front of the web UI; empty: ClusterIP only.
     web_ui_source_ranges: tuple[str, ...] = ()
+    rate: int = 0  # requests/s of the whole test; 0: rps_per_user x users
+    rate_steps: str = ""  # a load shape (locustfile's rate_steps); "": none
+    arrival: str = "poisson"
 
 
 class LoadTest(pulumi.ComponentResource):
@@ -73,18 +76,21 @@ class LoadTest(pulumi.ComponentResource):
     @property
     def settings(self) -> dict[str, str]:
         """The reference's keys (model, saddr, rps) plus ours; the locustfile reads them from its environment.
-        rps stays the reference's per-user figure, but as independent Poisson arrivals (rate = rps x users),
-        not users firing in lockstep; set `rate` (whole test) or `rate_steps` (steps and ramps, with `users`)
-        in the ConfigMap to offer load independent of the user count (loadtest/locustfile.py)."""
+        rps stays the reference's per-user figure, but as independent arrivals (rate = rps x users), not
+        users firing in lockstep; the stack's locustRate (`rate`, whole test) or locustRateSteps (`rate_steps`,
+        steps and ramps) offer load independent of the user count (loadtest/locustfile.py). Unset ones are left
+        out: the locustfile's defaults apply."""
         a = self._args
+        optional = {"rate": str(a.rate) if a.rate else "", "rate_steps": a.rate_steps}
         return {
             "model": a.model,
             "saddr": a.triton_address,
             "rps": str(a.rps_per_user),
-            "arrival": "poisson",
+            "arrival": a.arrival,
             "protocol": a.protocol,
             "payload": a.payload,
             "metrics_port": str(PORTS["metrics"]),
+            **{key: value for key, value in optional.items() if value},
         }
 
     def labels(self, component: str) -> dict[str, str]:

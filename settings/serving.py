@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from loadtest import arrivals
 from model_repo.errors import ModelRepoError
 from model_repo.settings import (
     REFERENCE_VARIANTS,
@@ -28,6 +29,7 @@ INT32_MAX = 2**31 - 1
 QUANTITY_MAX = 2**63 - 1
 TRITON_IMAGE = "nvcr.io/nvidia/tritonserver"
 MAX_LOCUST_WORKERS = 100
+LOCUST_ARRIVALS = tuple(k for k in arrivals.KINDS if k != "trace")
 # Longest startup budget accepted for one Triton pod (tritonStartupMinutes): 3 hours.
 MAX_STARTUP_MINUTES = 180
 
@@ -150,4 +152,30 @@ def load_test(reader: Reader, model_repo: ModelRepoSettings) -> LoadTestSettings
         rps_per_user=reader.integer("locustRps"),
         protocol=reader.choice("locustProtocol", ("http", "grpc")),
         payload=payload,
+        rate=_rate(reader),
+        rate_steps=rate_steps(reader),
+        # trace needs a file inside the Locust pods, which the stack does not ship: poisson or constant only.
+        arrival=reader.choice("locustArrival", LOCUST_ARRIVALS),
     )
+
+
+def _rate(reader: Reader) -> int:
+    """locustRate: 0 (unset) or a rate the locustfile takes (arrivals.MAX_RATE bounds both)."""
+    rate = reader.integer("locustRate")
+    if rate > arrivals.MAX_RATE:
+        raise reader.fail("locustRate", rate, f"expected requests/s from 1 to {arrivals.MAX_RATE:,.0f}, or 0 for none")
+    if rate and reader.string("locustRateSteps"):
+        # The locustfile's rate_steps shape sets the rate itself and would silently override `rate`.
+        raise reader.fail("locustRate", rate, "set locustRate or locustRateSteps, not both")
+    return rate
+
+
+def rate_steps(reader: Reader) -> str:
+    """locustRateSteps, checked by the locustfile's own parser (loadtest/arrivals.py) so the two cannot disagree."""
+    text = reader.string("locustRateSteps")
+    try:
+        if text:
+            arrivals.parse_steps(text)
+    except arrivals.ArrivalError as err:
+        raise reader.fail("locustRateSteps", text, str(err)) from None
+    return text

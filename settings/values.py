@@ -71,6 +71,11 @@ class LoadTestSettings:
     rps_per_user: int
     protocol: str
     payload: str
+    # The whole test's rate (requests/s, 0: unset, rps_per_user applies), a load shape in the locustfile's
+    # rate_steps syntax ("": none) and the arrival process (loadtest/arrivals.py).
+    rate: int = 0
+    rate_steps: str = ""
+    arrival: str = "poisson"
 
 
 @dataclass(frozen=True)

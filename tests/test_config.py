@@ -134,6 +134,30 @@ BAD_CONFIG = {
     "no Locust workers": ({"locustWorkers": 0}, "triton-gke:locustWorkers", "0", ">= 1"),
     "too many Locust workers": ({"locustWorkers": 500}, "triton-gke:locustWorkers", "500", "at most 100"),
     "negative RPS": ({"locustRps": -1}, "triton-gke:locustRps", "-1", ">= 0"),
+    "load-test rate beyond the locustfile's bound": (
+        {"locustRate": 2_000_000},
+        "triton-gke:locustRate",
+        "2000000",
+        "from 1 to 1,000,000",
+    ),
+    "load-test rate and rate steps together": (
+        {"locustRate": 40, "locustRateSteps": "10:60"},
+        "triton-gke:locustRate",
+        "40",
+        "not both",
+    ),
+    "load-test step of zero seconds": (
+        {"locustRateSteps": "10:60,20:0"},
+        "triton-gke:locustRateSteps",
+        "'10:60,20:0'",
+        "seconds > 0",
+    ),
+    "trace arrivals (no trace file in the cluster)": (
+        {"locustArrival": "trace"},
+        "triton-gke:locustArrival",
+        "'trace'",
+        "poisson, constant",
+    ),
     "web UI open to the internet": (
         {"webUiSourceRanges": ["0.0.0.0/0"]},
         "triton-gke:webUiSourceRanges",
