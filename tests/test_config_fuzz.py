@@ -407,6 +407,10 @@ def test_quoted_text_is_read_back_exactly(tmp_path: Path, key: str, text: str) -
     no setting may hold them (settings/reader.py refuses control characters).
     """
     assume(not set(text) & set("\r\n\x85\u2028\u2029"))
+    # PyYAML's writer leaves y/Y/n/N unquoted (its resolver knows no such booleans), while YAML 1.1 and Pulumi's
+    # writer (go-yaml v3 quotes every "old bool", yaml.v3 encode.go isOldBool) treat them as booleans: the reader
+    # refuses them unquoted on purpose (the test of YAML 1.1 booleans above covers that).
+    assume(text not in {"y", "Y", "n", "N"})
     document = yaml.safe_dump({"config": {f"{PROJECT}:{key}": text}}, allow_unicode=True)
     assert _read(_write(tmp_path, document)) == {f"{PROJECT}:{key}": text}
 
