@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import math
 import shlex
 import sys
 import time
@@ -23,6 +24,7 @@ from bench import cost, machine, report, runner
 from bench.load_plan import LoadPlan, PlanError
 from bench.results import BenchRun
 from bench.slo_search import RateLadder, SloCriteria
+from loadtest.arrivals import MAX_RATE  # the locustfile's own cap on rates (pure module: no Locust needed)
 
 if TYPE_CHECKING:
     from settings.values import StackSettings
@@ -100,6 +102,30 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="output folder (default bench/results/<stack>-<date>)")
     p.add_argument("--build-dir", type=Path, default=runner.BUILD_DIR, help="where the CPU twins are built")
     return p
+
+
+GROWTH_RANGE = (1.05, 10.0)  # the factors RateLadder accepts (bench/slo_search.py)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse option values that cannot work, before the stack file is read or anything starts."""
+    for option, value in (("--start-rps", args.start_rps), ("--max-rps", args.max_rps)):
+        if value is not None and not (math.isfinite(value) and value <= MAX_RATE):
+            raise runner.BenchError(f"{option} {value:g}: expected a rate of at most {MAX_RATE:g} requests/s")
+    low, high = GROWTH_RANGE
+    if not low <= args.growth <= high:  # NaN fails this too
+        raise runner.BenchError(f"--growth {args.growth:g}: expected a factor from {low:g} to {high:g}")
+    if args.out is not None:
+        _check_out(args.out)
+
+
+def _check_out(out: Path) -> None:
+    """--out must be a folder or creatable as one: no existing file at it or at any parent."""
+    for path in (out, *out.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise runner.BenchError(f"--out {out}: {path} exists and is not a folder")
+            return
 
 
 def bench_config(args: argparse.Namespace, settings: StackSettings) -> runner.BenchConfig:
@@ -200,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = parser().parse_args(argv)
+        check_args(args)
         settings = from_stack_file(args.stack)
         config = bench_config(args, settings)
         models, serve = prepare(config, settings)

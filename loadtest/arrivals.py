@@ -25,6 +25,7 @@ from pathlib import Path
 KINDS = ("poisson", "constant", "trace")
 MAX_RATE = 1_000_000.0  # requests/s; far beyond one Locust process, a guard against typos
 MAX_TRACE_LINES = 10_000_000
+MAX_GAP_US = 3_600_000_000  # one hour between two requests: longer is a unit mistake, and the run would send nothing
 
 
 class ArrivalError(ValueError):
@@ -82,6 +83,8 @@ def read_trace(path: Path) -> tuple[float, ...]:
             micros = math.nan
         if not (math.isfinite(micros) and micros >= 0):
             raise ArrivalError(f"{path}:{number}: expected microseconds >= 0, got {text!r}")
+        if micros > MAX_GAP_US:
+            raise ArrivalError(f"{path}:{number}: gap of {text!r} microseconds is over 1 hour")
         gaps.append(micros / 1e6)
     if not gaps or sum(gaps) <= 0:
         raise ArrivalError(f"{path}: no gaps (expected microseconds, one per line, not all 0)")

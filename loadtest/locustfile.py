@@ -5,15 +5,15 @@ their own answer: one arrival process per Locust process hands each arrival to a
 the user measures the response time from the ARRIVAL (time spent waiting for a free user counts:
 a real client would have waited too). Users only bound how many requests are in flight at once.
 Arrivals that find every user busy wait up to `timeout_s`, then count as failures. With no rate
-(rate=0 and rps=0) users run closed loop: each sends its next request when the last one returns.
+(rate unset and rps=0) users run closed loop: each sends its next request when the last one returns.
 
 Settings are environment variables named like the keys of the Kubernetes ConfigMap
 `locust-config` (mounted with envFrom); an empty value counts as unset:
 
     model        model name                                    original
     saddr        Triton address, host[:port]                   127.0.0.1, port 8000 (http) / 8001 (grpc)
-    rate         requests/s of the whole test (all users and   0 (use rps)
-                 workers together), 0 = unset
+    rate         requests/s of the whole test (all users and   unset (use rps)
+                 workers together), > 0; not with rate_steps
     rps          requests/s PER USER (the reference's key):    0
                  the rate is rps x running users, still as
                  independent arrivals; 0 with rate 0 = closed loop, flat out
@@ -190,13 +190,24 @@ def _steps(env: Mapping[str, str]) -> tuple[arrivals.Segment, ...]:
         raise SettingError(f"rate_steps={raw!r}: {err}") from None
 
 
+def _rate(env: Mapping[str, str]) -> float:
+    """rate: unset (empty) or a rate above 0; an explicit 0 would silently mean rps, or closed loop flat out."""
+    if not _get(env, "rate", ""):
+        return 0.0
+    rate = _number(env, "rate", "", 0, above=True)
+    if rate > arrivals.MAX_RATE:
+        raise SettingError(f"rate={rate:g}: at most {arrivals.MAX_RATE:g} requests/s")
+    return rate
+
+
 def load_settings(env: Mapping[str, str]) -> Settings:
     """Read and check every setting; raise SettingError naming the first bad key."""
     protocol = _choice(env, "protocol", "http", tuple(DEFAULT_PORTS))
     kind, trace = _arrival(env)
-    rate = _number(env, "rate", "0", 0)
-    if rate > arrivals.MAX_RATE:
-        raise SettingError(f"rate={rate:g}: at most {arrivals.MAX_RATE:g} requests/s")
+    rate = _rate(env)
+    steps = _steps(env)
+    if rate and steps:  # the shape sets the rate itself and would silently override `rate` (as locustRate)
+        raise SettingError(f"rate={_get(env, 'rate', '')!r}: set rate or rate_steps, not both")
     return Settings(
         model=_name(env, "model", "original"),
         url=_server_url(env, protocol),
@@ -212,7 +223,7 @@ def load_settings(env: Mapping[str, str]) -> Settings:
         rate=rate,
         arrival=kind,
         trace=trace,
-        rate_steps=_steps(env),
+        rate_steps=steps,
         users=_integer(env, "users", "100", 1, 1_000_000),
     )
 

@@ -366,21 +366,28 @@ def test_trace_and_rate_steps_drive_the_load(
     assert 25 <= int(run.aggregated()["Request Count"]) <= 65
 
 
+TRACE_1E30 = "trace_1e30.txt"  # written into the run's folder: a gap of 1e30 microseconds (the run would send nothing)
+
+
 @pytest.mark.parametrize(
-    ("key", "value", "message"),
+    ("settings", "message"),
     [
-        ("arrival", "uniform", "locustfile: bad setting arrival='uniform': expected one of poisson, constant, trace"),
-        ("rate_steps", "10:0", "locustfile: bad setting rate_steps='10:0': '10:0': rates from 0 to"),
-        ("trace", "/nonexistent", "locustfile: bad setting trace='/nonexistent': only read with arrival=trace"),
-        ("rate", "-3", "locustfile: bad setting rate='-3': expected a number >= 0"),
-        ("protocol", "ftp", "locustfile: bad setting protocol='ftp': expected one of http, grpc"),
-        ("rps", "abc", "locustfile: bad setting rps='abc': expected a number >= 0"),
-        ("saddr", "http://triton:8000", "locustfile: bad setting saddr='http://triton:8000': expected host or"),
+        ({"arrival": "uniform"}, "locustfile: bad setting arrival='uniform': expected one of poisson, constant, trace"),
+        ({"rate_steps": "10:0"}, "locustfile: bad setting rate_steps='10:0': '10:0': rates from 0 to"),
+        ({"trace": "/nonexistent"}, "locustfile: bad setting trace='/nonexistent': only read with arrival=trace"),
+        ({"rate": "-3"}, "locustfile: bad setting rate='-3': expected a number > 0"),
+        ({"rate": "0"}, "locustfile: bad setting rate='0': expected a number > 0"),  # was: flat out, ~6,000/s
+        ({"rate": "5", "rate_steps": "10:5"}, "locustfile: bad setting rate='5': set rate or rate_steps, not both"),
+        ({"arrival": "trace", "trace": TRACE_1E30}, f"locustfile: bad setting trace='{TRACE_1E30}': {TRACE_1E30}:2:"),
+        ({"protocol": "ftp"}, "locustfile: bad setting protocol='ftp': expected one of http, grpc"),
+        ({"rps": "abc"}, "locustfile: bad setting rps='abc': expected a number >= 0"),
+        ({"saddr": "http://triton:8000"}, "locustfile: bad setting saddr='http://triton:8000': expected host or"),
     ],
-    ids=["arrival", "rate_steps", "trace", "rate", "protocol", "rps", "saddr"],
+    ids=["arrival", "steps", "trace", "rate", "rate_zero", "rate_steps", "trace_gap", "protocol", "rps", "saddr"],
 )
-def test_bad_setting_fails_fast_in_one_line(key: str, value: str, message: str, tmp_path: Path) -> None:
-    run = start_locust(tmp_path, {key: value}, users=1, run_time_s=30).finish()
+def test_bad_setting_fails_fast_in_one_line(settings: dict[str, str], message: str, tmp_path: Path) -> None:
+    (tmp_path / TRACE_1E30).write_text("1000\n1e30\n")
+    run = start_locust(tmp_path, settings, users=1, run_time_s=30).finish()
     assert run.code == 2
     assert run.elapsed_s < STARTUP_MARGIN_S
     [line] = run.output.strip().splitlines()
