@@ -16,7 +16,7 @@ Settings are environment variables named like the keys of the Kubernetes ConfigM
                  workers together), > 0; not with rate_steps
     rps          requests/s PER USER (the reference's key):    0
                  the rate is rps x running users, still as
-                 independent arrivals; 0 with rate 0 = closed loop, flat out
+                 independent arrivals; 0 with rate unset = closed loop
     arrival      poisson | constant | trace                    poisson
     trace        arrival=trace: file of inter-arrival times in microseconds, one per line (the format of
                  perf_analyzer's --request-intervals); replayed in a loop, scaled to `rate` when it is set
