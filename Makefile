@@ -55,9 +55,9 @@ sandbox: model-repo system-packages
 bench: model-repo system-packages
 	$(RUN) --stack bench
 
-## Regenerate dashboards/*.json from monitoring/dashboards.py
+## Regenerate dashboards/*.json from observability/dashboards.py
 dashboards: setup
-	$(PY) -m monitoring
+	$(PY) -m observability
 
 test: setup system-packages
 	$(PY) -m ruff check .

@@ -12,7 +12,7 @@ from infra.model_store import ModelStore, ModelStoreArgs
 from infra.model_upload import ModelUpload, ModelUploadArgs, built_repository_digest
 from infra.network import Network, NetworkArgs
 from infra.project_services import ProjectServices, ProjectServicesArgs
-from k8s.locust import LOCUST_NAMESPACE, LoadTest, LoadTestArgs
+from k8s.loadtest import LOCUST_NAMESPACE, LoadTest, LoadTestArgs
 from k8s.monitoring import ADAPTER_PORT, Monitoring, MonitoringArgs, serves_custom_metrics
 from k8s.triton import TRITON_NAMESPACE, TRITON_SERVICE_ACCOUNT, TritonServing, TritonServingArgs, triton_address
 

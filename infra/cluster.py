@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_gcp as gcp
-import pulumi_kubernetes as k8s
+import pulumi_kubernetes as kubernetes
 
 from infra.naming import gcp_name
 from infra.network import PODS_RANGE, SERVICES_RANGE, SubnetPlan
@@ -46,7 +46,7 @@ class GkeCluster(pulumi.ComponentResource):
     gpu_pool: gcp.container.NodePool
     node_service_account: gcp.serviceaccount.Account
     kubeconfig: pulumi.Output[str]
-    provider: k8s.Provider
+    provider: kubernetes.Provider
     # Known before creation: also names per-cluster cloud objects such as the Triton NEGs.
     cluster_name: str
 
@@ -70,7 +70,7 @@ class GkeCluster(pulumi.ComponentResource):
                 self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
             ).apply(lambda parts: build_kubeconfig(*parts))
         )
-        self.provider = k8s.Provider(
+        self.provider = kubernetes.Provider(
             f"{name}-k8s",
             kubeconfig=self.kubeconfig,
             # Workloads need nodes: the provider (and so every k8s resource) waits for both pools.

@@ -1,7 +1,7 @@
 """Monitoring of one cluster: Prometheus, Grafana, the DCGM GPU exporter and the HPA's metrics adapter.
 
-Prometheus discovers Triton, DCGM and Locust pods with kubernetes_sd (monitoring/prometheus_config.py)
-and evaluates the recording and SLO alerting rules (monitoring/rules.py); Grafana starts with the
+Prometheus discovers Triton, DCGM and Locust pods with kubernetes_sd (observability/prometheus_config.py)
+and evaluates the recording and SLO alerting rules (observability/rules.py); Grafana starts with the
 Prometheus datasource and the dashboards in dashboards/. With `monitoringMode: operator` the
 cluster's own Prometheus Operator gets PodMonitor and PrometheusRule objects instead.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
+import pulumi_kubernetes as kubernetes
 import yaml
 
 from k8s.common import (
@@ -25,10 +25,10 @@ from k8s.common import (
     restricted_namespace,
 )
 from k8s.triton import QUEUE_TIME_METRIC
-from monitoring.dashboards import dashboard_text, dashboards
-from monitoring.prometheus_config import prometheus_config_yaml
-from monitoring.rules import rules, rules_yaml
-from monitoring.settings import DCGM_PODS, POD_SELECTORS, TRITON_PODS, SloSettings
+from observability.dashboards import dashboard_text, dashboards
+from observability.prometheus_config import prometheus_config_yaml
+from observability.rules import rules, rules_yaml
+from observability.settings import DCGM_PODS, POD_SELECTORS, TRITON_PODS, SloSettings
 
 MONITORING_NAMESPACE = "monitoring"
 PROMETHEUS_IMAGE = "quay.io/prometheus/prometheus:v3.5.0"
@@ -67,8 +67,8 @@ class MonitoringArgs:
     web_ui_source_ranges: tuple[str, ...] = ()
 
 
-def _meta(name: str, namespace: pulumi.Input[str] | None = None, **labels: str) -> k8s.meta.v1.ObjectMetaArgs:
-    return k8s.meta.v1.ObjectMetaArgs(name=name, namespace=namespace, labels=labels or None)
+def _meta(name: str, namespace: pulumi.Input[str] | None = None, **labels: str) -> kubernetes.meta.v1.ObjectMetaArgs:
+    return kubernetes.meta.v1.ObjectMetaArgs(name=name, namespace=namespace, labels=labels or None)
 
 
 def _app(name: str) -> dict[str, str]:
@@ -113,19 +113,19 @@ class Monitoring(pulumi.ComponentResource):
     def _dcgm_exporter(self) -> None:
         # Reading GPU counters needs the host's driver and a privileged container: its own namespace,
         # so every other namespace can keep the restricted Pod Security Standard.
-        namespace = self._gpu_namespace = k8s.core.v1.Namespace(
+        namespace = self._gpu_namespace = kubernetes.core.v1.Namespace(
             f"{self._name}-gpu-ns",
             metadata=_meta(DCGM_PODS.namespace, **{"pod-security.kubernetes.io/enforce": "privileged"}),
             opts=self._opts(),
         )
-        quota = k8s.core.v1.ResourceQuota(
+        quota = kubernetes.core.v1.ResourceQuota(
             f"{self._name}-critical-pods-quota",
             metadata=_meta("critical-pods", namespace.metadata.name),
-            spec=k8s.core.v1.ResourceQuotaSpecArgs(
+            spec=kubernetes.core.v1.ResourceQuotaSpecArgs(
                 hard={"pods": str(DCGM_CRITICAL_PODS)},
-                scope_selector=k8s.core.v1.ScopeSelectorArgs(
+                scope_selector=kubernetes.core.v1.ScopeSelectorArgs(
                     match_expressions=[
-                        k8s.core.v1.ScopedResourceSelectorRequirementArgs(
+                        kubernetes.core.v1.ScopedResourceSelectorRequirementArgs(
                             scope_name="PriorityClass", operator="In", values=[DCGM_PRIORITY_CLASS]
                         )
                     ]
@@ -138,45 +138,49 @@ class Monitoring(pulumi.ComponentResource):
             "nvidia-install-dir-host": ("/home/kubernetes/bin/nvidia", "/usr/local/nvidia"),
             "pod-resources": ("/var/lib/kubelet/pod-resources", "/var/lib/kubelet/pod-resources"),
         }
-        k8s.apps.v1.DaemonSet(
+        kubernetes.apps.v1.DaemonSet(
             f"{self._name}-dcgm-exporter",
             metadata=_meta("dcgm-exporter", namespace.metadata.name, **labels),
-            spec=k8s.apps.v1.DaemonSetSpecArgs(
-                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=labels),
-                template=k8s.core.v1.PodTemplateSpecArgs(
-                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
-                    spec=k8s.core.v1.PodSpecArgs(
+            spec=kubernetes.apps.v1.DaemonSetSpecArgs(
+                selector=kubernetes.meta.v1.LabelSelectorArgs(match_labels=labels),
+                template=kubernetes.core.v1.PodTemplateSpecArgs(
+                    metadata=kubernetes.meta.v1.ObjectMetaArgs(labels=labels),
+                    spec=kubernetes.core.v1.PodSpecArgs(
                         automount_service_account_token=False,
                         affinity=_gpu_nodes_only(),
                         tolerations=[GPU_TOLERATION],
                         priority_class_name=DCGM_PRIORITY_CLASS,
                         containers=[
-                            k8s.core.v1.ContainerArgs(
+                            kubernetes.core.v1.ContainerArgs(
                                 name="dcgm-exporter",
                                 image=DCGM_IMAGE,
                                 env=[
-                                    k8s.core.v1.EnvVarArgs(name="LD_LIBRARY_PATH", value="/usr/local/nvidia/lib64"),
-                                    k8s.core.v1.EnvVarArgs(name="DCGM_EXPORTER_KUBERNETES", value="true"),
+                                    kubernetes.core.v1.EnvVarArgs(
+                                        name="LD_LIBRARY_PATH", value="/usr/local/nvidia/lib64"
+                                    ),
+                                    kubernetes.core.v1.EnvVarArgs(name="DCGM_EXPORTER_KUBERNETES", value="true"),
                                     # GKE's device plugin names GPUs nvidia0, nvidia1...; matching pods by the
                                     # default (uid) leaves the pod and namespace labels empty
                                     # (NVIDIA/dcgm-exporter#342, NVIDIA/gpu-monitoring-tools#160).
-                                    k8s.core.v1.EnvVarArgs(
+                                    kubernetes.core.v1.EnvVarArgs(
                                         name="DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE", value="device-name"
                                     ),
                                 ],
-                                ports=[k8s.core.v1.ContainerPortArgs(name="metrics", container_port=9400)],
-                                security_context=k8s.core.v1.SecurityContextArgs(privileged=True),
-                                resources=k8s.core.v1.ResourceRequirementsArgs(
+                                ports=[kubernetes.core.v1.ContainerPortArgs(name="metrics", container_port=9400)],
+                                security_context=kubernetes.core.v1.SecurityContextArgs(privileged=True),
+                                resources=kubernetes.core.v1.ResourceRequirementsArgs(
                                     requests={"cpu": "50m", "memory": "128Mi"}, limits={"memory": "512Mi"}
                                 ),
                                 volume_mounts=[
-                                    k8s.core.v1.VolumeMountArgs(name=n, mount_path=path, read_only=True)
+                                    kubernetes.core.v1.VolumeMountArgs(name=n, mount_path=path, read_only=True)
                                     for n, (_, path) in mounts.items()
                                 ],
                             )
                         ],
                         volumes=[
-                            k8s.core.v1.VolumeArgs(name=n, host_path=k8s.core.v1.HostPathVolumeSourceArgs(path=host))
+                            kubernetes.core.v1.VolumeArgs(
+                                name=n, host_path=kubernetes.core.v1.HostPathVolumeSourceArgs(path=host)
+                            )
                             for n, (host, _) in mounts.items()
                         ],
                     ),
@@ -191,35 +195,35 @@ class Monitoring(pulumi.ComponentResource):
     def _prometheus(self) -> None:
         a = self._args
         ns = self.namespace.metadata.name
-        account = k8s.core.v1.ServiceAccount(
+        account = kubernetes.core.v1.ServiceAccount(
             f"{self._name}-prometheus-sa", metadata=_meta("prometheus", ns), opts=self._opts()
         )
         # Least privilege: read pods in the three watched namespaces only, no cluster-wide access.
         for selector in POD_SELECTORS:
             self._pod_reader(selector.namespace, account)
-        config = k8s.core.v1.ConfigMap(
+        config = kubernetes.core.v1.ConfigMap(
             f"{self._name}-prometheus-config",
             metadata=_meta("prometheus-config", ns),
             data={"prometheus.yml": prometheus_config_yaml(a.region, a.stack, rule_files=(f"{RULES_DIR}/*.yml",))},
             opts=self._opts(),
         )
-        rule_files = k8s.core.v1.ConfigMap(
+        rule_files = kubernetes.core.v1.ConfigMap(
             f"{self._name}-prometheus-rules",
             metadata=_meta("prometheus-rules", ns),
             data={"triton.yml": rules_yaml(a.slo, a.region)},
             opts=self._opts(),
         )
-        storage = k8s.core.v1.PersistentVolumeClaim(
+        storage = kubernetes.core.v1.PersistentVolumeClaim(
             f"{self._name}-prometheus-data",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
+            metadata=kubernetes.meta.v1.ObjectMetaArgs(
                 name="prometheus-data",
                 namespace=ns,
                 # GKE's default class binds only once the pod is scheduled: waiting here would deadlock.
                 annotations={"pulumi.com/skipAwait": "true"},
             ),
-            spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
+            spec=kubernetes.core.v1.PersistentVolumeClaimSpecArgs(
                 access_modes=["ReadWriteOnce"],
-                resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": f"{a.storage_gb}Gi"}),
+                resources=kubernetes.core.v1.VolumeResourceRequirementsArgs(requests={"storage": f"{a.storage_gb}Gi"}),
             ),
             opts=self._opts(),
         )
@@ -227,7 +231,7 @@ class Monitoring(pulumi.ComponentResource):
             "prometheus",
             ns,
             NOBODY,
-            k8s.core.v1.ContainerArgs(
+            kubernetes.core.v1.ContainerArgs(
                 name="prometheus",
                 image=PROMETHEUS_IMAGE,
                 args=[
@@ -235,24 +239,24 @@ class Monitoring(pulumi.ComponentResource):
                     "--storage.tsdb.path=/prometheus",
                     f"--storage.tsdb.retention.time={a.retention}",
                 ],
-                ports=[k8s.core.v1.ContainerPortArgs(name="web", container_port=9090)],
+                ports=[kubernetes.core.v1.ContainerPortArgs(name="web", container_port=9090)],
                 readiness_probe=http_probe("/-/ready", "web"),
-                resources=k8s.core.v1.ResourceRequirementsArgs(
+                resources=kubernetes.core.v1.ResourceRequirementsArgs(
                     requests={"cpu": "200m", "memory": "1Gi"}, limits={"memory": "4Gi"}
                 ),
                 security_context=non_root_container_security(),
                 volume_mounts=[
-                    k8s.core.v1.VolumeMountArgs(name="config", mount_path="/etc/prometheus", read_only=True),
-                    k8s.core.v1.VolumeMountArgs(name="rules", mount_path=RULES_DIR, read_only=True),
-                    k8s.core.v1.VolumeMountArgs(name="data", mount_path="/prometheus"),
+                    kubernetes.core.v1.VolumeMountArgs(name="config", mount_path="/etc/prometheus", read_only=True),
+                    kubernetes.core.v1.VolumeMountArgs(name="rules", mount_path=RULES_DIR, read_only=True),
+                    kubernetes.core.v1.VolumeMountArgs(name="data", mount_path="/prometheus"),
                 ],
             ),
             volumes=[
                 _config_map_volume("config", config),
                 _config_map_volume("rules", rule_files),
-                k8s.core.v1.VolumeArgs(
+                kubernetes.core.v1.VolumeArgs(
                     name="data",
-                    persistent_volume_claim=k8s.core.v1.PersistentVolumeClaimVolumeSourceArgs(
+                    persistent_volume_claim=kubernetes.core.v1.PersistentVolumeClaimVolumeSourceArgs(
                         claim_name=storage.metadata.name
                     ),
                 ),
@@ -261,21 +265,23 @@ class Monitoring(pulumi.ComponentResource):
         )
         self._service("prometheus", ns, {"web": 9090}, ())
 
-    def _pod_reader(self, namespace: str, account: k8s.core.v1.ServiceAccount) -> None:
-        role = k8s.rbac.v1.Role(
+    def _pod_reader(self, namespace: str, account: kubernetes.core.v1.ServiceAccount) -> None:
+        role = kubernetes.rbac.v1.Role(
             f"{self._name}-read-pods-{namespace}",
             metadata=_meta("prometheus-read-pods", self._namespace(namespace)),
-            rules=[k8s.rbac.v1.PolicyRuleArgs(api_groups=[""], resources=["pods"], verbs=["get", "list", "watch"])],
+            rules=[
+                kubernetes.rbac.v1.PolicyRuleArgs(api_groups=[""], resources=["pods"], verbs=["get", "list", "watch"])
+            ],
             opts=self._opts(),
         )
-        k8s.rbac.v1.RoleBinding(
+        kubernetes.rbac.v1.RoleBinding(
             f"{self._name}-read-pods-{namespace}-binding",
             metadata=_meta("prometheus-read-pods", self._namespace(namespace)),
-            role_ref=k8s.rbac.v1.RoleRefArgs(
+            role_ref=kubernetes.rbac.v1.RoleRefArgs(
                 api_group="rbac.authorization.k8s.io", kind="Role", name=role.metadata.name
             ),
             subjects=[
-                k8s.rbac.v1.SubjectArgs(
+                kubernetes.rbac.v1.SubjectArgs(
                     kind="ServiceAccount", name=account.metadata.name, namespace=MONITORING_NAMESPACE
                 )
             ],
@@ -287,17 +293,17 @@ class Monitoring(pulumi.ComponentResource):
     def _metrics_adapter(self) -> None:
         """prometheus-adapter serves the Pods metric the Triton HPA scales on (custom.metrics.k8s.io)."""
         ns = self.namespace.metadata.name
-        account = k8s.core.v1.ServiceAccount(
+        account = kubernetes.core.v1.ServiceAccount(
             f"{self._name}-adapter-sa", metadata=_meta("prometheus-adapter", ns), opts=self._opts()
         )
-        subject = k8s.rbac.v1.SubjectArgs(
+        subject = kubernetes.rbac.v1.SubjectArgs(
             kind="ServiceAccount", name=account.metadata.name, namespace=MONITORING_NAMESPACE
         )
-        reader = k8s.rbac.v1.ClusterRole(
+        reader = kubernetes.rbac.v1.ClusterRole(
             f"{self._name}-adapter-reader",
             metadata=_meta("prometheus-adapter-resource-reader"),
             rules=[
-                k8s.rbac.v1.PolicyRuleArgs(
+                kubernetes.rbac.v1.PolicyRuleArgs(
                     api_groups=[""], resources=["namespaces", "pods", "services"], verbs=["get", "list", "watch"]
                 )
             ],
@@ -309,15 +315,15 @@ class Monitoring(pulumi.ComponentResource):
             "auth-reader": ("Role", "extension-apiserver-authentication-reader", "kube-system"),
         }
         for suffix, (kind, role, namespace) in bindings.items():
-            binding_type = k8s.rbac.v1.RoleBinding if kind == "Role" else k8s.rbac.v1.ClusterRoleBinding
+            binding_type = kubernetes.rbac.v1.RoleBinding if kind == "Role" else kubernetes.rbac.v1.ClusterRoleBinding
             binding_type(
                 f"{self._name}-adapter-{suffix}",
                 metadata=_meta(f"prometheus-adapter-{suffix}", namespace),
-                role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind=kind, name=role),
+                role_ref=kubernetes.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind=kind, name=role),
                 subjects=[subject],
                 opts=self._opts(),
             )
-        config = k8s.core.v1.ConfigMap(
+        config = kubernetes.core.v1.ConfigMap(
             f"{self._name}-adapter-config",
             metadata=_meta("prometheus-adapter-config", ns),
             data={"config.yaml": yaml.safe_dump(adapter_rules())},
@@ -327,7 +333,7 @@ class Monitoring(pulumi.ComponentResource):
             "prometheus-adapter",
             ns,
             NOBODY,
-            k8s.core.v1.ContainerArgs(
+            kubernetes.core.v1.ContainerArgs(
                 name="prometheus-adapter",
                 image=ADAPTER_IMAGE,
                 args=[
@@ -337,30 +343,30 @@ class Monitoring(pulumi.ComponentResource):
                     f"--secure-port={ADAPTER_PORT}",
                     "--cert-dir=/tmp/cert",
                 ],
-                ports=[k8s.core.v1.ContainerPortArgs(name="https", container_port=ADAPTER_PORT)],
-                resources=k8s.core.v1.ResourceRequirementsArgs(
+                ports=[kubernetes.core.v1.ContainerPortArgs(name="https", container_port=ADAPTER_PORT)],
+                resources=kubernetes.core.v1.ResourceRequirementsArgs(
                     requests={"cpu": "100m", "memory": "128Mi"}, limits={"memory": "512Mi"}
                 ),
                 security_context=non_root_container_security(),
                 volume_mounts=[
-                    k8s.core.v1.VolumeMountArgs(name="config", mount_path="/etc/adapter", read_only=True),
-                    k8s.core.v1.VolumeMountArgs(name="tmp", mount_path="/tmp"),
+                    kubernetes.core.v1.VolumeMountArgs(name="config", mount_path="/etc/adapter", read_only=True),
+                    kubernetes.core.v1.VolumeMountArgs(name="tmp", mount_path="/tmp"),
                 ],
             ),
             volumes=[
                 _config_map_volume("config", config),
-                k8s.core.v1.VolumeArgs(name="tmp", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs()),
+                kubernetes.core.v1.VolumeArgs(name="tmp", empty_dir=kubernetes.core.v1.EmptyDirVolumeSourceArgs()),
             ],
             service_account=account,
         )
         service = self._service("prometheus-adapter", ns, {"https": 443}, (), target={"https": "https"})
-        k8s.apiregistration.v1.APIService(
+        kubernetes.apiregistration.v1.APIService(
             f"{self._name}-custom-metrics-api",
             metadata=_meta("v1beta1.custom.metrics.k8s.io"),
-            spec=k8s.apiregistration.v1.APIServiceSpecArgs(
+            spec=kubernetes.apiregistration.v1.APIServiceSpecArgs(
                 group="custom.metrics.k8s.io",
                 version="v1beta1",
-                service=k8s.apiregistration.v1.ServiceReferenceArgs(
+                service=kubernetes.apiregistration.v1.ServiceReferenceArgs(
                     name=service.metadata.name, namespace=MONITORING_NAMESPACE
                 ),
                 group_priority_minimum=100,
@@ -378,13 +384,13 @@ class Monitoring(pulumi.ComponentResource):
     def _grafana(self) -> None:
         a = self._args
         ns = self.namespace.metadata.name
-        secret = k8s.core.v1.Secret(
+        secret = kubernetes.core.v1.Secret(
             f"{self._name}-grafana-admin",
             metadata=_meta("grafana-admin", ns),
             string_data={"password": a.grafana_admin_password},
             opts=self._opts(),
         )
-        provisioning = k8s.core.v1.ConfigMap(
+        provisioning = kubernetes.core.v1.ConfigMap(
             f"{self._name}-grafana-provisioning",
             metadata=_meta("grafana-provisioning", ns),
             data={
@@ -393,7 +399,7 @@ class Monitoring(pulumi.ComponentResource):
             },
             opts=self._opts(),
         )
-        boards = k8s.core.v1.ConfigMap(
+        boards = kubernetes.core.v1.ConfigMap(
             f"{self._name}-grafana-dashboards",
             metadata=_meta("grafana-dashboards", ns),
             data={file: dashboard_text(board) for file, board in dashboards(a.slo).items()},
@@ -406,10 +412,10 @@ class Monitoring(pulumi.ComponentResource):
             "GF_ANALYTICS_REPORTING_ENABLED": "false",
             "GF_ANALYTICS_CHECK_FOR_UPDATES": "false",
         }
-        password = k8s.core.v1.EnvVarArgs(
+        password = kubernetes.core.v1.EnvVarArgs(
             name="GF_SECURITY_ADMIN_PASSWORD",
-            value_from=k8s.core.v1.EnvVarSourceArgs(
-                secret_key_ref=k8s.core.v1.SecretKeySelectorArgs(name=secret.metadata.name, key="password")
+            value_from=kubernetes.core.v1.EnvVarSourceArgs(
+                secret_key_ref=kubernetes.core.v1.SecretKeySelectorArgs(name=secret.metadata.name, key="password")
             ),
         )
         mounts = {
@@ -421,24 +427,24 @@ class Monitoring(pulumi.ComponentResource):
             "grafana",
             ns,
             GRAFANA_UID,
-            k8s.core.v1.ContainerArgs(
+            kubernetes.core.v1.ContainerArgs(
                 name="grafana",
                 image=GRAFANA_IMAGE,
-                env=[k8s.core.v1.EnvVarArgs(name=k, value=v) for k, v in env.items()] + [password],
-                ports=[k8s.core.v1.ContainerPortArgs(name="web", container_port=3000)],
+                env=[kubernetes.core.v1.EnvVarArgs(name=k, value=v) for k, v in env.items()] + [password],
+                ports=[kubernetes.core.v1.ContainerPortArgs(name="web", container_port=3000)],
                 readiness_probe=http_probe("/api/health", "web"),
-                resources=k8s.core.v1.ResourceRequirementsArgs(
+                resources=kubernetes.core.v1.ResourceRequirementsArgs(
                     requests={"cpu": "100m", "memory": "256Mi"}, limits={"memory": "1Gi"}
                 ),
                 security_context=non_root_container_security(),
                 volume_mounts=[
-                    k8s.core.v1.VolumeMountArgs(name=n, mount_path=path, read_only=True)
+                    kubernetes.core.v1.VolumeMountArgs(name=n, mount_path=path, read_only=True)
                     for n, (path, _, _) in mounts.items()
                 ]
-                + [k8s.core.v1.VolumeMountArgs(name="data", mount_path="/var/lib/grafana")],
+                + [kubernetes.core.v1.VolumeMountArgs(name="data", mount_path="/var/lib/grafana")],
             ),
             volumes=[_config_map_volume(n, cm, key) for n, (_, cm, key) in mounts.items()]
-            + [k8s.core.v1.VolumeArgs(name="data", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs())],
+            + [kubernetes.core.v1.VolumeArgs(name="data", empty_dir=kubernetes.core.v1.EmptyDirVolumeSourceArgs())],
         )
         self._service("grafana", ns, {"web": 3000}, ())
         if a.web_ui_source_ranges:
@@ -450,7 +456,7 @@ class Monitoring(pulumi.ComponentResource):
         """PodMonitors and a PrometheusRule for a cluster whose Prometheus Operator (and its CRDs) already runs."""
         a = self._args
         for selector in POD_SELECTORS:
-            k8s.apiextensions.CustomResource(
+            kubernetes.apiextensions.CustomResource(
                 f"{self._name}-podmonitor-{selector.job}",
                 api_version="monitoring.coreos.com/v1",
                 kind="PodMonitor",
@@ -463,7 +469,7 @@ class Monitoring(pulumi.ComponentResource):
                 },
                 opts=self._opts(),
             )
-        k8s.apiextensions.CustomResource(
+        kubernetes.apiextensions.CustomResource(
             f"{self._name}-prometheusrule",
             api_version="monitoring.coreos.com/v1",
             kind="PrometheusRule",
@@ -479,22 +485,22 @@ class Monitoring(pulumi.ComponentResource):
         name: str,
         ns: pulumi.Input[str],
         uid: int,
-        container: k8s.core.v1.ContainerArgs,
-        volumes: list[k8s.core.v1.VolumeArgs],
-        service_account: k8s.core.v1.ServiceAccount | None = None,
-    ) -> k8s.apps.v1.Deployment:
+        container: kubernetes.core.v1.ContainerArgs,
+        volumes: list[kubernetes.core.v1.VolumeArgs],
+        service_account: kubernetes.core.v1.ServiceAccount | None = None,
+    ) -> kubernetes.apps.v1.Deployment:
         labels = _app(name)
-        return k8s.apps.v1.Deployment(
+        return kubernetes.apps.v1.Deployment(
             f"{self._name}-{name}",
             metadata=_meta(name, ns, **labels),
-            spec=k8s.apps.v1.DeploymentSpecArgs(
+            spec=kubernetes.apps.v1.DeploymentSpecArgs(
                 replicas=1,
                 # A single writer of its volume: never two Prometheus pods on one disk.
-                strategy=k8s.apps.v1.DeploymentStrategyArgs(type="Recreate"),
-                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=labels),
-                template=k8s.core.v1.PodTemplateSpecArgs(
-                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
-                    spec=k8s.core.v1.PodSpecArgs(
+                strategy=kubernetes.apps.v1.DeploymentStrategyArgs(type="Recreate"),
+                selector=kubernetes.meta.v1.LabelSelectorArgs(match_labels=labels),
+                template=kubernetes.core.v1.PodTemplateSpecArgs(
+                    metadata=kubernetes.meta.v1.ObjectMetaArgs(labels=labels),
+                    spec=kubernetes.core.v1.PodSpecArgs(
                         service_account_name=service_account.metadata.name if service_account else None,
                         automount_service_account_token=service_account is not None,
                         node_selector=CPU_POOL_SELECTOR,
@@ -515,17 +521,17 @@ class Monitoring(pulumi.ComponentResource):
         sources: tuple[str, ...],
         target: dict[str, str] | None = None,
         selector_name: str | None = None,
-    ) -> k8s.core.v1.Service:
-        return k8s.core.v1.Service(
+    ) -> kubernetes.core.v1.Service:
+        return kubernetes.core.v1.Service(
             f"{self._name}-{name}-svc",
             metadata=_meta(name, ns),
-            spec=k8s.core.v1.ServiceSpecArgs(
+            spec=kubernetes.core.v1.ServiceSpecArgs(
                 # Reached with kubectl port-forward; a LoadBalancer only for the ranges the stack lists.
                 type="LoadBalancer" if sources else "ClusterIP",
                 load_balancer_source_ranges=list(sources) or None,
                 selector=_app(selector_name or name),
                 ports=[
-                    k8s.core.v1.ServicePortArgs(name=n, port=p, target_port=(target or {}).get(n, n))
+                    kubernetes.core.v1.ServicePortArgs(name=n, port=p, target_port=(target or {}).get(n, n))
                     for n, p in ports.items()
                 ],
             ),
@@ -584,14 +590,16 @@ def dashboard_provider() -> dict[str, Any]:
     }
 
 
-def _gpu_nodes_only() -> k8s.core.v1.AffinityArgs:
+def _gpu_nodes_only() -> kubernetes.core.v1.AffinityArgs:
     return required_node_affinity(
-        k8s.core.v1.NodeSelectorRequirementArgs(key="cloud.google.com/gke-accelerator", operator="Exists")
+        kubernetes.core.v1.NodeSelectorRequirementArgs(key="cloud.google.com/gke-accelerator", operator="Exists")
     )
 
 
-def _config_map_volume(name: str, config_map: k8s.core.v1.ConfigMap, key: str | None = None) -> k8s.core.v1.VolumeArgs:
-    items = [k8s.core.v1.KeyToPathArgs(key=key, path=key)] if key else None
-    return k8s.core.v1.VolumeArgs(
-        name=name, config_map=k8s.core.v1.ConfigMapVolumeSourceArgs(name=config_map.metadata.name, items=items)
+def _config_map_volume(
+    name: str, config_map: kubernetes.core.v1.ConfigMap, key: str | None = None
+) -> kubernetes.core.v1.VolumeArgs:
+    items = [kubernetes.core.v1.KeyToPathArgs(key=key, path=key)] if key else None
+    return kubernetes.core.v1.VolumeArgs(
+        name=name, config_map=kubernetes.core.v1.ConfigMapVolumeSourceArgs(name=config_map.metadata.name, items=items)
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_kubernetes as k8s
+import pulumi_kubernetes as kubernetes
 
 from k8s.common import required_node_affinity
 
@@ -26,11 +26,11 @@ class NvidiaDriverInstallerArgs:
     accelerator_type: str
 
 
-def _host_volume(name: str, path: str) -> k8s.core.v1.VolumeArgs:
-    return k8s.core.v1.VolumeArgs(name=name, host_path=k8s.core.v1.HostPathVolumeSourceArgs(path=path))
+def _host_volume(name: str, path: str) -> kubernetes.core.v1.VolumeArgs:
+    return kubernetes.core.v1.VolumeArgs(name=name, host_path=kubernetes.core.v1.HostPathVolumeSourceArgs(path=path))
 
 
-def _installer_container() -> k8s.core.v1.ContainerArgs:
+def _installer_container() -> kubernetes.core.v1.ContainerArgs:
     mounts = {
         "nvidia-install-dir-host": "/usr/local/nvidia",
         "dev": "/dev",
@@ -44,44 +44,46 @@ def _installer_container() -> k8s.core.v1.ContainerArgs:
         "COS_TOOLS_DIR_HOST": "/var/lib/cos-tools",
         "COS_TOOLS_DIR_CONTAINER": "/build/cos-tools",
     }
-    return k8s.core.v1.ContainerArgs(
+    return kubernetes.core.v1.ContainerArgs(
         name="nvidia-driver-installer",
         image=INSTALLER_IMAGE,
         image_pull_policy="Never",
         # Loading a kernel module needs a privileged container; this pod runs on GPU nodes only.
-        security_context=k8s.core.v1.SecurityContextArgs(privileged=True),
-        resources=k8s.core.v1.ResourceRequirementsArgs(requests={"cpu": "150m"}),
-        env=[k8s.core.v1.EnvVarArgs(name=k, value=v) for k, v in env.items()],
-        volume_mounts=[k8s.core.v1.VolumeMountArgs(name=k, mount_path=v) for k, v in mounts.items()],
+        security_context=kubernetes.core.v1.SecurityContextArgs(privileged=True),
+        resources=kubernetes.core.v1.ResourceRequirementsArgs(requests={"cpu": "150m"}),
+        env=[kubernetes.core.v1.EnvVarArgs(name=k, value=v) for k, v in env.items()],
+        volume_mounts=[kubernetes.core.v1.VolumeMountArgs(name=k, mount_path=v) for k, v in mounts.items()],
     )
 
 
 class NvidiaDriverInstaller(pulumi.ComponentResource):
-    daemon_set: k8s.apps.v1.DaemonSet
+    daemon_set: kubernetes.apps.v1.DaemonSet
 
     def __init__(self, name: str, args: NvidiaDriverInstallerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-gke:k8s:NvidiaDriverInstaller", name, None, opts)
         labels = {"k8s-app": "nvidia-driver-installer"}
         affinity = required_node_affinity(
-            k8s.core.v1.NodeSelectorRequirementArgs(
+            kubernetes.core.v1.NodeSelectorRequirementArgs(
                 key="cloud.google.com/gke-accelerator", operator="In", values=[args.accelerator_type]
             ),
-            k8s.core.v1.NodeSelectorRequirementArgs(
+            kubernetes.core.v1.NodeSelectorRequirementArgs(
                 key="cloud.google.com/gke-gpu-driver-version", operator="DoesNotExist"
             ),
         )
-        self.daemon_set = k8s.apps.v1.DaemonSet(
+        self.daemon_set = kubernetes.apps.v1.DaemonSet(
             f"{name}-ds",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name="nvidia-driver-installer", namespace="kube-system", labels=labels),
-            spec=k8s.apps.v1.DaemonSetSpecArgs(
-                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=labels),
-                update_strategy=k8s.apps.v1.DaemonSetUpdateStrategyArgs(type="RollingUpdate"),
-                template=k8s.core.v1.PodTemplateSpecArgs(
-                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
-                    spec=k8s.core.v1.PodSpecArgs(
+            metadata=kubernetes.meta.v1.ObjectMetaArgs(
+                name="nvidia-driver-installer", namespace="kube-system", labels=labels
+            ),
+            spec=kubernetes.apps.v1.DaemonSetSpecArgs(
+                selector=kubernetes.meta.v1.LabelSelectorArgs(match_labels=labels),
+                update_strategy=kubernetes.apps.v1.DaemonSetUpdateStrategyArgs(type="RollingUpdate"),
+                template=kubernetes.core.v1.PodTemplateSpecArgs(
+                    metadata=kubernetes.meta.v1.ObjectMetaArgs(labels=labels),
+                    spec=kubernetes.core.v1.PodSpecArgs(
                         priority_class_name="system-node-critical",
                         affinity=affinity,
-                        tolerations=[k8s.core.v1.TolerationArgs(operator="Exists")],
+                        tolerations=[kubernetes.core.v1.TolerationArgs(operator="Exists")],
                         host_network=True,
                         host_pid=True,
                         volumes=[
@@ -91,7 +93,7 @@ class NvidiaDriverInstaller(pulumi.ComponentResource):
                             _host_volume("cos-tools", "/var/lib/cos-tools"),
                         ],
                         init_containers=[_installer_container()],
-                        containers=[k8s.core.v1.ContainerArgs(name="pause", image=PAUSE_IMAGE)],
+                        containers=[kubernetes.core.v1.ContainerArgs(name="pause", image=PAUSE_IMAGE)],
                     ),
                 ),
             ),

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pulumi
-import pulumi_kubernetes as k8s
+import pulumi_kubernetes as kubernetes
 
 from k8s.common import (
     GPU_TOLERATION,
@@ -118,10 +118,10 @@ def triton_timeouts(startup_minutes: int, max_replicas: int) -> tuple[pulumi.Cus
 
 
 class TritonServing(pulumi.ComponentResource):
-    namespace: k8s.core.v1.Namespace
-    deployment: k8s.apps.v1.Deployment
-    service: k8s.core.v1.Service
-    neg_service: k8s.core.v1.Service
+    namespace: kubernetes.core.v1.Namespace
+    deployment: kubernetes.apps.v1.Deployment
+    service: kubernetes.core.v1.Service
+    neg_service: kubernetes.core.v1.Service
 
     def __init__(self, name: str, args: TritonServingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-gke:k8s:TritonServing", name, None, opts)
@@ -130,9 +130,9 @@ class TritonServing(pulumi.ComponentResource):
         self.namespace = restricted_namespace(f"{name}-ns", TRITON_NAMESPACE, self)
         ns = self.namespace.metadata.name
         child = pulumi.ResourceOptions(parent=self)
-        service_account = k8s.core.v1.ServiceAccount(
+        service_account = kubernetes.core.v1.ServiceAccount(
             f"{name}-sa",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
+            metadata=kubernetes.meta.v1.ObjectMetaArgs(
                 name=TRITON_SERVICE_ACCOUNT,
                 namespace=ns,
                 annotations={"iam.gke.io/gcp-service-account": args.reader_email},
@@ -140,19 +140,19 @@ class TritonServing(pulumi.ComponentResource):
             automount_service_account_token=False,
             opts=child,
         )
-        admin_secret = k8s.core.v1.Secret(
+        admin_secret = kubernetes.core.v1.Secret(
             f"{name}-admin-key",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name="triton-admin-key", namespace=ns),
+            metadata=kubernetes.meta.v1.ObjectMetaArgs(name="triton-admin-key", namespace=ns),
             string_data={"key": args.admin_key},
             opts=child,
         )
         deployment_timeouts, self._service_timeouts = triton_timeouts(args.startup_minutes, args.max_replicas)
-        self.deployment = k8s.apps.v1.Deployment(
+        self.deployment = kubernetes.apps.v1.Deployment(
             f"{name}-deployment",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=TRITON_APP, namespace=ns, labels=self.labels),
-            spec=k8s.apps.v1.DeploymentSpecArgs(
+            metadata=kubernetes.meta.v1.ObjectMetaArgs(name=TRITON_APP, namespace=ns, labels=self.labels),
+            spec=kubernetes.apps.v1.DeploymentSpecArgs(
                 replicas=None if args.autoscale else args.min_replicas,
-                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=self.labels),
+                selector=kubernetes.meta.v1.LabelSelectorArgs(match_labels=self.labels),
                 template=self._pod_template(service_account, admin_secret),
                 strategy=ROLLING_ONE_AT_A_TIME,
             ),
@@ -188,13 +188,15 @@ class TritonServing(pulumi.ComponentResource):
         ports = {str(PORTS[port]): {"name": neg} for port, neg in self.neg_names.items()}
         return json.dumps({"exposed_ports": ports}, sort_keys=True)
 
-    def _pod_template(self, service_account: k8s.core.v1.ServiceAccount, admin_secret: k8s.core.v1.Secret):
+    def _pod_template(
+        self, service_account: kubernetes.core.v1.ServiceAccount, admin_secret: kubernetes.core.v1.Secret
+    ):
         a = self._args
-        return k8s.core.v1.PodTemplateSpecArgs(
-            metadata=k8s.meta.v1.ObjectMetaArgs(
+        return kubernetes.core.v1.PodTemplateSpecArgs(
+            metadata=kubernetes.meta.v1.ObjectMetaArgs(
                 labels=self.labels, annotations={MODEL_DIGEST_ANNOTATION: a.model_digest}
             ),
-            spec=k8s.core.v1.PodSpecArgs(
+            spec=kubernetes.core.v1.PodSpecArgs(
                 service_account_name=service_account.metadata.name,
                 automount_service_account_token=False,
                 node_selector={"cloud.google.com/gke-accelerator": a.accelerator_type},
@@ -206,39 +208,42 @@ class TritonServing(pulumi.ComponentResource):
                 containers=[self._container(admin_secret)],
                 volumes=[
                     # TensorRT engines are built at model load (minutes on a T4) and kept for the pod's life.
-                    k8s.core.v1.VolumeArgs(
-                        name="trt-cache", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit="20Gi")
+                    kubernetes.core.v1.VolumeArgs(
+                        name="trt-cache", empty_dir=kubernetes.core.v1.EmptyDirVolumeSourceArgs(size_limit="20Gi")
                     ),
-                    k8s.core.v1.VolumeArgs(
-                        name="dshm", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(medium="Memory", size_limit="1Gi")
+                    kubernetes.core.v1.VolumeArgs(
+                        name="dshm",
+                        empty_dir=kubernetes.core.v1.EmptyDirVolumeSourceArgs(medium="Memory", size_limit="1Gi"),
                     ),
                 ],
             ),
         )
 
-    def _container(self, admin_secret: k8s.core.v1.Secret) -> k8s.core.v1.ContainerArgs:
+    def _container(self, admin_secret: kubernetes.core.v1.Secret) -> kubernetes.core.v1.ContainerArgs:
         a = self._args
-        return k8s.core.v1.ContainerArgs(
+        return kubernetes.core.v1.ContainerArgs(
             name="tritonserver",
             image=a.image,
             args=pulumi.Output.from_input(a.model_repository).apply(triton_server_args),
             env=[
-                k8s.core.v1.EnvVarArgs(
+                kubernetes.core.v1.EnvVarArgs(
                     name=ADMIN_KEY_ENV,
-                    value_from=k8s.core.v1.EnvVarSourceArgs(
-                        secret_key_ref=k8s.core.v1.SecretKeySelectorArgs(name=admin_secret.metadata.name, key="key")
+                    value_from=kubernetes.core.v1.EnvVarSourceArgs(
+                        secret_key_ref=kubernetes.core.v1.SecretKeySelectorArgs(
+                            name=admin_secret.metadata.name, key="key"
+                        )
                     ),
                 )
             ],
-            ports=[k8s.core.v1.ContainerPortArgs(name=n, container_port=p) for n, p in PORTS.items()],
-            resources=k8s.core.v1.ResourceRequirementsArgs(
+            ports=[kubernetes.core.v1.ContainerPortArgs(name=n, container_port=p) for n, p in PORTS.items()],
+            resources=kubernetes.core.v1.ResourceRequirementsArgs(
                 requests={"cpu": "2500m", "memory": "8Gi"},
                 limits={"memory": "12Gi", "nvidia.com/gpu": str(a.gpus_per_node)},
             ),
             security_context=non_root_container_security(),
             volume_mounts=[
-                k8s.core.v1.VolumeMountArgs(name="trt-cache", mount_path=TRT_CACHE_DIR),
-                k8s.core.v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
+                kubernetes.core.v1.VolumeMountArgs(name="trt-cache", mount_path=TRT_CACHE_DIR),
+                kubernetes.core.v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
             ],
             # Loading (and TensorRT engine building) may take many minutes: only then do the other probes start.
             startup_probe=http_probe(
@@ -255,54 +260,56 @@ class TritonServing(pulumi.ComponentResource):
     def _disruption_budget_and_autoscaler(self, ns: pulumi.Input[str]) -> None:
         a = self._args
         child = pulumi.ResourceOptions(parent=self)
-        k8s.policy.v1.PodDisruptionBudget(
+        kubernetes.policy.v1.PodDisruptionBudget(
             f"{self._name}-pdb",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=TRITON_APP, namespace=ns),
-            spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(
-                max_unavailable=1, selector=k8s.meta.v1.LabelSelectorArgs(match_labels=self.labels)
+            metadata=kubernetes.meta.v1.ObjectMetaArgs(name=TRITON_APP, namespace=ns),
+            spec=kubernetes.policy.v1.PodDisruptionBudgetSpecArgs(
+                max_unavailable=1, selector=kubernetes.meta.v1.LabelSelectorArgs(match_labels=self.labels)
             ),
             opts=child,
         )
         if not a.autoscale:
             return
         # Pending pods (one per node) make the cluster autoscaler add GPU nodes up to the pool's maximum.
-        k8s.autoscaling.v2.HorizontalPodAutoscaler(
+        kubernetes.autoscaling.v2.HorizontalPodAutoscaler(
             f"{self._name}-hpa",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=TRITON_APP, namespace=ns),
-            spec=k8s.autoscaling.v2.HorizontalPodAutoscalerSpecArgs(
-                scale_target_ref=k8s.autoscaling.v2.CrossVersionObjectReferenceArgs(
+            metadata=kubernetes.meta.v1.ObjectMetaArgs(name=TRITON_APP, namespace=ns),
+            spec=kubernetes.autoscaling.v2.HorizontalPodAutoscalerSpecArgs(
+                scale_target_ref=kubernetes.autoscaling.v2.CrossVersionObjectReferenceArgs(
                     api_version="apps/v1", kind="Deployment", name=self.deployment.metadata.name
                 ),
                 min_replicas=a.min_replicas,
                 max_replicas=a.max_replicas,
                 metrics=[
-                    k8s.autoscaling.v2.MetricSpecArgs(
+                    kubernetes.autoscaling.v2.MetricSpecArgs(
                         type="Pods",
-                        pods=k8s.autoscaling.v2.PodsMetricSourceArgs(
-                            metric=k8s.autoscaling.v2.MetricIdentifierArgs(name=QUEUE_TIME_METRIC),
-                            target=k8s.autoscaling.v2.MetricTargetArgs(
+                        pods=kubernetes.autoscaling.v2.PodsMetricSourceArgs(
+                            metric=kubernetes.autoscaling.v2.MetricIdentifierArgs(name=QUEUE_TIME_METRIC),
+                            target=kubernetes.autoscaling.v2.MetricTargetArgs(
                                 type="AverageValue", average_value=str(a.queue_time_target_us)
                             ),
                         ),
                     )
                 ],
-                behavior=k8s.autoscaling.v2.HorizontalPodAutoscalerBehaviorArgs(
+                behavior=kubernetes.autoscaling.v2.HorizontalPodAutoscalerBehaviorArgs(
                     # A new GPU node takes minutes: do not give one back at the first quiet minute.
-                    scale_down=k8s.autoscaling.v2.HPAScalingRulesArgs(stabilization_window_seconds=600)
+                    scale_down=kubernetes.autoscaling.v2.HPAScalingRulesArgs(stabilization_window_seconds=600)
                 ),
             ),
             opts=child,
         )
 
-    def _service(self, ns: pulumi.Input[str], name: str, annotations: dict[str, str]) -> k8s.core.v1.Service:
-        return k8s.core.v1.Service(
+    def _service(self, ns: pulumi.Input[str], name: str, annotations: dict[str, str]) -> kubernetes.core.v1.Service:
+        return kubernetes.core.v1.Service(
             f"{self._name}-{name}-svc",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels=self.labels, annotations=annotations),
-            spec=k8s.core.v1.ServiceSpecArgs(
+            metadata=kubernetes.meta.v1.ObjectMetaArgs(
+                name=name, namespace=ns, labels=self.labels, annotations=annotations
+            ),
+            spec=kubernetes.core.v1.ServiceSpecArgs(
                 type="ClusterIP",
                 selector=self.labels,
                 ports=[
-                    k8s.core.v1.ServicePortArgs(name=n, port=p, target_port=n, app_protocol=_app_protocol(n))
+                    kubernetes.core.v1.ServicePortArgs(name=n, port=p, target_port=n, app_protocol=_app_protocol(n))
                     for n, p in PORTS.items()
                     if n != "metrics" or name == TRITON_APP
                 ],
@@ -318,9 +325,9 @@ class TritonServing(pulumi.ComponentResource):
 # controller first stops one old pod, then starts its replacement on the freed node
 # (https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#rolling-update-deployment). The PDB
 # allows the same one pod down for node drains.
-ROLLING_ONE_AT_A_TIME = k8s.apps.v1.DeploymentStrategyArgs(
+ROLLING_ONE_AT_A_TIME = kubernetes.apps.v1.DeploymentStrategyArgs(
     type="RollingUpdate",
-    rolling_update=k8s.apps.v1.RollingUpdateDeploymentArgs(max_surge=0, max_unavailable=1),
+    rolling_update=kubernetes.apps.v1.RollingUpdateDeploymentArgs(max_surge=0, max_unavailable=1),
 )
 
 
@@ -328,12 +335,12 @@ def _app_protocol(port_name: str) -> str:
     return "kubernetes.io/h2c" if port_name == "grpc" else "http"
 
 
-def _one_pod_per_node(labels: dict[str, str]) -> k8s.core.v1.AffinityArgs:
-    return k8s.core.v1.AffinityArgs(
-        pod_anti_affinity=k8s.core.v1.PodAntiAffinityArgs(
+def _one_pod_per_node(labels: dict[str, str]) -> kubernetes.core.v1.AffinityArgs:
+    return kubernetes.core.v1.AffinityArgs(
+        pod_anti_affinity=kubernetes.core.v1.PodAntiAffinityArgs(
             required_during_scheduling_ignored_during_execution=[
-                k8s.core.v1.PodAffinityTermArgs(
-                    label_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=labels),
+                kubernetes.core.v1.PodAffinityTermArgs(
+                    label_selector=kubernetes.meta.v1.LabelSelectorArgs(match_labels=labels),
                     topology_key="kubernetes.io/hostname",
                 )
             ]

@@ -25,9 +25,9 @@ import psutil
 
 from k8s.triton import triton_server_args
 from model_repo.sync import SyncError, SyncReport, sync_repository
-from monitoring.local import LocalPrometheus, PrometheusError
-from monitoring.prometheus_config import local_pod, local_prometheus_config
-from monitoring.settings import LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
+from observability.local import LocalPrometheus, PrometheusError
+from observability.prometheus_config import local_pod, local_prometheus_config
+from observability.settings import LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
 from sandbox.gcs_emulator import TRITON_ENV, EmulatorError, GcsEmulator
 from sandbox.private_tmp import PrivateTmp, private_tmp_available
 from sandbox.triton import REDACTED, NetworkNamespace, TritonServer, TritonStartError, free_port, redact_command

@@ -36,8 +36,8 @@ from infra.naming import gcp_name
 from k8s.triton import ADMIN_KEY_HEADER
 from model_repo.build import build_repository
 from model_repo.errors import ModelRepoError
-from monitoring.local import LocalPrometheus
-from monitoring.settings import TRITON_PODS
+from observability.local import LocalPrometheus
+from observability.settings import TRITON_PODS
 from offline.build_models import CPU_TWINS
 from offline.plan import OneLineParser, overrides_from
 from sandbox import components as parts

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from monitoring.settings import MonitoringError, SloSettings, validate_duration, validate_slo
+from observability.settings import MonitoringError, SloSettings, validate_duration, validate_slo
 from settings.cluster import DISK_MAX_GB
 from settings.reader import Reader, at_most
 from settings.values import MonitoringSettings

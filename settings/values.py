@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from model_repo.settings import ModelRepoSettings
-from monitoring.settings import SloSettings
+from observability.settings import SloSettings
 from settings.catalogue import GpuCatalogue
 
 

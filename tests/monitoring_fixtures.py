@@ -25,9 +25,9 @@ import pytest
 from model_repo.build import build_repository
 from model_repo.cpu_twin import delayed_copy
 from model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings
-from monitoring.local import LocalPrometheus
-from monitoring.prometheus_config import LocalPod, local_pod, local_prometheus_config
-from monitoring.settings import LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
+from observability.local import LocalPrometheus
+from observability.prometheus_config import LocalPod, local_pod, local_prometheus_config
+from observability.settings import LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
 from sandbox.triton import TritonServer, free_port
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent

@@ -9,8 +9,8 @@ from conftest import PROJECT_DIR, evaluate
 from test_serving import named, pod_spec, provider_region
 
 from k8s.triton import QUEUE_TIME_METRIC
-from monitoring.rules import rules, rules_yaml
-from monitoring.settings import SloSettings
+from observability.rules import rules, rules_yaml
+from observability.settings import SloSettings
 
 PROD_REGIONS = {"us-central1", "europe-west4", "asia-east1"}
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"

@@ -18,8 +18,8 @@ import tritonclient.http as httpclient
 
 from model_repo.cpu_twin import DELAY_PARAMETER, delayed_copy, inject_delay
 from model_repo.errors import ModelRepoError
-from monitoring.dashboards import dashboards, panel_queries
-from monitoring.rules import quantile_label
+from observability.dashboards import dashboards, panel_queries
+from observability.rules import quantile_label
 
 if TYPE_CHECKING:  # imported by pytest_plugins; importing it here first would skip its assert rewriting
     from tests.monitoring_fixtures import LiveStack

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from monitoring.dashboards import DASHBOARD_DIR, dashboards, panel_queries, stale_dashboards
-from monitoring.prometheus_config import (
+from observability.dashboards import DASHBOARD_DIR, dashboards, panel_queries, stale_dashboards
+from observability.prometheus_config import (
     LocalPod,
     meta_label,
     pod_target_groups,
@@ -28,8 +28,8 @@ from monitoring.prometheus_config import (
     to_file_sd,
     write_file_sd_targets,
 )
-from monitoring.rules import alert_names, rules, rules_yaml
-from monitoring.settings import TRITON_PODS, MonitoringError, SloSettings, minutes_duration, validate_slo
+from observability.rules import alert_names, rules, rules_yaml
+from observability.settings import TRITON_PODS, MonitoringError, SloSettings, minutes_duration, validate_slo
 
 REGION = "europe-west4"
 PROMTOOL = shutil.which("promtool")
@@ -383,7 +383,7 @@ def test_every_dashboard_query_parses(tmp_path: Path) -> None:
 
 
 def test_committed_dashboards_equal_what_the_code_generates() -> None:
-    assert stale_dashboards(DASHBOARD_DIR) == [], "run `python -m monitoring` and commit dashboards/"
+    assert stale_dashboards(DASHBOARD_DIR) == [], "run `python -m observability` and commit dashboards/"
 
 
 def test_dashboards_have_titles_panels_and_variables() -> None:

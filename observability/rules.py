@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from monitoring.settings import SloSettings, minutes_duration, validate_label_value, validate_slo
+from observability.settings import SloSettings, minutes_duration, validate_label_value, validate_slo
 
 TRITON_BY = "region, namespace, pod, node, model"
 MODEL_BY = "region, model"

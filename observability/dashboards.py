@@ -4,7 +4,7 @@ Three dashboards: the inference service (Triton), its GPUs (DCGM exporter) and t
 (Locust). Panels read the recording rules of monitoring.rules where one exists, so a dashboard
 and an alert always agree on what "p95" or "queue time" means. The Prometheus data source is
 chosen by the `datasource` variable (its uid); `region` filters every query.
-`python -m monitoring` regenerates dashboards/*.json.
+`python -m observability` regenerates dashboards/*.json.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import dashboard as model
 
-from monitoring.rules import quantile_label, recorded
-from monitoring.settings import SloSettings, validate_slo
+from observability.rules import quantile_label, recorded
+from observability.settings import SloSettings, validate_slo
 
 DASHBOARD_DIR = Path(__file__).resolve().parent.parent / "dashboards"
 DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="${datasource}")

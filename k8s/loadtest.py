@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pulumi
-import pulumi_kubernetes as k8s
+import pulumi_kubernetes as kubernetes
 
 from k8s.common import CPU_POOL_SELECTOR, non_root_container_security, non_root_pod_security, restricted_namespace
 
@@ -41,11 +41,11 @@ class LoadTestArgs:
 
 
 class LoadTest(pulumi.ComponentResource):
-    namespace: k8s.core.v1.Namespace
-    config: k8s.core.v1.ConfigMap
-    master: k8s.apps.v1.Deployment
-    workers: k8s.apps.v1.Deployment
-    service: k8s.core.v1.Service
+    namespace: kubernetes.core.v1.Namespace
+    config: kubernetes.core.v1.ConfigMap
+    master: kubernetes.apps.v1.Deployment
+    workers: kubernetes.apps.v1.Deployment
+    service: kubernetes.core.v1.Service
 
     def __init__(self, name: str, args: LoadTestArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-gke:k8s:LoadTest", name, None, opts)
@@ -54,15 +54,15 @@ class LoadTest(pulumi.ComponentResource):
         self.namespace = restricted_namespace(f"{name}-ns", LOCUST_NAMESPACE, self)
         ns = self.namespace.metadata.name
         child = pulumi.ResourceOptions(parent=self)
-        self.config = k8s.core.v1.ConfigMap(
+        self.config = kubernetes.core.v1.ConfigMap(
             f"{name}-config",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name="locust-config", namespace=ns),
+            metadata=kubernetes.meta.v1.ObjectMetaArgs(name="locust-config", namespace=ns),
             data=self.settings,
             opts=child,
         )
-        self._locustfile = k8s.core.v1.ConfigMap(
+        self._locustfile = kubernetes.core.v1.ConfigMap(
             f"{name}-locustfile",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name="locustfile", namespace=ns),
+            metadata=kubernetes.meta.v1.ObjectMetaArgs(name="locustfile", namespace=ns),
             data={"locustfile.py": LOCUSTFILE.read_text(), "arrivals.py": ARRIVALS_FILE.read_text()},
             opts=child,
         )
@@ -98,27 +98,31 @@ class LoadTest(pulumi.ComponentResource):
 
     def _deployment(
         self, ns: pulumi.Input[str], role: str, replicas: int, role_args: list[str]
-    ) -> k8s.apps.v1.Deployment:
+    ) -> kubernetes.apps.v1.Deployment:
         labels = self.labels(role)
-        return k8s.apps.v1.Deployment(
+        return kubernetes.apps.v1.Deployment(
             f"{self._name}-{role}",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=f"locust-{role}", namespace=ns, labels=labels),
-            spec=k8s.apps.v1.DeploymentSpecArgs(
+            metadata=kubernetes.meta.v1.ObjectMetaArgs(name=f"locust-{role}", namespace=ns, labels=labels),
+            spec=kubernetes.apps.v1.DeploymentSpecArgs(
                 replicas=replicas,
-                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=labels),
-                template=k8s.core.v1.PodTemplateSpecArgs(
-                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
-                    spec=k8s.core.v1.PodSpecArgs(
+                selector=kubernetes.meta.v1.LabelSelectorArgs(match_labels=labels),
+                template=kubernetes.core.v1.PodTemplateSpecArgs(
+                    metadata=kubernetes.meta.v1.ObjectMetaArgs(labels=labels),
+                    spec=kubernetes.core.v1.PodSpecArgs(
                         node_selector=CPU_POOL_SELECTOR,
                         automount_service_account_token=False,
                         security_context=non_root_pod_security(LOCUST_UID),
                         init_containers=[self._install_client()],
                         containers=[self._locust(role, role_args)],
                         volumes=[
-                            k8s.core.v1.VolumeArgs(name="deps", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs()),
-                            k8s.core.v1.VolumeArgs(
+                            kubernetes.core.v1.VolumeArgs(
+                                name="deps", empty_dir=kubernetes.core.v1.EmptyDirVolumeSourceArgs()
+                            ),
+                            kubernetes.core.v1.VolumeArgs(
                                 name="locustfile",
-                                config_map=k8s.core.v1.ConfigMapVolumeSourceArgs(name=self._locustfile.metadata.name),
+                                config_map=kubernetes.core.v1.ConfigMapVolumeSourceArgs(
+                                    name=self._locustfile.metadata.name
+                                ),
                             ),
                         ],
                     ),
@@ -127,39 +131,39 @@ class LoadTest(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-    def _install_client(self) -> k8s.core.v1.ContainerArgs:
-        return k8s.core.v1.ContainerArgs(
+    def _install_client(self) -> kubernetes.core.v1.ContainerArgs:
+        return kubernetes.core.v1.ContainerArgs(
             name="install-tritonclient",
             image=LOCUST_IMAGE,
             command=["pip", "install", "--no-cache-dir", "--quiet", f"--target={DEPS_DIR}", *PIP_PACKAGES],
             security_context=non_root_container_security(),
-            volume_mounts=[k8s.core.v1.VolumeMountArgs(name="deps", mount_path=DEPS_DIR)],
+            volume_mounts=[kubernetes.core.v1.VolumeMountArgs(name="deps", mount_path=DEPS_DIR)],
         )
 
-    def _locust(self, role: str, role_args: list[str]) -> k8s.core.v1.ContainerArgs:
+    def _locust(self, role: str, role_args: list[str]) -> kubernetes.core.v1.ContainerArgs:
         ports = PORTS if role == "master" else {}
-        return k8s.core.v1.ContainerArgs(
+        return kubernetes.core.v1.ContainerArgs(
             name="locust",
             image=LOCUST_IMAGE,
             args=["-f", "/mnt/locust/locustfile.py", *role_args],
-            env=[k8s.core.v1.EnvVarArgs(name="PYTHONPATH", value=DEPS_DIR)],
+            env=[kubernetes.core.v1.EnvVarArgs(name="PYTHONPATH", value=DEPS_DIR)],
             env_from=[
-                k8s.core.v1.EnvFromSourceArgs(
-                    config_map_ref=k8s.core.v1.ConfigMapEnvSourceArgs(name=self.config.metadata.name)
+                kubernetes.core.v1.EnvFromSourceArgs(
+                    config_map_ref=kubernetes.core.v1.ConfigMapEnvSourceArgs(name=self.config.metadata.name)
                 )
             ],
-            ports=[k8s.core.v1.ContainerPortArgs(name=n, container_port=p) for n, p in ports.items()],
-            resources=k8s.core.v1.ResourceRequirementsArgs(
+            ports=[kubernetes.core.v1.ContainerPortArgs(name=n, container_port=p) for n, p in ports.items()],
+            resources=kubernetes.core.v1.ResourceRequirementsArgs(
                 requests={"cpu": "500m", "memory": "512Mi"}, limits={"memory": "1Gi"}
             ),
             security_context=non_root_container_security(),
             volume_mounts=[
-                k8s.core.v1.VolumeMountArgs(name="deps", mount_path=DEPS_DIR),
-                k8s.core.v1.VolumeMountArgs(name="locustfile", mount_path="/mnt/locust", read_only=True),
+                kubernetes.core.v1.VolumeMountArgs(name="deps", mount_path=DEPS_DIR),
+                kubernetes.core.v1.VolumeMountArgs(name="locustfile", mount_path="/mnt/locust", read_only=True),
             ],
         )
 
-    def _master_service(self, ns: pulumi.Input[str]) -> k8s.core.v1.Service:
+    def _master_service(self, ns: pulumi.Input[str]) -> kubernetes.core.v1.Service:
         service = self._service(ns, "locust-master", "ClusterIP", PORTS)
         if self._args.web_ui_source_ranges:
             # Only the web UI, only from the listed ranges; workers and metrics stay inside the cluster.
@@ -168,15 +172,15 @@ class LoadTest(pulumi.ComponentResource):
 
     def _service(
         self, ns: pulumi.Input[str], name: str, kind: str, ports: dict[str, int], sources: tuple[str, ...] = ()
-    ) -> k8s.core.v1.Service:
-        return k8s.core.v1.Service(
+    ) -> kubernetes.core.v1.Service:
+        return kubernetes.core.v1.Service(
             f"{self._name}-{name}-svc",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels=self.labels("master")),
-            spec=k8s.core.v1.ServiceSpecArgs(
+            metadata=kubernetes.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels=self.labels("master")),
+            spec=kubernetes.core.v1.ServiceSpecArgs(
                 type=kind,
                 load_balancer_source_ranges=list(sources) or None,
                 selector=self.labels("master"),
-                ports=[k8s.core.v1.ServicePortArgs(name=n, port=p, target_port=n) for n, p in ports.items()],
+                ports=[kubernetes.core.v1.ServicePortArgs(name=n, port=p, target_port=n) for n, p in ports.items()],
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )

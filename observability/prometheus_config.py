@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from monitoring.rules import rules_yaml
-from monitoring.settings import (
+from observability.rules import rules_yaml
+from observability.settings import (
     DCGM_PODS,
     LOCUST_MASTER_PODS,
     POD_SELECTORS,
