@@ -1,0 +1,363 @@
+"""Capacity records: how many requests/s one GPU sustains at an SLO, per GPU type, model variant, image and SLO.
+
+One JSON file per record under capacity/records/ (`"schema": 1` and the fields of CapacityRecord but `path`).
+`make bench` writes and updates them (bench/record.py); the stack sizing reads them with find_record; `python -m
+capacity compare` reports regressions between two sets. Pure: the standard library only, no Pulumi, no other room
+of the project, so every layer may read records.
+
+Loading is strict: a record file with bad JSON, an unknown or missing key, a value of the wrong type, a
+non-positive rate or a key (gpu, variant, image tag, SLO) that another file holds too is refused with one
+CapacityError line naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+SCHEMA = 1
+RECORDS_DIR = Path(__file__).resolve().parent / "records"
+SOURCES = ("reference", "measured")
+TWIN_GPU = "cpu-twin"  # the `gpu` of sandbox measurements: one CPU twin server, no GPU
+MAX_FILE_BYTES = 64 * 1024  # a record is ~1 KB; anything far larger is not one
+MAX_TEXT = {"image_tag": 128, "method": 2000}
+MAX_REVISION = 2**31 - 1
+
+# GPU names as GKE's accelerator types spell them (lowercase letters, digits, hyphens: "nvidia-tesla-t4",
+# "nvidia-l4"; https://cloud.google.com/kubernetes-engine/docs/how-to/gpus#create), or "cpu-twin".
+_GPU_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+# Variant names as model_repo/settings.py accepts them (_NAME_RE there: Triton model folder names).
+_VARIANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+class CapacityError(ValueError):
+    """Bad record input; str() is one line naming the record file or key."""
+
+
+@dataclass(frozen=True)
+class CapacityRecord:
+    gpu: str  # GKE accelerator type ("nvidia-tesla-t4") or "cpu-twin" for sandbox measurements
+    variant: str  # model variant name, as in triton-gke:modelVariants
+    image_tag: str  # Triton image tag it was measured with ("25.10-py3"; the sandbox wheel's release for twins)
+    slo_latency_ms: float  # the SLO the rate was searched against
+    slo_percentile: float  # 95
+    max_failure_percent: float
+    max_rps_per_gpu: float  # highest request rate one pod with ONE GPU (one twin server) sustains at the SLO
+    batch: float | None  # achieved batch size at that rate
+    p50_ms: float | None
+    p95_ms: float | None
+    source: str  # "reference" (published figure, not measured by this toolkit) | "measured"
+    method: str  # one line: how it was measured (tool, arrivals, repeats, spread, machine)
+    measured_at: str  # ISO date
+    revision: int  # increases each time the record is updated (the record's version)
+    path: Path  # the file it was read from
+
+    @property
+    def key(self) -> tuple[str, str, str, float]:
+        """What one record file stands for: two files with the same key are refused."""
+        return (self.gpu, self.variant, self.image_tag, self.slo_latency_ms)
+
+    @property
+    def slo_key(self) -> tuple[str, str, float]:
+        """What the compare command and find_record match on: the same GPU, variant and SLO latency."""
+        return (self.gpu, self.variant, self.slo_latency_ms)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file's content: the schema number, then every field but `path`."""
+        return {"schema": SCHEMA, **{name: getattr(self, name) for name in RECORD_KEYS}}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+
+RECORD_KEYS: tuple[str, ...] = tuple(f.name for f in fields(CapacityRecord) if f.name != "path")
+FILE_KEYS: tuple[str, ...] = ("schema", *RECORD_KEYS)
+
+
+class _Bad(Exception):
+    """A value's problem, without the file and key (the loader adds them)."""
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=True) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Bad(f"expected a number, got {_show(value)}")
+    try:
+        number = float(value)  # a huge JSON integer overflows here
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise _Bad(f"{_show(value)} is not a finite number")
+    return number
+
+
+def _positive(value: Any) -> float:
+    number = _number(value)
+    if number <= 0:
+        raise _Bad(f"{number:g} is not positive")
+    return number
+
+
+def _optional_positive(value: Any) -> float | None:
+    return None if value is None else _positive(value)
+
+
+def _percentile(value: Any) -> float:
+    number = _number(value)
+    if not 0 < number <= 100:
+        raise _Bad(f"{number:g} is not a percentile (above 0, at most 100)")
+    return number
+
+
+def _failure_percent(value: Any) -> float:
+    number = _number(value)
+    if not 0 <= number < 100:
+        raise _Bad(f"{number:g} is not a failure budget in percent (0 to below 100)")
+    return number
+
+
+def _line(value: Any, what: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise _Bad(f"expected text ({what}), got {_show(value)}")
+    if not value.strip() or value != value.strip() or not value.isprintable() or len(value) > limit:
+        raise _Bad(f"{_show(value)} is not {what}: one printable line of 1-{limit} characters, no outer spaces")
+    return value
+
+
+def _pattern(regex: re.Pattern[str], what: str) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if not isinstance(value, str) or not regex.fullmatch(value):
+            raise _Bad(f"{_show(value)} is not {what}")
+        return value
+
+    return check
+
+
+def _source(value: Any) -> str:
+    if value not in SOURCES:
+        raise _Bad(f"{_show(value)} is not one of {', '.join(SOURCES)}")
+    return value
+
+
+def _date(value: Any) -> str:
+    try:  # fromisoformat alone also reads week dates ("2026-W48-1")
+        if isinstance(value, str) and _DATE_RE.fullmatch(value) and datetime.date.fromisoformat(value):
+            return value
+    except ValueError:
+        pass
+    raise _Bad(f"{_show(value)} is not an ISO date (YYYY-MM-DD)")
+
+
+def _revision(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_REVISION:
+        raise _Bad(f"{_show(value)} is not a revision (a whole number from 1 to {MAX_REVISION})")
+    return value
+
+
+def _schema(value: Any) -> int:
+    if isinstance(value, bool) or value != SCHEMA:
+        raise _Bad(f"{_show(value)} is not a schema this toolkit reads (only {SCHEMA})")
+    return SCHEMA
+
+
+CHECKS: dict[str, Callable[[Any], Any]] = {
+    "schema": _schema,
+    "gpu": _pattern(_GPU_RE, "a GKE accelerator type (lowercase letters, digits, '-') or 'cpu-twin'"),
+    "variant": _pattern(_VARIANT_RE, "a model variant name (1-64 letters, digits, '_', '-', '.')"),
+    "image_tag": lambda v: _line(v, "an image tag", MAX_TEXT["image_tag"]),
+    "slo_latency_ms": _positive,
+    "slo_percentile": _percentile,
+    "max_failure_percent": _failure_percent,
+    "max_rps_per_gpu": _positive,
+    "batch": _optional_positive,
+    "p50_ms": _optional_positive,
+    "p95_ms": _optional_positive,
+    "source": _source,
+    "method": lambda v: _line(v, "a method line", MAX_TEXT["method"]),
+    "measured_at": _date,
+    "revision": _revision,
+}
+
+
+def record_from_dict(data: Any, path: Path) -> CapacityRecord:
+    """A record from a file's parsed JSON; CapacityError names the file and the key."""
+    if not isinstance(data, dict):
+        raise CapacityError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    unknown = sorted(set(data) - set(FILE_KEYS))
+    if unknown:
+        raise CapacityError(f"{path}: {unknown[0]}: unknown key (a record has {', '.join(FILE_KEYS)})")
+    missing = [key for key in FILE_KEYS if key not in data]
+    if missing:
+        raise CapacityError(f"{path}: {missing[0]}: missing")
+    values: dict[str, Any] = {}
+    for key in FILE_KEYS:
+        try:
+            values[key] = CHECKS[key](data[key])
+        except _Bad as bad:
+            raise CapacityError(f"{path}: {key}: {bad}") from None
+    if values["p50_ms"] is not None and values["p95_ms"] is not None and values["p50_ms"] > values["p95_ms"]:
+        raise CapacityError(f"{path}: p50_ms: {values['p50_ms']:g} is above p95_ms {values['p95_ms']:g}")
+    values.pop("schema")
+    return CapacityRecord(**values, path=path)
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _Bad(f"{key}: given twice")
+        seen[key] = value
+    return seen
+
+
+def _no_constants(name: str) -> Any:  # NaN, Infinity: Python's json reads them, JSON does not have them
+    raise _Bad(f"{name} is not JSON")
+
+
+def load_record(path: Path) -> CapacityRecord:
+    """One record file, strictly."""
+    path = Path(path)
+    try:
+        if not path.is_file():
+            raise CapacityError(f"{path}: not a record file (no such file)")
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise CapacityError(f"{path}: {path.stat().st_size} bytes; a record file is at most {MAX_FILE_BYTES}")
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise CapacityError(f"{path}: not UTF-8 text") from None
+    except OSError as err:
+        raise CapacityError(f"{path}: cannot read: {err.strerror or err}") from None
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
+    except json.JSONDecodeError as err:
+        raise CapacityError(f"{path}: not valid JSON: {err.msg} (line {err.lineno} column {err.colno})") from None
+    except _Bad as bad:
+        raise CapacityError(f"{path}: {bad}") from None
+    except RecursionError:
+        raise CapacityError(f"{path}: not valid JSON: nested too deeply") from None
+    except ValueError as err:  # e.g. an integer of more digits than Python converts (sys.set_int_max_str_digits)
+        raise CapacityError(f"{path}: not valid JSON: {str(err).splitlines()[0]}") from None
+    return record_from_dict(data, path)
+
+
+def load_records(records_dir: Path = RECORDS_DIR) -> list[CapacityRecord]:
+    """Every *.json file of the folder (not its subfolders), sorted by file name; one key per file."""
+    records_dir = Path(records_dir)
+    if not records_dir.is_dir():
+        raise CapacityError(f"{records_dir}: not a folder of capacity records")
+    records = [load_record(path) for path in sorted(records_dir.glob("*.json")) if not path.is_dir()]
+    _check_unique(records)
+    return records
+
+
+def _check_unique(records: Iterable[CapacityRecord]) -> None:
+    first: dict[tuple[str, str, str, float], Path] = {}
+    for record in records:
+        if record.key in first:
+            gpu, variant, tag, slo = record.key
+            raise CapacityError(
+                f"{record.path}: holds the same gpu {gpu}, variant {variant}, image_tag {tag!r} and "
+                f"slo_latency_ms {slo:g} as {first[record.key]}; keep one file per record"
+            )
+        first[record.key] = record.path
+
+
+def newest(records: Iterable[CapacityRecord]) -> CapacityRecord:
+    """The most recently measured record (then the higher revision, then the file name: deterministic)."""
+    return max(records, key=lambda r: (r.measured_at, r.revision, str(r.path)))
+
+
+def find_record(
+    gpu: str,
+    variant: str,
+    slo_latency_ms: float,
+    image_tag: str | None = None,
+    records_dir: Path = RECORDS_DIR,
+) -> CapacityRecord:
+    """The record for this GPU, variant and SLO latency: the one of `image_tag` if there is one, else the newest
+    of another tag (a record measured with another image is the best estimate there is; its image_tag says so)."""
+    matches = [r for r in load_records(records_dir) if r.slo_key == (gpu, variant, float(slo_latency_ms))]
+    exact = [r for r in matches if r.image_tag == image_tag]
+    if exact:
+        return exact[0]
+    if matches:
+        return newest(matches)
+    raise CapacityError(
+        f"no capacity record for gpu {gpu}, variant {variant} at an SLO of {float(slo_latency_ms):g} ms in "
+        f"{records_dir}; measure one with `make bench` (--record) or add a record file"
+    )
+
+
+# --- writing --------------------------------------------------------------------------------------------------
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-.") or "x"
+
+
+def record_file_name(gpu: str, variant: str, image_tag: str, slo_latency_ms: float) -> str:
+    """The file a new record of this key gets (an existing one keeps its file)."""
+    return f"{gpu}__{variant}__{_slug(image_tag)}__slo-{float(slo_latency_ms):g}ms.json"
+
+
+def revised(records: Sequence[CapacityRecord], against: Path = RECORDS_DIR) -> list[CapacityRecord]:
+    """The records with the revision they get in `against`: one more than the record of the same key there, else 1.
+    Their paths are left as they are."""
+    existing = {r.key: r for r in load_records(against)} if Path(against).is_dir() else {}
+    return [replace(r, revision=existing[r.key].revision + 1 if r.key in existing else 1) for r in records]
+
+
+def write_records(records: Sequence[CapacityRecord], records_dir: Path = RECORDS_DIR) -> list[CapacityRecord]:
+    """Write the records into the folder: a key already there is overwritten in its own file, a new key gets a new
+    file. Everything is checked before the first file is written (nothing half-written on bad input); each file is
+    replaced atomically. Returns the records as written (with their paths)."""
+    records_dir = Path(records_dir)
+    _check_unique(records)
+    present = load_records(records_dir) if records_dir.is_dir() else []
+    by_key = {r.key: r.path for r in present}
+    taken = {r.path.name: r for r in present}
+    planned: list[CapacityRecord] = []
+    for record in records:
+        record_from_dict(record.to_dict(), record.path)  # the same checks as on reading
+        target = by_key.get(record.key) or records_dir / record_file_name(*record.key)
+        other = taken.get(target.name)
+        if other is not None and other.key != record.key:
+            raise CapacityError(f"{target}: holds another record ({other.variant}, {other.image_tag!r}); not replaced")
+        planned.append(replace(record, path=target))
+    records_dir.mkdir(parents=True, exist_ok=True)
+    for record in planned:
+        _write_atomically(record.path, record.to_json())
+    return planned
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def records_by_slo_key(records: Iterable[CapacityRecord]) -> dict[tuple[str, str, float], CapacityRecord]:
+    """One record per (gpu, variant, SLO latency): the newest where several image tags share one."""
+    groups: dict[tuple[str, str, float], list[CapacityRecord]] = {}
+    for record in records:
+        groups.setdefault(record.slo_key, []).append(record)
+    return {key: newest(group) for key, group in groups.items()}
+
