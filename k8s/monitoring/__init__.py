@@ -1,0 +1,126 @@
+"""Monitoring of one cluster: Prometheus, Grafana, the DCGM GPU exporter (and, until it moves, the metrics adapter).
+
+Prometheus discovers Triton, DCGM and Locust pods with kubernetes_sd (observability/prometheus_config.py)
+and evaluates the recording and SLO alerting rules (observability/rules.py); Grafana starts with the
+Prometheus datasource and the dashboards in dashboards/. With `monitoringMode: operator` the
+cluster's own Prometheus Operator gets PodMonitor and PrometheusRule objects instead.
+
+One module per concern, each a builder that declares its objects through a `Scope` (shapes.py): dcgm.py,
+prometheus.py, grafana.py, operator.py. This component composes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as kubernetes
+
+from k8s.common import restricted_namespace
+from k8s.monitoring.adapter import ADAPTER_IMAGE, ADAPTER_PORT, adapter_rules, metrics_adapter, serves_custom_metrics
+from k8s.monitoring.dcgm import DCGM_CRITICAL_PODS, DCGM_IMAGE, DCGM_PRIORITY_CLASS, dcgm_exporter
+from k8s.monitoring.grafana import (
+    DATASOURCE_UID,
+    GRAFANA_IMAGE,
+    GRAFANA_UID,
+    dashboard_provider,
+    grafana,
+    grafana_datasources,
+)
+from k8s.monitoring.operator import operator_objects
+from k8s.monitoring.prometheus import MONITORING_NAMESPACE, PROMETHEUS_IMAGE, PROMETHEUS_URL, RULES_DIR, prometheus
+from k8s.monitoring.shapes import NOBODY, Scope
+from observability.settings import DCGM_PODS, SloSettings
+
+__all__ = [
+    "ADAPTER_IMAGE",
+    "ADAPTER_PORT",
+    "DATASOURCE_UID",
+    "DCGM_CRITICAL_PODS",
+    "DCGM_IMAGE",
+    "DCGM_PRIORITY_CLASS",
+    "GRAFANA_IMAGE",
+    "GRAFANA_UID",
+    "MONITORING_NAMESPACE",
+    "NOBODY",
+    "PROMETHEUS_IMAGE",
+    "PROMETHEUS_URL",
+    "RULES_DIR",
+    "Monitoring",
+    "MonitoringArgs",
+    "adapter_rules",
+    "dashboard_provider",
+    "grafana_datasources",
+    "serves_custom_metrics",
+]
+
+
+@dataclass(frozen=True)
+class MonitoringArgs:
+    region: str
+    stack: str
+    slo: SloSettings
+    mode: str  # "builtin" or "operator"
+    retention: str
+    storage_gb: int
+    grafana_admin_password: pulumi.Input[str]
+    # Namespace name -> the created Namespace's name output, for objects this component puts in
+    # other components' namespaces (so they wait for them, and go before them on destroy).
+    watched_namespaces: dict[str, pulumi.Input[str]]
+    web_ui_source_ranges: tuple[str, ...] = ()
+
+
+class Monitoring(pulumi.ComponentResource):
+    """The DCGM exporter always; Prometheus and Grafana in builtin mode, PodMonitors and a PrometheusRule in operator
+    mode. Outputs: the namespaces, and in builtin mode the Prometheus and Grafana Services and Prometheus' URL."""
+
+    gpu_namespace: kubernetes.core.v1.Namespace
+    # The `monitoring` namespace, Prometheus' and Grafana's Services: builtin mode only, else None.
+    namespace: kubernetes.core.v1.Namespace | None = None
+    prometheus_service: kubernetes.core.v1.Service | None = None
+    grafana_service: kubernetes.core.v1.Service | None = None
+
+    def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("triton-gke:k8s:Monitoring", name, None, opts)
+        scope = Scope(name, self)
+        self.gpu_namespace = dcgm_exporter(scope)
+        # Where the scraped pods live: the other components' namespaces and the exporter's own.
+        namespaces = {**args.watched_namespaces, DCGM_PODS.namespace: self.gpu_namespace.metadata.name}
+        outputs: dict[str, pulumi.Input[str]] = {"gpu_namespace": self.gpu_namespace.metadata.name}
+        if args.mode == "operator":
+            operator_objects(scope, namespaces, region=args.region, slo=args.slo)
+        else:
+            outputs |= self._builtin(scope, args, namespaces)
+        self.register_outputs(outputs)
+
+    def _builtin(
+        self, scope: Scope, args: MonitoringArgs, namespaces: dict[str, pulumi.Input[str]]
+    ) -> dict[str, pulumi.Input[str]]:
+        """Prometheus and Grafana in their own namespace; returns the outputs a user reaches them by."""
+        namespace = self.namespace = restricted_namespace(scope.name("ns"), MONITORING_NAMESPACE, self)
+        ns = namespace.metadata.name
+        prometheus_service = self.prometheus_service = prometheus(
+            scope,
+            ns,
+            namespaces,
+            region=args.region,
+            stack=args.stack,
+            slo=args.slo,
+            retention=args.retention,
+            storage_gb=args.storage_gb,
+        )
+        if serves_custom_metrics(args.mode):
+            metrics_adapter(scope, ns, MONITORING_NAMESPACE, PROMETHEUS_URL)
+        grafana_service = self.grafana_service = grafana(
+            scope,
+            ns,
+            slo=args.slo,
+            admin_password=args.grafana_admin_password,
+            web_ui_source_ranges=args.web_ui_source_ranges,
+        )
+        return {
+            "namespace": ns,
+            "prometheus_service": prometheus_service.metadata.name,
+            "grafana_service": grafana_service.metadata.name,
+            "prometheus_url": PROMETHEUS_URL,
+        }
