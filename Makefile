@@ -20,7 +20,7 @@ RUN := @$(PY) -m offline.make_args
 # (--set, --config-file), so it builds the repository those goals check against.
 MODEL_REPO_MODE := $(if $(filter model-repo,$(MAKECMDGOALS)),,--prerequisite)
 
-.PHONY: setup system-packages plan sandbox bench test lint model-repo dashboards clean
+.PHONY: setup system-packages plan sandbox bench capacity-compare test lint model-repo dashboards clean
 
 setup: $(VENV)/.installed
 
@@ -54,6 +54,10 @@ sandbox: model-repo system-packages
 ## The measure-and-tune benchmark of every variant (CSV, Markdown, PNG under bench/results/)
 bench: model-repo system-packages
 	$(RUN) --stack bench
+
+## Compare two sets of capacity records (files or folders): ARGS='BASELINE NEW [--max-regression-percent 10]'; exit 1 on a regression
+capacity-compare: setup
+	$(RUN) capacity.compare
 
 ## Regenerate dashboards/*.json from observability/dashboards.py
 dashboards: setup

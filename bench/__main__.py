@@ -1,10 +1,11 @@
 """python -m bench: the measure-and-tune benchmark of a stack's model variants.
 
     python -m bench [--stack dev] [--target sandbox|stack] [--variants original trt_int8] [--slo-ms 100]
-                    [--repeats 2] [--step-seconds 6] [--start-rps 2] [--max-users 32] [--out DIR]
+                    [--repeats 2] [--step-seconds 6] [--start-rps 2] [--max-users 32] [--out DIR] [--record]
 
 Writes results.csv, summary.csv, cost.csv, results.json, README.md and plots into --out (default
-bench/results/<stack>-<date>/). Bad input: one line on stderr, exit 2. See bench/runner.py for the
+bench/results/<stack>-<date>/), and the run's capacity records into its records/ (--record: also into
+capacity/records/; bench/record.py). Bad input: one line on stderr, exit 2. See bench/runner.py for the
 procedure and the two targets, bench/slo_search.py for the search rule.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import json
 import math
 import shlex
 import sys
@@ -20,10 +22,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench import cost, machine, report, runner
+from bench import cost, machine, record, report, runner
 from bench.load_plan import LoadPlan, PlanError
 from bench.results import BenchRun
 from bench.slo_search import RateLadder, SloCriteria
+from capacity.records import RECORDS_DIR, CapacityError
 from loadtest.arrivals import MAX_RATE  # the locustfile's own cap on rates (pure module: no Locust needed)
 
 if TYPE_CHECKING:
@@ -101,6 +104,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-url", help="stack target: Triton metrics URL (batch size, GPU use), e.g. port-forwarded")
     p.add_argument("--out", type=Path, help="output folder (default bench/results/<stack>-<date>)")
     p.add_argument("--build-dir", type=Path, default=runner.BUILD_DIR, help="where the CPU twins are built")
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="also write the capacity records (OUT/records/, always written) into --records-dir: revision + 1",
+    )
+    p.add_argument("--records-dir", type=Path, default=RECORDS_DIR, help="the records --record updates")
     return p
 
 
@@ -227,13 +236,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
         check_args(args)
+        record.check_before_run(args.target, args.saddr, args.record, args.records_dir, args.out)
         settings = from_stack_file(args.stack)
         config = bench_config(args, settings)
         models, serve = prepare(config, settings)
         facts = {**machine.facts(), "load_start": machine.load_average()}
         _warn_if_busy(facts)
         outcome = runner.run_all(config, models, serve, log)
-    except (runner.BenchError, ConfigError, ModelRepoError) as err:
+    except (runner.BenchError, ConfigError, ModelRepoError, CapacityError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if not outcome.runs:
@@ -259,6 +269,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     for path in report.write_all(run, out):
         print(path)
+    try:  # the capacity records (bench/record.py): OUT/records/ always, --records-dir with --record
+        in_out, updated, notes = record.write_run_records(
+            json.loads(run.to_json()), settings, out, record=args.record, records_dir=args.records_dir
+        )
+    except CapacityError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for written in in_out:
+        print(written.path)
+    for written in updated:
+        log(f"updated {record.describe(written)}")
+    for note in notes:
+        log(note)
     log(f"done in {run.wall_s / 60:.1f} min")
     return 0
 

@@ -305,7 +305,7 @@ def find_record(
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-.") or "x"
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-.")[:60].strip("-.") or "x"  # well within 255 bytes
 
 
 def record_file_name(gpu: str, variant: str, image_tag: str, slo_latency_ms: float) -> str:
@@ -328,19 +328,27 @@ def write_records(records: Sequence[CapacityRecord], records_dir: Path = RECORDS
     _check_unique(records)
     present = load_records(records_dir) if records_dir.is_dir() else []
     by_key = {r.key: r.path for r in present}
-    taken = {r.path.name: r for r in present}
+    taken = {r.path.name for r in present}
     planned: list[CapacityRecord] = []
     for record in records:
         record_from_dict(record.to_dict(), record.path)  # the same checks as on reading
-        target = by_key.get(record.key) or records_dir / record_file_name(*record.key)
-        other = taken.get(target.name)
-        if other is not None and other.key != record.key:
-            raise CapacityError(f"{target}: holds another record ({other.variant}, {other.image_tag!r}); not replaced")
+        target = by_key.get(record.key)
+        if target is None:
+            target = _free_name(records_dir, record_file_name(*record.key), taken)
+            taken.add(target.name)
         planned.append(replace(record, path=target))
     records_dir.mkdir(parents=True, exist_ok=True)
     for record in planned:
         _write_atomically(record.path, record.to_json())
     return planned
+
+
+def _free_name(records_dir: Path, name: str, taken: set[str]) -> Path:
+    """`name`, or `name` with -2, -3... where two image tags give the same file name (their keys differ)."""
+    stem, candidate, number = name.removesuffix(".json"), name, 2
+    while candidate in taken or (records_dir / candidate).exists():
+        candidate, number = f"{stem}-{number}.json", number + 1
+    return records_dir / candidate
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -360,4 +368,3 @@ def records_by_slo_key(records: Iterable[CapacityRecord]) -> dict[tuple[str, str
     for record in records:
         groups.setdefault(record.slo_key, []).append(record)
     return {key: newest(group) for key, group in groups.items()}
-

@@ -1,0 +1,171 @@
+"""The benchmark's capacity records (capacity/records.py): one per variant whose search found a rate.
+
+Every run writes them into `OUT/records/`, each with the revision it would get in capacity/records/ (one more than
+the record there of the same GPU, variant, image tag and SLO, else 1); `--record` also writes them into
+capacity/records/ (`--records-dir` for another folder). For a finished run, from its results.json:
+
+    python -m bench.record RESULTS_DIR [--record] [--records-dir DIR]
+
+What a record says the run cannot say itself: the sandbox measures one CPU twin server (gpu `cpu-twin`, the image
+tag of the tritonserver release the nvidia-pytriton wheel ships); the stack target measures the stack's GPU and
+image, but only with `--saddr` on one pod (a `kubectl port-forward` reaches one pod of a Service) is the rate one
+pod's, divided by the pod's GPUs; through the load balancer it is the sum over an unknown number of pods, and no
+record is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from capacity.from_bench import Measured, records_from_results
+from capacity.records import RECORDS_DIR, TWIN_GPU, CapacityError, CapacityRecord, load_records, revised, write_records
+
+if TYPE_CHECKING:
+    from settings.values import StackSettings
+
+OUT_RECORDS = "records"  # the folder of a run's records inside its --out
+# The sandbox's tritonserver is the nvidia-pytriton 0.7.0 wheel's: Triton 2.51.0, which is NGC release 24.10
+# (one minor version per monthly release: Triton 2.44.0 is release 24.03, the newest its release notes list,
+# https://docs.nvidia.com/deeplearning/triton-inference-server/archives/triton-inference-server-2440/release-notes/running.html).
+TWIN_RELEASES = {"2.51.0": "24.10-py3"}
+# `kubectl port-forward service/NAME` forwards to one pod the Service selects
+# (https://kubernetes.io/docs/reference/kubectl/generated/kubectl_port-forward/): --saddr then measures one pod.
+NO_POD_RATE = (
+    "measured through the load balancer (no --saddr), across an unknown number of pods: no per-GPU rate; "
+    "bench one pod with `kubectl -n triton port-forward svc/triton 8000:8000` and --saddr 127.0.0.1:8000"
+)
+
+
+def check_before_run(target: str, saddr: str | None, record: bool, records_dir: Path, out: Path | None) -> None:
+    """Refuse, before anything is measured, what would stop the records afterwards: a records folder that does not
+    read, or `--record` where no per-GPU rate can come out. CapacityError, one line."""
+    if record and target == "stack" and not saddr:
+        raise CapacityError(f"--record: {NO_POD_RATE}")
+    if records_dir.exists():
+        load_records(records_dir)
+    if out is not None and (out / OUT_RECORDS).exists():
+        load_records(out / OUT_RECORDS)
+
+
+def measured_for(run: Mapping[str, Any], settings: StackSettings | None, source: Path) -> Measured | None:
+    """The GPU, image and GPUs per server the run measured; None when its rate is not one pod's."""
+    target = run.get("target")
+    if target == "sandbox":
+        machine = run.get("machine") if isinstance(run.get("machine"), Mapping) else {}
+        triton = str(machine.get("triton", ""))
+        tag = TWIN_RELEASES.get(triton.split(" ")[0])
+        if tag is None:
+            raise CapacityError(
+                f"{source}: machine.triton: {triton[:60]!r}: no known release tag for this tritonserver "
+                "(TWIN_RELEASES in bench/record.py)"
+            )
+        return Measured(TWIN_GPU, tag, 1, f"one CPU twin server, tritonserver {triton}")
+    if target == "stack":
+        saddr = _option(str(run.get("command", "")), "--saddr")
+        if saddr is None or settings is None:
+            return None
+        pool = settings.gpu_pool
+        where = f"one pod at {saddr} ({pool.accelerator_count} x {pool.accelerator_type} on {pool.machine_type})"
+        return Measured(pool.accelerator_type, settings.model_repo.triton_image_tag, pool.accelerator_count, where)
+    raise CapacityError(f"{source}: target: {str(target)[:40]!r} is neither sandbox nor stack")
+
+
+def _option(command: str, name: str) -> str | None:
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    for i, word in enumerate(words):
+        if word == name and i + 1 < len(words):
+            return words[i + 1]
+        if word.startswith(f"{name}="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def write_run_records(
+    run: Mapping[str, Any],
+    settings: StackSettings | None,
+    out: Path,
+    *,
+    record: bool,
+    records_dir: Path = RECORDS_DIR,
+    source: Path | None = None,
+) -> tuple[list[CapacityRecord], list[CapacityRecord], list[str]]:
+    """Write the run's records into OUT/records/ and, with `record`, into records_dir. Returns the records as
+    written into OUT, as written into records_dir (none without `record`), and notes on variants without one."""
+    source = source or out / "results.json"
+    measured = measured_for(run, settings, source)
+    if measured is None:
+        return [], [], [f"no capacity records: {NO_POD_RATE}"]
+    records, notes = records_from_results(run, measured, source)
+    if not records:
+        return [], [], notes
+    records = revised(records, records_dir)
+    in_out = write_records(records, out / OUT_RECORDS)
+    return in_out, write_records(records, records_dir) if record else [], notes
+
+
+def describe(record: CapacityRecord) -> str:
+    return (
+        f"{record.path} ({record.variant}: {record.max_rps_per_gpu:.1f} req/s per GPU at "
+        f"p95 <= {record.slo_latency_ms:g} ms, revision {record.revision})"
+    )
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse prints usage too; keep it to one line
+        raise CapacityError(message)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _OneLineParser(prog="python -m bench.record", description="Capacity records from a finished bench run.")
+    p.add_argument("results", type=Path, help="a bench --out folder (or its results.json)")
+    p.add_argument("--record", action="store_true", help="also update capacity/records/ (or --records-dir)")
+    p.add_argument("--records-dir", type=Path, default=RECORDS_DIR, help="the records to update (capacity/records)")
+    return p
+
+
+def read_results(path: Path) -> tuple[dict[str, Any], Path]:
+    source = path / "results.json" if path.is_dir() else path
+    try:
+        run = json.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CapacityError(f"{source}: no such file; give a bench --out folder or its results.json") from None
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise CapacityError(f"{source}: not a readable results.json ({str(err).splitlines()[0][:120]})") from None
+    if not isinstance(run, dict):
+        raise CapacityError(f"{source}: expected a JSON object")
+    return run, source
+
+
+def main(argv: list[str] | None = None) -> int:
+    from settings import ConfigError, from_stack_file
+
+    try:
+        args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+        run, source = read_results(args.results)
+        saddr = _option(str(run.get("command", "")), "--saddr")
+        check_before_run(str(run.get("target")), saddr, args.record, args.records_dir, source.parent)
+        settings = from_stack_file(str(run.get("stack"))) if run.get("target") == "stack" else None
+        in_out, updated, notes = write_run_records(
+            run, settings, source.parent, record=args.record, records_dir=args.records_dir, source=source
+        )
+    except (CapacityError, ConfigError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for note in notes:
+        print(note, file=sys.stderr)
+    for written in updated or in_out:
+        print(describe(written))
+    return 0 if in_out else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

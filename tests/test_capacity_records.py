@@ -1,0 +1,413 @@
+"""Capacity records (issue 15): the strict loader, find_record, the records a benchmark run writes, the compare command.
+
+Record files are read by the stack sizing, so every way a file can be wrong is refused in one line naming the file
+and the key; the commands are run as a user runs them (subprocesses), and one real benchmark run writes records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from capacity.from_bench import Measured, records_from_results
+from capacity.records import (
+    RECORDS_DIR,
+    CapacityError,
+    CapacityRecord,
+    find_record,
+    load_record,
+    load_records,
+    record_file_name,
+    revised,
+    write_records,
+)
+from model_repo.settings import REFERENCE_VARIANTS
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+RESULTS = PROJECT_DIR / "bench" / "results"
+T4 = "nvidia-tesla-t4"
+# The reference tutorial's table on one T4 at p95 <= 100 ms (../shared/reference/architecture.md), our names.
+TUTORIAL = {
+    "original": 253.0,
+    "trt_fp32": 381.0,
+    "trt_fp16": 1072.5,
+    "trt_int8": 1085.4,
+    "trt_int8_bs16_count4": 2236.6,
+}
+
+
+def record(**changes: Any) -> CapacityRecord:
+    base = CapacityRecord(
+        gpu=T4, variant="original", image_tag="25.06-py3", slo_latency_ms=100.0, slo_percentile=95.0,
+        max_failure_percent=1.0, max_rps_per_gpu=250.0, batch=4.0, p50_ms=40.0, p95_ms=90.0, source="measured",
+        method="make bench", measured_at="2026-11-30", revision=1, path=Path("unwritten.json"),
+    )  # fmt: skip
+    return dataclasses.replace(base, **changes)
+
+
+def run(*argv: str) -> subprocess.CompletedProcess[str]:
+    """A command as a user runs it, from the project root."""
+    env = {k: v for k, v in os.environ.items() if k not in ("ARGS", "STACK", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    return subprocess.run(argv, cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=600)
+
+
+def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    return lines[0]
+
+
+# ---------------------------------------------------------------- the shipped records
+
+
+def test_reference_records_are_the_tutorial_table_under_our_variant_names() -> None:
+    reference = {r.variant: r for r in load_records() if r.source == "reference"}
+    assert {name: r.max_rps_per_gpu for name, r in reference.items()} == TUTORIAL
+    assert set(reference) == {v.name for v in REFERENCE_VARIANTS}  # every name is one modelVariants accepts
+    for r in reference.values():
+        assert (r.gpu, r.slo_latency_ms, r.slo_percentile) == (T4, 100.0, 95.0)
+        assert "Measure and tune performance of a TensorFlow inference system" in r.method
+        assert "not measured by this toolkit" in r.method
+    assert reference["trt_int8"].p50_ms == 32.0 and reference["original"].p50_ms is None
+
+
+def test_every_shipped_record_file_is_in_the_form_the_writer_writes() -> None:
+    records = load_records()
+    assert records, "capacity/records/ holds records"
+    for r in records:
+        assert r.path.read_text(encoding="utf-8") == r.to_json(), r.path
+        assert r.path.parent == RECORDS_DIR
+
+
+def test_the_stack_finds_the_t4_reference_for_its_own_image_tag() -> None:
+    """No T4 record of the served image yet: the newest of another tag stands in, and says which tag it is."""
+    found = find_record(T4, "trt_int8_bs16_count4", 100, image_tag="25.06-py3")
+    assert found.max_rps_per_gpu == 2236.6 and found.source == "reference" and found.image_tag != "25.06-py3"
+
+
+# ---------------------------------------------------------------- round trip and corruptions (generated)
+
+NAMES = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,20}", fullmatch=True)
+GPUS = st.sampled_from([T4, "nvidia-l4", "cpu-twin", "nvidia-tesla-a100"])
+LINE = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FFF, blacklist_categories=("Cs", "Zl", "Zp", "Cc")),
+               min_size=1, max_size=60).map(str.strip).filter(lambda s: bool(s) and s.isprintable())  # fmt: skip
+RATE = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)
+OPTIONAL = st.none() | RATE
+
+
+@st.composite
+def records(draw: st.DrawFn) -> CapacityRecord:
+    p50, p95 = draw(OPTIONAL), draw(OPTIONAL)
+    if p50 is not None and p95 is not None and p50 > p95:
+        p50, p95 = p95, p50
+    return record(
+        gpu=draw(GPUS), variant=draw(NAMES), image_tag=draw(LINE), slo_latency_ms=draw(RATE),
+        slo_percentile=draw(st.floats(min_value=0.5, max_value=100)), max_failure_percent=draw(st.floats(0, 99.9)),
+        max_rps_per_gpu=draw(RATE), batch=draw(OPTIONAL), p50_ms=p50, p95_ms=p95,
+        source=draw(st.sampled_from(["reference", "measured"])), method=draw(LINE),
+        measured_at=draw(st.dates()).isoformat(), revision=draw(st.integers(1, 10_000)),
+    )  # fmt: skip
+
+
+@given(st.lists(records(), min_size=1, max_size=4, unique_by=lambda r: r.key))
+@settings(max_examples=40, deadline=None)
+def test_written_records_read_back_equal(
+    tmp_path_factory: pytest.TempPathFactory, written: list[CapacityRecord]
+) -> None:
+    folder = tmp_path_factory.mktemp("records")
+    on_disk = write_records(written, folder)
+    read = {r.key: r for r in load_records(folder)}
+    assert len(read) == len(written)
+    for original, stored in zip(written, on_disk, strict=True):
+        assert read[original.key] == dataclasses.replace(original, path=stored.path)
+        assert stored.path.parent == folder
+
+
+VALID = record().to_dict()
+BREAKAGES: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
+    ("max_rps_per_gpu", lambda d: d | {"max_rps_per_gpu": 0}),
+    ("max_rps_per_gpu", lambda d: d | {"max_rps_per_gpu": -12.5}),
+    ("max_rps_per_gpu", lambda d: d | {"max_rps_per_gpu": "250"}),
+    ("max_rps_per_gpu", lambda d: d | {"max_rps_per_gpu": True}),
+    ("max_rps_per_gpu", lambda d: d | {"max_rps_per_gpu": None}),
+    ("slo_latency_ms", lambda d: d | {"slo_latency_ms": 0.0}),
+    ("slo_percentile", lambda d: d | {"slo_percentile": 101}),
+    ("max_failure_percent", lambda d: d | {"max_failure_percent": 100}),
+    ("batch", lambda d: d | {"batch": 0}),
+    ("p50_ms", lambda d: d | {"p50_ms": 95.0, "p95_ms": 90.0}),
+    ("source", lambda d: d | {"source": "guessed"}),
+    ("measured_at", lambda d: d | {"measured_at": "30/11/2026"}),
+    ("measured_at", lambda d: d | {"measured_at": "2026-W48-1"}),
+    ("revision", lambda d: d | {"revision": 0}),
+    ("revision", lambda d: d | {"revision": 1.5}),
+    ("schema", lambda d: d | {"schema": 2}),
+    ("gpu", lambda d: d | {"gpu": "NVIDIA T4"}),
+    ("variant", lambda d: d | {"variant": "../original"}),
+    ("method", lambda d: d | {"method": "two\nlines"}),
+    ("image_tag", lambda d: d | {"image_tag": ""}),
+    ("max_rps_per_gpu", lambda d: {k: v for k, v in d.items() if k != "max_rps_per_gpu"}),
+    ("maximum_rps", lambda d: d | {"maximum_rps": 3}),
+    ("path", lambda d: d | {"path": "x.json"}),
+]
+
+
+def _as_text(data: Any) -> str:
+    return json.dumps(data, indent=2)
+
+
+TEXT_BREAKAGES: list[tuple[str, Callable[[str], str]]] = [
+    ("not valid JSON", lambda text: text[: len(text) // 2]),
+    ("not valid JSON", lambda text: text.replace("}", "},")),
+    ("NaN is not JSON", lambda text: text.replace('"max_rps_per_gpu": 250.0', '"max_rps_per_gpu": NaN')),
+    ("Infinity is not JSON", lambda text: text.replace('"p95_ms": 90.0', '"p95_ms": Infinity')),
+    ("gpu: given twice", lambda text: text.replace('"gpu":', '"gpu": "nvidia-l4", "gpu":')),
+    ("expected a JSON object", lambda text: f"[{text}]"),
+    ("not UTF-8", lambda text: text.replace("make bench", "make b\udcffench")),
+]
+
+
+@given(st.sampled_from(BREAKAGES), st.sampled_from(["a.json", "T4 record.json", "ünï.json"]))
+@settings(max_examples=50, deadline=None)
+def test_a_broken_record_is_refused_in_one_line_naming_file_and_key(
+    tmp_path_factory: pytest.TempPathFactory, breakage: tuple[str, Callable[[dict[str, Any]], Any]], name: str
+) -> None:
+    key, breaking = breakage
+    path = tmp_path_factory.mktemp("bad") / name
+    path.write_text(_as_text(breaking(dict(VALID))), encoding="utf-8")
+    with pytest.raises(CapacityError) as refused:
+        load_record(path)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(f"{path}: {key}: "), message
+
+
+@given(st.sampled_from(TEXT_BREAKAGES))
+@settings(max_examples=25, deadline=None)
+def test_a_file_that_is_no_json_record_is_refused_in_one_line(
+    tmp_path_factory: pytest.TempPathFactory, breakage: tuple[str, Callable[[str], str]]
+) -> None:
+    expected, breaking = breakage
+    path = tmp_path_factory.mktemp("bad") / "record.json"
+    path.write_bytes(breaking(_as_text(VALID)).encode("utf-8", "surrogateescape"))
+    with pytest.raises(CapacityError) as refused:
+        load_record(path)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(f"{path}: ") and expected in message, message
+
+
+def test_two_files_of_one_key_are_refused_naming_both(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text(record().to_json())
+    (tmp_path / "b.json").write_text(record(max_rps_per_gpu=1.0).to_json())
+    with pytest.raises(CapacityError, match=r"b\.json: holds the same gpu .* as .*a\.json"):
+        load_records(tmp_path)
+
+
+# ---------------------------------------------------------------- find_record, writing, revisions
+
+
+def test_find_record_prefers_the_exact_image_then_the_newest_other(tmp_path: Path) -> None:
+    write_records(
+        [
+            record(image_tag="25.02-py3", measured_at="2026-01-10", max_rps_per_gpu=100.0),
+            record(image_tag="25.06-py3", measured_at="2026-03-10", max_rps_per_gpu=200.0),
+            record(image_tag="24.10-py3", measured_at="2026-05-10", max_rps_per_gpu=300.0),
+            record(variant="trt_fp16", max_rps_per_gpu=900.0),
+            record(slo_latency_ms=50.0, max_rps_per_gpu=50.0),
+        ],
+        tmp_path,
+    )
+    assert find_record(T4, "original", 100, "25.02-py3", tmp_path).max_rps_per_gpu == 100.0
+    assert find_record(T4, "original", 100.0, "25.06-py3", tmp_path).max_rps_per_gpu == 200.0
+    assert find_record(T4, "original", 100, "25.10-py3", tmp_path).max_rps_per_gpu == 300.0  # newest other tag
+    assert find_record(T4, "original", 100, None, tmp_path).max_rps_per_gpu == 300.0
+    assert find_record(T4, "original", 50, "25.06-py3", tmp_path).max_rps_per_gpu == 50.0
+    with pytest.raises(CapacityError) as missing:
+        find_record("nvidia-l4", "original", 100, "25.06-py3", tmp_path)
+    assert "\n" not in str(missing.value) and "gpu nvidia-l4, variant original" in str(missing.value)
+    with pytest.raises(CapacityError, match="not a folder of capacity records"):
+        find_record(T4, "original", 100, records_dir=tmp_path / "absent")
+
+
+def test_an_update_raises_the_revision_in_the_same_file(tmp_path: Path) -> None:
+    (first,) = write_records(revised([record()], tmp_path), tmp_path)
+    assert first.revision == 1 and first.path.name == record_file_name(T4, "original", "25.06-py3", 100.0)
+    (second,) = write_records(revised([record(max_rps_per_gpu=180.0)], tmp_path), tmp_path)
+    assert (second.revision, second.path) == (2, first.path)
+    assert [r.max_rps_per_gpu for r in load_records(tmp_path)] == [180.0]
+
+
+def test_a_bad_record_in_a_batch_writes_nothing(tmp_path: Path) -> None:
+    with pytest.raises(CapacityError, match="max_rps_per_gpu"):
+        write_records([record(), record(variant="trt_fp16", max_rps_per_gpu=-1.0)], tmp_path)
+    assert not tmp_path.exists() or not list(tmp_path.iterdir())
+    with pytest.raises(CapacityError, match="holds the same gpu"):
+        write_records([record(), record(max_rps_per_gpu=2.0)], tmp_path)
+
+
+# ---------------------------------------------------------------- records from a benchmark run
+
+
+def _results(name: str) -> dict[str, Any]:
+    return json.loads((RESULTS / name / "results.json").read_text())
+
+
+def test_a_committed_run_gives_one_record_per_variant_with_its_figures() -> None:
+    run = _results("dev-2026-11-30-alone")
+    made, skipped = records_from_results(run, Measured("cpu-twin", "24.10-py3"), Path("results.json"))
+    assert skipped == []
+    (original,) = made
+    summary = run["summaries"][0]
+    assert original.max_rps_per_gpu == summary["max_rps"] == pytest.approx(27.1035)
+    assert (original.batch, original.p50_ms, original.p95_ms) == (
+        summary["batch"],
+        summary["p50_ms"],
+        summary["p95_ms"],
+    )
+    assert (original.slo_latency_ms, original.max_failure_percent, original.measured_at) == (100.0, 1.0, "2026-11-30")
+    assert "2/2 repeat(s) found a rate, range 26.8-27.4 req/s (spread 2.5 %)" in original.method
+    assert "perf_analyzer's own search 31.3 req/s" in original.method and "poisson arrivals" in original.method
+    assert "\n" not in original.method
+
+
+def test_a_server_of_two_gpus_counts_half_per_gpu_and_unfound_variants_get_no_record() -> None:
+    run = _results("dev-2026-11-30")
+    made, _ = records_from_results(run, Measured(T4, "25.06-py3", gpus_per_server=1), Path("r.json"))
+    halved, _ = records_from_results(run, Measured(T4, "25.06-py3", gpus_per_server=2), Path("r.json"))
+    assert [h.max_rps_per_gpu for h in halved] == pytest.approx([m.max_rps_per_gpu / 2 for m in made])
+    run["summaries"][0]["max_rps"] = None
+    fewer, skipped = records_from_results(run, Measured(T4, "25.06-py3"), Path("r.json"))
+    assert len(fewer) == len(made) - 1 and skipped == [f"{run['summaries'][0]['variant']}: no capacity record: "
+                                                       "no request rate met the SLO"]  # fmt: skip
+
+
+def test_bench_record_writes_the_run_folder_and_updates_the_records(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(RESULTS / "dev-2026-11-30-alone", out)
+    records_dir = tmp_path / "records"
+    done = run(sys.executable, "-m", "bench.record", str(out), "--record", "--records-dir", str(records_dir))
+    assert done.returncode == 0, done.stderr
+    (stored,) = load_records(records_dir)
+    assert (stored.gpu, stored.image_tag, stored.revision, stored.source) == ("cpu-twin", "24.10-py3", 1, "measured")
+    assert load_records(out / "records") == [dataclasses.replace(stored, path=out / "records" / stored.path.name)]
+    assert f"{stored.path} (original: 27.1 req/s per GPU at p95 <= 100 ms, revision 1)" in done.stdout
+    again = run(sys.executable, "-m", "bench.record", str(out), "--record", "--records-dir", str(records_dir))
+    assert again.returncode == 0 and [r.revision for r in load_records(records_dir)] == [2]
+
+
+def test_bench_record_refuses_what_gives_no_per_gpu_rate(tmp_path: Path) -> None:
+    run_json = _results("dev-2026-11-30-alone") | {"target": "stack", "command": "python -m bench --target stack"}
+    (tmp_path / "results.json").write_text(json.dumps(run_json))
+    refused = run(sys.executable, "-m", "bench.record", str(tmp_path), "--record", "--records-dir", str(tmp_path / "r"))
+    assert refused.returncode == 2 and "no --saddr" in one_line_error(refused)
+    assert not (tmp_path / "r").exists() and not (tmp_path / "records").exists()
+    (tmp_path / "results.json").write_text('{"target": "sandbox"')
+    broken = run(sys.executable, "-m", "bench.record", str(tmp_path))
+    assert broken.returncode == 2 and f"{tmp_path / 'results.json'}: not a readable results.json" in one_line_error(
+        broken
+    )
+
+
+# ---------------------------------------------------------------- the compare command
+
+
+def _folder(path: Path, *contents: CapacityRecord) -> Path:
+    write_records(list(contents), path)
+    return path
+
+
+def compare(*argv: str) -> subprocess.CompletedProcess[str]:
+    return run(sys.executable, "-m", "capacity", "compare", *argv)
+
+
+def test_compare_passes_an_unchanged_and_a_small_drop_and_fails_a_large_one(tmp_path: Path) -> None:
+    base = _folder(tmp_path / "base", record(), record(variant="trt_int8", max_rps_per_gpu=1000.0))
+    same = compare(str(base), str(base))
+    assert same.returncode == 0 and "ok: none of 2 rates dropped by more than 10 %" in same.stdout, same.stderr
+    small = _folder(tmp_path / "small", record(max_rps_per_gpu=230.0), record(variant="trt_int8", max_rps_per_gpu=1e3))
+    assert compare(str(base), str(small)).returncode == 0  # -8 %
+    assert compare(str(base), str(small), "--max-regression-percent", "5").returncode == 1
+    large = _folder(tmp_path / "large", record(max_rps_per_gpu=200.0, image_tag="25.10-py3"))
+    failed = compare(str(base), str(large))
+    assert failed.returncode == 1, failed.stderr
+    row = next(line for line in failed.stdout.splitlines() if line.startswith(f"{T4}  original"))
+    assert row.split()[3:6] == ["250.0", "200.0", "-20.0%"]
+    assert "REGRESSION beyond 10 %" in row and "image 25.06-py3 -> 25.10-py3" in row
+    assert "only in the baseline" in failed.stdout  # trt_int8 was not measured again: listed, never failing
+    assert failed.stdout.splitlines()[-1] == f"regression: 1 of 1 rates dropped by more than 10 % ({T4}/original)"
+    faster = compare(str(large), str(base / record_file_name(T4, "original", "25.06-py3", 100.0)))
+    assert faster.returncode == 0 and "+25.0%" in faster.stdout  # a single file on one side
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["{base}", "{absent}"], "no such record file or folder"),
+        (["{base}", "{empty}"], "no record files"),
+        (["{base}", "{broken}"], "broken.json: max_rps_per_gpu: 0 is not positive"),
+        (["{base}", "{other}"], "share no (gpu, variant, SLO latency)"),
+        (["{base}", "{base}", "--max-regression-percent", "nan"], "--max-regression-percent nan"),
+        (["{base}", "{base}", "--max-regression-percent", "100"], "--max-regression-percent 100"),
+        (["{base}", "{base}", "--max-regression-percent", "ten"], "invalid float value: 'ten'"),
+        (["{base}"], "the following arguments are required: new"),
+    ],
+)
+def test_compare_refuses_bad_input_in_one_line_with_exit_2(tmp_path: Path, argv: list[str], expected: str) -> None:
+    places = {
+        "base": _folder(tmp_path / "base", record()),
+        "absent": tmp_path / "absent",
+        "empty": tmp_path / "empty",
+        "other": _folder(tmp_path / "other", record(gpu="nvidia-l4")),
+        "broken": tmp_path / "broken.json",
+    }
+    places["empty"].mkdir()
+    places["broken"].write_text(_as_text(VALID | {"max_rps_per_gpu": 0}))
+    done = compare(*(a.format(**{k: str(v) for k, v in places.items()}) for a in argv))
+    assert done.returncode == 2 and expected in one_line_error(done) and done.stdout == ""
+
+
+def test_capacity_without_a_command_is_one_line() -> None:
+    done = run(sys.executable, "-m", "capacity", "comapre")
+    assert done.returncode == 2 and "'comapre' is not a command; commands: compare" in one_line_error(done)
+
+
+def test_make_capacity_compare_passes_args_through(tmp_path: Path) -> None:
+    base = _folder(tmp_path / "with space", record())
+    done = run("make", "--no-print-directory", "capacity-compare", f"ARGS='{base}' '{base}'")
+    assert done.returncode == 0 and "ok: none of 1 rates" in done.stdout, done.stderr
+    failed = run("make", "--no-print-directory", "capacity-compare", f"ARGS='{base}' {tmp_path / 'nothing'}")
+    assert failed.returncode == 2 and "no such record file or folder" in failed.stderr
+
+
+# ---------------------------------------------------------------- the real benchmark writes records
+
+
+def test_a_bench_run_writes_records_and_record_updates_the_folder(tmp_path: Path) -> None:
+    """One short real run (tritonserver, Locust): OUT/records always; --record also into --records-dir."""
+    from bench.__main__ import main
+
+    out, records_dir = tmp_path / "out", tmp_path / "records"
+    args = ["--variants", "original", "--uint8", "--repeats", "1", "--start-rps", "2", "--max-rps", "4",
+            "--growth", "2", "--max-users", "4", "--saturation-users", "1", "--step-seconds", "2",
+            "--settle-seconds", "1", "--warmup-seconds", "1", "--min-requests", "4", "--slo-ms", "10000",
+            "--raw-seconds", "1", "--no-perf-analyzer", "--build-dir", str(tmp_path / "build"), "--out", str(out),
+            "--record", "--records-dir", str(records_dir)]  # fmt: skip
+    assert main(args) == 0
+    (stored,) = load_records(records_dir)
+    (in_out,) = load_records(out / "records")
+    assert dataclasses.replace(in_out, path=stored.path) == stored
+    summary = json.loads((out / "results.json").read_text())["summaries"][0]
+    assert stored.max_rps_per_gpu == summary["max_rps"] and stored.slo_latency_ms == 10000.0
+    assert (stored.gpu, stored.variant, stored.revision) == ("cpu-twin", "original", 1)
+    assert "command: python -m bench --variants original" in stored.method and not math.isnan(stored.max_rps_per_gpu)
