@@ -41,6 +41,17 @@ NOT_RUN: dict[str, str] = {
     "pulumi destroy -s dev": _NO_PULUMI,
     "pulumi config set --path 'regions[3]' us-east4 -s prod": _NO_PULUMI,
     "pulumi up -s prod": _NO_PULUMI,
+    "make bench ARGS='--out build/bench-new'": (
+        "measures every variant for about 30 minutes on 2 cores; tests/test_capacity_records.py runs a short "
+        "benchmark that writes records"
+    ),
+    "make capacity-compare ARGS='capacity/records build/bench-new/records'": (
+        "needs the records of the benchmark above; tests/test_capacity_records.py runs make capacity-compare"
+    ),
+    ".venv/bin/python -m bench.record build/bench-new --record": (
+        "rewrites the committed capacity/records/ from the benchmark above; tests/test_capacity_records.py "
+        "runs it into a temporary folder"
+    ),
 }
 
 
