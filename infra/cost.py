@@ -82,6 +82,13 @@ def region_costs(settings: StackSettings, vm_prices: dict[tuple[str, str], VmPri
     return costs
 
 
+def usd_per_million(usd_h: float | None, rps: float | None) -> float | None:
+    """Dollars per million requests at `rps` sustained for an hour (None without a price or a rate)."""
+    if usd_h is None or not rps or rps <= 0:
+        return None
+    return usd_h / (rps * 3600) * 1_000_000
+
+
 def stack_cost_summary(settings: StackSettings) -> dict[str, object]:
     """The cost output: per region and in total, at the pools' minimum and maximum sizes."""
     regions = region_costs(settings)

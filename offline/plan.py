@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import stat
@@ -21,10 +22,11 @@ from typing import Any, NoReturn
 
 import yaml
 
+from infra.cost import load_vm_prices, region_costs, usd_per_million
 from k8s.schema import ManifestError, validate_manifest
 from offline.make_args import settings_words, with_model_repo_args
 from offline.runtime import PROJECT_DIR, Plan, PlannedResource, run_program
-from settings import ConfigError, stack_config
+from settings import ConfigError, StackSettings, from_stack_file, stack_config
 from settings.schema import config_schema
 
 EXIT_BAD_CONFIG = 2
@@ -90,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_out_dir(out_dir, legacy_ok=args.out is None)  # before anything is evaluated or written
         plan = evaluate(args.stack, overrides_from(args.set), args.config_file)
+        # The settings the program read (evaluate has checked them): the capacity table's input.
+        stack_settings = from_stack_file(args.stack, overrides_from(args.set), args.config_file)
         k8s_files = write_kubernetes_objects(plan, out_dir)  # refuses links and strangers before writing
     except (ConfigError, FileNotFoundError) as err:
         # One line always: a value quoted in a message may hold a line break.
@@ -106,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         print()
     else:
         print(render_text(plan, k8s_files))
+        print(capacity_table(stack_settings))
     return 0
 
 
@@ -263,6 +268,92 @@ def render_text(plan: Plan, k8s_files: list[Path]) -> str:
 
 def _common_dir(files: list[Path]) -> Path:
     return Path(*Path(files[0]).parts[: len(Path(files[0]).parts) - 2]) if files else Path()
+
+
+# ---------------------------------------------------------------- the capacity table (text output only)
+
+CAPACITY_COLUMNS = (
+    ("region", 24),
+    ("target req/s", 12),
+    ("nodes min/max", 13),
+    ("serves req/s", 13),
+    ("on-demand $/h", 13),
+    ("$/1M req", 9),
+    ("spot $/h", 9),
+    ("$/1M req", 9),
+)
+
+
+def capacity_table(settings: StackSettings) -> str:
+    """Per region: the target, what a node serves at the SLO (the capacity record), the GPU nodes, what they serve,
+    and what the region costs per hour and per million requests, with on-demand and with Spot GPU nodes."""
+    cap, gpu, slo = settings.capacity, settings.gpu_pool, settings.monitoring.slo
+    if not cap.record_path:
+        return f"\nCapacity: no record for {cap.variant}, so no table: {cap.missing}"
+    lines = [
+        "",
+        f"Capacity of {cap.variant} at the SLO (p{slo.quantile * 100:g} <= {slo.latency_ms} ms), "
+        f"{gpu.accelerator_count} x {gpu.accelerator_type} per node: {cap.rps_per_node:g} req/s per node, "
+        f"from the {cap.record_source} record {cap.record_path}",
+        _sizing_line(settings),
+        _table_line([name for name, _ in CAPACITY_COLUMNS]),
+    ]
+    lines += [_capacity_row(settings, region, costs) for region, costs in _region_costs(settings).items()]
+    rate = "the target" if cap.sized else "what the minimum serves"
+    lines.append(
+        f"$/h: the region at its minimum size (GKE fee, cpuMinNodes, GPU minimum; list prices, infra/data); "
+        f"$/1M req at {rate}; n/a: a price infra/data lacks."
+    )
+    return "\n".join(lines)
+
+
+def _sizing_line(settings: StackSettings) -> str:
+    cap = settings.capacity
+    if not cap.sized:
+        return "No targetRps: the explicit gpuMinNodes and gpuMaxNodes; the table shows what they serve."
+    return (
+        f"Sized for targetRps {cap.target_rps} req/s per region with {cap.headroom_percent} % headroom: "
+        f"GPU minimum {settings.gpu_pool.min_nodes} nodes, lbMaxRatePerPod {settings.load_balancer.max_rate_per_pod}, "
+        f"HPA queue-time target {settings.serving.queue_time_target_us / 1000:g} ms (derived)."
+    )
+
+
+def _region_costs(settings: StackSettings) -> dict[str, dict[bool, float | None]]:
+    """region -> {spot: $/h at minimum size}, from infra/cost.py (None where a price is missing)."""
+    prices = load_vm_prices()
+    found: dict[str, dict[bool, float | None]] = {}
+    for spot in (False, True):
+        priced = dataclasses.replace(settings, gpu_pool=dataclasses.replace(settings.gpu_pool, spot=spot))
+        for cost in region_costs(priced, prices):
+            found.setdefault(cost.region, {})[spot] = cost.min_usd_h
+    return found
+
+
+def _capacity_row(settings: StackSettings, region: str, usd_h: dict[bool, float | None]) -> str:
+    cap, gpu = settings.capacity, settings.gpu_pool
+    serves = (cap.rps_per_node * gpu.min_nodes, cap.rps_per_node * gpu.max_nodes)
+    rate = cap.target_rps if cap.sized else serves[0]
+    cells = [
+        region,
+        str(cap.target_rps) if cap.sized else "-",
+        f"{gpu.min_nodes}/{gpu.max_nodes}",
+        f"{serves[0]:.0f}-{serves[1]:.0f}",
+    ]
+    for spot in (False, True):
+        cells += [_money(usd_h.get(spot), 3), _money(usd_per_million(usd_h.get(spot), rate), 4)]
+    return _table_line(cells)
+
+
+def _table_line(cells: list[str]) -> str:
+    """The region left-aligned, numbers right-aligned, in CAPACITY_COLUMNS' widths."""
+    widths = [width for _, width in CAPACITY_COLUMNS]
+    numbers = (cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True))
+    aligned = [cells[0].ljust(widths[0]), *numbers]
+    return "  " + "  ".join(aligned)
+
+
+def _money(value: float | None, digits: int) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
 
 
 def kubernetes_objects(plan: Plan) -> list[tuple[str, dict[str, Any]]]:

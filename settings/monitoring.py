@@ -16,6 +16,8 @@ def monitoring(reader: Reader) -> MonitoringSettings:
         latency_ms=reader.integer("sloLatencyMs", minimum=1),
         for_minutes=reader.integer("sloForMinutes", minimum=1),
         max_failure_ratio=failure_percent / 100,
+        # A whole number, as the default it replaces (50): the alert's expression shows it as written.
+        queue_ms=reader.integer("sloQueueTimeMs", minimum=1),
     )
     retention = reader.string("prometheusRetention")
     validate_slo(slo)  # cannot fail on the whole numbers read above; guards the dataclass contract

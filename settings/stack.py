@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from settings import cluster, keys, load_balancer, model_store, monitoring, serving
+from settings import capacity, cluster, keys, load_balancer, model_store, monitoring, serving
 from settings.errors import ConfigError
 from settings.reader import Reader
 from settings.schema import PROJECT_DIR, config_schema
@@ -41,7 +41,7 @@ def load_stack_settings(
     cpu_pool = cluster.cpu_pool(reader)
     cluster.check_nodes_per_zone(reader, regions, cpu_pool, gpu_pool)
     serving.check_image_runs_on_driver(reader, model_repo, gpu_pool, cluster_settings)
-    return StackSettings(
+    explicit = StackSettings(
         project=project,
         stack=stack,
         regions=regions,
@@ -57,6 +57,8 @@ def load_stack_settings(
         load_balancer=load_balancer.load_balancer(reader),
         monitoring=monitoring.monitoring(reader),
     )
+    # Last: a target replaces the explicit pool minimum, LB rate and HPA target; then the SLO knobs must nest.
+    return capacity.sized(reader, explicit)
 
 
 def stack_config(stack: str, project_dir: Path = PROJECT_DIR, config_file: Path | None = None) -> dict[str, str]:

@@ -98,6 +98,29 @@ class MonitoringSettings:
 
 
 @dataclass(frozen=True)
+class CapacitySettings:
+    """How the stack is sized (settings/capacity.py): the target, and the capacity record it was sized from."""
+
+    # Requests/s each region must serve at the SLO (targetRps; 0: no target, the explicit node counts apply).
+    target_rps: int = 0
+    # capacityHeadroomPercent: provisioned capacity above the target (25: 1.25 x the target).
+    headroom_percent: int = 25
+    # The served variant whose record applies (capacityVariant, default locustModel).
+    variant: str = ""
+    # The record read ("" when none applies; `missing` says why): its path relative to the project, its source
+    # ("reference" or "measured") and what one GPU, and one node with all its GPUs, serve at the SLO.
+    record_path: str = ""
+    record_source: str = ""
+    rps_per_gpu: float = 0.0
+    rps_per_node: float = 0.0
+    missing: str = ""
+
+    @property
+    def sized(self) -> bool:
+        return self.target_rps > 0
+
+
+@dataclass(frozen=True)
 class StackSettings:
     project: str
     stack: str
@@ -113,3 +136,4 @@ class StackSettings:
     web_ui_source_ranges: tuple[str, ...]
     load_balancer: LoadBalancerSettings
     monitoring: MonitoringSettings
+    capacity: CapacitySettings = CapacitySettings()

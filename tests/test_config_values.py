@@ -67,6 +67,9 @@ WRONG_TYPES = st.one_of(
     st.lists(st.integers(0, 9), max_size=2),
 )
 
+QUANTITY_MS = (2**63 - 1) // 1000
+# Alert threshold and SLO above any queue time, so the SLO knobs nest whatever the delay and HPA target.
+NESTED_ABOVE = {"sloQueueTimeMs": 2**63, "sloLatencyMs": 2**64}
 # key -> (lowest, highest, context that keeps every other key valid).
 BOUNDS = {
     # Persistent Disk pd-balanced 10 GB to 64 TiB (https://cloud.google.com/compute/docs/disks/persistent-disks).
@@ -79,10 +82,12 @@ BOUNDS = {
     "modelSmallBatchSize": (1, INT32_MAX, {}),
     "modelInstanceCount": (1, INT32_MAX, {}),
     "modelSmallBatchInstanceCount": (1, INT32_MAX, {}),
-    "modelMaxQueueDelayUs": (0, 2**64 - 1, {}),
+    # The SLO knobs must nest (settings/capacity.py): the delay below the HPA target, itself at most the quantity
+    # limit below, so the delay's own uint64 limit lies above what can nest; the context puts the rest at the top.
+    "modelMaxQueueDelayUs": (0, (2**63 - 1) // 1000 * 1000 - 1, NESTED_ABOVE | {"autoscaleQueueTimeMs": QUANTITY_MS}),
     # ms * 1000 is a Kubernetes quantity, at most 2^63-1
     # (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/).
-    "autoscaleQueueTimeMs": (1, (2**63 - 1) // 1000, {}),
+    "autoscaleQueueTimeMs": (1, (2**63 - 1) // 1000, NESTED_ABOVE | {"modelMaxQueueDelayUs": 0}),
     # GKE: 1,000 nodes per node pool per zone (https://cloud.google.com/kubernetes-engine/quotas); dev has one zone.
     "cpuMaxNodes": (1, 1000, {"cpuMinNodes": 0}),
     "gpuMaxNodes": (1, 1000, {"gpuMinNodes": 0}),

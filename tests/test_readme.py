@@ -230,6 +230,16 @@ def check_sandbox(result: Result) -> None:
     assert re.search(r"Data\s+build/sandbox/: ", report)
 
 
+def check_staging_sized_from_a_target(result: Result) -> None:
+    """'both regions sized for 500 req/s each; a capacity table at the end'."""
+    assert result.returncode == 0, result.output
+    table = result.output[result.output.index("\nCapacity of original at the SLO") :]
+    assert "Sized for targetRps 500 req/s per region with 25 % headroom: GPU minimum 3 nodes" in table
+    for region in ("us-central1", "europe-west4"):
+        assert re.search(rf"^  {region}\s+500\s+3/3\s+759-759\s", table, flags=re.M), table
+    assert result.output.count("totalMinNodeCount=3") == 2, "each region's GPU pool starts at the 3 nodes"
+
+
 RUN: dict[str, Callable[[Result], None]] = {
     "make sandbox": check_sandbox,
     "make model-repo STACK=dev": check_model_repo,
@@ -238,8 +248,10 @@ RUN: dict[str, Callable[[Result], None]] = {
     'make plan STACK=dev ARGS=\'--set regions=["europe-west4"] --set zones=["europe-west4-b"]\'': (
         check_dev_plan_in_europe
     ),
+    "make plan STACK=staging ARGS='--set targetRps=500'": check_staging_sized_from_a_target,
     # ```text transcripts: checked against the lines the README shows after them.
     "make plan ARGS='--set regions=[\"europe-north1\"]'": lambda result: None,
+    "make plan STACK=staging ARGS='--set targetRps=1000'": lambda result: None,
 }
 # Commands whose stdout must be kept apart from stderr to check it.
 STDOUT_APART = {"make plan STACK=prod ARGS=--json"}
@@ -292,6 +304,15 @@ def test_the_refused_plan_exits_2_naming_the_key(results: dict[str, Result]) -> 
     errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and "triton-gke:regions" in errors[0] and "'europe-north1'" in errors[0]
     assert result.output.rstrip().endswith("Error 2")  # make's report of the program's exit code 2
+    assert result.returncode == 2
+
+
+def test_an_unreachable_target_exits_2_naming_both_keys(results: dict[str, Result]) -> None:
+    """README, Sizing a stack from a target: 'refuses in one line naming both keys and the count needed'."""
+    result = results["make plan STACK=staging ARGS='--set targetRps=1000'"]
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "triton-gke:gpuMaxNodes" in errors[0] and "triton-gke:targetRps=1000" in errors[0]
+    assert "needs 5" in errors[0]
     assert result.returncode == 2
 
 
