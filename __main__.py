@@ -4,7 +4,8 @@ with Triton serving the bucket and Locust to load it; optionally one global load
 import pulumi
 import pulumi_random as random
 
-from infra.cluster import GkeCluster, GkeClusterArgs
+from infra.cluster import GkeCluster
+from infra.cluster_args import gke_cluster_args
 from infra.config import load_stack_settings
 from infra.cost import stack_cost_summary
 from infra.global_lb import GlobalLoadBalancer, GlobalLoadBalancerArgs, RegionBackend
@@ -34,11 +35,11 @@ grafana_admin_password = random.RandomPassword("grafana-admin-password", length=
 clusters = {
     region.name: GkeCluster(
         f"gke-{region.name}",
-        GkeClusterArgs(
+        gke_cluster_args(
             project=settings.project,
             stack=settings.stack,
             region=region,
-            settings=settings.cluster,
+            cluster=settings.cluster,
             cpu_pool=settings.cpu_pool,
             gpu_pool=settings.gpu_pool,
             network=network.vpc.id,

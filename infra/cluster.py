@@ -1,4 +1,9 @@
-"""A regional GKE cluster with a CPU pool and a T4 pool, its kubeconfig and Kubernetes provider."""
+"""A regional GKE cluster with a CPU pool and a T4 pool, its kubeconfig and Kubernetes provider.
+
+Its arguments are plain values and Pulumi Inputs, not the stack's settings types (as pulumi-eks' ClusterArgs,
+https://www.pulumi.com/registry/packages/eks/api-docs/cluster/, and pulumi/examples' gcp-py-gke take them), so the
+component could be packaged on its own; infra/cluster_args.py maps a stack's settings onto them.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +16,17 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as kubernetes
 
 from infra.naming import gcp_name
-from infra.network import PODS_RANGE, SERVICES_RANGE, SubnetPlan
+from k8s.common import CPU_NODES, GPU_NODES, NodePoolPlacement
 from k8s.nvidia_driver import NvidiaDriverInstaller, NvidiaDriverInstallerArgs
-from settings.values import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
 
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}
-POOL_ROLE_LABEL = "triton-gke/pool"
+# GKE's NodeTaint enum spells Kubernetes' effects differently
+# (https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/NodeTaint: NO_SCHEDULE, PREFER_NO_SCHEDULE,
+# NO_EXECUTE; https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/: NoSchedule, ...).
+GKE_TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
+# gpu_driver_installation_config.gpu_driver_version: GKE installs the driver for DEFAULT and LATEST; with
+# INSTALLATION_DISABLED "needs manual installation" (GPUDriverInstallationConfig.GPUDriverVersion,
+# https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/NodeConfig#gpudriverversion).
+GPU_DRIVER_VERSIONS = ("DEFAULT", "LATEST", "INSTALLATION_DISABLED")
 # The one predefined role GKE documents for a least-privilege node service account
 # (logging, monitoring and metadata writes; no access to data or other services).
 NODE_SA_ROLES = ("roles/container.defaultNodeServiceAccount",)
@@ -24,18 +34,77 @@ CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 
 @dataclass(frozen=True)
+class NodePoolArgs:
+    """A CPU pool: its machine shape, boot disk and autoscaling bounds (pool-wide totals across the cluster's zones)."""
+
+    machine_type: pulumi.Input[str]
+    # Plain: the pool's initial node count per zone is computed from it.
+    min_nodes: int
+    max_nodes: pulumi.Input[int]
+    disk_size_gb: pulumi.Input[int] = 100
+
+    def __post_init__(self) -> None:
+        _check_min_nodes(self.min_nodes)
+
+
+@dataclass(frozen=True)
+class GpuNodePoolArgs:
+    """The GPU pool: machine shape, accelerators per node, autoscaling bounds, spot, boot disk and driver."""
+
+    machine_type: pulumi.Input[str]
+    accelerator_type: str
+    accelerator_count: pulumi.Input[int]
+    min_nodes: int
+    max_nodes: pulumi.Input[int]
+    spot: pulumi.Input[bool]
+    disk_size_gb: pulumi.Input[int]
+    # Plain: it decides whether the cluster deploys the driver installer.
+    driver_version: str
+
+    def __post_init__(self) -> None:
+        _check_min_nodes(self.min_nodes)
+        if self.driver_version not in GPU_DRIVER_VERSIONS:
+            raise ValueError(f"driver_version: {self.driver_version!r} is not one of {', '.join(GPU_DRIVER_VERSIONS)}")
+
+    @property
+    def gke_installs_driver(self) -> bool:
+        return self.driver_version != "INSTALLATION_DISABLED"
+
+
+@dataclass(frozen=True)
 class GkeClusterArgs:
+    # Plain: it names the Workload Identity pool (PROJECT.svc.id.goog).
     project: str
+    # Plain: stack and region name the cluster and its node service account.
     stack: str
-    region: RegionSettings
-    settings: ClusterSettings
-    cpu_pool: CpuPoolSettings
-    gpu_pool: GpuPoolSettings
+    region: str
+    # Plain: a pool's initial per-zone node count divides by their number.
+    zones: tuple[str, ...]
     network: pulumi.Input[str]
     subnet: pulumi.Input[str]
-    subnet_plan: SubnetPlan
+    # The subnet's secondary ranges for pods and services (VPC-native), and the control plane's /28.
+    pods_range: pulumi.Input[str]
+    services_range: pulumi.Input[str]
+    control_plane_cidr: pulumi.Input[str]
+    release_channel: pulumi.Input[str]
+    kubernetes_version: pulumi.Input[str]
+    # Plain: also sets Pulumi's protect option, which must be known when the cluster is declared.
+    deletion_protection: bool
+    cpu_pool: NodePoolArgs
+    gpu_pool: GpuNodePoolArgs
+    # Plain: no authorized-networks block at all when empty.
+    master_authorized_cidrs: tuple[str, ...] = ()
     # Ports on which the control plane must call pods (APIService backends, webhooks) beyond 443 and 10250.
     control_plane_ports: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.zones:
+            raise ValueError(f"zones: the cluster in {self.region} needs at least one zone")
+
+
+def _check_min_nodes(min_nodes: int) -> None:
+    if min_nodes < 0:
+        raise ValueError(f"min_nodes: {min_nodes} is negative")
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -54,7 +123,7 @@ class GkeCluster(pulumi.ComponentResource):
         super().__init__("triton-gke:infra:GkeCluster", name, None, opts)
         self._name = name
         self._args = args
-        self.cluster_name = gcp_name("triton", args.stack, args.region.name)
+        self.cluster_name = gcp_name("triton", args.stack, args.region)
         self.node_service_account = self._node_service_account()
         self.cluster = self._cluster()
         self._control_plane_firewall()
@@ -76,6 +145,8 @@ class GkeCluster(pulumi.ComponentResource):
             # Workloads need nodes: the provider (and so every k8s resource) waits for both pools.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cpu_pool, self.gpu_pool]),
         )
+        # Kept here, not composed in __main__: the cluster owns what makes its GPU nodes usable, and the pool's
+        # driver_version alone decides between GKE's install and this one, never both, never neither.
         if not args.gpu_pool.gke_installs_driver:
             NvidiaDriverInstaller(
                 f"{name}-nvidia-driver",
@@ -95,8 +166,8 @@ class GkeCluster(pulumi.ComponentResource):
         a = self._args
         account = gcp.serviceaccount.Account(
             f"{self._name}-nodes",
-            account_id=gcp_name(a.stack, "nodes", a.region.name, max_len=30),
-            display_name=f"GKE nodes of {a.stack} in {a.region.name}",
+            account_id=gcp_name(a.stack, "nodes", a.region, max_len=30),
+            display_name=f"GKE nodes of {a.stack} in {a.region}",
             project=a.project,
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -118,32 +189,32 @@ class GkeCluster(pulumi.ComponentResource):
             gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
                 cidr_blocks=[
                     gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(cidr_block=c, display_name=c)
-                    for c in a.settings.master_authorized_cidrs
+                    for c in a.master_authorized_cidrs
                 ]
             )
-            if a.settings.master_authorized_cidrs
+            if a.master_authorized_cidrs
             else None
         )
         return gcp.container.Cluster(
             self._name,
             name=self.cluster_name,
             project=a.project,
-            location=a.region.name,
-            node_locations=list(a.region.zones),
+            location=a.region,
+            node_locations=list(a.zones),
             network=a.network,
             subnetwork=a.subnet,
             networking_mode="VPC_NATIVE",
             ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
-                cluster_secondary_range_name=PODS_RANGE, services_secondary_range_name=SERVICES_RANGE
+                cluster_secondary_range_name=a.pods_range, services_secondary_range_name=a.services_range
             ),
             private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
                 enable_private_nodes=True,
                 enable_private_endpoint=False,
-                master_ipv4_cidr_block=str(a.subnet_plan.control_plane),
+                master_ipv4_cidr_block=a.control_plane_cidr,
             ),
             master_authorized_networks_config=authorized,
-            release_channel=gcp.container.ClusterReleaseChannelArgs(channel=a.settings.release_channel),
-            min_master_version=a.settings.kubernetes_version,
+            release_channel=gcp.container.ClusterReleaseChannelArgs(channel=a.release_channel),
+            min_master_version=a.kubernetes_version,
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
                 workload_pool=f"{a.project}.svc.id.goog"
             ),
@@ -161,13 +232,11 @@ class GkeCluster(pulumi.ComponentResource):
                 ),
                 workload_metadata_config=gcp.container.ClusterNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
             ),
-            deletion_protection=a.settings.deletion_protection,
+            deletion_protection=a.deletion_protection,
             # GKE's deletion protection fails only when the cluster's own delete runs, after `pulumi destroy` has
             # already removed what runs on it; with Pulumi's protect, `destroy` fails in its preview, before any
             # delete (https://www.pulumi.com/docs/iac/concepts/resources/options/protect/, pulumi/pulumi#8158).
-            opts=pulumi.ResourceOptions(
-                parent=self, depends_on=self._node_sa_grants, protect=a.settings.deletion_protection
-            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self._node_sa_grants, protect=a.deletion_protection),
         )
 
     def _control_plane_firewall(self) -> None:
@@ -185,17 +254,19 @@ class GkeCluster(pulumi.ComponentResource):
             return
         gcp.compute.Firewall(
             f"{self._name}-control-plane-to-pods",
-            name=gcp_name("triton", a.stack, a.region.name, "control-plane", max_len=63),
+            name=gcp_name("triton", a.stack, a.region, "control-plane", max_len=63),
             project=a.project,
             network=a.network,
             direction="INGRESS",
-            source_ranges=[str(a.subnet_plan.control_plane)],
+            source_ranges=[a.control_plane_cidr],
             target_service_accounts=[self.node_service_account.email],
             allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(p) for p in a.control_plane_ports])],
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-    def _base_node_config(self, machine_type: str, disk_size_gb: int, role: str) -> dict:
+    def _base_node_config(
+        self, machine_type: pulumi.Input[str], disk_size_gb: pulumi.Input[int], placement: NodePoolPlacement
+    ) -> dict:
         return dict(
             machine_type=machine_type,
             disk_size_gb=disk_size_gb,
@@ -204,7 +275,8 @@ class GkeCluster(pulumi.ComponentResource):
             service_account=self.node_service_account.email,
             # Access is governed by IAM roles on the service account, not by legacy scopes.
             oauth_scopes=[CLOUD_PLATFORM_SCOPE],
-            labels={POOL_ROLE_LABEL: role},
+            # GKE copies node_config.labels onto each node as Kubernetes labels: pods select the pool by them.
+            labels=placement.node_labels,
             metadata={"disable-legacy-endpoints": "true"},
             shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
                 enable_secure_boot=True, enable_integrity_monitoring=True
@@ -213,14 +285,15 @@ class GkeCluster(pulumi.ComponentResource):
         )
 
     def _cpu_node_config(self) -> gcp.container.NodePoolNodeConfigArgs:
+        cpu = self._args.cpu_pool
         return gcp.container.NodePoolNodeConfigArgs(
-            **self._base_node_config(self._args.cpu_pool.machine_type, 100, "cpu")
+            **self._base_node_config(cpu.machine_type, cpu.disk_size_gb, CPU_NODES)
         )
 
     def _gpu_node_config(self) -> gcp.container.NodePoolNodeConfigArgs:
         gpu = self._args.gpu_pool
         return gcp.container.NodePoolNodeConfigArgs(
-            **self._base_node_config(gpu.machine_type, gpu.disk_size_gb, "gpu"),
+            **self._base_node_config(gpu.machine_type, gpu.disk_size_gb, GPU_NODES),
             spot=gpu.spot,
             guest_accelerators=[
                 gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
@@ -231,7 +304,7 @@ class GkeCluster(pulumi.ComponentResource):
                     ),
                 )
             ],
-            taints=[gcp.container.NodePoolNodeConfigTaintArgs(**GPU_TAINT)],
+            taints=[gke_taint(GPU_NODES)],
         )
 
     def _pool(
@@ -239,15 +312,15 @@ class GkeCluster(pulumi.ComponentResource):
         role: str,
         node_config: gcp.container.NodePoolNodeConfigArgs,
         min_nodes: int,
-        max_nodes: int,
+        max_nodes: pulumi.Input[int],
         opts: pulumi.ResourceOptions,
     ) -> gcp.container.NodePool:
-        zones = len(self._args.region.zones)
+        zones = len(self._args.zones)
         return gcp.container.NodePool(
             f"{self._name}-{role}",
             project=self._args.project,
             cluster=self.cluster.name,
-            location=self._args.region.name,
+            location=self._args.region,
             # Per zone at creation; the autoscaler then keeps the pool-wide total within limits.
             initial_node_count=math.ceil(min_nodes / zones),
             autoscaling=gcp.container.NodePoolAutoscalingArgs(
@@ -260,6 +333,16 @@ class GkeCluster(pulumi.ComponentResource):
             node_config=node_config,
             opts=opts,
         )
+
+
+def gke_taint(placement: NodePoolPlacement) -> gcp.container.NodePoolNodeConfigTaintArgs:
+    """The pool's taint as GKE's node-pool API wants it (effect in GKE's spelling, GKE_TAINT_EFFECTS)."""
+    taint = placement.taint
+    if taint is None:
+        raise ValueError(f"node pool {placement.pool!r} has no taint")
+    return gcp.container.NodePoolNodeConfigTaintArgs(
+        key=taint.key, value=taint.value, effect=GKE_TAINT_EFFECTS[taint.effect]
+    )
 
 
 def build_kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:

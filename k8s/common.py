@@ -2,13 +2,70 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
 import pulumi_kubernetes as kubernetes
 
-# Matches the taint of the T4 pool (infra/cluster.py): only pods that tolerate it land on GPU nodes.
-GPU_TOLERATION = kubernetes.core.v1.TolerationArgs(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")
-# The CPU pool's node label (infra/cluster.py POOL_ROLE_LABEL).
-CPU_POOL_SELECTOR = {"triton-gke/pool": "cpu"}
+from contracts.placement import CPU_POOL, GPU_POOL, GPU_TAINT_EFFECT_K8S, GPU_TAINT_KEY, GPU_TAINT_VALUE, POOL_LABEL
+
+# The effects a Kubernetes taint may have, in the Kubernetes spelling
+# (https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/); GKE's node-pool API spells
+# the same three NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE (infra/cluster.py GKE_TAINT_EFFECTS).
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True)
+class NodeTaint:
+    """A taint every node of a pool carries; `effect` in the Kubernetes spelling."""
+
+    key: str
+    value: str
+    effect: str
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            raise ValueError("taint key: must not be empty")
+        if self.effect not in TAINT_EFFECTS:
+            raise ValueError(f"taint effect: {self.effect!r} is not one of {', '.join(TAINT_EFFECTS)}")
+
+
+@dataclass(frozen=True)
+class NodePoolPlacement:
+    """A node pool as pods see it: the label that selects its nodes and the taint (if any) that keeps others off.
+
+    One value feeds both sides, the GKE pool's label and taint (infra/cluster.py) and the pods' node selector and
+    toleration (k8s/), so the two cannot drift apart.
+    """
+
+    pool: str
+    taint: NodeTaint | None = None
+
+    def __post_init__(self) -> None:
+        if not self.pool:
+            raise ValueError(f"{POOL_LABEL}: the pool's label value must not be empty")
+
+    @property
+    def node_labels(self) -> dict[str, str]:
+        """The labels the pool puts on its nodes."""
+        return {POOL_LABEL: self.pool}
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        """A pod's nodeSelector that lands it on this pool only."""
+        return {POOL_LABEL: self.pool}
+
+    @property
+    def toleration(self) -> kubernetes.core.v1.TolerationArgs:
+        """What a pod that must run on this pool tolerates: the taint's key with any value (operator Exists)."""
+        if self.taint is None:
+            raise ValueError(f"node pool {self.pool!r} has no taint to tolerate")
+        return kubernetes.core.v1.TolerationArgs(key=self.taint.key, operator="Exists", effect=self.taint.effect)
+
+
+# Only pods that tolerate the GPU taint land on T4 nodes; the CPU pool is untainted, so system pods land there.
+GPU_NODES = NodePoolPlacement(GPU_POOL, NodeTaint(GPU_TAINT_KEY, GPU_TAINT_VALUE, GPU_TAINT_EFFECT_K8S))
+CPU_NODES = NodePoolPlacement(CPU_POOL)
 
 
 def restricted_namespace(resource_name: str, name: str, parent: pulumi.Resource) -> kubernetes.core.v1.Namespace:

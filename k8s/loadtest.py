@@ -13,7 +13,7 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as kubernetes
 
-from k8s.common import CPU_POOL_SELECTOR, non_root_container_security, non_root_pod_security, restricted_namespace
+from k8s.common import CPU_NODES, non_root_container_security, non_root_pod_security, restricted_namespace
 
 LOCUST_NAMESPACE = "load"
 LOCUST_IMAGE = "locustio/locust:2.47.0"
@@ -109,7 +109,7 @@ class LoadTest(pulumi.ComponentResource):
                 template=kubernetes.core.v1.PodTemplateSpecArgs(
                     metadata=kubernetes.meta.v1.ObjectMetaArgs(labels=labels),
                     spec=kubernetes.core.v1.PodSpecArgs(
-                        node_selector=CPU_POOL_SELECTOR,
+                        node_selector=CPU_NODES.node_selector,
                         automount_service_account_token=False,
                         security_context=non_root_pod_security(LOCUST_UID),
                         init_containers=[self._install_client()],

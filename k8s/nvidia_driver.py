@@ -83,6 +83,8 @@ class NvidiaDriverInstaller(pulumi.ComponentResource):
                     spec=kubernetes.core.v1.PodSpecArgs(
                         priority_class_name="system-node-critical",
                         affinity=affinity,
+                        # Every taint, as in NVIDIA's manifest: a GPU node without its driver is useless whatever
+                        # else taints it; the affinity above, not the GPU pool's toleration, keeps it on GPU nodes.
                         tolerations=[kubernetes.core.v1.TolerationArgs(operator="Exists")],
                         host_network=True,
                         host_pid=True,

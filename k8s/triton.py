@@ -15,7 +15,7 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 
 from k8s.common import (
-    GPU_TOLERATION,
+    GPU_NODES,
     http_probe,
     non_root_container_security,
     non_root_pod_security,
@@ -200,7 +200,7 @@ class TritonServing(pulumi.ComponentResource):
                 service_account_name=service_account.metadata.name,
                 automount_service_account_token=False,
                 node_selector={"cloud.google.com/gke-accelerator": a.accelerator_type},
-                tolerations=[GPU_TOLERATION],
+                tolerations=[GPU_NODES.toleration],
                 # One pod per GPU node: it takes every GPU of the node, and never shares a node with another.
                 affinity=_one_pod_per_node(self.labels),
                 security_context=non_root_pod_security(TRITON_UID),

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from conftest import evaluate_component
 
-from infra.cluster import GkeCluster, GkeClusterArgs, build_kubeconfig
+from infra.cluster import GkeCluster, GkeClusterArgs, GpuNodePoolArgs, NodePoolArgs, build_kubeconfig
 from infra.network import Network, NetworkArgs, SubnetPlan
 from k8s.nvidia_driver import NvidiaDriverInstaller, NvidiaDriverInstallerArgs
-from settings.values import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
+from settings.values import RegionSettings
 
 US = RegionSettings(name="us-central1", zones=("us-central1-a", "us-central1-b"), index=30)
 EU = RegionSettings(name="europe-west4", zones=("europe-west4-a",), index=17)
-GPU_POOL = GpuPoolSettings(
+GPU_POOL = GpuNodePoolArgs(
     machine_type="n1-standard-4",
     accelerator_type="nvidia-tesla-t4",
     accelerator_count=1,
@@ -23,19 +23,23 @@ GPU_POOL = GpuPoolSettings(
 )
 
 
-def cluster_args(gpu_pool: GpuPoolSettings = GPU_POOL) -> GkeClusterArgs:
+def cluster_args(gpu_pool: GpuNodePoolArgs = GPU_POOL) -> GkeClusterArgs:
     return GkeClusterArgs(
         project="demo-project",
         stack="test",
-        region=US,
-        settings=ClusterSettings(
-            "STABLE", "1.33", deletion_protection=False, master_authorized_cidrs=("203.0.113.0/24",)
-        ),
-        cpu_pool=CpuPoolSettings("e2-standard-4", 1, 2),
-        gpu_pool=gpu_pool,
+        region="us-central1",
+        zones=("us-central1-a", "us-central1-b"),
         network="vpc",
         subnet="subnet",
-        subnet_plan=SubnetPlan.for_region(US),
+        pods_range="pods",
+        services_range="services",
+        control_plane_cidr="172.16.30.0/28",
+        release_channel="STABLE",
+        kubernetes_version="1.33",
+        deletion_protection=False,
+        master_authorized_cidrs=("203.0.113.0/24",),
+        cpu_pool=NodePoolArgs("e2-standard-4", 1, 2),
+        gpu_pool=gpu_pool,
     )
 
 
