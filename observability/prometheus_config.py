@@ -1,51 +1,44 @@
-"""Generate the in-cluster prometheus.yml, and run the very same config against local processes.
+"""Generate the in-cluster prometheus.yml (plain text; nothing here runs a process).
 
 In the cluster every job discovers pods with kubernetes_sd_configs (role: pod): one target per
 declared container port, carrying __meta_kubernetes_* labels. The relabel rules keep only pods
 with the selector's namespace and labels and only the port NAMED `metrics`, so Triton's http and
-grpc ports are never scraped. to_file_sd() swaps each discovery block for file_sd_configs and
-write_file_sd_targets() writes the targets a pod would produce, labels included: the same
-relabelling then runs on local processes (tests, sandbox) and on Prometheus builds without
-kubernetes_sd (Debian's).
+grpc ports are never scraped. sandbox.prometheus runs this very config on local processes (tests,
+sandbox) and on Prometheus builds without kubernetes_sd (Debian's): it swaps each discovery block
+for file_sd targets that carry the labels a pod would have, so the same relabelling picks the ports.
 """
 
 from __future__ import annotations
 
-import copy
-import json
-import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from observability.rules import rules_yaml
 from observability.settings import (
-    DCGM_PODS,
-    LOCUST_MASTER_PODS,
     POD_SELECTORS,
-    TRITON_PODS,
-    MonitoringError,
     PodSelector,
-    SloSettings,
     validate_duration,
     validate_label_value,
 )
 
 DEFAULT_RULE_FILES = ("/etc/prometheus/rules/*.yml",)
 DEFAULT_SELF_ADDRESS = "localhost:9090"
-_META = "__meta_kubernetes_"
+# Discovery labels of kubernetes_sd (role: pod) start with this
+# (https://prometheus.io/docs/prometheus/latest/configuration/configuration/#pod).
+META_PREFIX = "__meta_kubernetes_"
 # Copied from the pod's discovery labels onto every series of the target.
-_POD_TARGET_LABELS = {"namespace": f"{_META}namespace", "pod": f"{_META}pod_name", "node": f"{_META}pod_node_name"}
+_POD_TARGET_LABELS = {
+    "namespace": f"{META_PREFIX}namespace",
+    "pod": f"{META_PREFIX}pod_name",
+    "node": f"{META_PREFIX}pod_node_name",
+}
 
 
 def meta_label(kubernetes_label: str) -> str:
     """The discovery label of a pod label: Prometheus turns every invalid character into '_'."""
-    return f"{_META}pod_label_{re.sub(r'[^a-zA-Z0-9_]', '_', kubernetes_label)}"
+    return f"{META_PREFIX}pod_label_{re.sub(r'[^a-zA-Z0-9_]', '_', kubernetes_label)}"
 
 
 def _literal(value: str) -> str:
@@ -63,11 +56,11 @@ def pod_relabel_configs(selector: PodSelector, region: str) -> list[dict[str, An
     Series that already carry a namespace/pod label keep it as exported_namespace/exported_pod
     (DCGM exporter labels each GPU with the pod using it): `node` is the join key for GPUs.
     """
-    rules = [_keep(f"{_META}namespace", _literal(selector.namespace))]
+    rules = [_keep(f"{META_PREFIX}namespace", _literal(selector.namespace))]
     rules += [_keep(meta_label(key), _literal(value)) for key, value in selector.labels]
-    rules.append(_keep(f"{_META}pod_container_port_name", _literal(selector.port)))
+    rules.append(_keep(f"{META_PREFIX}pod_container_port_name", _literal(selector.port)))
     # Finished pods stay listed until deleted; scraping them would only report them down.
-    rules.append({"source_labels": [f"{_META}pod_phase"], "regex": "Succeeded|Failed", "action": "drop"})
+    rules.append({"source_labels": [f"{META_PREFIX}pod_phase"], "regex": "Succeeded|Failed", "action": "drop"})
     rules += [{"source_labels": [source], "target_label": target} for target, source in _POD_TARGET_LABELS.items()]
     rules.append(_region_rule(region))
     return rules
@@ -136,107 +129,3 @@ def render_yaml(config: Mapping[str, Any]) -> str:
 def prometheus_config_yaml(region: str, stack: str, **options: Any) -> str:
     """The text of prometheus.yml (options: those of prometheus_config)."""
     return render_yaml(prometheus_config(region, stack, **options))
-
-
-# ---------------------------------------------------------------- file_sd: the same config, locally
-
-
-def file_sd_path(sd_dir: Path, job: str) -> Path:
-    return Path(sd_dir) / f"{job}.json"
-
-
-def to_file_sd(config: Mapping[str, Any], sd_dir: Path, refresh_interval: str = "5s") -> dict[str, Any]:
-    """A copy of `config` whose kubernetes_sd_configs blocks read sd_dir/JOB.json instead."""
-    swapped = copy.deepcopy(dict(config))
-    for job in swapped.get("scrape_configs", []):
-        if job.pop("kubernetes_sd_configs", None) is not None:
-            files = [str(file_sd_path(sd_dir, job["job_name"]))]
-            job["file_sd_configs"] = [{"files": files, "refresh_interval": refresh_interval}]
-    return swapped
-
-
-@dataclass(frozen=True)
-class LocalPod:
-    """A process standing in for a pod: its ports map container port names to host:port."""
-
-    name: str
-    namespace: str
-    labels: Mapping[str, str]
-    ports: Mapping[str, str]
-    node: str = "local-node"
-    phase: str = "Running"
-    container: str = "main"
-    ip: str = "127.0.0.1"
-    annotations: Mapping[str, str] = field(default_factory=dict)
-
-
-def local_pod(selector: PodSelector, name: str, ports: Mapping[str, str], **options: Any) -> LocalPod:
-    """A LocalPod that the selector's job would discover."""
-    return LocalPod(name, selector.namespace, dict(selector.labels), ports, **options)
-
-
-def pod_target_groups(pod: LocalPod) -> list[dict[str, Any]]:
-    """The file_sd groups kubernetes_sd (role: pod) would produce: one per container port."""
-    common = {
-        f"{_META}namespace": pod.namespace,
-        f"{_META}pod_name": pod.name,
-        f"{_META}pod_node_name": pod.node,
-        f"{_META}pod_phase": pod.phase,
-        f"{_META}pod_ip": pod.ip,
-        f"{_META}pod_ready": "true",
-        f"{_META}pod_container_name": pod.container,
-    }
-    for key, value in pod.labels.items():
-        common[meta_label(key)] = value
-        common[meta_label(key).replace("pod_label_", "pod_labelpresent_", 1)] = "true"
-    return [
-        {"targets": [address], "labels": {**common, **_port_labels(name, address)}}
-        for name, address in pod.ports.items()
-    ]
-
-
-def _port_labels(name: str, address: str) -> dict[str, str]:
-    port = address.rsplit(":", 1)[-1]
-    if not port.isdigit():
-        raise MonitoringError(f"ports: {address!r} (port {name!r}) is not host:port")
-    return {
-        f"{_META}pod_container_port_name": name,
-        f"{_META}pod_container_port_number": port,
-        f"{_META}pod_container_port_protocol": "TCP",
-    }
-
-
-def write_file_sd_targets(sd_dir: Path, job: str, pods: Sequence[LocalPod]) -> Path:
-    """Write (atomically: Prometheus watches the file) the targets of `pods` for `job`."""
-    path = file_sd_path(sd_dir, job)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    groups = [group for pod in pods for group in pod_target_groups(pod)]
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(groups, handle, indent=2)
-    os.replace(tmp, path)
-    return path
-
-
-def local_prometheus_config(
-    out_dir: Path,
-    region: str,
-    stack: str,
-    slo: SloSettings,
-    self_address: str,
-    triton_pods: Sequence[LocalPod],
-    locust_pods: Sequence[LocalPod],
-    interval: str,
-) -> str:
-    """The in-cluster prometheus.yml for local processes: writes out_dir/rules.yml and the file_sd targets
-    (no DCGM exporter without a GPU) and returns the config text, kubernetes_sd swapped for file_sd."""
-    rules = Path(out_dir) / "rules.yml"
-    rules.write_text(rules_yaml(slo, region), encoding="utf-8")
-    sd_dir = Path(out_dir) / "file_sd"
-    write_file_sd_targets(sd_dir, TRITON_PODS.job, triton_pods)
-    write_file_sd_targets(sd_dir, LOCUST_MASTER_PODS.job, locust_pods)
-    write_file_sd_targets(sd_dir, DCGM_PODS.job, [])
-    config = prometheus_config(
-        region, stack, scrape_interval=interval, rule_files=[str(rules)], self_address=self_address
-    )
-    return render_yaml(to_file_sd(config, sd_dir, refresh_interval=interval))

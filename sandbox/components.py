@@ -25,12 +25,13 @@ import psutil
 
 from k8s.triton import triton_server_args
 from model_repo.sync import SyncError, SyncReport, sync_repository
-from observability.local import LocalPrometheus, PrometheusError
-from observability.prometheus_config import local_pod, local_prometheus_config
 from observability.settings import LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
 from sandbox.gcs_emulator import TRITON_ENV, EmulatorError, GcsEmulator
+from sandbox.netns import NetworkNamespace
 from sandbox.private_tmp import PrivateTmp, private_tmp_available
-from sandbox.triton import REDACTED, NetworkNamespace, TritonServer, TritonStartError, free_port, redact_command
+from sandbox.processes import free_port, stop_process
+from sandbox.prometheus import LocalPrometheus, PrometheusError, local_pod, local_prometheus_config
+from sandbox.triton import REDACTED, TritonServer, TritonStartError, redact_command
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 LOCUSTFILE = PROJECT_DIR / "loadtest" / "locustfile.py"
@@ -46,6 +47,8 @@ LOCUST_KEYS = (
     *("rate", "arrival", "trace", "rate_steps", "users"),
 )
 LOCUST_KEYS += ("metrics_port", "metrics_addr")
+# Seconds between SIGTERM and SIGKILL for Locust (the grace it always had).
+LOCUST_STOP_GRACE_S = 15.0
 PROXY_KEYS = ("http_proxy", "https_proxy", "grpc_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 _GLOG_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ [^\]]+\] ")
 # Triton copies each model of a gs:// repository into a folder like this (the path is fixed).
@@ -361,11 +364,6 @@ class LocustLoad:
         return one_line(lines[-1]) if lines else "(no output)"
 
     def stop(self) -> None:
-        if self._process is None or self._process.poll() is not None:
-            return
-        self._process.terminate()
-        try:
-            self._process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+        if self._process is not None:
+            # Its own session keeps a Ctrl-C meant for the sandbox away from it; it is still stopped alone.
+            stop_process(self._process, LOCUST_STOP_GRACE_S)

@@ -9,15 +9,14 @@ server are never consulted.
         client = gcs.client()
         client.create_bucket("models")
 
-It can also run inside a loopback-only network namespace (sandbox.triton's
-NetworkNamespace, or anything with the same wrap/forward methods), next to a
+It can also run inside a loopback-only network namespace (sandbox.netns.NetworkNamespace,
+or anything with the same wrap/forward methods), next to a
 tritonserver started in that namespace: `endpoint` is then a forwarded port for
 clients out here, `internal_endpoint` the address processes in the namespace use.
 """
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,8 @@ from typing import Protocol, Self
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
+from sandbox.processes import free_port, stop_process
+
 HOST = "127.0.0.1"
 DEFAULT_PROJECT = "sandbox"
 # Inside a fresh namespace every port is free; this is the emulator's usual one.
@@ -40,6 +41,8 @@ NAMESPACE_PORT = 9023
 # the Python client library reads the first, tritonserver's GCS code the second.
 PYTHON_CLIENT_ENV = "STORAGE_EMULATOR_HOST"
 TRITON_ENV = "CLOUD_STORAGE_EMULATOR_ENDPOINT"
+# Seconds between SIGTERM and SIGKILL: it holds nothing worth a clean shutdown (in-memory storage).
+STOP_GRACE_S = 5.0
 
 
 class EmulatorError(RuntimeError):
@@ -47,18 +50,11 @@ class EmulatorError(RuntimeError):
 
 
 class Namespace(Protocol):
-    """A network namespace to run the emulator in (see sandbox.triton.NetworkNamespace)."""
+    """A network namespace to run the emulator in (see sandbox.netns.NetworkNamespace)."""
 
     def wrap(self, cmd: Sequence[str]) -> list[str]: ...
 
     def forward(self, port: int) -> int: ...
-
-
-def free_port(host: str = HOST) -> int:
-    """A port that was free a moment ago (the caller retries if it is taken)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def emulator_client(endpoint: str, project: str = DEFAULT_PROJECT) -> storage.Client:
@@ -149,7 +145,7 @@ class GcsEmulator:
         self._workdir = tempfile.TemporaryDirectory(prefix="gcs-emulator-")
         # On the host, the port is picked before the child binds it and another
         # process may take it in between: two more ports are tried before giving up.
-        attempts = [NAMESPACE_PORT] if self.netns else [free_port() for _ in range(3)]
+        attempts = [NAMESPACE_PORT] if self.netns else [free_port(HOST) for _ in range(3)]
         for port in attempts:
             if self._launch(port):
                 return self
@@ -198,14 +194,8 @@ class GcsEmulator:
     def _terminate(self) -> None:
         process, self._process = self._process, None
         self.port = self.host_port = None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+        if process is not None:
+            stop_process(process, STOP_GRACE_S)
 
     def stop(self) -> None:
         self._terminate()

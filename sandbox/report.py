@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from observability.local import LocalPrometheus, PrometheusError
 from observability.rules import quantile_label, recorded
 from observability.settings import SloSettings
+from sandbox.prometheus import LocalPrometheus, PrometheusError
 
 WEIGHTS_NOTE = "the model has random weights: latency and throughput are real, its predictions are meaningless"
 

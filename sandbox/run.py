@@ -36,7 +36,6 @@ from infra.naming import gcp_name
 from k8s.triton import ADMIN_KEY_HEADER
 from model_repo.build import build_repository
 from model_repo.errors import ModelRepoError
-from observability.local import LocalPrometheus
 from observability.settings import TRITON_PODS
 from offline.build_models import CPU_TWINS
 from offline.plan import OneLineParser, overrides_from
@@ -44,7 +43,9 @@ from sandbox import components as parts
 from sandbox import leftovers, single_run
 from sandbox import report as reporting
 from sandbox.components import ComponentError, LoadSettings, LocustLoad, ScrapeTargets
-from sandbox.triton import NetworkNamespace, TritonServer, isolation_available
+from sandbox.netns import NetworkNamespace, isolation_available
+from sandbox.prometheus import LocalPrometheus
+from sandbox.triton import TritonServer
 from settings import ConfigError, StackSettings, from_stack_file
 from settings.schema import PROJECT_DIR
 

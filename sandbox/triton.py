@@ -1,41 +1,37 @@
-"""Run the real tritonserver shipped in the nvidia-pytriton wheel, locally, on 127.0.0.1.
+"""Run the real tritonserver shipped in the nvidia-pytriton wheel (sandbox.triton_wheel), locally, on 127.0.0.1.
 
     with TritonServer("build/model_repository_cpu") as server:
         client = tritonclient.http.InferenceServerClient(server.http_url)
 
-Only the python backend is in the wheel (no onnxruntime/TensorRT backends), so local runs
-use the CPU twins. The server can also read gs://bucket/prefix (pass
-CLOUD_STORAGE_EMULATOR_ENDPOINT in env to use a local emulator).
-
-isolate_network=True runs the server in its own loopback-only network namespace (needs
-permission for `unshare -n`; see isolation_available()), so nothing it does (GCS
-credential or metadata lookups...) can leave the machine. Its ports are then forwarded to
-127.0.0.1 on the host, so clients use it exactly like a normal server.
+The server can also read gs://bucket/prefix (pass CLOUD_STORAGE_EMULATOR_ENDPOINT in env to use a
+local emulator). isolate_network=True runs it in its own loopback-only network namespace
+(sandbox.netns; needs permission for `unshare -n`, see isolation_available()), so nothing it does (GCS
+credential or metadata lookups...) can leave the machine. Its ports are then forwarded to 127.0.0.1
+on the host, so clients use it exactly like a normal server.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import glob
-import importlib.util
 import itertools
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-CLONE_NEWNET = 0x40000000
+from contracts.triton import HEALTH_PATHS, PORTS
+from sandbox.netns import NetworkNamespace
+from sandbox.processes import free_port, send_signal, stop_process
+from sandbox.triton_wheel import TritonStartError, library_dir, prepare_backends, tritonserver_binary
+
 _SHM_DIR = Path("/dev/shm")
 _counter = itertools.count()
 _START_MARK = "===== start "
@@ -65,208 +61,7 @@ def _redact_arg(arg: str) -> str:
     return f"{flag}={apis}{colon}{header}={REDACTED}" if colon and equals else f"{flag}={REDACTED}"
 
 
-class TritonStartError(RuntimeError):
-    """tritonserver exited or did not become ready; the message ends with its log tail."""
-
-
-# ---------------------------------------------------------------- the wheel's files
-
-
-def _site_dir() -> Path:
-    spec = importlib.util.find_spec("pytriton")  # locate without importing (installed --no-deps)
-    if spec is None or not spec.submodule_search_locations:
-        raise TritonStartError("nvidia-pytriton is not installed: it provides the tritonserver binary")
-    return Path(next(iter(spec.submodule_search_locations))).parent
-
-
-def tritonserver_binary() -> Path:
-    return _site_dir() / "pytriton" / "tritonserver" / "bin" / "tritonserver"
-
-
-def _library_dir() -> Path:
-    return _site_dir() / "nvidia_pytriton.libs"
-
-
-def prepare_backends(target: Path) -> Path:
-    """backends/python from the wheel plus the stub for this Python version."""
-    root = _site_dir() / "pytriton" / "tritonserver"
-    python = target / "python"
-    shutil.copytree(root / "backends" / "python", python, ignore=shutil.ignore_patterns("__pycache__"))
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    stub = root / "python_backend_stubs" / version / "triton_python_backend_stub"
-    if not stub.is_file():
-        raise TritonStartError(f"the wheel has no python backend stub for Python {version}")
-    shutil.copy2(stub, python / stub.name)
-    return target
-
-
-# ---------------------------------------------------------------- network namespaces
-
-_LO_UP = """
-import fcntl, socket, struct, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-flags = struct.unpack("16sH22x", fcntl.ioctl(s, 0x8913, struct.pack("16sH22x", b"lo", 0)))[1]
-fcntl.ioctl(s, 0x8914, struct.pack("16sH22x", b"lo", flags | 1))
-print("ready", flush=True)
-sys.stdin.read()
-"""
-
-
-def _setns(path: str) -> None:
-    """Move the calling thread (or a forked child before exec) into a network namespace."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        if libc.setns(fd, CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"setns({path}): {os.strerror(err)}")
-    finally:
-        os.close(fd)
-
-
-@functools.cache
-def isolation_available() -> bool:
-    """True where this process may create and enter network namespaces (root or CAP_SYS_ADMIN)."""
-    if not (shutil.which("unshare") and shutil.which("nsenter") and Path("/proc/self/ns/net").exists()):
-        return False
-    try:
-        with NetworkNamespace() as ns:
-            thread_ok: list[bool] = []
-            t = threading.Thread(target=lambda: thread_ok.append(_try_setns(ns.path)))
-            t.start()
-            t.join()
-            return bool(thread_ok and thread_ok[0])
-    except (OSError, RuntimeError, subprocess.SubprocessError):
-        return False
-
-
-def _try_setns(path: str) -> bool:
-    try:
-        _setns(path)
-        return True
-    except OSError:
-        return False
-
-
-class NetworkNamespace:
-    """A loopback-only network namespace held open by a small helper process.
-
-    Start processes inside it with `ns.wrap(cmd)` (nsenter); reach their ports from the
-    host with `ns.forward(port)`. Closing it ends the helper and the forwarders.
-    """
-
-    def __init__(self) -> None:
-        self._holder: subprocess.Popen[str] | None = None
-        self._forwarders: list[_Forwarder] = []
-
-    def __enter__(self) -> NetworkNamespace:
-        return self.open()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def open(self) -> NetworkNamespace:
-        cmd = ["unshare", "-n", "--", sys.executable, "-c", _LO_UP]
-        self._holder = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        line = self._holder.stdout.readline() if self._holder.stdout else ""
-        if line.strip() != "ready":
-            err = self._holder.stderr.read() if self._holder.stderr else ""
-            self.close()
-            raise RuntimeError(f"cannot create a network namespace: {err.strip() or 'unshare -n failed'}")
-        return self
-
-    @property
-    def path(self) -> str:
-        if self._holder is None:
-            raise RuntimeError("network namespace is not open")
-        return f"/proc/{self._holder.pid}/ns/net"
-
-    def wrap(self, cmd: Sequence[str]) -> list[str]:
-        """The command, run inside this namespace (nsenter execs it: same pid)."""
-        return ["nsenter", f"--net={self.path}", "--", *cmd]
-
-    def forward(self, port: int) -> int:
-        """Forward a new host port on 127.0.0.1 to `port` inside the namespace; return it."""
-        forwarder = _Forwarder(self.path, port)
-        self._forwarders.append(forwarder)
-        return forwarder.host_port
-
-    def close(self) -> None:
-        for forwarder in self._forwarders:
-            forwarder.close()
-        self._forwarders.clear()
-        if self._holder is not None:
-            with contextlib.suppress(OSError):
-                self._holder.stdin.close()  # the helper exits when stdin closes
-            try:
-                self._holder.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._holder.kill()
-                self._holder.wait()
-            for stream in (self._holder.stdout, self._holder.stderr):
-                if stream:
-                    stream.close()
-            self._holder = None
-
-
-class _Forwarder:
-    """TCP relay: 127.0.0.1:host_port on the host -> 127.0.0.1:port inside a namespace."""
-
-    def __init__(self, ns_path: str, port: int) -> None:
-        self._ns_path, self._port = ns_path, port
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.host_port: int = self._listener.getsockname()[1]
-        self._closed = False
-        threading.Thread(target=self._accept_loop, daemon=True, name=f"forward-{port}").start()
-
-    def _accept_loop(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
-
-    def _serve(self, client: socket.socket) -> None:
-        try:
-            _setns(self._ns_path)  # this thread only: the upstream socket is created inside
-            upstream = socket.create_connection(("127.0.0.1", self._port), timeout=10)
-            upstream.settimeout(None)
-        except OSError:
-            client.close()
-            return
-        threading.Thread(target=_pump, args=(client, upstream), daemon=True).start()
-        _pump(upstream, client)
-
-    def close(self) -> None:
-        self._closed = True
-        with contextlib.suppress(OSError):
-            self._listener.shutdown(socket.SHUT_RDWR)
-        self._listener.close()
-
-
-def _pump(src: socket.socket, dst: socket.socket) -> None:
-    try:
-        while data := src.recv(1 << 16):
-            dst.sendall(data)
-    except OSError:
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-        with contextlib.suppress(OSError):
-            src.shutdown(socket.SHUT_RD)
-
-
 # ---------------------------------------------------------------- the server
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class TritonServer:
@@ -316,10 +111,8 @@ class TritonServer:
                 kind: (port, port)
                 for kind, port in (("http", free_port()), ("grpc", free_port()), ("metrics", free_port()))
             }
-        return {
-            kind: (inner, self.netns.forward(inner))
-            for kind, inner in (("http", 8000), ("grpc", 8001), ("metrics", 8002))
-        }
+        # In its own namespace tritonserver binds the ports it binds on GKE.
+        return {kind: (inner, self.netns.forward(inner)) for kind, inner in PORTS.items()}
 
     @property
     def http_port(self) -> int:
@@ -374,7 +167,7 @@ class TritonServer:
         env = dict(os.environ)
         # The copied stub hangs the server unless it finds the wheel's libraries; its embedded
         # interpreter finds numpy/onnxruntime only with this venv's bin/ first on PATH.
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(_library_dir()), env.get("LD_LIBRARY_PATH")]))
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(library_dir()), env.get("LD_LIBRARY_PATH")]))
         env["PATH"] = os.pathsep.join(filter(None, [str(Path(sys.executable).parent), env.get("PATH")]))
         env.update(self.extra_env)
         return env
@@ -415,7 +208,7 @@ class TritonServer:
         """GET /v2/health/{live,ready}; no proxies (traffic stays on 127.0.0.1)."""
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         try:
-            with opener.open(f"http://{self.http_url}/v2/health/{kind}", timeout=2) as response:
+            with opener.open(f"http://{self.http_url}{HEALTH_PATHS[kind]}", timeout=2) as response:
                 return response.status == 200
         except (urllib.error.URLError, OSError):
             return False
@@ -424,16 +217,9 @@ class TritonServer:
         """SIGTERM the server's process group, SIGKILL after timeout_s; return its exit code."""
         if self._process is None:
             return None
-        if self._process.poll() is None:
-            self._signal(signal.SIGTERM)
-            self._signal(signal.SIGCONT)  # a suspended server must run to act on SIGTERM
-            try:
-                self._process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self._signal(signal.SIGKILL)
-                self._process.wait()
-        self._signal(signal.SIGKILL)  # stubs left behind in the group, if any
-        code = self._process.returncode
+        # Its process group: the python stubs are stopped with it, and SIGKILLed if they outlive it.
+        # SIGCONT comes with SIGTERM, so a suspended server acts on it.
+        code = stop_process(self._process, timeout_s, group=True)
         self._process = None
         self._cleanup_shm()
         return code
@@ -487,10 +273,8 @@ class TritonServer:
         return f"errors in {self.log_path}:\n{errors}\nlog tail:\n{self.log_tail()}"
 
     def _signal(self, sig: int) -> None:
-        if self._process is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._process.pid, sig)  # the group this class created for the server
+        if self._process is not None:
+            send_signal(self._process, sig, group=True)  # the group start() created for the server
 
     def _cleanup_shm(self) -> None:
         for path in glob.glob(str(_SHM_DIR / f"{self.shm_prefix}*")):
@@ -506,13 +290,3 @@ class TritonServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.1) -> bool:
-    """Poll until predicate() is true or the timeout passes; return the last result."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval_s)
-    return predicate()

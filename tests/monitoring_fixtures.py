@@ -25,10 +25,10 @@ import pytest
 from model_repo.build import build_repository
 from model_repo.cpu_twin import delayed_copy
 from model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings
-from observability.local import LocalPrometheus
-from observability.prometheus_config import LocalPod, local_pod, local_prometheus_config
 from observability.settings import LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
-from sandbox.triton import TritonServer, free_port
+from sandbox.processes import free_port, stop_process
+from sandbox.prometheus import LocalPod, LocalPrometheus, local_pod, local_prometheus_config
+from sandbox.triton import TritonServer
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 LOCUSTFILE = PROJECT_DIR / "loadtest" / "locustfile.py"
@@ -92,13 +92,8 @@ class LocustRun:
         return self
 
     def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+        if self._process is not None:
+            stop_process(self._process, 15)
 
     def log_tail(self) -> str:
         return self.log_path.read_text(errors="replace")[-3000:] if self.log_path.is_file() else "(no log)"

@@ -29,7 +29,9 @@ from test_locust import STARTUP_MARGIN_S, locust_processes, served, start_locust
 from k8s.triton import ADMIN_KEY_HEADER, triton_server_args
 from model_repo.build import BuildResult
 from sandbox.gcs_emulator import PYTHON_CLIENT_ENV, TRITON_ENV, GcsEmulator
-from sandbox.triton import NetworkNamespace, TritonServer, TritonStartError, isolation_available, wait_for
+from sandbox.netns import NetworkNamespace, isolation_available
+from sandbox.processes import wait_for
+from sandbox.triton import TritonServer, TritonStartError
 
 pytest_plugins = ("tests.triton_fixtures", "tests.gcs_fixtures")
 

@@ -24,7 +24,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from model_repo.build import BuildResult
-from sandbox.triton import TritonServer, free_port, isolation_available, wait_for
+from sandbox.netns import isolation_available
+from sandbox.processes import free_port, wait_for
+from sandbox.triton import TritonServer
 
 pytest_plugins = ("tests.triton_fixtures", "tests.bench_fixtures")
 

@@ -18,18 +18,10 @@ import pytest
 import yaml
 
 from observability.dashboards import DASHBOARD_DIR, dashboards, panel_queries, stale_dashboards
-from observability.prometheus_config import (
-    LocalPod,
-    meta_label,
-    pod_target_groups,
-    prometheus_config,
-    prometheus_config_yaml,
-    render_yaml,
-    to_file_sd,
-    write_file_sd_targets,
-)
+from observability.prometheus_config import meta_label, prometheus_config, prometheus_config_yaml, render_yaml
 from observability.rules import alert_names, rules, rules_yaml
 from observability.settings import TRITON_PODS, MonitoringError, SloSettings, minutes_duration, validate_slo
+from sandbox.prometheus import LocalPod, pod_target_groups, to_file_sd, write_file_sd_targets
 
 REGION = "europe-west4"
 PROMTOOL = shutil.which("promtool")

@@ -31,7 +31,7 @@ from k8s.triton import ADMIN_KEY_HEADER, triton_server_args
 from sandbox import components as parts
 from sandbox import leftovers
 from sandbox.components import ComponentError, gke_flags
-from sandbox.triton import NetworkNamespace, isolation_available
+from sandbox.netns import NetworkNamespace, isolation_available
 from settings import from_stack_file as load_settings
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ import pytest
 
 from sandbox import single_run
 from sandbox.gcs_emulator import NAMESPACE_PORT, GcsEmulator
-from sandbox.triton import NetworkNamespace, isolation_available
+from sandbox.netns import NetworkNamespace, isolation_available
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 

@@ -33,7 +33,8 @@ from tritonclient.grpc import model_config_pb2 as mc
 from model_repo.build import BuildResult
 from model_repo.sync import RECORD_NAME, SyncError, sync_repository
 from sandbox.gcs_emulator import PYTHON_CLIENT_ENV, TRITON_ENV, GcsEmulator
-from sandbox.triton import NetworkNamespace, TritonServer, isolation_available
+from sandbox.netns import NetworkNamespace, isolation_available
+from sandbox.triton import TritonServer
 from tests.gcs_fixtures import write_small_repo
 from tests.onnx_models import onnx_model
 

@@ -13,7 +13,8 @@ import tritonclient.http as httpclient
 
 from k8s.triton import ADMIN_KEY_HEADER, PORTS, triton_server_args
 from model_repo.build import BuildResult
-from sandbox.triton import TritonServer, isolation_available
+from sandbox.netns import isolation_available
+from sandbox.triton import TritonServer
 
 pytest_plugins = ("tests.triton_fixtures",)
 ADMIN_KEY = "test-admin-key"

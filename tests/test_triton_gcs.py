@@ -23,7 +23,8 @@ from model_repo.build import BuildResult
 from model_repo.resnet50 import synthetic_images
 from model_repo.sync import SyncReport, sync_repository
 from sandbox.gcs_emulator import TRITON_ENV, GcsEmulator
-from sandbox.triton import NetworkNamespace, TritonServer, isolation_available
+from sandbox.netns import NetworkNamespace, isolation_available
+from sandbox.triton import TritonServer
 
 pytest_plugins = ("tests.triton_fixtures",)
 

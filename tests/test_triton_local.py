@@ -20,7 +20,9 @@ import tritonclient.http as httpclient
 
 from model_repo.build import BuildResult
 from model_repo.resnet50 import synthetic_images
-from sandbox.triton import NetworkNamespace, TritonServer, TritonStartError, free_port, isolation_available
+from sandbox.netns import NetworkNamespace, isolation_available
+from sandbox.processes import free_port, stop_process
+from sandbox.triton import TritonServer, TritonStartError
 
 pytest_plugins = ("tests.triton_fixtures",)
 
@@ -177,8 +179,7 @@ def test_namespace_forwards_only_what_it_is_asked_to() -> None:
             with socket.socket() as direct:  # the host's own port stays closed
                 assert direct.connect_ex(("127.0.0.1", port)) != 0
         finally:
-            server.terminate()
-            server.wait(timeout=10)
+            stop_process(server, 10)
 
 
 def _http_get_eventually(port: int, attempts: int = 50) -> bool:

@@ -11,7 +11,8 @@ import pytest
 
 from model_repo.build import BuildResult, build_repository
 from model_repo.settings import default_settings
-from sandbox.triton import TritonServer, isolation_available
+from sandbox.netns import isolation_available
+from sandbox.triton import TritonServer
 
 
 @pytest.fixture(scope="session")

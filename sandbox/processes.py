@@ -1,0 +1,89 @@
+"""Local processes of the sandbox, tests and bench: free ports, and stopping what we started.
+
+    port = free_port()
+    process = subprocess.Popen(command, start_new_session=True)
+    code = stop_process(process, grace_s=15, group=True)  # SIGTERM, wait, SIGKILL, wait
+
+`group=True` is for processes started with `start_new_session=True` (their own process group, whose id is
+their pid: https://docs.python.org/3/library/subprocess.html#subprocess.Popen, start_new_session runs setsid),
+so what they started themselves (tritonserver's python stubs) is stopped with them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+LOOPBACK = "127.0.0.1"
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port on `host` that was free a moment ago (the kernel's pick for port 0).
+
+    Another process may take it before the caller binds it: GcsEmulator tries three, and servers in a
+    network namespace (sandbox.netns) bind fixed ports where nothing else runs.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def send_signal(process: subprocess.Popen[Any], sig: int, *, group: bool = False) -> None:
+    """Signal the process, or its whole process group; nothing when it (or the group) is gone."""
+    if not group:
+        # Popen.send_signal does nothing once the child was reaped, so a reused pid is never hit
+        # (https://docs.python.org/3/library/subprocess.html#subprocess.Popen.send_signal).
+        process.send_signal(sig)
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sig)  # the group setsid made for it: its id is the leader's pid
+
+
+def wait_or_kill(process: subprocess.Popen[Any], timeout_s: float, *, group: bool = False) -> int:
+    """Wait up to timeout_s for the process to exit, then SIGKILL it (its group) and wait; return its exit code.
+
+    With group=True the group gets a last SIGKILL even when the leader exited by itself: members that
+    outlived it (a server's worker processes) would otherwise keep running unowned.
+    """
+    if not timeout_s >= 0:  # NaN too: no wait to speak of
+        raise ValueError(f"timeout_s: {timeout_s!r} is not a number of seconds >= 0")
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        send_signal(process, signal.SIGKILL, group=group)
+        process.wait()  # SIGKILL cannot be caught or ignored (signal(7)), so this returns
+    if group:
+        send_signal(process, signal.SIGKILL, group=True)
+    return process.returncode
+
+
+def stop_process(process: subprocess.Popen[Any], grace_s: float, *, group: bool = False) -> int:
+    """SIGTERM the process (its group), give it grace_s to exit, then SIGKILL; return its exit code.
+
+    An exit code below zero is the signal that ended it (-15 SIGTERM without a handler, -9 SIGKILL).
+    SIGCONT follows SIGTERM: a stopped process only acts on SIGTERM once continued, and SIGCONT does
+    nothing to one that runs (https://man7.org/linux/man-pages/man7/signal.7.html, "Continue the process
+    if it is currently stopped"). A process that already exited is only reaped.
+    """
+    if not grace_s >= 0:  # NaN too
+        raise ValueError(f"grace_s: {grace_s!r} is not a number of seconds >= 0")
+    if process.poll() is None:
+        send_signal(process, signal.SIGTERM, group=group)
+        send_signal(process, signal.SIGCONT, group=group)
+    return wait_or_kill(process, grace_s, group=group)
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.1) -> bool:
+    """Poll until predicate() is true or the timeout passes; return the last result."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval_s)
+    return predicate()
