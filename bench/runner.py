@@ -44,18 +44,13 @@ from bench.load_plan import LoadPlan
 from bench.probes import Sampler
 from bench.results import PerfAnalyzerOpinion, StepRow, VariantSummary
 from bench.slo_search import SloCriteria, SloResult, Step, rate_search, spread
+from contracts.loadtest import LOCUST_ENV_KEYS, LOCUSTFILE, LocustEnvironment
 from model_repo.settings import ModelRepoSettings, VariantSettings
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-LOCUSTFILE = PROJECT_DIR / "loadtest" / "locustfile.py"
 SHAPE_FILE = Path(__file__).resolve().parent / "locust_steps.py"
 LOCUST = Path(sys.executable).parent / "locust"
 BUILD_DIR = PROJECT_DIR / "build" / "bench"  # the CPU twins the sandbox serves, per stack
-# Keys of the locust-config ConfigMap: never inherited from the caller's environment by accident.
-LOCUST_KEYS = (
-    *("model", "saddr", "rps", "protocol", "payload", "input_name", "output_name", "batch", "timeout_s"),
-    *("rate", "arrival", "trace", "rate_steps", "users", "metrics_port", "metrics_addr"),
-)
 PROXY_KEYS = ("http_proxy", "https_proxy", "grpc_proxy", "all_proxy")
 _TYPE_BYTES = {"TYPE_FP32": 4, "TYPE_FP16": 2, "TYPE_BF16": 2, "TYPE_UINT8": 1, "TYPE_INT8": 1, "TYPE_INT32": 4}
 
@@ -216,19 +211,23 @@ def stack_serve(saddr: str, metrics_url: str | None) -> Serve:
 
 
 def locust_env(plan: LoadPlan, model: Model, endpoint: Endpoint, protocol: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in LOCUST_KEYS and k.lower() not in PROXY_KEYS}
+    # Keys of the locust-config ConfigMap: never inherited from the caller's environment by accident.
+    env = {k: v for k, v in os.environ.items() if k not in LOCUST_ENV_KEYS and k.lower() not in PROXY_KEYS}
     env.update(plan.env())
+    locust = LocustEnvironment(
+        model=model.name,
+        saddr=endpoint.address(protocol),
+        protocol=protocol,
+        payload=model.payload,
+        rate=plan.ladder.start,  # open loop from the first request; the shape sets each step's rate
+        arrival=plan.arrival,
+        input_name=model.input_name,
+        output_name=model.output_name,
+        metrics_port=0,  # no Prometheus endpoint for a throw-away run
+    )
+    env.update(locust.to_env())
     env.update(
         {
-            "model": model.name,
-            "saddr": endpoint.address(protocol),
-            "protocol": protocol,
-            "payload": model.payload,
-            "rate": repr(plan.ladder.start),  # open loop from the first request; the shape sets each step's rate
-            "arrival": plan.arrival,
-            "input_name": model.input_name,
-            "output_name": model.output_name,
-            "metrics_port": "0",  # no Prometheus endpoint for a throw-away run
             "no_proxy": "*",
             "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_DIR), os.environ.get("PYTHONPATH")])),
         }

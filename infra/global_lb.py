@@ -24,12 +24,14 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from contracts.triton import INFERENCE_PORTS, LIVE_PATH, READY_PATH, SERVER_METADATA_PATH
 from infra.naming import gcp_name
 
 # Google's health-check and global front-end ranges: the only sources the firewall opens.
 HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
 SCHEME = "EXTERNAL_MANAGED"
-TRITON_PORTS = {"http": 8000, "grpc": 8001}
+# One backend service per inference port; the metrics port stays inside the cluster.
+TRITON_PORTS = INFERENCE_PORTS
 GRPC_SERVICE = "/inference.GRPCInferenceService"
 GRPC_INFERENCE_METHODS = (
     "ServerLive",
@@ -40,7 +42,7 @@ GRPC_INFERENCE_METHODS = (
     "ModelInfer",
     "ModelStreamInfer",
 )
-HTTP_FULL_PATHS = ("/v2", "/v2/health/live", "/v2/health/ready")
+HTTP_FULL_PATHS = (SERVER_METADATA_PATH, LIVE_PATH, READY_PATH)
 # Cloud Armor: a basic match condition takes at most 10 ranges
 # (https://cloud.google.com/python/docs/reference/compute/latest/google.cloud.compute_v1.types.SecurityPolicyRuleMatcherConfig);
 # the highest-priority matching rule decides (https://cloud.google.com/armor/docs/create-security-policy-rules)
@@ -137,7 +139,7 @@ class GlobalLoadBalancer(pulumi.ComponentResource):
             name=self._physical("ready"),
             project=self._args.project,
             http_health_check=gcp.compute.HealthCheckHttpHealthCheckArgs(
-                port=TRITON_PORTS["http"], port_specification="USE_FIXED_PORT", request_path="/v2/health/ready"
+                port=TRITON_PORTS["http"], port_specification="USE_FIXED_PORT", request_path=READY_PATH
             ),
             check_interval_sec=5,
             timeout_sec=3,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 
+from contracts.naming import model_bucket_name
 from infra.naming import gcp_name
 
 READER_ROLES = ("roles/storage.objectViewer", "roles/storage.legacyBucketReader")
@@ -46,7 +47,7 @@ class ModelStore(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         self.bucket = gcp.storage.Bucket(
             f"{name}-bucket",
-            name=gcp_name(args.project, args.stack, "triton-models", max_len=63),
+            name=model_bucket_name(args.project, args.stack),  # the sandbox names its emulator bucket alike
             project=args.project,
             location=args.location,
             uniform_bucket_level_access=True,

@@ -8,20 +8,18 @@ The web UI is reached with `kubectl port-forward` unless the stack lists source 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pulumi
 import pulumi_kubernetes as kubernetes
 
+from contracts.loadtest import ARRIVALS_FILE, LOCUST_METRICS_PORT, LOCUSTFILE, LocustEnvironment
+from contracts.workloads import LOCUST_APP, LOCUST_MASTER, LOCUST_NAMESPACE, LOCUST_WORKER, pod_labels
 from k8s.common import CPU_NODES, non_root_container_security, non_root_pod_security, restricted_namespace
 
-LOCUST_NAMESPACE = "load"
 LOCUST_IMAGE = "locustio/locust:2.47.0"
 LOCUST_UID = 1000  # the locust user of the image
-LOCUSTFILE = Path(__file__).resolve().parent.parent / "loadtest" / "locustfile.py"
-ARRIVALS_FILE = LOCUSTFILE.with_name("arrivals.py")  # imported by the locustfile from its own folder
 PIP_PACKAGES = ("tritonclient[http,grpc]==2.73.0", "prometheus-client==0.21.1")
-PORTS = {"web": 8089, "master": 5557, "metrics": 9646}
+PORTS = {"web": 8089, "master": 5557, "metrics": LOCUST_METRICS_PORT}
 DEPS_DIR = "/deps"
 
 
@@ -66,9 +64,9 @@ class LoadTest(pulumi.ComponentResource):
             data={"locustfile.py": LOCUSTFILE.read_text(), "arrivals.py": ARRIVALS_FILE.read_text()},
             opts=child,
         )
-        self.master = self._deployment(ns, "master", 1, ["--master"])
+        self.master = self._deployment(ns, LOCUST_MASTER, 1, ["--master"])
         self.workers = self._deployment(
-            ns, "worker", args.workers, ["--worker", f"--master-host=locust-master.{LOCUST_NAMESPACE}"]
+            ns, LOCUST_WORKER, args.workers, ["--worker", f"--master-host=locust-master.{LOCUST_NAMESPACE}"]
         )
         self.service = self._master_service(ns)
         self.register_outputs({"namespace": ns, "service": self.service.metadata.name})
@@ -81,20 +79,20 @@ class LoadTest(pulumi.ComponentResource):
         steps and ramps) offer load independent of the user count (loadtest/locustfile.py). Unset ones are left
         out: the locustfile's defaults apply."""
         a = self._args
-        optional = {"rate": str(a.rate) if a.rate else "", "rate_steps": a.rate_steps}
-        return {
-            "model": a.model,
-            "saddr": a.triton_address,
-            "rps": str(a.rps_per_user),
-            "arrival": a.arrival,
-            "protocol": a.protocol,
-            "payload": a.payload,
-            "metrics_port": str(PORTS["metrics"]),
-            **{key: value for key, value in optional.items() if value},
-        }
+        return LocustEnvironment(
+            model=a.model,
+            saddr=a.triton_address,
+            rps=a.rps_per_user,
+            arrival=a.arrival,
+            protocol=a.protocol,
+            payload=a.payload,
+            metrics_port=PORTS["metrics"],
+            rate=a.rate or None,  # 0: unset, never an explicit 0 (the locustfile refuses rate=0)
+            rate_steps=a.rate_steps or None,
+        ).to_env()
 
     def labels(self, component: str) -> dict[str, str]:
-        return {"app.kubernetes.io/name": "locust", "app.kubernetes.io/component": component}
+        return pod_labels(LOCUST_APP, component)
 
     def _deployment(
         self, ns: pulumi.Input[str], role: str, replicas: int, role_args: list[str]
@@ -141,7 +139,7 @@ class LoadTest(pulumi.ComponentResource):
         )
 
     def _locust(self, role: str, role_args: list[str]) -> kubernetes.core.v1.ContainerArgs:
-        ports = PORTS if role == "master" else {}
+        ports = PORTS if role == LOCUST_MASTER else {}
         return kubernetes.core.v1.ContainerArgs(
             name="locust",
             image=LOCUST_IMAGE,
@@ -175,11 +173,11 @@ class LoadTest(pulumi.ComponentResource):
     ) -> kubernetes.core.v1.Service:
         return kubernetes.core.v1.Service(
             f"{self._name}-{name}-svc",
-            metadata=kubernetes.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels=self.labels("master")),
+            metadata=kubernetes.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels=self.labels(LOCUST_MASTER)),
             spec=kubernetes.core.v1.ServiceSpecArgs(
                 type=kind,
                 load_balancer_source_ranges=list(sources) or None,
-                selector=self.labels("master"),
+                selector=self.labels(LOCUST_MASTER),
                 ports=[kubernetes.core.v1.ServicePortArgs(name=n, port=p, target_port=n) for n, p in ports.items()],
             ),
             opts=pulumi.ResourceOptions(parent=self),

@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as kubernetes
 
+# Names, ports, health paths and the TensorRT cache path other rooms must agree on live in contracts/; the model store
+# binds TRITON_NAMESPACE/TRITON_SERVICE_ACCOUNT to its bucket reader by Workload Identity.
+from contracts.triton import LIVE_PATH, PORTS, READY_PATH, TRT_CACHE_DIR
+from contracts.workloads import TRITON_APP, TRITON_COMPONENT, TRITON_NAMESPACE, TRITON_SERVICE_ACCOUNT, pod_labels
 from k8s.common import (
     GPU_NODES,
     http_probe,
@@ -22,11 +26,6 @@ from k8s.common import (
     restricted_namespace,
 )
 
-# The identity Triton's pods run as; the model store binds it to its bucket reader by Workload Identity.
-TRITON_NAMESPACE = "triton"
-TRITON_SERVICE_ACCOUNT = "triton"
-TRITON_APP = "triton"
-PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}
 ADMIN_KEY_HEADER = "triton-admin-key"
 ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
 RESTRICTED_APIS = ("model-repository", "shared-memory", "logging", "trace")
@@ -34,7 +33,6 @@ RESTRICTED_APIS = ("model-repository", "shared-memory", "logging", "trace")
 SUMMARY_QUANTILES = "0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001"
 # Pods metric served by the Prometheus adapter: rate(queue time) / rate(successes), never the cumulative counter.
 QUEUE_TIME_METRIC = "triton_queue_time_per_request_us"
-TRT_CACHE_DIR = "/trt-cache"
 TRITON_UID = 1000  # the triton-server user of NVIDIA's image
 # Pod-template annotation holding the model repository's digest: a model change is a template change, so a rollout.
 MODEL_DIGEST_ANNOTATION = "triton-gke/model-repository-digest"
@@ -177,7 +175,7 @@ class TritonServing(pulumi.ComponentResource):
 
     @property
     def labels(self) -> dict[str, str]:
-        return {"app.kubernetes.io/name": TRITON_APP, "app.kubernetes.io/component": "inference-server"}
+        return pod_labels(TRITON_APP, TRITON_COMPONENT)
 
     @property
     def neg_names(self) -> dict[str, str]:
@@ -247,14 +245,14 @@ class TritonServing(pulumi.ComponentResource):
             ],
             # Loading (and TensorRT engine building) may take many minutes: only then do the other probes start.
             startup_probe=http_probe(
-                "/v2/health/ready",
+                READY_PATH,
                 "http",
                 period=STARTUP_PROBE_PERIOD_S,
                 failures=startup_probe_failures(a.startup_minutes),
                 timeout=3,
             ),
-            readiness_probe=http_probe("/v2/health/ready", "http", period=5, failures=3, timeout=3),
-            liveness_probe=http_probe("/v2/health/live", "http", period=10, failures=3, timeout=3),
+            readiness_probe=http_probe(READY_PATH, "http", period=5, failures=3, timeout=3),
+            liveness_probe=http_probe(LIVE_PATH, "http", period=10, failures=3, timeout=3),
         )
 
     def _disruption_budget_and_autoscaler(self, ns: pulumi.Input[str]) -> None:

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from contracts.triton import TRT_CACHE_DIR
 from model_repo.errors import ModelRepoError
 
 # Triton 25.06 (2.59): the last releases on CUDA 12 (12.9). It runs on every driver GKE installs for a
@@ -115,9 +116,9 @@ class ModelRepoSettings:
     source: str | None = None  # ONNX file or TF SavedModel dir; None = built-in ResNet-50
     triton_image_tag: str = TRITON_IMAGE_TAG
     labels: str | None = None  # labels file (one class per line); None = placeholder names
-    # Container path where ONNX Runtime keeps TensorRT engines; mount a node-local volume
-    # there so each node builds an engine once, not on every pod start.
-    trt_cache_dir: str = "/trt-cache"
+    # Container path where ONNX Runtime keeps TensorRT engines; the Triton pod mounts a volume there
+    # (contracts/triton.py), so engines are built once per pod, not on every model load.
+    trt_cache_dir: str = TRT_CACHE_DIR
 
 
 def default_settings() -> ModelRepoSettings:

@@ -1,8 +1,8 @@
 """What the monitoring watches and the service-level objective its alerts enforce.
 
 Kept free of heavy imports so stack configuration code can build and validate these cheaply.
-The pod selectors are the contract with the Kubernetes components: their pods carry these
-labels and name their metrics container port `metrics`.
+The pod selectors are the contract with the Kubernetes components: namespaces, labels and the metrics
+container port name come from contracts/workloads.py, which the components use to create and label the pods.
 """
 
 from __future__ import annotations
@@ -10,6 +10,19 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+
+from contracts.workloads import (
+    COMPONENT_LABEL,
+    DCGM_APP,
+    DCGM_NAMESPACE,
+    LOCUST_APP,
+    LOCUST_MASTER,
+    LOCUST_NAMESPACE,
+    METRICS_PORT_NAME,
+    NAME_LABEL,
+    TRITON_APP,
+    TRITON_NAMESPACE,
+)
 
 # Quantiles Triton's summaries are asked for (--metrics-config=summary_quantiles=...); an SLO
 # quantile must be one of them, because a summary's quantiles cannot be computed afterwards.
@@ -48,13 +61,14 @@ class PodSelector:
     job: str
     namespace: str
     labels: tuple[tuple[str, str], ...]
-    port: str = "metrics"
+    port: str = METRICS_PORT_NAME
 
 
-TRITON_PODS = PodSelector("triton", "triton", (("app.kubernetes.io/name", "triton"),))
-DCGM_PODS = PodSelector("dcgm-exporter", "gpu-metrics", (("app.kubernetes.io/name", "dcgm-exporter"),))
+# Job names are Prometheus' own (rules and dashboards use them); namespaces and labels are the components'.
+TRITON_PODS = PodSelector("triton", TRITON_NAMESPACE, ((NAME_LABEL, TRITON_APP),))
+DCGM_PODS = PodSelector("dcgm-exporter", DCGM_NAMESPACE, ((NAME_LABEL, DCGM_APP),))
 LOCUST_MASTER_PODS = PodSelector(
-    "locust", "load", (("app.kubernetes.io/name", "locust"), ("app.kubernetes.io/component", "master"))
+    "locust", LOCUST_NAMESPACE, ((NAME_LABEL, LOCUST_APP), (COMPONENT_LABEL, LOCUST_MASTER))
 )
 POD_SELECTORS: tuple[PodSelector, ...] = (TRITON_PODS, DCGM_PODS, LOCUST_MASTER_PODS)
 

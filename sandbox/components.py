@@ -23,6 +23,7 @@ from pathlib import Path
 
 import psutil
 
+from contracts.loadtest import LOCUST_ENV_KEYS, LOCUSTFILE, LocustEnvironment
 from k8s.triton import triton_server_args
 from model_repo.sync import SyncError, SyncReport, sync_repository
 from observability.settings import LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
@@ -34,19 +35,12 @@ from sandbox.prometheus import LocalPrometheus, PrometheusError, local_pod, loca
 from sandbox.triton import REDACTED, TritonServer, TritonStartError, redact_command
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-LOCUSTFILE = PROJECT_DIR / "loadtest" / "locustfile.py"
 REGION = "sandbox"
 # Loading every model from the bucket takes ~10 s here; a busy machine may need much longer.
 TRITON_READY_TIMEOUT_S = 240.0
 # Where google-cloud-cpp (Triton) and google-auth (Python) would look for a metadata server: a
 # closed loopback port, so a lookup that should never happen fails at once and stays local.
 NO_METADATA = {"GCE_METADATA_ROOT": "127.0.0.1:9", "GCE_METADATA_HOST": "127.0.0.1:9", "NO_GCE_CHECK": "True"}
-# Every key the locustfile reads: ambient values must not leak into the load test.
-LOCUST_KEYS = (
-    *("model", "saddr", "rps", "protocol", "payload", "input_name", "output_name", "batch", "timeout_s"),
-    *("rate", "arrival", "trace", "rate_steps", "users"),
-)
-LOCUST_KEYS += ("metrics_port", "metrics_addr")
 # Seconds between SIGTERM and SIGKILL for Locust (the grace it always had).
 LOCUST_STOP_GRACE_S = 15.0
 PROXY_KEYS = ("http_proxy", "https_proxy", "grpc_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
@@ -293,21 +287,21 @@ class LocustLoad:
         return f"127.0.0.1:{self.metrics_port}"
 
     def environment(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in LOCUST_KEYS and k not in PROXY_KEYS}
-        env.update(
+        # Every key the locustfile reads is set here or left unset: an ambient value must not leak into the load test.
+        env = {k: v for k, v in os.environ.items() if k not in LOCUST_ENV_KEYS and k not in PROXY_KEYS}
+        locust = LocustEnvironment(
             model=self.load.model,
             saddr=self.saddr,
             # rps per user as the stack's ConfigMap has it; the locustfile turns it into independent
             # (Poisson) arrivals at rps x users, so users do not fire in lockstep and batch up artificially.
-            rps=str(self.load.rps_per_user),
+            rps=self.load.rps_per_user,
             arrival="poisson",
             protocol=self.load.protocol,
             payload=self.load.payload,
-            metrics_port=str(self.metrics_port),
+            metrics_port=self.metrics_port,
             metrics_addr="127.0.0.1",
-            no_proxy="*",
         )
-        return env
+        return env | locust.to_env() | {"no_proxy": "*"}
 
     def command(self) -> list[str]:
         users = str(self.load.users)

@@ -31,8 +31,8 @@ from typing import Any
 
 import psutil
 
+from contracts.naming import model_bucket_name
 from infra.model_upload import BUILT_REPOSITORY
-from infra.naming import gcp_name
 from k8s.triton import ADMIN_KEY_HEADER
 from model_repo.build import build_repository
 from model_repo.errors import ModelRepoError
@@ -148,7 +148,7 @@ def start_storage(
     gcs = parts.start_emulator(netns)
     cleanup.callback(gcs.stop)
     progress(f"GCS emulator: {gcs.endpoint} (Triton uses {gcs.internal_endpoint})")
-    bucket = gcp_name(settings.project, settings.stack, "triton-models", max_len=63)
+    bucket = model_bucket_name(settings.project, settings.stack)  # the name `pulumi up` gives the stack's bucket
     started = time.monotonic()
     sync = parts.upload(gcs, CPU_TWINS, bucket, settings.model_store.prefix)
     repository = f"gs://{bucket}/{settings.model_store.prefix}"

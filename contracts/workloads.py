@@ -1,0 +1,39 @@
+"""Kubernetes names two sides must spell the same: namespaces, service accounts and the labels pods carry.
+
+The components (k8s/) create the namespaces and label the pods; the scrape jobs (observability/settings.py
+PodSelector) select pods by these; the model store (infra/model_store.py) binds Triton's service account by
+Workload Identity; the load test addresses Triton's Service by name and namespace.
+"""
+
+from __future__ import annotations
+
+# Kubernetes' recommended labels (https://kubernetes.io/docs/concepts/overview/working-with-objects/common-labels/).
+NAME_LABEL = "app.kubernetes.io/name"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+# The container port name every scraped pod gives its metrics port; Prometheus' kubernetes_sd keeps pods whose
+# port name matches (https://prometheus.io/docs/prometheus/latest/configuration/configuration/#kubernetes_sd_config).
+METRICS_PORT_NAME = "metrics"
+
+# Triton: its namespace, its Kubernetes service account (Workload Identity maps
+# serviceAccount:PROJECT.svc.id.goog[NAMESPACE/KSA] to the bucket reader,
+# https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity), the name of its Deployment and Service.
+TRITON_NAMESPACE = "triton"
+TRITON_SERVICE_ACCOUNT = "triton"
+TRITON_APP = "triton"
+TRITON_COMPONENT = "inference-server"
+
+# Locust: master and workers in one namespace; the master serves the metrics Prometheus scrapes.
+LOCUST_NAMESPACE = "load"
+LOCUST_APP = "locust"
+LOCUST_MASTER = "master"
+LOCUST_WORKER = "worker"
+
+# NVIDIA's DCGM exporter (GPU metrics) in its own, privileged namespace; Prometheus, the adapter and Grafana.
+DCGM_NAMESPACE = "gpu-metrics"
+DCGM_APP = "dcgm-exporter"
+MONITORING_NAMESPACE = "monitoring"
+
+
+def pod_labels(app: str, component: str | None = None) -> dict[str, str]:
+    """The labels a workload's pods carry (and its selector matches): name, and component when given."""
+    return {NAME_LABEL: app} | ({COMPONENT_LABEL: component} if component else {})
