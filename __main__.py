@@ -13,13 +13,16 @@ from infra.model_store import ModelStore, ModelStoreArgs
 from infra.model_upload import ModelUpload, ModelUploadArgs, built_repository_digest
 from infra.network import Network, NetworkArgs
 from infra.project_services import ProjectServices, ProjectServicesArgs
+from k8s.autoscaling import ADAPTER_PORT, Autoscaling, AutoscalingArgs, serves_custom_metrics
 from k8s.loadtest import LOCUST_NAMESPACE, LoadTest, LoadTestArgs
-from k8s.monitoring import ADAPTER_PORT, Monitoring, MonitoringArgs, serves_custom_metrics
+from k8s.monitoring import MONITORING_NAMESPACE, PROMETHEUS_URL, Monitoring, MonitoringArgs
 from k8s.triton import TRITON_NAMESPACE, TRITON_SERVICE_ACCOUNT, TritonServing, TritonServingArgs, triton_address
 
 settings = load_stack_settings()
-# The HPA scales on a metric only the builtin monitoring's adapter serves; without it Triton runs fixed replicas.
+# The HPA scales on a metric only the adapter of builtin monitoring mode serves; without it Triton runs fixed replicas.
+# One Triton pod per GPU node: the replica bounds are the GPU pool's node range (at least one pod).
 autoscale = serves_custom_metrics(settings.monitoring.mode)
+min_replicas, max_replicas = max(1, settings.gpu_pool.min_nodes), settings.gpu_pool.max_nodes
 model_repository_digest = built_repository_digest(settings.model_repo, settings.stack)
 
 # The APIs first: every Google Cloud resource declared after this waits for the API it is created through.
@@ -77,9 +80,8 @@ serving = {
             admin_key=triton_admin_key.result,
             accelerator_type=settings.gpu_pool.accelerator_type,
             gpus_per_node=settings.gpu_pool.accelerator_count,
-            min_replicas=max(1, settings.gpu_pool.min_nodes),
-            max_replicas=settings.gpu_pool.max_nodes,
-            queue_time_target_us=settings.serving.queue_time_target_us,
+            min_replicas=min_replicas,
+            max_replicas=max_replicas,
             neg_name_prefix=cluster.cluster_name,
             autoscale=autoscale,
             # Workload Identity tokens come from the IAM Credentials API: the pods wait for it as for the grants.
@@ -114,7 +116,7 @@ load_tests = {
 }
 
 for region, cluster in clusters.items():
-    Monitoring(
+    monitoring = Monitoring(
         f"monitoring-{region}",
         MonitoringArgs(
             region=region,
@@ -132,6 +134,28 @@ for region, cluster in clusters.items():
         ),
         opts=pulumi.ResourceOptions(providers=[cluster.provider]),
     )
+    if autoscale:  # builtin mode: Monitoring made the namespace the adapter runs in
+        Autoscaling(
+            f"autoscaling-{region}",
+            AutoscalingArgs(
+                deployment=serving[region].deployment.metadata.name,
+                namespace=serving[region].namespace.metadata.name,
+                min_replicas=min_replicas,
+                max_replicas=max_replicas,
+                queue_time_target_us=settings.serving.queue_time_target_us,
+                prometheus_url=PROMETHEUS_URL,
+                adapter_namespace=MONITORING_NAMESPACE,
+                adapter_namespace_output=monitoring.namespace.metadata.name,
+                # The names these objects had in TritonServing (the HPA) and Monitoring (the adapter), and those
+                # parents as aliases: existing stacks move them in their state instead of replacing them
+                # (https://www.pulumi.com/docs/iac/concepts/resources/options/aliases/).
+                hpa_name_prefix=f"triton-{region}",
+                hpa_aliases=[pulumi.Alias(parent=serving[region])],
+                adapter_name_prefix=f"monitoring-{region}",
+                adapter_aliases=[pulumi.Alias(parent=monitoring)],
+            ),
+            opts=pulumi.ResourceOptions(providers=[cluster.provider]),
+        )
 
 if settings.load_balancer.enabled:
     lb = GlobalLoadBalancer(

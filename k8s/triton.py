@@ -31,8 +31,6 @@ ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
 RESTRICTED_APIS = ("model-repository", "shared-memory", "logging", "trace")
 # Quantiles of Triton's latency summaries: p95 is the SLO, the others the dashboards.
 SUMMARY_QUANTILES = "0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001"
-# Pods metric served by the Prometheus adapter: rate(queue time) / rate(successes), never the cumulative counter.
-QUEUE_TIME_METRIC = "triton_queue_time_per_request_us"
 TRITON_UID = 1000  # the triton-server user of NVIDIA's image
 # Pod-template annotation holding the model repository's digest: a model change is a template change, so a rollout.
 MODEL_DIGEST_ANNOTATION = "triton-gke/model-repository-digest"
@@ -78,13 +76,15 @@ class TritonServingArgs:
     admin_key: pulumi.Input[str]
     accelerator_type: str
     gpus_per_node: int
+    # Without an HPA, min_replicas is the fixed pod count; max_replicas sizes Pulumi's wait for a rollout that
+    # replaces the pods one at a time (triton_timeouts).
     min_replicas: int
     max_replicas: int
-    queue_time_target_us: int
     # Names of the zonal NEGs GKE creates for the global load balancer.
     neg_name_prefix: str
-    # Whether the cluster serves the HPA's metric (k8s.monitoring.serves_custom_metrics). Without a source an HPA
-    # never scales (FailedGetPodsMetric), so Triton then runs a fixed min_replicas that Pulumi owns.
+    # Whether an HPA (k8s.autoscaling.Autoscaling, where k8s.autoscaling.serves_custom_metrics) owns the replica
+    # count. Without a metric source an HPA never scales (FailedGetPodsMetric), so Triton then runs a fixed
+    # min_replicas that Pulumi owns.
     autoscale: bool = True
     # What a pod needs before it can read the bucket (IAM members, Workload Identity binding): without them Triton
     # cannot list gs://BUCKET and, with --exit-on-error, crash-loops. The Deployment waits for them.
@@ -166,7 +166,7 @@ class TritonServing(pulumi.ComponentResource):
                 custom_timeouts=deployment_timeouts,
             ),
         )
-        self._disruption_budget_and_autoscaler(ns)
+        self._disruption_budget(ns)
         self.service = self._service(ns, TRITON_APP, annotations={})
         self.neg_service = self._service(
             ns, f"{TRITON_APP}-neg", annotations={"cloud.google.com/neg": self.neg_annotation}
@@ -255,46 +255,15 @@ class TritonServing(pulumi.ComponentResource):
             liveness_probe=http_probe(LIVE_PATH, "http", period=10, failures=3, timeout=3),
         )
 
-    def _disruption_budget_and_autoscaler(self, ns: pulumi.Input[str]) -> None:
-        a = self._args
-        child = pulumi.ResourceOptions(parent=self)
+    def _disruption_budget(self, ns: pulumi.Input[str]) -> None:
+        # At most one Triton pod down at a time for node drains, as in a rollout (ROLLING_ONE_AT_A_TIME).
         kubernetes.policy.v1.PodDisruptionBudget(
             f"{self._name}-pdb",
             metadata=kubernetes.meta.v1.ObjectMetaArgs(name=TRITON_APP, namespace=ns),
             spec=kubernetes.policy.v1.PodDisruptionBudgetSpecArgs(
                 max_unavailable=1, selector=kubernetes.meta.v1.LabelSelectorArgs(match_labels=self.labels)
             ),
-            opts=child,
-        )
-        if not a.autoscale:
-            return
-        # Pending pods (one per node) make the cluster autoscaler add GPU nodes up to the pool's maximum.
-        kubernetes.autoscaling.v2.HorizontalPodAutoscaler(
-            f"{self._name}-hpa",
-            metadata=kubernetes.meta.v1.ObjectMetaArgs(name=TRITON_APP, namespace=ns),
-            spec=kubernetes.autoscaling.v2.HorizontalPodAutoscalerSpecArgs(
-                scale_target_ref=kubernetes.autoscaling.v2.CrossVersionObjectReferenceArgs(
-                    api_version="apps/v1", kind="Deployment", name=self.deployment.metadata.name
-                ),
-                min_replicas=a.min_replicas,
-                max_replicas=a.max_replicas,
-                metrics=[
-                    kubernetes.autoscaling.v2.MetricSpecArgs(
-                        type="Pods",
-                        pods=kubernetes.autoscaling.v2.PodsMetricSourceArgs(
-                            metric=kubernetes.autoscaling.v2.MetricIdentifierArgs(name=QUEUE_TIME_METRIC),
-                            target=kubernetes.autoscaling.v2.MetricTargetArgs(
-                                type="AverageValue", average_value=str(a.queue_time_target_us)
-                            ),
-                        ),
-                    )
-                ],
-                behavior=kubernetes.autoscaling.v2.HorizontalPodAutoscalerBehaviorArgs(
-                    # A new GPU node takes minutes: do not give one back at the first quiet minute.
-                    scale_down=kubernetes.autoscaling.v2.HPAScalingRulesArgs(stabilization_window_seconds=600)
-                ),
-            ),
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
     def _service(self, ns: pulumi.Input[str], name: str, annotations: dict[str, str]) -> kubernetes.core.v1.Service:

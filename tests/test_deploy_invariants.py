@@ -216,7 +216,7 @@ def test_pulumi_waits_as_long_as_kubernetes_lets_triton_start(plan):
         assert window > DEFAULT_AWAIT_MINUTES, "the startup budget exceeds pulumi-kubernetes' default wait"
         timeouts = deployment.custom_timeouts
         assert _minutes(timeouts.get("create", "")) >= window, f"{deployment.name}: create {timeouts}"
-        assert _minutes(timeouts.get("update", "")) >= window * _max_pods(plan, owner, deployment)
+        assert _minutes(timeouts.get("update", "")) >= window * _max_pods(plan, deployment)
         services = [s for o, s in of_kind(plan, TRITON_SERVING, SERVICE) if o is owner]
         assert services
         for service in services:
@@ -225,16 +225,27 @@ def test_pulumi_waits_as_long_as_kubernetes_lets_triton_start(plan):
                 assert waited >= window, f"{service.name}: {operation} {service.custom_timeouts}"
 
 
-def _max_pods(plan: Plan, owner: PlannedResource, deployment: PlannedResource) -> int:
-    """The most Triton pods this component may run: the HPA's maximum, or the fixed replicas without an HPA."""
-    hpas = [h for o, h in of_kind(plan, TRITON_SERVING, "kubernetes:autoscaling/v2:HorizontalPodAutoscaler")]
-    mine = [h for h in hpas if owner in plan.ancestors(h)]
+def _hpas_of(plan: Plan, deployment: PlannedResource) -> list[PlannedResource]:
+    """The HPAs that scale `deployment`: on its cluster, in its namespace, naming it as their target (wherever in
+    the component tree they are declared)."""
+    namespace = deployment.inputs["metadata"].get("namespace")
+    return [
+        h
+        for h in _same_cluster(plan, deployment, HPA, namespace)
+        if h.inputs["spec"]["scaleTargetRef"]["kind"] == "Deployment"
+        and h.inputs["spec"]["scaleTargetRef"]["name"] == deployment.inputs["metadata"]["name"]
+    ]
+
+
+def _max_pods(plan: Plan, deployment: PlannedResource) -> int:
+    """The most Triton pods this Deployment may run: the HPA's maximum, or the fixed replicas without an HPA."""
+    mine = _hpas_of(plan, deployment)
     return int(mine[0].inputs["spec"]["maxReplicas"] if mine else deployment.inputs["spec"]["replicas"])
 
 
-def _min_pods(plan: Plan, owner: PlannedResource, deployment: PlannedResource) -> int:
-    """The fewest Triton pods this component runs: the HPA's minimum, or the fixed replicas without an HPA."""
-    mine = [h for o, h in of_kind(plan, TRITON_SERVING, HPA) if owner in plan.ancestors(h)]
+def _min_pods(plan: Plan, deployment: PlannedResource) -> int:
+    """The fewest Triton pods this Deployment runs: the HPA's minimum, or the fixed replicas without an HPA."""
+    mine = _hpas_of(plan, deployment)
     return int(mine[0].inputs["spec"]["minReplicas"] if mine else deployment.inputs["spec"]["replicas"])
 
 
@@ -296,7 +307,7 @@ def test_a_template_change_rolls_out_within_gpu_max_nodes(plan):
         nodes = _gpu_max_nodes(plan, owner)
         budget = _startup_window_minutes(deployment)
         update = _minutes(deployment.custom_timeouts.get("update", f"{DEFAULT_AWAIT_MINUTES}m"))
-        for replicas in range(_min_pods(plan, owner, deployment), _max_pods(plan, owner, deployment) + 1):
+        for replicas in range(_min_pods(plan, deployment), _max_pods(plan, deployment) + 1):
             surge = _int_or_percent(rolling.get("maxSurge"), replicas, round_up=True)
             unavailable = _int_or_percent(rolling.get("maxUnavailable"), replicas, round_up=False)
             waves = rollout_waves(replicas, nodes, surge, unavailable)

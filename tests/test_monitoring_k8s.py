@@ -8,7 +8,7 @@ import yaml
 from conftest import PROJECT_DIR, evaluate
 from test_serving import named, pod_spec, provider_region
 
-from k8s.triton import QUEUE_TIME_METRIC
+from k8s.autoscaling import QUEUE_TIME_METRIC
 from observability.rules import rules, rules_yaml
 from observability.settings import SloSettings
 

@@ -16,6 +16,13 @@ NODE_POOL = "gcp:container/nodePool:NodePool"
 SERVICE_ACCOUNT = "gcp:serviceaccount/account:Account"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 PROD_REGIONS = {"us-central1", "europe-west4", "asia-east1"}
+# Kubernetes components named `<kind>-<region>`, one per cluster.
+REGIONAL_K8S_COMPONENTS = (
+    "triton-gke:k8s:TritonServing",
+    "triton-gke:k8s:LoadTest",
+    "triton-gke:k8s:Monitoring",
+    "triton-gke:k8s:Autoscaling",
+)
 
 
 def gpu_pools(plan: Plan):
@@ -36,7 +43,7 @@ def region_of(plan: Plan, resource) -> str:
     for owner in [resource, *plan.ancestors(resource)]:
         if owner.type == "triton-gke:infra:GkeCluster":
             return owner.name.removeprefix("gke-")
-        if owner.type in ("triton-gke:k8s:TritonServing", "triton-gke:k8s:LoadTest", "triton-gke:k8s:Monitoring"):
+        if owner.type in REGIONAL_K8S_COMPONENTS:
             return owner.name.split("-", 1)[1]
     raise AssertionError(f"{resource.name} belongs to no region")
 

@@ -1,4 +1,4 @@
-"""Monitoring of one cluster: Prometheus, Grafana, the DCGM GPU exporter (and, until it moves, the metrics adapter).
+"""Monitoring of one cluster: Prometheus, Grafana and the DCGM GPU exporter.
 
 Prometheus discovers Triton, DCGM and Locust pods with kubernetes_sd (observability/prometheus_config.py)
 and evaluates the recording and SLO alerting rules (observability/rules.py); Grafana starts with the
@@ -6,7 +6,8 @@ Prometheus datasource and the dashboards in dashboards/. With `monitoringMode: o
 cluster's own Prometheus Operator gets PodMonitor and PrometheusRule objects instead.
 
 One module per concern, each a builder that declares its objects through a `Scope` (shapes.py): dcgm.py,
-prometheus.py, grafana.py, operator.py. This component composes them.
+prometheus.py, grafana.py, operator.py. This component composes them. The metrics adapter the Triton HPA reads
+lives with that HPA in k8s/autoscaling.py (Autoscaling), which reads this Prometheus (PROMETHEUS_URL).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 
 from k8s.common import restricted_namespace
-from k8s.monitoring.adapter import ADAPTER_IMAGE, ADAPTER_PORT, adapter_rules, metrics_adapter, serves_custom_metrics
 from k8s.monitoring.dcgm import DCGM_CRITICAL_PODS, DCGM_IMAGE, DCGM_PRIORITY_CLASS, dcgm_exporter
 from k8s.monitoring.grafana import (
     DATASOURCE_UID,
@@ -33,8 +33,6 @@ from k8s.monitoring.shapes import NOBODY, Scope
 from observability.settings import DCGM_PODS, SloSettings
 
 __all__ = [
-    "ADAPTER_IMAGE",
-    "ADAPTER_PORT",
     "DATASOURCE_UID",
     "DCGM_CRITICAL_PODS",
     "DCGM_IMAGE",
@@ -48,10 +46,8 @@ __all__ = [
     "RULES_DIR",
     "Monitoring",
     "MonitoringArgs",
-    "adapter_rules",
     "dashboard_provider",
     "grafana_datasources",
-    "serves_custom_metrics",
 ]
 
 
@@ -109,8 +105,6 @@ class Monitoring(pulumi.ComponentResource):
             retention=args.retention,
             storage_gb=args.storage_gb,
         )
-        if serves_custom_metrics(args.mode):
-            metrics_adapter(scope, ns, MONITORING_NAMESPACE, PROMETHEUS_URL)
         grafana_service = self.grafana_service = grafana(
             scope,
             ns,
