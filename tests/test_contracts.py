@@ -39,7 +39,7 @@ FEW = settings(max_examples=40, deadline=None)
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 WORKLOADS = (DEPLOYMENT, "kubernetes:apps/v1:DaemonSet")
 PROJECT_PACKAGES = ("settings", "infra", "k8s", "model_repo", "observability", "loadtest", "policy", "offline")
-PROJECT_PACKAGES += ("sandbox", "bench", "cli")
+PROJECT_PACKAGES += ("sandbox", "bench", "cli", "capacity")
 
 
 # ---------------------------------------------------------------- the room itself
