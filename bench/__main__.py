@@ -27,6 +27,7 @@ from bench.load_plan import LoadPlan, PlanError
 from bench.results import BenchRun
 from bench.slo_search import RateLadder, SloCriteria
 from capacity.records import RECORDS_DIR, CapacityError
+from cli.one_line import OneLineParser
 from loadtest.arrivals import MAX_RATE  # the locustfile's own cap on rates (pure module: no Locust needed)
 
 if TYPE_CHECKING:
@@ -38,11 +39,6 @@ if TYPE_CHECKING:
 LADDERS = {"sandbox": (4.0, 500.0, 32), "stack": (20.0, 5000.0, 1000)}
 SATURATION_USERS = {"sandbox": (1, 2, 4, 8, 16), "stack": (8, 16, 32, 64, 128, 256, 512)}
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse prints usage too; keep it to one line
-        raise runner.BenchError(message)
 
 
 def _names(values: list[str] | None) -> tuple[str, ...]:
@@ -58,7 +54,13 @@ def _users(text: str) -> tuple[int, ...]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _OneLineParser(prog="python -m bench", description="Measure-and-tune benchmark of the stack's model variants.")
+    # A bad option is raised as a BenchError: main() prints it like every other refusal, one line, exit 2.
+    p = OneLineParser(
+        prog="python -m bench",
+        description="Measure-and-tune benchmark of the stack's model variants.",
+        hint=None,
+        raise_as=runner.BenchError,
+    )
     p.add_argument("--stack", default="dev", help="stack whose variants, SLO and prices apply (default dev)")
     p.add_argument(
         "--target",

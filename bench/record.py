@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from capacity.from_bench import Measured, records_from_results
 from capacity.records import RECORDS_DIR, TWIN_GPU, CapacityError, CapacityRecord, load_records, revised, write_records
+from cli.one_line import OneLineParser
 
 if TYPE_CHECKING:
     from settings.values import StackSettings
@@ -119,13 +120,14 @@ def describe(record: CapacityRecord) -> str:
     )
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse prints usage too; keep it to one line
-        raise CapacityError(message)
-
-
 def parser() -> argparse.ArgumentParser:
-    p = _OneLineParser(prog="python -m bench.record", description="Capacity records from a finished bench run.")
+    # A bad option is raised as a CapacityError: main() prints it like every other refusal, one line, exit 2.
+    p = OneLineParser(
+        prog="python -m bench.record",
+        description="Capacity records from a finished bench run.",
+        hint=None,
+        raise_as=CapacityError,
+    )
     p.add_argument("results", type=Path, help="a bench --out folder (or its results.json)")
     p.add_argument("--record", action="store_true", help="also update capacity/records/ (or --records-dir)")
     p.add_argument("--records-dir", type=Path, default=RECORDS_DIR, help="the records to update (capacity/records)")

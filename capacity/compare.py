@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from capacity.records import CapacityError, CapacityRecord, load_record, load_records, records_by_slo_key
+from cli.one_line import OneLineParser
 
 DEFAULT_THRESHOLD = 10.0
 EXIT_REGRESSION = 1
@@ -41,13 +42,14 @@ class Row:
         return change is not None and -change > threshold_pct
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse prints usage too; keep it to one line
-        raise CapacityError(message)
-
-
 def parser() -> argparse.ArgumentParser:
-    p = _OneLineParser(prog="python -m capacity compare", description=__doc__.split("\n\n")[0])
+    # A bad option is raised as a CapacityError: main() prints it like every other refusal, one line, exit 2.
+    p = OneLineParser(
+        prog="python -m capacity compare",
+        description=__doc__.split("\n\n")[0],
+        hint=None,
+        raise_as=CapacityError,
+    )
     p.add_argument("baseline", type=Path, help="record file or folder of records to compare against")
     p.add_argument("new", type=Path, help="record file or folder of records measured since")
     p.add_argument(

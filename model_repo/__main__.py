@@ -11,20 +11,18 @@ import sys
 import time
 from pathlib import Path
 
-from contracts.triton import TRT_CACHE_DIR
+from cli.one_line import OneLineParser
 from model_repo.errors import ModelRepoError
 from model_repo.settings import REFERENCE_VARIANTS, TRITON_IMAGE_TAG, ModelRepoSettings, VariantSettings
 
 _SETTABLE = ("precision", "max_batch_size", "preferred_batch_size", "max_queue_delay_us", "instance_count")
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse prints usage too; keep it to one line
-        raise ModelRepoError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _OneLineParser(prog="python -m model_repo", description="Build a Triton model repository.")
+    # A bad option is raised as a ModelRepoError: main() prints it like every other refusal, one line, exit 2.
+    p = OneLineParser(
+        prog="python -m model_repo", description="Build a Triton model repository.", hint=None, raise_as=ModelRepoError
+    )
     p.add_argument("--out", required=True, type=Path, help="GPU model repository folder")
     p.add_argument("--cpu-out", type=Path, help="also write CPU twins (python backend) here")
     p.add_argument("--onnx", help="your ONNX model (default: built-in ResNet-50, random weights)")
@@ -35,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
         "--set", action="append", default=[], metavar="VARIANT.KEY=VALUE", help="e.g. trt_fp16.max_batch_size=32"
     )
     p.add_argument("--image-tag", default=TRITON_IMAGE_TAG, help=f"Triton image tag (default {TRITON_IMAGE_TAG})")
-    p.add_argument("--trt-cache-dir", default=TRT_CACHE_DIR, help="TensorRT engine cache path in the container")
+    p.add_argument("--trt-cache-dir", default="/trt-cache", help="TensorRT engine cache path in the container")
     p.add_argument("--cache-dir", type=Path, help="where built ONNX files are cached (default build/cache)")
     return p
 

@@ -57,7 +57,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import requests
 from google.api_core import exceptions as api_exceptions
@@ -69,6 +69,7 @@ from google.cloud.storage.fileio import BlobWriter
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
+from cli.one_line import OneLineParser
 from model_repo.sync_source import (
     CONFIG_NAME,
     IGNORED_DIRS,
@@ -800,16 +801,13 @@ def _notes(report: SyncReport, shown: int = 5) -> list[str]:
     return notes
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # argparse adds a usage block; keep one line
-        raise SyncError(
-            f"{message} (usage: {self.prog} LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt])"
-        )
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(
-        prog="python -m model_repo.sync", description="Upload a local Triton model repository to gs://BUCKET/PREFIX."
+    # A bad option is raised as a SyncError, so main() prints it like every other refusal: one line, exit 2.
+    parser = OneLineParser(
+        prog="python -m model_repo.sync",
+        description="Upload a local Triton model repository to gs://BUCKET/PREFIX.",
+        hint="usage: {prog} LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt]",
+        raise_as=SyncError,
     )
     parser.add_argument("local_dir", help="local model repository folder")
     parser.add_argument("destination", help="gs://BUCKET/PREFIX")

@@ -14,8 +14,8 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn
 
+from cli.one_line import OneLineParser
 from infra.model_upload import BUILT_REPOSITORY
 from model_repo.build import build_repository
 from model_repo.errors import ModelRepoError
@@ -26,16 +26,8 @@ from settings.schema import PROJECT_DIR
 CPU_TWINS = PROJECT_DIR / "build" / "model_repository_cpu"
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse prints its usage before an error; a bad option here gets one line, like every other bad input."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {self.prog}: {message} (see --help)", file=sys.stderr)
-        raise SystemExit(EXIT_BAD_CONFIG)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog="make model-repo", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="make model-repo", description=__doc__.split("\n\n")[0])  # a bad option: one line
     parser.add_argument("--stack", default="dev", help="stack whose model settings are built (default dev)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a stack setting (JSON for lists)"

@@ -18,10 +18,11 @@ import stat
 import sys
 from collections import Counter
 from pathlib import Path, PurePosixPath
-from typing import Any, NoReturn
+from typing import Any
 
 import yaml
 
+from cli.one_line import SEE_MAKE_HELP, OneLineParser
 from infra.cost import load_vm_prices, region_costs, usd_per_million
 from k8s.schema import ManifestError, validate_manifest
 from offline.make_args import settings_words, with_model_repo_args
@@ -114,15 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad option is one line (`error: ... (see --help)`) and exit 2, without the usage block."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_BAD_CONFIG, f"error: {self.prog}: {message} (see {self.prog} ARGS=--help)\n")
-
-
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = OneLineParser(prog="make plan", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(
+        prog="make plan", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, hint=SEE_MAKE_HELP
+    )
     parser.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default dev)")
     parser.add_argument("--json", action="store_true", help="print only a JSON array of resources on stdout")
     parser.add_argument(

@@ -31,21 +31,21 @@ from typing import Any
 
 import psutil
 
-from contracts.naming import model_bucket_name
+from cli.one_line import SEE_MAKE_HELP, OneLineParser
 from infra.model_upload import BUILT_REPOSITORY
+from infra.naming import gcp_name
 from k8s.triton import ADMIN_KEY_HEADER
 from model_repo.build import build_repository
 from model_repo.errors import ModelRepoError
+from observability.local import LocalPrometheus
 from observability.settings import TRITON_PODS
 from offline.build_models import CPU_TWINS
-from offline.plan import OneLineParser, overrides_from
+from offline.plan import overrides_from
 from sandbox import components as parts
 from sandbox import leftovers, single_run
 from sandbox import report as reporting
 from sandbox.components import ComponentError, LoadSettings, LocustLoad, ScrapeTargets
-from sandbox.netns import NetworkNamespace, isolation_available
-from sandbox.prometheus import LocalPrometheus
-from sandbox.triton import TritonServer
+from sandbox.triton import NetworkNamespace, TritonServer, isolation_available
 from settings import ConfigError, StackSettings, from_stack_file
 from settings.schema import PROJECT_DIR
 
@@ -148,7 +148,7 @@ def start_storage(
     gcs = parts.start_emulator(netns)
     cleanup.callback(gcs.stop)
     progress(f"GCS emulator: {gcs.endpoint} (Triton uses {gcs.internal_endpoint})")
-    bucket = model_bucket_name(settings.project, settings.stack)  # the name `pulumi up` gives the stack's bucket
+    bucket = gcp_name(settings.project, settings.stack, "triton-models", max_len=63)
     started = time.monotonic()
     sync = parts.upload(gcs, CPU_TWINS, bucket, settings.model_store.prefix)
     repository = f"gs://{bucket}/{settings.model_store.prefix}"
@@ -341,7 +341,7 @@ def run(args: argparse.Namespace, settings: StackSettings, progress: Progress, c
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="make sandbox", description=__doc__.split("\n\n")[0])  # a bad option: one line
+    parser = OneLineParser(prog="make sandbox", description=__doc__.split("\n\n")[0], hint=SEE_MAKE_HELP)
     parser.add_argument("--stack", default="dev", help="stack whose settings are used (default: dev)")
     parser.add_argument("--duration", type=_positive, default=20, help="seconds of load (default: 20)")
     parser.add_argument("--users", type=_positive, default=4, help="simulated Locust users (default: 4)")

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from settings import catalogue
 from settings.catalogue import CatalogueError, GpuCatalogue
 from settings.errors import ConfigError
-from settings.reader import Reader, at_most, show
+from settings.reader import Reader, show
 from settings.schema import PROJECT_DIR
 from settings.source_ranges import cidr_ranges
 from settings.values import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
@@ -136,8 +136,8 @@ def cluster(reader: Reader) -> ClusterSettings:
 
 
 def _node_range(reader: Reader, prefix: str) -> tuple[int, int]:
-    low = at_most(reader, f"{prefix}MinNodes", MAX_NODES_PER_CLUSTER, "GKE nodes per cluster")
-    high = at_most(reader, f"{prefix}MaxNodes", MAX_NODES_PER_CLUSTER, "GKE nodes per cluster", minimum=1)
+    low = reader.integer(f"{prefix}MinNodes", maximum=MAX_NODES_PER_CLUSTER, why="GKE nodes per cluster")
+    high = reader.integer(f"{prefix}MaxNodes", minimum=1, maximum=MAX_NODES_PER_CLUSTER, why="GKE nodes per cluster")
     if low > high:
         raise reader.fail(f"{prefix}MinNodes", low, f"must not exceed {prefix}MaxNodes ({high})")
     return low, high
@@ -201,7 +201,9 @@ def gpu_pool(reader: Reader, gpu_catalogue: GpuCatalogue) -> GpuPoolSettings:
     machine_type = reader.string("gpuMachineType")
     _check_t4_machine_type(reader, machine_type, count)
     low, high = _node_range(reader, "gpu")
-    disk = at_most(reader, "gpuDiskSizeGb", DISK_MAX_GB, "pd-balanced boot disk size in GB", minimum=DISK_MIN_GB)
+    disk = reader.integer(
+        "gpuDiskSizeGb", minimum=DISK_MIN_GB, maximum=DISK_MAX_GB, why="pd-balanced boot disk size in GB"
+    )
     return GpuPoolSettings(
         machine_type=machine_type,
         accelerator_type=accelerator,

@@ -24,9 +24,12 @@ def load_balancer(reader: Reader) -> LoadBalancerSettings:
     sources = source_ranges(reader, "lbSourceRanges")
     if sources and not enabled:
         raise reader.fail("lbSourceRanges", list(sources), "a source allowlist needs globalLoadBalancer: true")
-    rate_limit = reader.integer("lbRateLimitPerMinute", minimum=1)
-    if rate_limit > MAX_RATE_LIMIT:
-        raise reader.fail("lbRateLimitPerMinute", rate_limit, f"Cloud Armor allows at most {MAX_RATE_LIMIT:,}")
+    rate_limit = reader.integer(
+        "lbRateLimitPerMinute",
+        minimum=1,
+        maximum=MAX_RATE_LIMIT,
+        too_large=f"Cloud Armor allows at most {MAX_RATE_LIMIT:,}",
+    )
     return LoadBalancerSettings(
         enabled=enabled,
         domain=domain,

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from observability.settings import MonitoringError, SloSettings, validate_duration, validate_slo
 from settings.cluster import DISK_MAX_GB
-from settings.reader import Reader, at_most
+from settings.reader import Reader
 from settings.values import MonitoringSettings
 
 
 def monitoring(reader: Reader) -> MonitoringSettings:
-    failure_percent = reader.integer("sloMaxFailurePercent")
-    if failure_percent > 100:
-        raise reader.fail("sloMaxFailurePercent", failure_percent, "expected a percentage, 0 to 100")
+    failure_percent = reader.integer("sloMaxFailurePercent", maximum=100, too_large="expected a percentage, 0 to 100")
     slo = SloSettings(
         latency_ms=reader.integer("sloLatencyMs", minimum=1),
         for_minutes=reader.integer("sloForMinutes", minimum=1),
@@ -31,5 +29,7 @@ def monitoring(reader: Reader) -> MonitoringSettings:
         mode=reader.choice("monitoringMode", ("builtin", "operator")),
         slo=slo,
         retention=retention,
-        storage_gb=at_most(reader, "prometheusStorageGb", DISK_MAX_GB, "pd-balanced volume size in GB", minimum=1),
+        storage_gb=reader.integer(
+            "prometheusStorageGb", minimum=1, maximum=DISK_MAX_GB, why="pd-balanced volume size in GB"
+        ),
     )

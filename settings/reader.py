@@ -63,12 +63,22 @@ class Reader:
             raise self.fail(key, value, f"a path of at most {PATH_MAX} bytes, {NAME_MAX} per file or folder name")
         return value
 
-    def integer(self, key: str, minimum: int = 0) -> int:
+    def integer(
+        self, key: str, minimum: int = 0, maximum: int | None = None, why: str = "", too_large: str = ""
+    ) -> int:
+        """A whole number >= `minimum` and, given `maximum`, <= `maximum`.
+
+        Above the maximum the error says `too_large`, or else "expected a number from MIN to MAX (why)", where
+        `why` names the limit and so its source.
+        """
         value = self.raw(key)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(key, value, "expected a whole number")
         if value < minimum:
             raise self.fail(key, value, f"expected a number >= {minimum}")
+        if maximum is not None and value > maximum:
+            limit = f" ({why})" if why else ""
+            raise self.fail(key, value, too_large or f"expected a number from {minimum} to {maximum:,}{limit}")
         return value
 
     def boolean(self, key: str) -> bool:
@@ -120,11 +130,3 @@ def _a(type_name: str) -> str:
     return {"array": "a list (JSON array)", "integer": "a whole number", "boolean": "true or false"}.get(
         type_name, type_name
     )
-
-
-def at_most(reader: Reader, key: str, maximum: int, why: str, minimum: int = 0) -> int:
-    """A whole number from `minimum` to `maximum`; `why` names the limit (and so its source) in the error."""
-    value = reader.integer(key, minimum=minimum)
-    if value > maximum:
-        raise reader.fail(key, value, f"expected a number from {minimum} to {maximum:,} ({why})")
-    return value

@@ -15,7 +15,7 @@ from model_repo.settings import (
 )
 from settings import catalogue
 from settings.errors import ConfigError
-from settings.reader import Reader, at_most
+from settings.reader import Reader
 from settings.schema import PROJECT_DIR
 from settings.values import ClusterSettings, GpuPoolSettings, LoadTestSettings, ServingSettings
 
@@ -77,11 +77,15 @@ def _variant(reader: Reader, reference: VariantSettings, uint8_input: bool) -> V
         if small
         else ("modelMaxBatchSize", "modelInstanceCount")
     )
-    max_batch = at_most(reader, batch_key, INT32_MAX, "int32 max_batch_size in Triton's model config", minimum=1)
+    max_batch = reader.integer(
+        batch_key, minimum=1, maximum=INT32_MAX, why="int32 max_batch_size in Triton's model config"
+    )
     preferred = (
         max_batch
         if small
-        else at_most(reader, "modelPreferredBatchSize", INT32_MAX, "int32 in Triton's model config", minimum=1)
+        else reader.integer(
+            "modelPreferredBatchSize", minimum=1, maximum=INT32_MAX, why="int32 in Triton's model config"
+        )
     )
     if preferred > max_batch:
         raise reader.fail("modelPreferredBatchSize", preferred, f"must not exceed modelMaxBatchSize ({max_batch})")
@@ -90,8 +94,12 @@ def _variant(reader: Reader, reference: VariantSettings, uint8_input: bool) -> V
         precision=reference.precision,
         max_batch_size=max_batch,
         preferred_batch_size=preferred,
-        max_queue_delay_us=at_most(reader, "modelMaxQueueDelayUs", UINT64_MAX, "uint64 in Triton's model config"),
-        instance_count=at_most(reader, count_key, INT32_MAX, "int32 instance_group count in Triton", minimum=1),
+        max_queue_delay_us=reader.integer(
+            "modelMaxQueueDelayUs", maximum=UINT64_MAX, why="uint64 in Triton's model config"
+        ),
+        instance_count=reader.integer(
+            count_key, minimum=1, maximum=INT32_MAX, why="int32 instance_group count in Triton"
+        ),
         input_dtype="UINT8" if uint8_input else "FP32",
     )
 
@@ -118,8 +126,11 @@ def check_image_runs_on_driver(
 def serving(reader: Reader, model_repo: ModelRepoSettings) -> ServingSettings:
     return ServingSettings(
         image=f"{TRITON_IMAGE}:{model_repo.triton_image_tag}",
-        queue_time_target_us=at_most(
-            reader, "autoscaleQueueTimeMs", QUANTITY_MAX // 1000, "in microseconds a Kubernetes quantity", minimum=1
+        queue_time_target_us=reader.integer(
+            "autoscaleQueueTimeMs",
+            minimum=1,
+            maximum=QUANTITY_MAX // 1000,
+            why="in microseconds a Kubernetes quantity",
         )
         * 1000,
         startup_minutes=_startup_minutes(reader),
@@ -128,10 +139,12 @@ def serving(reader: Reader, model_repo: ModelRepoSettings) -> ServingSettings:
 
 def _startup_minutes(reader: Reader) -> int:
     # Under 10 minutes is less than pulumi-kubernetes' own default wait; over 3 hours a crash-looping pod holds `up`.
-    minutes = reader.integer("tritonStartupMinutes", minimum=10)
-    if minutes > MAX_STARTUP_MINUTES:
-        raise reader.fail("tritonStartupMinutes", minutes, f"expected at most {MAX_STARTUP_MINUTES} minutes")
-    return minutes
+    return reader.integer(
+        "tritonStartupMinutes",
+        minimum=10,
+        maximum=MAX_STARTUP_MINUTES,
+        too_large=f"expected at most {MAX_STARTUP_MINUTES} minutes",
+    )
 
 
 def load_test(reader: Reader, model_repo: ModelRepoSettings) -> LoadTestSettings:
@@ -143,9 +156,12 @@ def load_test(reader: Reader, model_repo: ModelRepoSettings) -> LoadTestSettings
     served_dtype = next(v.input_dtype for v in model_repo.variants if v.name == model)
     if payload.upper() != served_dtype:
         raise reader.fail("locustPayload", payload, f"{model} takes {served_dtype} input (see modelUint8Input)")
-    workers = reader.integer("locustWorkers", minimum=1)
-    if workers > MAX_LOCUST_WORKERS:
-        raise reader.fail("locustWorkers", workers, f"at most {MAX_LOCUST_WORKERS} workers per cluster")
+    workers = reader.integer(
+        "locustWorkers",
+        minimum=1,
+        maximum=MAX_LOCUST_WORKERS,
+        too_large=f"at most {MAX_LOCUST_WORKERS} workers per cluster",
+    )
     return LoadTestSettings(
         workers=workers,
         model=model,
@@ -161,9 +177,11 @@ def load_test(reader: Reader, model_repo: ModelRepoSettings) -> LoadTestSettings
 
 def _rate(reader: Reader) -> int:
     """locustRate: 0 (unset) or a rate the locustfile takes (arrivals.MAX_RATE bounds both)."""
-    rate = reader.integer("locustRate")
-    if rate > arrivals.MAX_RATE:
-        raise reader.fail("locustRate", rate, f"expected requests/s from 1 to {arrivals.MAX_RATE:,.0f}, or 0 for none")
+    rate = reader.integer(
+        "locustRate",
+        maximum=int(arrivals.MAX_RATE),  # a whole number exceeds the float cap exactly when it exceeds its floor
+        too_large=f"expected requests/s from 1 to {arrivals.MAX_RATE:,.0f}, or 0 for none",
+    )
     if rate and reader.string("locustRateSteps"):
         # The locustfile's rate_steps shape sets the rate itself and would silently override `rate`.
         raise reader.fail("locustRate", rate, "set locustRate or locustRateSteps, not both")
