@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from cli.one_line import OneLineParser
+from contracts.triton import TRT_CACHE_DIR
 from model_repo.errors import ModelRepoError
 from model_repo.settings import REFERENCE_VARIANTS, TRITON_IMAGE_TAG, ModelRepoSettings, VariantSettings
 
@@ -33,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
         "--set", action="append", default=[], metavar="VARIANT.KEY=VALUE", help="e.g. trt_fp16.max_batch_size=32"
     )
     p.add_argument("--image-tag", default=TRITON_IMAGE_TAG, help=f"Triton image tag (default {TRITON_IMAGE_TAG})")
-    p.add_argument("--trt-cache-dir", default="/trt-cache", help="TensorRT engine cache path in the container")
+    p.add_argument("--trt-cache-dir", default=TRT_CACHE_DIR, help="TensorRT engine cache path in the container")
     p.add_argument("--cache-dir", type=Path, help="where built ONNX files are cached (default build/cache)")
     return p
 

@@ -32,12 +32,11 @@ from typing import Any
 import psutil
 
 from cli.one_line import SEE_MAKE_HELP, OneLineParser
+from contracts.naming import model_bucket_name
 from infra.model_upload import BUILT_REPOSITORY
-from infra.naming import gcp_name
 from k8s.triton import ADMIN_KEY_HEADER
 from model_repo.build import build_repository
 from model_repo.errors import ModelRepoError
-from observability.local import LocalPrometheus
 from observability.settings import TRITON_PODS
 from offline.build_models import CPU_TWINS
 from offline.plan import overrides_from
@@ -45,7 +44,9 @@ from sandbox import components as parts
 from sandbox import leftovers, single_run
 from sandbox import report as reporting
 from sandbox.components import ComponentError, LoadSettings, LocustLoad, ScrapeTargets
-from sandbox.triton import NetworkNamespace, TritonServer, isolation_available
+from sandbox.netns import NetworkNamespace, isolation_available
+from sandbox.prometheus import LocalPrometheus
+from sandbox.triton import TritonServer
 from settings import ConfigError, StackSettings, from_stack_file
 from settings.schema import PROJECT_DIR
 
@@ -148,7 +149,7 @@ def start_storage(
     gcs = parts.start_emulator(netns)
     cleanup.callback(gcs.stop)
     progress(f"GCS emulator: {gcs.endpoint} (Triton uses {gcs.internal_endpoint})")
-    bucket = gcp_name(settings.project, settings.stack, "triton-models", max_len=63)
+    bucket = model_bucket_name(settings.project, settings.stack)  # the name `pulumi up` gives the stack's bucket
     started = time.monotonic()
     sync = parts.upload(gcs, CPU_TWINS, bucket, settings.model_store.prefix)
     repository = f"gs://{bucket}/{settings.model_store.prefix}"
