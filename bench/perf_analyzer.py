@@ -36,6 +36,11 @@ class Load:
 
     concurrency: int | None = None
     request_rate: float | None = None  # requests/s, Poisson arrivals (independent clients)
+    # Rate mode without --async sends each request from one of --max-threads threads (default 4 with
+    # --request-rate-range), each waiting for its answer: at most 4 in flight, and a request that waits for a
+    # thread is timed from when it is sent, not when it was due. --async keeps the arrivals independent.
+    # https://github.com/triton-inference-server/client/blob/main/src/c%2B%2B/perf_analyzer/docs/cli.md (--max-threads)
+    asynchronous: bool = False
 
     def __post_init__(self) -> None:
         if (self.concurrency is None) == (self.request_rate is None):
@@ -44,7 +49,7 @@ class Load:
     def describe(self) -> str:
         if self.concurrency is not None:
             return f"concurrency {self.concurrency}"
-        return f"{self.request_rate:g} requests/s (Poisson)"
+        return f"{self.request_rate:g} requests/s (Poisson{', async' if self.asynchronous else ''})"
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,7 @@ def command(binary: Path, model: str, url: str, protocol: str, load: Load, out_c
         load_args, window_ms = [f"--concurrency-range={load.concurrency}"], 3000
     else:
         load_args = [f"--request-rate-range={load.request_rate:g}", "--request-distribution=poisson"]
+        load_args += ["--async"] if load.asynchronous else []
         window_ms = max(3000, math.ceil(MIN_WINDOW_REQUESTS / load.request_rate * 1000))
     return [
         str(binary),

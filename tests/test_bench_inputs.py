@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import bench.__main__ as bench_main
+from bench import pa_rates
 from loadtest import arrivals
 
 
@@ -127,3 +128,33 @@ def test_trace_gap_over_an_hour_is_refused_naming_file_and_line(good: list[int],
     trace.write_text("".join(f"{g}\n" for g in good) + f"{gap!r}\n")
     with pytest.raises(arrivals.ArrivalError, match=rf"^{trace}:{len(good) + 1}: gap of .* is over 1 hour$"):
         arrivals.read_trace(trace)
+
+
+# ---------------------------------------------------------------- bench.pa_rates
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(min_value=0.01, max_value=1000, allow_nan=False), min_size=1, max_size=6))
+def test_pa_rates_reads_every_listed_rate(rates: list[float]) -> None:
+    assert pa_rates.parse_rates(",".join(repr(r) for r in rates)) == rates
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.one_of(st.floats(max_value=0), st.floats(min_value=1000.001), st.just(float("nan"))))
+def test_pa_rates_refuses_rates_outside_the_range(rate: float) -> None:
+    with pytest.raises(ValueError, match=r"each rate must be in \(0, 1000\]"):
+        pa_rates.parse_rates(f"25,{rate!r}")
+
+
+def test_pa_rates_bad_option_is_one_line() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.pa_rates", "--rates", "25,,30", "--out", "unused"],
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and not Path(PROJECT_DIR / "unused").exists()
+    assert result.stderr.splitlines() == [
+        "error: python -m bench.pa_rates: --rates '25,,30': expected comma-separated numbers (see --help)"
+    ]

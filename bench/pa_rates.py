@@ -1,0 +1,89 @@
+"""perf_analyzer alone at fixed open-loop rates: what p95 does NVIDIA's own tool see at each rate?
+
+    .venv/bin/python -m bench.pa_rates --model original --rates 25,30,35,40 --out DIR
+
+A check of the benchmark that shares none of its code paths for load or latency: a fresh sandbox
+tritonserver serving the model `make bench` built (build/bench/<stack>/cpu), one perf_analyzer run per
+rate, in perf_analyzer's two rate modes side by side (Poisson arrivals over HTTP): `sync`, its default, where
+at most 4 requests are in flight (--max-threads) and a request that waits for a free thread is timed from when
+it is sent, and `async`, where arrivals stay independent of the answers (the open loop `make bench` uses); the
+figures are perf_analyzer's own. Writes DIR/pa_rates.csv and prints it.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+from bench import perf_analyzer
+from bench.runner import sandbox_server
+from cli.one_line import OneLineParser
+from settings.schema import PROJECT_DIR
+
+FIELDS = ("mode", "requested_rps", "delivered_rps", "p50_ms", "p95_ms", "server_queue_ms", "server_compute_ms")
+
+
+def parse_rates(text: str) -> list[float]:
+    """Comma-separated requests/s, each in (0, 1000]."""
+    try:
+        rates = [float(r) for r in text.split(",")]
+    except ValueError:
+        raise ValueError("expected comma-separated numbers") from None
+    if not all(0 < r <= 1000 for r in rates):  # also refuses nan
+        raise ValueError("each rate must be in (0, 1000]")
+    return rates
+
+
+def measure(binary: Path, model: str, url: str, rates: list[float], out: Path) -> list[dict]:
+    rows = []
+    for mode in ("sync", "async"):
+        for rate in rates:
+            load = perf_analyzer.Load(request_rate=rate, asynchronous=mode == "async")
+            result = perf_analyzer.run(binary, model, url, "http", load, out / f"pa-{mode}-{rate:g}.csv")
+            rows.append(
+                {
+                    "mode": mode,
+                    "requested_rps": rate,
+                    "delivered_rps": round(result.rps, 2),
+                    "p50_ms": round(result.p50_ms, 1),
+                    "p95_ms": round(result.p95_ms, 1),
+                    "server_queue_ms": round(result.server_queue_ms, 1),
+                    "server_compute_ms": round(result.server_compute_ms, 1),
+                }
+            )
+            print(",".join(str(rows[-1][f]) for f in FIELDS), flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = OneLineParser(prog="python -m bench.pa_rates", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="original", help="a variant `make bench` built (default original)")
+    parser.add_argument("--rates", default="25,30,35,40", help="comma-separated requests/s")
+    parser.add_argument("--stack", default="dev", help="the stack whose bench build to serve (default dev)")
+    parser.add_argument("--out", type=Path, required=True, help="folder for pa_rates.csv")
+    args = parser.parse_args(argv)
+    try:
+        rates = parse_rates(args.rates)
+    except ValueError as err:
+        parser.error(f"--rates {args.rates!r}: {err}")
+    repository = PROJECT_DIR / "build" / "bench" / args.stack / "cpu"
+    if not (repository / args.model / "config.pbtxt").is_file():
+        print(f"{repository / args.model}: not built; run `make bench` first", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    binary = perf_analyzer.ensure_binary()
+    print(",".join(FIELDS))
+    with sandbox_server(repository, args.model) as server:
+        warm_up = perf_analyzer.Load(concurrency=1)  # the first measurement after a start is slow: discarded
+        perf_analyzer.run(binary, args.model, server.http, "http", warm_up, args.out / "warm-up.csv")
+        rows = measure(binary, args.model, server.http, rates, args.out)
+    with (args.out / "pa_rates.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
