@@ -269,6 +269,14 @@ class LoadSettings:
     rps_per_user: int
     users: int
     duration_s: int
+    # The stack's locustRate (0: unset, rps_per_user x users applies) and locustArrival, as in the cluster.
+    # locustRateSteps is not run here: a shape sets its own length, the sandbox runs for duration_s.
+    rate: int = 0
+    arrival: str = "poisson"
+
+    def describe(self) -> str:
+        rate = f"{self.rate} req/s in all" if self.rate else f"{self.users} users x {self.rps_per_user} req/s"
+        return f"{rate} ({self.arrival} arrivals, at most {self.users} in flight)"
 
 
 class LocustLoad:
@@ -292,10 +300,11 @@ class LocustLoad:
         locust = LocustEnvironment(
             model=self.load.model,
             saddr=self.saddr,
-            # rps per user as the stack's ConfigMap has it; the locustfile turns it into independent
-            # (Poisson) arrivals at rps x users, so users do not fire in lockstep and batch up artificially.
+            # As the stack's ConfigMap has them: the locustfile turns rps per user into arrivals at rps x users
+            # (or at `rate` when set), drawn by the stack's arrival process, so users do not fire in lockstep.
             rps=self.load.rps_per_user,
-            arrival="poisson",
+            rate=self.load.rate or None,
+            arrival=self.load.arrival,
             protocol=self.load.protocol,
             payload=self.load.payload,
             metrics_port=self.metrics_port,

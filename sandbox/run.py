@@ -219,10 +219,7 @@ def run_load(
     load = locust.load
     cleanup.callback(locust.stop)
     locust.start()
-    progress(
-        f"Locust: {load.users} users x {load.rps_per_user} req/s on {load.model} over {load.protocol} "
-        f"({load.payload}) for {load.duration_s} s"
-    )
+    progress(f"Locust: {load.describe()} on {load.model} over {load.protocol} ({load.payload}) for {load.duration_s} s")
     locust.wait(TICK_S, lambda elapsed: progress(_load_line(prometheus, elapsed, load.duration_s)))
     progress(f"Locust finished; statistics in {_shown(locust.csv_prefix)}_stats.csv")
 
@@ -290,7 +287,9 @@ def run(args: argparse.Namespace, settings: StackSettings, progress: Progress, c
     state = track_this_run(progress, cleanup)
     out = prepare_out(args.out.resolve(), args.keep_data)
     lt = settings.load_test
-    load = LoadSettings(lt.model, lt.protocol, lt.payload, lt.rps_per_user, args.users, args.duration)
+    load = LoadSettings(
+        lt.model, lt.protocol, lt.payload, lt.rps_per_user, args.users, args.duration, rate=lt.rate, arrival=lt.arrival
+    )
     timings: dict[str, float] = {}
     mark = time.monotonic()
 

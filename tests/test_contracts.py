@@ -389,3 +389,22 @@ def test_local_runs_hand_the_locustfile_only_what_they_mean(monkeypatch: pytest.
     bench = LOAD_SETTINGS(bench_env)
     assert (bench.model, bench.url, bench.rate, bench.arrival) == (model.name, "127.0.0.1:18000", 2.5, "constant")
     assert (bench.input_name, bench.output_name, bench.metrics_port) == ("input", "probabilities", 0)
+
+
+@FEW
+@given(
+    rate=st.integers(min_value=0, max_value=5000),
+    arrival=st.sampled_from(["poisson", "constant"]),
+    rps=st.integers(min_value=0, max_value=100),
+    users=st.integers(min_value=1, max_value=500),
+)
+def test_the_sandbox_runs_the_stacks_rate_and_arrival_process(rate: int, arrival: str, rps: int, users: int) -> None:
+    """The sandbox's Locust gets the stack's locustRate and locustArrival, as the cluster's ConfigMap does."""
+    from sandbox.components import LoadSettings, LocustLoad
+
+    triton = SimpleNamespace(http_url="127.0.0.1:18000", grpc_url="127.0.0.1:18001")
+    settings = LoadSettings("original", "http", "fp32", rps, users, 5, rate=rate, arrival=arrival)
+    parsed = LOAD_SETTINGS(LocustLoad(settings, triton, Path("/nonexistent")).environment())
+    assert (parsed.arrival, parsed.rps) == (arrival, rps)
+    assert parsed.rate == (rate if rate else LOAD_SETTINGS({}).rate)
+    assert arrival in settings.describe() and (f"{rate} req/s in all" in settings.describe()) == bool(rate)
