@@ -29,6 +29,7 @@ from offline.make_args import settings_words, with_model_repo_args
 from offline.runtime import PROJECT_DIR, Plan, PlannedResource, run_program
 from settings import ConfigError, StackSettings, from_stack_file, stack_config
 from settings.schema import config_schema
+from settings.stack import check_stack_name
 
 EXIT_BAD_CONFIG = 2
 EXIT_BAD_MANIFEST = 3
@@ -89,13 +90,15 @@ K8S_PROPERTIES = (
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
-    out_dir = args.out or default_out_dir(args.stack)
+    # Folder refusals name the option the folder came from: --out DIR, or --stack S for build/plan/S.
+    option = "--out" if args.out else f"--stack {args.stack}"
     try:
-        check_out_dir(out_dir, legacy_ok=args.out is None)  # before anything is evaluated or written
+        out_dir = args.out or default_out_dir(args.stack)  # the stack name is checked before it becomes a path
+        check_out_dir(out_dir, option)  # before anything is evaluated or written
         plan = evaluate(args.stack, overrides_from(args.set), args.config_file)
         # The settings the program read (evaluate has checked them): the capacity table's input.
         stack_settings = from_stack_file(args.stack, overrides_from(args.set), args.config_file)
-        k8s_files = write_kubernetes_objects(plan, out_dir)  # refuses links and strangers before writing
+        k8s_files = write_kubernetes_objects(plan, out_dir, option)  # refuses links and strangers before writing
     except (ConfigError, FileNotFoundError) as err:
         # One line always: a value quoted in a message may hold a line break.
         message = with_model_repo_args(str(err), args.stack, settings_words(args.set, args.config_file))
@@ -392,34 +395,42 @@ _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
+class _FolderError(Exception):
+    """A refusal of the out folder, without the option it came from (check_out_dir and write_kubernetes_objects
+    raise it again as a ConfigError starting with that option: `--out` or `--stack S`)."""
+
+
 def default_out_dir(stack: str) -> Path:
-    return PROJECT_DIR / "build" / "plan" / stack
+    """build/plan/<stack>; a stack name that is not a plain Pulumi stack name (`../../v`) is a ConfigError."""
+    return PROJECT_DIR / "build" / "plan" / check_stack_name(stack)
 
 
-def check_out_dir(out_dir: Path, legacy_ok: bool = False) -> None:
+def check_out_dir(out_dir: Path, option: str = "--out") -> None:
     """Refuse an out folder that is a link, or holds files the plan did not write (no list of written files).
 
-    legacy_ok: the default build/plan/<stack> of plans older than the list; its YAML is taken as the plan's own.
+    No exception for a folder of folders: whatever it holds, the plan removes only what its own list names.
     """
+    try:
+        _check_out_dir(out_dir)
+    except _FolderError as err:
+        raise ConfigError(f"{option}: {err}") from None
+
+
+def _check_out_dir(out_dir: Path) -> None:
     _refuse_link(out_dir)
     _refuse_link(out_dir / WRITTEN_LIST)
     if out_dir.exists() and not out_dir.is_dir():
-        raise ConfigError(f"--out: {out_dir} exists and is not a folder")
+        raise _FolderError(f"{out_dir} exists and is not a folder")
     if not out_dir.is_dir() or (out_dir / WRITTEN_LIST).is_file() or not any(out_dir.iterdir()):
         return
-    if legacy_ok and all(p.is_dir() for p in out_dir.iterdir()):
-        return
-    raise ConfigError(
-        f"--out: {out_dir} is not empty and was not written by offline.plan (no {WRITTEN_LIST}); "
-        "choose an empty or new folder"
+    raise _FolderError(
+        f"{out_dir} is not empty and was not written by offline.plan (no {WRITTEN_LIST}); choose an empty or new folder"
     )
 
 
 def _refuse_link(path: Path) -> None:
     if path.is_symlink():
-        raise ConfigError(
-            f"--out: {path} is a symbolic link; the plan never writes or removes through a link (remove it)"
-        )
+        raise _FolderError(f"{path} is a symbolic link; the plan never writes or removes through a link (remove it)")
 
 
 def _lstat(path: Path) -> os.stat_result | None:
@@ -438,18 +449,18 @@ def _check_path(out_dir: Path, relative: PurePosixPath) -> os.stat_result | None
             return None
         _refuse_link(path)
         if depth < len(relative.parts) and not stat.S_ISDIR(status.st_mode):
-            raise ConfigError(f"--out: {path} is in the way of the plan's files and is not a folder")
+            raise _FolderError(f"{path} is in the way of the plan's files and is not a folder")
     return status
 
 
 def _previously_written(out_dir: Path) -> list[PurePosixPath]:
-    """The regular files an earlier plan listed, relative to out_dir (entries leaving it are dropped)."""
+    """The regular files an earlier plan listed, relative to out_dir (entries leaving it are dropped); never found by
+    a pattern: without the list nothing is the plan's."""
     listing = out_dir / WRITTEN_LIST
-    if _lstat(listing) is None:  # the legacy default folder: the old layout PROVIDER/KIND-NS-NAME.yaml
-        entries = [PurePosixPath(p.relative_to(out_dir).as_posix()) for p in out_dir.glob("*/*.yaml")]
-    else:
-        lines = listing.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
-        entries = [PurePosixPath(line) for line in lines if line.strip()]
+    if _lstat(listing) is None:
+        return []
+    lines = listing.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
+    entries = [PurePosixPath(line) for line in lines if line.strip()]
     inside = [e for e in entries if e.parts and not e.is_absolute() and ".." not in e.parts]
     return sorted({e for e in inside if (s := _check_path(out_dir, e)) is not None and stat.S_ISREG(s.st_mode)})
 
@@ -468,15 +479,23 @@ def _check_targets(out_dir: Path, targets: list[PurePosixPath], previous: list[P
     for relative in targets:
         status = _check_path(out_dir, relative)
         if status is not None and relative not in previous:
-            raise ConfigError(f"--out: {out_dir / relative} exists and was not written by offline.plan")
+            raise _FolderError(f"{out_dir / relative} exists and was not written by offline.plan")
 
 
-def write_kubernetes_objects(plan: Plan, out_dir: Path) -> list[Path]:
+def write_kubernetes_objects(plan: Plan, out_dir: Path, option: str = "--out") -> list[Path]:
     """Replace the files an earlier plan wrote into out_dir with this plan's, and list them for the next one.
 
-    Everything is checked first (links, strangers in the way), so a refusal leaves the folder as it was.
+    Everything is checked first (links, strangers in the way), so a refusal leaves the folder as it was. A refusal
+    is a ConfigError starting with `option`, the command-line option the folder came from.
     """
-    check_out_dir(out_dir, legacy_ok=out_dir == default_out_dir(plan.stack))
+    try:
+        return _write_kubernetes_objects(plan, out_dir)
+    except _FolderError as err:
+        raise ConfigError(f"{option}: {err}") from None
+
+
+def _write_kubernetes_objects(plan: Plan, out_dir: Path) -> list[Path]:
+    _check_out_dir(out_dir)
     previous = _previously_written(out_dir)
     files = _planned_files(plan)
     _check_targets(out_dir, [relative for relative, _ in files], previous)
@@ -484,7 +503,7 @@ def write_kubernetes_objects(plan: Plan, out_dir: Path) -> list[Path]:
         out_dir.mkdir(parents=True, exist_ok=True)
         root = os.open(out_dir, _DIRECTORY)
     except OSError as err:
-        raise ConfigError(f"--out: cannot use {out_dir}: {err.strerror}") from None
+        raise _FolderError(f"cannot use {out_dir}: {err.strerror}") from None
     try:
         # Listed first with the old ones: a plan killed half-way leaves a list that still covers its files.
         _write_listing(root, sorted({*previous, *(relative for relative, _ in files)}))
@@ -493,7 +512,7 @@ def write_kubernetes_objects(plan: Plan, out_dir: Path) -> list[Path]:
             _create(root, relative, yaml.safe_dump(manifest, sort_keys=False))
         _write_listing(root, [relative for relative, _ in files])
     except OSError as err:  # a link or file planted between the checks and the writes
-        raise ConfigError(f"--out: cannot write {out_dir / (err.filename or '')}: {err.strerror}") from None
+        raise _FolderError(f"cannot write {out_dir / (err.filename or '')}: {err.strerror}") from None
     finally:
         os.close(root)
     return [out_dir / relative for relative, _ in files]

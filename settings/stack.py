@@ -7,6 +7,7 @@ and the first problem is raised as one ConfigError naming the key.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -61,12 +62,31 @@ def load_stack_settings(
     return capacity.sized(reader, explicit)
 
 
+# Pulumi's stack-name rule: "stack names are limited to 100 characters and may only contain alphanumeric, hyphens,
+# underscores, or periods" (pulumi/pulumi pkg/backend/diy/store.go, ParseReference; also
+# https://www.pulumi.com/learn/building-with-pulumi/understanding-stacks). A leading '.' is refused besides, so
+# no name is '.', '..' or hidden: the name becomes part of paths (Pulumi.<stack>.yaml, build/plan/<stack>).
+STACK_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}")
+
+
+def check_stack_name(stack: str) -> str:
+    """The stack name, when it is a plain Pulumi stack name; else one ConfigError line naming it."""
+    if not STACK_NAME.fullmatch(stack):
+        raise ConfigError(
+            f"stack {stack!r}: not a Pulumi stack name (letters, digits, '-', '_' and '.', not starting with '.', "
+            "at most 100 characters)"
+        )
+    return stack
+
+
 def stack_config(stack: str, project_dir: Path = PROJECT_DIR, config_file: Path | None = None) -> dict[str, str]:
     """Pulumi.<stack>.yaml (or config_file) as the engine passes it: 'namespace:key' -> string (lists, maps as JSON).
 
     Read strictly (settings/stack_file.py): duplicate keys, empty values, unquoted scalars whose meaning depends on
-    the YAML reader, binary, huge or alias-bomb files are a ConfigError naming the file, line and key.
+    the YAML reader, binary, huge or alias-bomb files are a ConfigError naming the file, line and key. The stack
+    name is checked first (check_stack_name), with config_file too: every command reads its stack through here.
     """
+    check_stack_name(stack)
     path = config_file or project_dir / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise FileNotFoundError(f"{path.name}: no such stack file")
@@ -82,4 +102,4 @@ def from_stack_file(
     return load_stack_settings(stack_config(stack, config_file=config_file) | dict(overrides or {}), stack=stack)
 
 
-__all__ = ["ConfigError", "from_stack_file", "load_stack_settings", "stack_config"]
+__all__ = ["ConfigError", "check_stack_name", "from_stack_file", "load_stack_settings", "stack_config"]
