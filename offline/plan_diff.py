@@ -30,6 +30,18 @@ COMPARED_FIELDS = ("provider", "dependsOn", "customTimeouts", "protect", "inputs
 REQUIRED_FIELDS = ("urn", "type", "name", "parent", *COMPARED_FIELDS)
 # Input paths listed per changed resource; the count says how many more differ.
 MAX_PATHS = 8
+# How deeply arrays and objects may nest in a plan file: the deepest record of the dev, staging and prod plans
+# nests 12 levels; the bound keeps the comparison's recursion far below Python's limit (1000 frames by default,
+# https://docs.python.org/3/library/sys.html#sys.getrecursionlimit), which a hostile file would otherwise reach.
+MAX_NESTING = 100
+# The shape of each compared field, as offline/plan.py plan_records writes it: (allowed types, what to say).
+FIELD_SHAPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "provider": ((str, type(None)), "text or null"),
+    "dependsOn": ((list,), "an array of URNs (text)"),
+    "customTimeouts": ((dict, type(None)), "an object or null"),
+    "protect": ((bool,), "true or false"),
+    "inputs": ((dict,), "an object"),
+}
 
 
 class PlanFileError(ValueError):
@@ -71,26 +83,50 @@ def load_plan(path: Path) -> dict[str, dict[str, Any]]:
         raise PlanFileError(f"{path}: cannot read: {err.__class__.__name__}: {_one_line(str(err))}") from None
     except json.JSONDecodeError as err:
         raise PlanFileError(f"{path}: not JSON ({err.msg} at line {err.lineno})") from None
+    except RecursionError:  # the json module recurses once per nested array or object
+        raise PlanFileError(f"{path}: not a plan: arrays and objects nested more than {MAX_NESTING} deep") from None
     return index_records(records, str(path))
+
+
+def _nesting(value: Any) -> int:
+    """How deeply arrays and objects nest in value (a scalar: 0), without recursion."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            pending.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def index_records(records: Any, source: str) -> dict[str, dict[str, Any]]:
     """Plan records (offline.plan.plan_records, or a file's JSON) by TYPE::NAME; `source` names them in errors."""
     if not isinstance(records, list):
         raise PlanFileError(f"{source}: not a plan: expected a JSON array of resources (make plan ARGS=--json)")
+    if _nesting(records) > MAX_NESTING:
+        raise PlanFileError(f"{source}: not a plan: arrays and objects nested more than {MAX_NESTING} deep")
     plan: dict[str, dict[str, Any]] = {}
     for index, record in enumerate(records):
-        missing = [f for f in REQUIRED_FIELDS if not isinstance(record, dict) or f not in record]
-        if missing:
-            raise PlanFileError(f"{source}: resource {index} is not a plan record: no {', '.join(missing)}")
-        texts = [record[f] for f in ("urn", "type", "name")]
-        if not all(isinstance(t, str) for t in texts) or not isinstance(record["parent"], str | None):
-            raise PlanFileError(f"{source}: resource {index}: urn, type and name must be text, parent text or null")
+        _check_record(record, index, source)
         key = key_of(record)
         if key in plan:
             raise PlanFileError(f"{source}: two resources are {_one_line(key)}: cannot match them by type and name")
         plan[key] = record
     return plan
+
+
+def _check_record(record: Any, index: int, source: str) -> None:
+    """Every field of a plan record present and of its type, so the comparison never meets a surprise."""
+    missing = [f for f in REQUIRED_FIELDS if not isinstance(record, dict) or f not in record]
+    if missing:
+        raise PlanFileError(f"{source}: resource {index} is not a plan record: no {', '.join(missing)}")
+    texts = [record[f] for f in ("urn", "type", "name")]
+    if not all(isinstance(t, str) for t in texts) or not isinstance(record["parent"], str | None):
+        raise PlanFileError(f"{source}: resource {index}: urn, type and name must be text, parent text or null")
+    for name, (types, shape) in FIELD_SHAPES.items():
+        value = record[name]
+        if not isinstance(value, types) or (name == "dependsOn" and not all(isinstance(u, str) for u in value)):
+            raise PlanFileError(f"{source}: resource {index}: {name} must be {shape}, not {_show(value)}")
 
 
 def diff_plans(before: Mapping[str, dict[str, Any]], after: Mapping[str, dict[str, Any]]) -> PlanDiff:

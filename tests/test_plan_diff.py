@@ -176,7 +176,39 @@ BAD_FILES: dict[str, tuple[str, str]] = {
     ),
     "a name that is not text": (json.dumps([record(HPA, "h") | {"name": ["h"]}]), "must be text"),
     "two resources of one type and name": (json.dumps([record(HPA, "h"), record(HPA, "h")]), "two resources are"),
+    # Found by an independent tester: these crashed with a RecursionError and a TypeError (sorting dependsOn).
+    "a 100k-deep array": ("[" * 100_000 + "]" * 100_000, "nested more than 100 deep"),
+    "inputs 150 deep": (
+        json.dumps([record(HPA, "h", inputs=json.loads('{"a":' * 150 + "1" + "}" * 150))]),
+        "nested more than 100 deep",
+    ),
+    "dependsOn of a number and an object": (
+        json.dumps([record(HPA, "h") | {"dependsOn": [1, {"a": 2}]}]),
+        'resource 0: dependsOn must be an array of URNs (text), not [1, {"a": 2}]',
+    ),
+    "inputs that are an array": (json.dumps([record(HPA, "h") | {"inputs": [1]}]), "inputs must be an object"),
+    "protect that is text": (json.dumps([record(HPA, "h") | {"protect": "no"}]), "protect must be true or false"),
 }
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@PROPERTY_SETTINGS
+@given(data=st.data(), field=st.sampled_from(["provider", "dependsOn", "customTimeouts", "protect", "inputs"]))
+def test_any_value_in_any_field_gives_a_result_or_one_error_line(tmp_path_factory, capsys, data, field):
+    before, shared = moved_hpa_plans()
+    after = json.loads(json.dumps(shared))  # the plans share records: change only the second file's
+    target = data.draw(st.sampled_from(after), label="resource")
+    target[field] = data.draw(_JSON, label=field)
+    folder = tmp_path_factory.mktemp("field")
+    code, out, err = run_main(capsys, write(folder, "a.json", before), bad := write(folder, "b.json", after))
+    assert code in (0, EXIT_DIFFERENT, EXIT_BAD_INPUT)
+    if code == EXIT_BAD_INPUT:
+        assert out == [] and len(err) == 1 and err[0].startswith(f"error: {bad}: resource {after.index(target)}: ")
 
 
 @pytest.mark.parametrize("case", list(BAD_FILES))
