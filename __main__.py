@@ -4,6 +4,7 @@ with Triton serving the bucket and Locust to load it; optionally one global load
 import pulumi
 import pulumi_random as random
 
+from contracts.workloads import GRAFANA_PORT, LOCUST_WEB_PORT, PROMETHEUS_PORT
 from infra.cluster import GkeCluster
 from infra.cluster_args import gke_cluster_args
 from infra.config import load_stack_settings
@@ -200,13 +201,16 @@ pulumi.export(
         region: {
             "credentials": f"gcloud container clusters get-credentials {c.cluster_name} "
             f"--region {region} --project {settings.project}",
-            "locust": "kubectl -n load port-forward svc/locust-master 8089:8089  # then http://localhost:8089",
+            "locust": f"kubectl -n {LOCUST_NAMESPACE} port-forward svc/locust-master "
+            f"{LOCUST_WEB_PORT}:{LOCUST_WEB_PORT}  # then http://localhost:{LOCUST_WEB_PORT}",
         }
         | (
             {
-                "grafana": "kubectl -n monitoring port-forward svc/grafana 3000:3000  # then http://localhost:3000, "
+                "grafana": f"kubectl -n {MONITORING_NAMESPACE} port-forward svc/grafana {GRAFANA_PORT}:{GRAFANA_PORT}"
+                f"  # then http://localhost:{GRAFANA_PORT}, "
                 "user admin, password: pulumi stack output grafanaAdminPassword --show-secrets",
-                "prometheus": "kubectl -n monitoring port-forward svc/prometheus 9090:9090",
+                "prometheus": f"kubectl -n {MONITORING_NAMESPACE} port-forward svc/prometheus "
+                f"{PROMETHEUS_PORT}:{PROMETHEUS_PORT}",
             }
             if settings.monitoring.mode == "builtin"
             else {}

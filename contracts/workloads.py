@@ -33,6 +33,15 @@ DCGM_NAMESPACE = "gpu-metrics"
 DCGM_APP = "dcgm-exporter"
 MONITORING_NAMESPACE = "monitoring"
 
+# The web UIs an operator reaches (`kubectl port-forward`, the stack's `access` output, or the LoadBalancers
+# webUiSourceRanges opens), each on its program's default port: Locust's --web-port
+# (https://docs.locust.io/en/stable/configuration.html), Grafana's http_port
+# (https://grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/#http_port) and Prometheus'
+# --web.listen-address (https://prometheus.io/docs/prometheus/latest/command-line/prometheus/).
+LOCUST_WEB_PORT = 8089
+GRAFANA_PORT = 3000
+PROMETHEUS_PORT = 9090
+
 
 def pod_labels(app: str, component: str | None = None) -> dict[str, str]:
     """The labels a workload's pods carry (and its selector matches): name, and component when given."""

@@ -13,13 +13,20 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 
 from contracts.loadtest import ARRIVALS_FILE, LOCUST_METRICS_PORT, LOCUSTFILE, LocustEnvironment
-from contracts.workloads import LOCUST_APP, LOCUST_MASTER, LOCUST_NAMESPACE, LOCUST_WORKER, pod_labels
+from contracts.workloads import (
+    LOCUST_APP,
+    LOCUST_MASTER,
+    LOCUST_NAMESPACE,
+    LOCUST_WEB_PORT,
+    LOCUST_WORKER,
+    pod_labels,
+)
 from k8s.common import CPU_NODES, non_root_container_security, non_root_pod_security, restricted_namespace
 
 LOCUST_IMAGE = "locustio/locust:2.47.0"
 LOCUST_UID = 1000  # the locust user of the image
 PIP_PACKAGES = ("tritonclient[http,grpc]==2.73.0", "prometheus-client==0.21.1")
-PORTS = {"web": 8089, "master": 5557, "metrics": LOCUST_METRICS_PORT}
+PORTS = {"web": LOCUST_WEB_PORT, "master": 5557, "metrics": LOCUST_METRICS_PORT}
 DEPS_DIR = "/deps"
 
 

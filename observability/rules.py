@@ -16,12 +16,14 @@ from typing import Any
 
 import yaml
 
-from observability.settings import SloSettings, minutes_duration, validate_label_value, validate_slo
+from observability.settings import TRITON_PODS, SloSettings, minutes_duration, validate_label_value, validate_slo
 
 TRITON_BY = "region, namespace, pod, node, model"
 MODEL_BY = "region, model"
 NODE_BY = "region, node"
 MIB = 1024 * 1024
+# The scrape job of Triton's pods as the Prometheus config names it (prometheus_config.py job_name): `up` carries it.
+TRITON_JOB = TRITON_PODS.job
 
 
 def quantile_label(quantile: float) -> str:
@@ -127,7 +129,7 @@ def alerting_rules(slo: SloSettings, region: str) -> list[dict[str, Any]]:
         ),
         _alert(
             "TritonTargetDown",
-            'up{job="triton"} == 0',
+            f'up{{job="{TRITON_JOB}"}} == 0',
             slo.down_for_minutes,
             "critical",
             region,
@@ -137,7 +139,7 @@ def alerting_rules(slo: SloSettings, region: str) -> list[dict[str, Any]]:
         ),
         _alert(
             "TritonAbsent",
-            'absent(up{job="triton"})',
+            f'absent(up{{job="{TRITON_JOB}"}})',
             slo.down_for_minutes,
             "critical",
             region,

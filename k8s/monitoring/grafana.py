@@ -8,6 +8,7 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 import yaml
 
+from contracts.workloads import GRAFANA_PORT
 from k8s.common import http_probe, non_root_container_security
 from k8s.monitoring.prometheus import PROMETHEUS_URL
 from k8s.monitoring.shapes import Scope, config_map_volume, meta, service, single_pod_deployment
@@ -16,7 +17,6 @@ from observability.settings import SloSettings
 
 GRAFANA_IMAGE = "docker.io/grafana/grafana:11.6.0"
 GRAFANA_UID = 472  # the grafana user of Grafana's image
-GRAFANA_PORT = 3000
 DATASOURCE_UID = "prometheus"
 DASHBOARDS_DIR = "/var/lib/grafana-dashboards"
 

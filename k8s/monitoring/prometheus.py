@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import pulumi
 import pulumi_kubernetes as kubernetes
 
-from contracts.workloads import MONITORING_NAMESPACE
+from contracts.workloads import MONITORING_NAMESPACE, PROMETHEUS_PORT
 from k8s.common import http_probe, non_root_container_security
 from k8s.monitoring.shapes import NOBODY, Scope, config_map_volume, meta, service, single_pod_deployment
 from observability.prometheus_config import prometheus_config_yaml
@@ -15,7 +15,6 @@ from observability.rules import rules_yaml
 from observability.settings import POD_SELECTORS, SloSettings
 
 PROMETHEUS_IMAGE = "quay.io/prometheus/prometheus:v3.5.0"
-PROMETHEUS_PORT = 9090
 # The Prometheus Service below, as Grafana and the metrics adapter reach it inside the cluster.
 PROMETHEUS_URL = f"http://prometheus.{MONITORING_NAMESPACE}.svc:{PROMETHEUS_PORT}"
 RULES_DIR = "/etc/prometheus-rules"
