@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from cli.one_line import OneLineParser
+from cli.one_line import SEE_MAKE_HELP, OneLineParser
 from infra.model_upload import BUILT_REPOSITORY
 from model_repo.build import build_repository
 from model_repo.errors import ModelRepoError
@@ -27,7 +27,8 @@ CPU_TWINS = PROJECT_DIR / "build" / "model_repository_cpu"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="make model-repo", description=__doc__.split("\n\n")[0])  # a bad option: one line
+    # A bad option: one line, with the same hint as make plan and make sandbox.
+    parser = OneLineParser(prog="make model-repo", description=__doc__.split("\n\n")[0], hint=SEE_MAKE_HELP)
     parser.add_argument("--stack", default="dev", help="stack whose model settings are built (default dev)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a stack setting (JSON for lists)"

@@ -115,7 +115,11 @@ SYNC_USAGE = "usage: python -m model_repo.sync LOCAL_DIR gs://BUCKET/PREFIX [--d
     "module,argv,expected",
     [
         ("offline.plan", [], "error: make plan: unrecognized arguments: --bogus (see make plan ARGS=--help)"),
-        ("offline.build_models", [], "error: make model-repo: unrecognized arguments: --bogus (see --help)"),
+        (
+            "offline.build_models",
+            [],
+            "error: make model-repo: unrecognized arguments: --bogus (see make model-repo ARGS=--help)",
+        ),
         ("sandbox.run", [], "error: make sandbox: unrecognized arguments: --bogus (see make sandbox ARGS=--help)"),
         ("model_repo.__main__", ["--out", "unused"], "error: unrecognized arguments: --bogus"),
         ("model_repo.sync", ["unused", "gs://b/p"], f"error: unrecognized arguments: --bogus ({SYNC_USAGE})"),
