@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from capacity.records import CapacityError, CapacityRecord, load_record, load_records, records_by_slo_key
+from capacity.records import CapacityError, CapacityRecord, escaped, load_record, load_records, records_by_slo_key
 from cli.one_line import OneLineParser
 
 DEFAULT_THRESHOLD = 10.0
@@ -69,7 +69,7 @@ def read_side(path: Path) -> list[CapacityRecord]:
             raise CapacityError(f"{path}: no record files (*.json) in this folder")
         return records
     if not path.exists():
-        raise CapacityError(f"{path}: no such record file or folder")
+        raise CapacityError(f"{escaped(path)}: no such record file or folder")
     return [load_record(path)]
 
 
@@ -130,10 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         rows = compare(read_side(args.baseline), read_side(args.new))
         if not any(row.change_pct is not None for row in rows):
             raise CapacityError(
-                f"{args.baseline} and {args.new} share no (gpu, variant, SLO latency): nothing to compare"
+                f"{escaped(args.baseline)} and {escaped(args.new)} share no (gpu, variant, SLO latency): "
+                "nothing to compare"
             )
     except CapacityError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {escaped(str(err))}", file=sys.stderr)  # one line, whatever a message quotes
         return EXIT_BAD_INPUT
     for line in table(rows, threshold):
         print(line)

@@ -6,8 +6,9 @@ capacity compare` reports regressions between two sets. Pure: the standard libra
 of the project, so every layer may read records.
 
 Loading is strict: a record file with bad JSON, an unknown or missing key, a value of the wrong type, a
-non-positive rate or a key (gpu, variant, image tag, SLO) that another file holds too is refused with one
-CapacityError line naming the file and the key.
+non-positive rate, a value outside its bounds (BOUNDS) or a key (gpu, variant, image tag, SLO) that another file
+holds too is refused with one CapacityError line naming the file and the key. File names and keys in messages are shown
+with their control characters escaped (escaped()), so a message stays one line.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,16 @@ TWIN_GPU = "cpu-twin"  # the `gpu` of sandbox measurements: one CPU twin server,
 MAX_FILE_BYTES = 64 * 1024  # a record is ~1 KB; anything far larger is not one
 MAX_TEXT = {"image_tag": 128, "method": 2000}
 MAX_REVISION = 2**31 - 1
+# (least, most) a record's numbers may be: far beyond any GPU or SLO (a T4 serves ~250-1,400 ResNet-50 req/s; a
+# Triton batch is at most a few thousand), near enough that sizing never meets 300-digit node counts (1e308) or
+# rates that vanish (5e-324). The rate's floor: below 0.01 req/s per GPU a record describes a broken run.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "max_rps_per_gpu": (0.01, 1e6),
+    "slo_latency_ms": (0.0, 1e6),  # above 0: _positive checks it
+    "p50_ms": (0.0, 1e6),
+    "p95_ms": (0.0, 1e6),
+    "batch": (0.0, 1e5),
+}
 
 # GPU names as GKE's accelerator types spell them (lowercase letters, digits, hyphens: "nvidia-tesla-t4",
 # "nvidia-l4"; https://cloud.google.com/kubernetes-engine/docs/how-to/gpus#create), or "cpu-twin".
@@ -41,6 +53,17 @@ _DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 class CapacityError(ValueError):
     """Bad record input; str() is one line naming the record file or key."""
+
+
+class NoRecordError(CapacityError):
+    """The records are sound, but none is for what was asked (find_record): a stack without a target goes on without
+    a capacity table; any other CapacityError is a broken record file."""
+
+
+def escaped(text: Path | str) -> str:
+    """A path or key for a one-line message: control characters (a line break in a file name) as backslash escapes;
+    other characters (a name in another script) as they are."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 @dataclass(frozen=True)
@@ -115,6 +138,18 @@ def _optional_positive(value: Any) -> float | None:
     return None if value is None else _positive(value)
 
 
+def _bounded(key: str, check: Callable[[Any], float | None]) -> Callable[[Any], float | None]:
+    least, most = BOUNDS[key]
+
+    def bounded(value: Any) -> float | None:
+        number = check(value)
+        if number is not None and not least <= number <= most:
+            raise _Bad(f"{number!r} is out of bounds (at least {least:g}, at most {most:g})")
+        return number
+
+    return bounded
+
+
 def _percentile(value: Any) -> float:
     number = _number(value)
     if not 0 < number <= 100:
@@ -178,13 +213,13 @@ CHECKS: dict[str, Callable[[Any], Any]] = {
     "gpu": _pattern(_GPU_RE, "a GKE accelerator type (lowercase letters, digits, '-') or 'cpu-twin'"),
     "variant": _pattern(_VARIANT_RE, "a model variant name (1-64 letters, digits, '_', '-', '.')"),
     "image_tag": lambda v: _line(v, "an image tag", MAX_TEXT["image_tag"]),
-    "slo_latency_ms": _positive,
+    "slo_latency_ms": _bounded("slo_latency_ms", _positive),
     "slo_percentile": _percentile,
     "max_failure_percent": _failure_percent,
-    "max_rps_per_gpu": _positive,
-    "batch": _optional_positive,
-    "p50_ms": _optional_positive,
-    "p95_ms": _optional_positive,
+    "max_rps_per_gpu": _bounded("max_rps_per_gpu", _positive),
+    "batch": _bounded("batch", _optional_positive),
+    "p50_ms": _bounded("p50_ms", _optional_positive),
+    "p95_ms": _bounded("p95_ms", _optional_positive),
     "source": _source,
     "method": lambda v: _line(v, "a method line", MAX_TEXT["method"]),
     "measured_at": _date,
@@ -195,21 +230,23 @@ CHECKS: dict[str, Callable[[Any], Any]] = {
 def record_from_dict(data: Any, path: Path) -> CapacityRecord:
     """A record from a file's parsed JSON; CapacityError names the file and the key."""
     if not isinstance(data, dict):
-        raise CapacityError(f"{path}: expected a JSON object, got {type(data).__name__}")
+        raise CapacityError(f"{escaped(path)}: expected a JSON object, got {type(data).__name__}")
     unknown = sorted(set(data) - set(FILE_KEYS))
     if unknown:
-        raise CapacityError(f"{path}: {unknown[0]}: unknown key (a record has {', '.join(FILE_KEYS)})")
+        raise CapacityError(
+            f"{escaped(path)}: {escaped(unknown[0])}: unknown key (a record has {', '.join(FILE_KEYS)})"
+        )
     missing = [key for key in FILE_KEYS if key not in data]
     if missing:
-        raise CapacityError(f"{path}: {missing[0]}: missing")
+        raise CapacityError(f"{escaped(path)}: {missing[0]}: missing")
     values: dict[str, Any] = {}
     for key in FILE_KEYS:
         try:
             values[key] = CHECKS[key](data[key])
         except _Bad as bad:
-            raise CapacityError(f"{path}: {key}: {bad}") from None
+            raise CapacityError(f"{escaped(path)}: {key}: {bad}") from None
     if values["p50_ms"] is not None and values["p95_ms"] is not None and values["p50_ms"] > values["p95_ms"]:
-        raise CapacityError(f"{path}: p50_ms: {values['p50_ms']:g} is above p95_ms {values['p95_ms']:g}")
+        raise CapacityError(f"{escaped(path)}: p50_ms: {values['p50_ms']:g} is above p95_ms {values['p95_ms']:g}")
     values.pop("schema")
     return CapacityRecord(**values, path=path)
 
@@ -218,7 +255,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     for key, value in pairs:
         if key in seen:
-            raise _Bad(f"{key}: given twice")
+            raise _Bad(f"{escaped(key)}: given twice")
         seen[key] = value
     return seen
 
@@ -232,24 +269,28 @@ def load_record(path: Path) -> CapacityRecord:
     path = Path(path)
     try:
         if not path.is_file():
-            raise CapacityError(f"{path}: not a record file (no such file)")
+            raise CapacityError(f"{escaped(path)}: not a record file (no such file)")
         if path.stat().st_size > MAX_FILE_BYTES:
-            raise CapacityError(f"{path}: {path.stat().st_size} bytes; a record file is at most {MAX_FILE_BYTES}")
+            raise CapacityError(
+                f"{escaped(path)}: {path.stat().st_size} bytes; a record file is at most {MAX_FILE_BYTES}"
+            )
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
-        raise CapacityError(f"{path}: not UTF-8 text") from None
+        raise CapacityError(f"{escaped(path)}: not UTF-8 text") from None
     except OSError as err:
-        raise CapacityError(f"{path}: cannot read: {err.strerror or err}") from None
+        raise CapacityError(f"{escaped(path)}: cannot read: {err.strerror or err}") from None
     try:
         data = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
     except json.JSONDecodeError as err:
-        raise CapacityError(f"{path}: not valid JSON: {err.msg} (line {err.lineno} column {err.colno})") from None
+        raise CapacityError(
+            f"{escaped(path)}: not valid JSON: {err.msg} (line {err.lineno} column {err.colno})"
+        ) from None
     except _Bad as bad:
-        raise CapacityError(f"{path}: {bad}") from None
+        raise CapacityError(f"{escaped(path)}: {bad}") from None
     except RecursionError:
-        raise CapacityError(f"{path}: not valid JSON: nested too deeply") from None
+        raise CapacityError(f"{escaped(path)}: not valid JSON: nested too deeply") from None
     except ValueError as err:  # e.g. an integer of more digits than Python converts (sys.set_int_max_str_digits)
-        raise CapacityError(f"{path}: not valid JSON: {str(err).splitlines()[0]}") from None
+        raise CapacityError(f"{escaped(path)}: not valid JSON: {str(err).splitlines()[0]}") from None
     return record_from_dict(data, path)
 
 
@@ -257,7 +298,7 @@ def load_records(records_dir: Path = RECORDS_DIR) -> list[CapacityRecord]:
     """Every *.json file of the folder (not its subfolders), sorted by file name; one key per file."""
     records_dir = Path(records_dir)
     if not records_dir.is_dir():
-        raise CapacityError(f"{records_dir}: not a folder of capacity records")
+        raise CapacityError(f"{escaped(records_dir)}: not a folder of capacity records")
     records = [load_record(path) for path in sorted(records_dir.glob("*.json")) if not path.is_dir()]
     _check_unique(records)
     return records
@@ -269,8 +310,8 @@ def _check_unique(records: Iterable[CapacityRecord]) -> None:
         if record.key in first:
             gpu, variant, tag, slo = record.key
             raise CapacityError(
-                f"{record.path}: holds the same gpu {gpu}, variant {variant}, image_tag {tag!r} and "
-                f"slo_latency_ms {slo:g} as {first[record.key]}; keep one file per record"
+                f"{escaped(record.path)}: holds the same gpu {gpu}, variant {variant}, image_tag {tag!r} and "
+                f"slo_latency_ms {slo!r} as {escaped(first[record.key])}; keep one file per record"
             )
         first[record.key] = record.path
 
@@ -280,24 +321,56 @@ def newest(records: Iterable[CapacityRecord]) -> CapacityRecord:
     return max(records, key=lambda r: (r.measured_at, r.revision, str(r.path)))
 
 
+def number(value: float) -> str:
+    """A record's number in as many digits as it has (99.9999999 stays so, not "100"); 100.0 as 100."""
+    text = repr(float(value))
+    return text.removesuffix(".0")
+
+
+def slo_mismatch(record: CapacityRecord, percentile: float, max_failure_percent: float) -> str:
+    """Why the record's rate is not one at this SLO ("" when it is): it must be searched at the same latency
+    percentile (a p50 rate is far above a p95 one) and within at most the failures the SLO allows (a rate that let
+    99 % of requests fail serves nothing)."""
+    if _decimal(record.slo_percentile) != _decimal(percentile):
+        return f"it is for p{number(record.slo_percentile)}; the stack's SLO is p{number(percentile)}"
+    if _decimal(record.max_failure_percent) > _decimal(max_failure_percent):
+        return (
+            f"it allows {number(record.max_failure_percent)} % failures; the stack's SLO allows "
+            f"{number(max_failure_percent)} % (sloMaxFailurePercent)"
+        )
+    return ""
+
+
+def _decimal(value: float) -> Fraction:
+    return Fraction(repr(float(value)))  # the decimal a file shows (0.95 x 100 = 95 exactly, as written)
+
+
 def find_record(
     gpu: str,
     variant: str,
     slo_latency_ms: float,
     image_tag: str | None = None,
     records_dir: Path = RECORDS_DIR,
+    slo: tuple[float, float] | None = None,
 ) -> CapacityRecord:
     """The record for this GPU, variant and SLO latency: the one of `image_tag` if there is one, else the newest
-    of another tag (a record measured with another image is the best estimate there is; its image_tag says so)."""
-    matches = [r for r in load_records(records_dir) if r.slo_key == (gpu, variant, float(slo_latency_ms))]
+    of another tag (a record measured with another image is the best estimate there is; its image_tag says so).
+
+    slo: (latency percentile, failure percent) the record must match (slo_mismatch); records that do not are
+    skipped, and the NoRecordError then says which and why. A broken record file of the folder is a CapacityError.
+    """
+    candidates = [r for r in load_records(records_dir) if r.slo_key == (gpu, variant, float(slo_latency_ms))]
+    why_not = {r.path: slo_mismatch(r, *slo) if slo else "" for r in candidates}
+    matches = [r for r in candidates if not why_not[r.path]]
     exact = [r for r in matches if r.image_tag == image_tag]
     if exact:
         return exact[0]
     if matches:
         return newest(matches)
-    raise CapacityError(
-        f"no capacity record for gpu {gpu}, variant {variant} at an SLO of {float(slo_latency_ms):g} ms in "
-        f"{records_dir}; measure one with `make bench` (--record) or add a record file"
+    notes = "".join(f" ({escaped(path.name)} skipped: {why})" for path, why in why_not.items() if why)
+    raise NoRecordError(
+        f"no capacity record for gpu {gpu}, variant {variant} at an SLO of {number(float(slo_latency_ms))} ms in "
+        f"{escaped(records_dir)}{notes}; measure one with `make bench` (--record) or add a record file"
     )
 
 

@@ -23,14 +23,18 @@ from hypothesis import strategies as st
 
 from capacity.from_bench import Measured, records_from_results
 from capacity.records import (
+    BOUNDS,
     RECORDS_DIR,
     CapacityError,
     CapacityRecord,
+    NoRecordError,
+    escaped,
     find_record,
     load_record,
     load_records,
     record_file_name,
     revised,
+    slo_mismatch,
     write_records,
 )
 from model_repo.settings import REFERENCE_VARIANTS
@@ -104,8 +108,17 @@ NAMES = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,20}", fullmatch=True)
 GPUS = st.sampled_from([T4, "nvidia-l4", "cpu-twin", "nvidia-tesla-a100"])
 LINE = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FFF, blacklist_categories=("Cs", "Zl", "Zp", "Cc")),
                min_size=1, max_size=60).map(str.strip).filter(lambda s: bool(s) and s.isprintable())  # fmt: skip
-RATE = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)
-OPTIONAL = st.none() | RATE
+
+
+def within(key: str) -> st.SearchStrategy[float]:
+    """Any value the loader accepts for a bounded key (BOUNDS; the least is exclusive where it is 0)."""
+    least, most = BOUNDS[key]
+    return st.floats(min_value=least, max_value=most, exclude_min=least == 0, allow_nan=False)
+
+
+RATE = within("max_rps_per_gpu")
+LATENCY = within("p95_ms")
+OPTIONAL = st.none() | LATENCY
 
 
 @st.composite
@@ -114,9 +127,9 @@ def records(draw: st.DrawFn) -> CapacityRecord:
     if p50 is not None and p95 is not None and p50 > p95:
         p50, p95 = p95, p50
     return record(
-        gpu=draw(GPUS), variant=draw(NAMES), image_tag=draw(LINE), slo_latency_ms=draw(RATE),
+        gpu=draw(GPUS), variant=draw(NAMES), image_tag=draw(LINE), slo_latency_ms=draw(LATENCY),
         slo_percentile=draw(st.floats(min_value=0.5, max_value=100)), max_failure_percent=draw(st.floats(0, 99.9)),
-        max_rps_per_gpu=draw(RATE), batch=draw(OPTIONAL), p50_ms=p50, p95_ms=p95,
+        max_rps_per_gpu=draw(RATE), batch=draw(st.none() | within("batch")), p50_ms=p50, p95_ms=p95,
         source=draw(st.sampled_from(["reference", "measured"])), method=draw(LINE),
         measured_at=draw(st.dates()).isoformat(), revision=draw(st.integers(1, 10_000)),
     )  # fmt: skip
@@ -207,6 +220,60 @@ def test_a_file_that_is_no_json_record_is_refused_in_one_line(
     assert "\n" not in message and message.startswith(f"{path}: ") and expected in message, message
 
 
+def _beyond(key: str) -> st.SearchStrategy[float]:
+    """Positive finite values outside the key's bounds: from just past them to 1e308 and down to 5e-324."""
+    least, most = BOUNDS[key]
+    above = st.floats(min_value=most, max_value=1e308, exclude_min=True, allow_infinity=False)
+    below = st.floats(min_value=5e-324, max_value=least, exclude_max=True) if least > 0 else st.nothing()
+    return above | below
+
+
+@given(st.data(), st.sampled_from(sorted(BOUNDS)))
+@settings(max_examples=50, deadline=None)
+def test_a_number_outside_its_bounds_is_refused_naming_file_and_key(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, key: str
+) -> None:
+    """1e308 req/s or 5e-324 req/s per GPU would size a stack of 300-digit node counts; the loader stops them."""
+    value = data.draw(_beyond(key))
+    changes = {key: value} | ({"p95_ms": None} if key == "p50_ms" else {"p50_ms": None} if key == "p95_ms" else {})
+    path = tmp_path_factory.mktemp("bounds") / "r.json"
+    path.write_text(_as_text(VALID | changes), encoding="utf-8")
+    with pytest.raises(CapacityError) as refused:
+        load_record(path)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(f"{path}: {key}: {value!r} is out of bounds"), message
+    least, most = BOUNDS[key]
+    at_bound = most if key != "max_rps_per_gpu" or data.draw(st.booleans()) else least
+    path.write_text(_as_text(VALID | changes | {key: at_bound}), encoding="utf-8")
+    assert getattr(load_record(path), key) == at_bound
+
+
+CONTROL = st.characters(min_codepoint=1, max_codepoint=0x9F, categories=("Cc",), exclude_characters="/")
+
+
+@given(st.lists(CONTROL, min_size=1, max_size=3), st.sampled_from(BREAKAGES[:3]))
+@settings(max_examples=25, deadline=None)
+def test_a_file_name_with_a_line_break_stays_one_line_in_every_message(
+    tmp_path_factory: pytest.TempPathFactory, controls: list[str], breakage: tuple[str, Any]
+) -> None:
+    folder = tmp_path_factory.mktemp("names")
+    path = folder / f"a{''.join(controls)}b.json"
+    key, breaking = breakage
+    path.write_text(_as_text(breaking(dict(VALID))), encoding="utf-8")
+    for load in (lambda: load_record(path), lambda: load_records(folder)):
+        with pytest.raises(CapacityError) as refused:
+            load()
+        message = str(refused.value)
+        assert message.isprintable() and message.startswith(f"{escaped(path)}: {key}: "), message
+    assert escaped(path).encode().decode("unicode_escape") == str(path)  # escaped, not dropped
+
+
+def test_compare_keeps_a_path_with_a_line_break_on_one_line(tmp_path: Path) -> None:
+    base = _folder(tmp_path / "base", record())
+    done = compare(str(base), "cmp/new\nerror: fake")
+    assert done.returncode == 2 and "cmp/new\\nerror: fake: no such record file or folder" in one_line_error(done)
+
+
 def test_two_files_of_one_key_are_refused_naming_both(tmp_path: Path) -> None:
     (tmp_path / "a.json").write_text(record().to_json())
     (tmp_path / "b.json").write_text(record(max_rps_per_gpu=1.0).to_json())
@@ -238,6 +305,36 @@ def test_find_record_prefers_the_exact_image_then_the_newest_other(tmp_path: Pat
     assert "\n" not in str(missing.value) and "gpu nvidia-l4, variant original" in str(missing.value)
     with pytest.raises(CapacityError, match="not a folder of capacity records"):
         find_record(T4, "original", 100, records_dir=tmp_path / "absent")
+
+
+def test_find_record_skips_records_of_another_percentile_or_failure_budget(tmp_path: Path) -> None:
+    """A p50 rate, or one that let 99 % of requests fail, is no capacity at a p95, 1 % SLO."""
+    p95 = (95.0, 1.0)
+    write_records(
+        [
+            record(slo_percentile=50.0, max_failure_percent=99.0, measured_at="2026-12-30"),
+            record(image_tag="24.10-py3", max_failure_percent=0.5, max_rps_per_gpu=200.0, measured_at="2026-01-01"),
+        ],
+        tmp_path,
+    )
+    assert find_record(T4, "original", 100, "25.06-py3", tmp_path).slo_percentile == 50.0  # no SLO asked: as before
+    found = find_record(T4, "original", 100, "25.06-py3", tmp_path, slo=p95)
+    assert (found.image_tag, found.max_rps_per_gpu) == ("24.10-py3", 200.0)  # within a stricter budget: fine
+    with pytest.raises(NoRecordError) as none:
+        find_record(T4, "original", 100, "25.06-py3", tmp_path, slo=(95.0, 0.25))
+    message = str(none.value)
+    assert "\n" not in message
+    assert "skipped: it is for p50; the stack's SLO is p95" in message
+    assert "skipped: it allows 0.5 % failures; the stack's SLO allows 0.25 %" in message
+
+
+@given(percentile=st.sampled_from([50.0, 90.0, 95.0, 99.0]), failures=st.floats(0, 99.9), allowed=st.integers(0, 100))
+@settings(max_examples=40, deadline=None)
+def test_a_record_matches_an_slo_exactly_when_percentile_equal_and_failures_within(
+    percentile: float, failures: float, allowed: int
+) -> None:
+    why = slo_mismatch(record(slo_percentile=percentile, max_failure_percent=failures), 95.0, float(allowed))
+    assert (why == "") == (percentile == 95.0 and failures <= allowed)
 
 
 def test_an_update_raises_the_revision_in_the_same_file(tmp_path: Path) -> None:
@@ -303,7 +400,9 @@ def test_bench_record_writes_the_run_folder_and_updates_the_records(tmp_path: Pa
     assert load_records(out / "records") == [dataclasses.replace(stored, path=out / "records" / stored.path.name)]
     assert f"{stored.path} (original: 27.1 req/s per GPU at p95 <= 100 ms, revision 1)" in done.stdout
     again = run(sys.executable, "-m", "bench.record", str(out), "--record", "--records-dir", str(records_dir))
-    assert again.returncode == 0 and [r.revision for r in load_records(records_dir)] == [2]
+    # the same run again is the same figures: no new revision (issue 13 follow-up), and it says so
+    assert again.returncode == 0 and [r.revision for r in load_records(records_dir)] == [1]
+    assert f"original: unchanged: {stored.path} holds the same figures (revision 1)" in again.stderr
 
 
 def test_bench_record_refuses_what_gives_no_per_gpu_rate(tmp_path: Path) -> None:
@@ -354,7 +453,7 @@ def test_compare_passes_an_unchanged_and_a_small_drop_and_fails_a_large_one(tmp_
     ("argv", "expected"),
     [
         (["{base}", "{absent}"], "no such record file or folder"),
-        (["{base}", "{empty}"], "no record files"),
+        (["{base}", "{empty}"], "no capacity records in"),
         (["{base}", "{broken}"], "broken.json: max_rps_per_gpu: 0 is not positive"),
         (["{base}", "{other}"], "share no (gpu, variant, SLO latency)"),
         (["{base}", "{base}", "--max-regression-percent", "nan"], "--max-regression-percent nan"),
