@@ -24,6 +24,7 @@ import yaml
 
 from cli.one_line import SEE_MAKE_HELP, OneLineParser
 from infra.cost import load_vm_prices, region_costs, usd_per_million
+from k8s.autoscaling import serves_custom_metrics
 from k8s.schema import ManifestError, validate_manifest
 from offline.make_args import settings_words, with_model_repo_args
 from offline.runtime import PROJECT_DIR, Plan, PlannedResource, run_program
@@ -275,7 +276,7 @@ CAPACITY_COLUMNS = (
     ("region", 24),
     ("target req/s", 12),
     ("nodes min/max", 13),
-    ("serves req/s", 13),
+    ("serves req/s", 17),
     ("on-demand $/h", 13),
     ("$/1M req", 9),
     ("spot $/h", 9),
@@ -310,10 +311,13 @@ def _sizing_line(settings: StackSettings) -> str:
     cap = settings.capacity
     if not cap.sized:
         return "No targetRps: the explicit gpuMinNodes and gpuMaxNodes; the table shows what they serve."
+    # Operator mode declares no HPA (__main__ composes Autoscaling only where serves_custom_metrics): the derived
+    # target is then only what an HPA would take, and the table must not suggest one scales the stack.
+    hpa = "HPA" if serves_custom_metrics(settings.monitoring.mode) else "no HPA (monitoringMode operator); an HPA's"
     return (
         f"Sized for targetRps {cap.target_rps} req/s per region with {cap.headroom_percent} % headroom: "
         f"GPU minimum {settings.gpu_pool.min_nodes} nodes, lbMaxRatePerPod {settings.load_balancer.max_rate_per_pod}, "
-        f"HPA queue-time target {settings.serving.queue_time_target_us / 1000:g} ms (derived)."
+        f"{hpa} queue-time target {settings.serving.queue_time_target_us / 1000:g} ms (derived)."
     )
 
 
@@ -336,7 +340,7 @@ def _capacity_row(settings: StackSettings, region: str, usd_h: dict[bool, float 
         region,
         str(cap.target_rps) if cap.sized else "-",
         f"{gpu.min_nodes}/{gpu.max_nodes}",
-        f"{serves[0]:.0f}-{serves[1]:.0f}",
+        f"{serves[0]:.1f}-{serves[1]:.1f}",  # one decimal, one rounding: 1072.5 is not 1072 and 3217.5 not 3218
     ]
     for spot in (False, True):
         cells += [_money(usd_h.get(spot), 3), _money(usd_per_million(usd_h.get(spot), rate), 4)]

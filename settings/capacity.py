@@ -17,7 +17,18 @@ from fractions import Fraction
 from itertools import pairwise
 from pathlib import Path
 
-from capacity.records import CapacityError, CapacityRecord, find_record, load_record
+from capacity.records import (
+    RECORDS_DIR,
+    CapacityError,
+    CapacityRecord,
+    NoRecordError,
+    escaped,
+    find_record,
+    load_record,
+    load_records,
+    number,
+    slo_mismatch,
+)
 from settings.errors import ConfigError
 from settings.reader import Reader
 from settings.schema import PROJECT_DIR
@@ -67,15 +78,26 @@ def per_node(record: CapacityRecord, gpus_per_node: int) -> Fraction:
 
 
 def nodes_for(target_rps: int, headroom_percent: int, rps_per_node: Fraction) -> int:
-    """GPU nodes a region needs: the target with its headroom over what one node serves, rounded up."""
-    return math.ceil(target_rps * factor(headroom_percent) / rps_per_node)
+    """GPU nodes a region needs: the target with its headroom over what one node serves, rounded up; and at least
+    enough that pods limited to their whole capacity (floor: lbMaxRatePerPod is a whole number) accept the target,
+    which only adds a node with little headroom and a fractional capacity (0 %, 253.4 req/s, target 507: 3 nodes,
+    not 2 that would need 254 req/s each). Needs rps_per_node >= 1 (_derive refuses less)."""
+    with_headroom = math.ceil(target_rps * factor(headroom_percent) / rps_per_node)
+    return max(with_headroom, math.ceil(target_rps / math.floor(rps_per_node)))
 
 
-def lb_rate_per_pod(headroom_percent: int, rps_per_node: Fraction) -> int:
-    """The backend's maxRatePerEndpoint: a pod's capacity over the headroom factor, rounded down, so the load
-    balancer sends the next request to another region before a pod reaches its SLO capacity (RATE balancing mode,
-    https://cloud.google.com/load-balancing/docs/backend-service#rate_balancing_mode)."""
-    return math.floor(rps_per_node / factor(headroom_percent))
+def lb_rate_per_pod(target_rps: int, headroom_percent: int, rps_per_node: Fraction, nodes: int) -> int:
+    """The backend's maxRatePerEndpoint, the most requests/s the load balancer sends one pod before it sends the
+    next to another region (RATE balancing mode,
+    https://cloud.google.com/load-balancing/docs/backend-service#rate_balancing_mode):
+
+        rate = max(floor(capacity / factor), ceil(targetRps / nodes))
+
+    A pod's capacity over the headroom factor, rounded down, so a region spills before its pods reach their SLO
+    capacity; but never so low that the minimum size, `nodes` pods, accepts less than the target (5 nodes x
+    floor(253 / 1.25) = 1010 < 1012: the rate becomes 203). It stays <= capacity: nodes_for makes nodes >=
+    targetRps / floor(capacity). So nodes x rate >= targetRps and rate <= capacity, always."""
+    return max(math.floor(rps_per_node / factor(headroom_percent)), math.ceil(Fraction(target_rps, nodes)))
 
 
 def queue_at_capacity_us(record: CapacityRecord, alert_ms: float) -> Fraction:
@@ -146,33 +168,63 @@ def _variant(reader: Reader, settings: StackSettings) -> str:
 
 
 def _record(reader: Reader, settings: StackSettings, variant: str, target: int) -> tuple[CapacityRecord | None, str]:
-    """(the record, "") or, when none applies and no target needs one, (None, why)."""
+    """(the record, "") or, when none applies and no target needs one, (None, why). A broken file among the
+    committed records fails every plan, whichever record applies: it is the project's data, and the next stack to
+    look for its key would otherwise size from nothing."""
     gpu = settings.gpu_pool.accelerator_type
     slo_ms = settings.monitoring.slo.latency_ms
+    try:
+        load_records(RECORDS_DIR)
+    except CapacityError as err:
+        raise ConfigError(f"capacity record {err} (every plan reads capacity/records/: fix or remove it)") from None
     named = reader.path("capacityRecord")
     if named:
-        return _named_record(reader, named, gpu, variant, slo_ms), ""
+        return _named_record(reader, named, gpu, variant, settings), ""
     try:
-        return find_record(gpu, variant, slo_ms, image_tag=settings.model_repo.triton_image_tag), ""
-    except CapacityError as err:
+        tag = settings.model_repo.triton_image_tag
+        return find_record(gpu, variant, slo_ms, image_tag=tag, records_dir=RECORDS_DIR, slo=stack_slo(settings)), ""
+    except NoRecordError as err:
         if target:
             raise ConfigError(f"{reader.full('targetRps')}: {target} needs a capacity record: {err}") from None
         return None, str(err)
 
 
-def _named_record(reader: Reader, named: str, gpu: str, variant: str, slo_ms: int) -> CapacityRecord:
+def stack_slo(settings: StackSettings) -> tuple[float, float]:
+    """(latency percentile, failure percent) of the stack's SLO, as a record states them: 95 and 1 by default
+    (SloSettings.quantile 0.95, sloMaxFailurePercent)."""
+    slo = settings.monitoring.slo
+    return float(Fraction(repr(slo.quantile)) * 100), float(Fraction(repr(slo.max_failure_ratio)) * 100)
+
+
+def _project_file(reader: Reader, named: str) -> Path:
+    """capacityRecord as a file of the project: Pulumi.yaml says "relative to the project", and a stack file is
+    shared, so it must not size from whatever a path outside the checkout (absolute, `..`, a link out) holds on one
+    machine."""
+    if Path(named).is_absolute():
+        raise reader.fail("capacityRecord", named, "an absolute path; give the record's path relative to the project")
+    path = (PROJECT_DIR / named).resolve()
+    if not path.is_relative_to(PROJECT_DIR.resolve()):
+        raise reader.fail("capacityRecord", named, f"resolves to {escaped(path)}, outside the project")
+    return path
+
+
+def _named_record(reader: Reader, named: str, gpu: str, variant: str, settings: StackSettings) -> CapacityRecord:
+    path = _project_file(reader, named)
     try:
-        record = load_record(PROJECT_DIR / named)
+        record = load_record(path)
     except CapacityError as err:
         raise reader.fail("capacityRecord", named, str(err)) from None
-    wanted = (gpu, variant, float(slo_ms))
-    if record.slo_key != wanted:
+    slo_ms = settings.monitoring.slo.latency_ms
+    if record.slo_key != (gpu, variant, float(slo_ms)):
         raise reader.fail(
             "capacityRecord",
             named,
-            f"it is for gpu {record.gpu}, variant {record.variant}, SLO {record.slo_latency_ms:g} ms; the stack "
-            f"needs gpu {gpu}, variant {variant} (capacityVariant), SLO {slo_ms} ms (sloLatencyMs)",
+            f"it is for gpu {record.gpu}, variant {record.variant}, SLO {number(record.slo_latency_ms)} ms; the "
+            f"stack needs gpu {gpu}, variant {variant} (capacityVariant), SLO {slo_ms} ms (sloLatencyMs)",
         )
+    mismatch = slo_mismatch(record, *stack_slo(settings))
+    if mismatch:
+        raise reader.fail("capacityRecord", named, mismatch)
     return record
 
 
@@ -185,19 +237,19 @@ def _shown_path(path: Path) -> str:
 def _derive(reader: Reader, settings: StackSettings, record: CapacityRecord) -> StackSettings:
     capacity, gpu = settings.capacity, settings.gpu_pool
     node_rps = per_node(record, gpu.accelerator_count)
-    nodes = nodes_for(capacity.target_rps, capacity.headroom_percent, node_rps)
     where = f"{float(node_rps):g} req/s per node from {capacity.record_path}"
+    if node_rps < 1:
+        raise ConfigError(
+            f"{reader.full('targetRps')}: the record's capacity ({where}) is below 1 req/s per pod, "
+            "the least lbMaxRatePerPod the load balancer takes"
+        )
+    nodes = nodes_for(capacity.target_rps, capacity.headroom_percent, node_rps)
     if nodes > gpu.max_nodes:
         raise ConfigError(
             f"{reader.full('gpuMaxNodes')}: {gpu.max_nodes} nodes cannot serve {reader.full('targetRps')}="
             f"{capacity.target_rps} at the SLO with {capacity.headroom_percent} % headroom: needs {nodes} ({where})"
         )
-    rate = lb_rate_per_pod(capacity.headroom_percent, node_rps)
-    if rate < 1:
-        raise ConfigError(
-            f"{reader.full('targetRps')}: the record's capacity ({where}) over the headroom is below 1 req/s per pod, "
-            "the least lbMaxRatePerPod the load balancer takes"
-        )
+    rate = lb_rate_per_pod(capacity.target_rps, capacity.headroom_percent, node_rps, nodes)
     delay_us = max(v.max_queue_delay_us for v in settings.model_repo.variants)
     queue_us = hpa_target_us(record, capacity.headroom_percent, delay_us, settings.monitoring.slo.queue_ms)
     return dataclasses.replace(

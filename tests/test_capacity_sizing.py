@@ -9,7 +9,12 @@ incoherent knobs are refused by `make plan`'s command in one line with exit code
 from __future__ import annotations
 
 import json
+import math
 import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -17,9 +22,10 @@ from conftest import evaluate, stack_settings
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from capacity.records import FILE_KEYS, SCHEMA
+import settings.capacity as sizing
+from capacity.records import FILE_KEYS, RECORDS_DIR, SCHEMA
 from offline import plan as plan_command
-from offline.runtime import Plan
+from offline.runtime import PROJECT_DIR, Plan
 from settings import ConfigError, load_stack_settings
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -30,7 +36,23 @@ ALERT_MS = 50  # sloQueueTimeMs' default
 ORIGINAL_RECORD = "capacity/records/nvidia-tesla-t4__original__tensorrtserver-19.05-py3-tutorial__slo-100ms.json"
 
 
-def write_record(folder: Path, rps_tenths: int, p50_ms: int | None, variant: str = "original") -> Path:
+@pytest.fixture(scope="module")
+def in_project() -> Iterator[Path]:
+    """A folder inside the project (build/ is git-ignored) for record files: capacityRecord must lie in the project."""
+    (PROJECT_DIR / "build").mkdir(exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="test-capacity-", dir=PROJECT_DIR / "build"))
+    yield folder
+    shutil.rmtree(folder)
+
+
+def relative(path: Path) -> str:
+    """The path as a stack file names a capacity record: relative to the project."""
+    return str(path.relative_to(PROJECT_DIR))
+
+
+def write_record(
+    folder: Path, rps_tenths: int, p50_ms: int | None, variant: str = "original", **changes: object
+) -> Path:
     """A measured T4 record at the stack's 100 ms SLO serving rps_tenths / 10 requests/s per GPU."""
     record = {
         "schema": SCHEMA,
@@ -48,7 +70,7 @@ def write_record(folder: Path, rps_tenths: int, p50_ms: int | None, variant: str
         "method": "written by tests/test_capacity_sizing.py",
         "measured_at": "2026-01-01",
         "revision": 1,
-    }
+    } | changes
     assert set(record) == set(FILE_KEYS)
     path = folder / f"{variant}.json"
     path.write_text(json.dumps(record))
@@ -56,10 +78,14 @@ def write_record(folder: Path, rps_tenths: int, p50_ms: int | None, variant: str
 
 
 def expected(target: int, headroom: int, rps_tenths: int, gpus: int, p50_ms: int | None) -> tuple[int, int, int]:
-    """(GPU nodes, LB rate per pod, HPA target in us) in whole numbers, independent of settings/capacity.py."""
+    """(GPU nodes, LB rate per pod, HPA target in us) in whole numbers, independent of settings/capacity.py: nodes
+    for the target with headroom, and enough that pods at their whole capacity accept it; the rate a pod's capacity
+    over the headroom, but at least the target's share of the minimum size."""
     node_tenths = rps_tenths * gpus  # requests/s per node x 10
+    whole = node_tenths // 10  # a pod's capacity rounded down (0: refused)
     nodes = -(-(target * (100 + headroom) * 10) // (100 * node_tenths))  # ceil
-    rate = (node_tenths * 100) // (10 * (100 + headroom))  # floor
+    nodes = max(nodes, -(-target // whole)) if whole else nodes
+    rate = max((node_tenths * 100) // (10 * (100 + headroom)), -(-target // nodes))  # floor, ceil
     queue_us = ALERT_MS * 1000 if p50_ms is None else min(p50_ms, ALERT_MS) * 1000
     hpa_us = DELAY_US + ((queue_us - DELAY_US) * 100) // (100 + headroom)  # floor (D is whole)
     return nodes, rate, hpa_us
@@ -88,30 +114,31 @@ ROOMY = {"globalLoadBalancer": True, "gpuMaxNodes": 40}
     p50_ms=st.none() | st.integers(min_value=21, max_value=99),
 )
 def test_target_headroom_and_record_size_pools_lb_and_hpa(
-    tmp_path_factory: pytest.TempPathFactory, target: int, headroom: int, rps_tenths: int, gpus: int, p50_ms: int | None
+    in_project: Path, target: int, headroom: int, rps_tenths: int, gpus: int, p50_ms: int | None
 ) -> None:
-    record = write_record(tmp_path_factory.mktemp("records"), rps_tenths, p50_ms)
+    record = write_record(Path(tempfile.mkdtemp(dir=in_project)), rps_tenths, p50_ms)
     nodes, rate, hpa_us = expected(target, headroom, rps_tenths, gpus, p50_ms)
     machine = {1: "n1-standard-4", 2: "n1-standard-8", 4: "n1-standard-16"}[gpus]
     overrides = ROOMY | {
         "targetRps": target,
         "capacityHeadroomPercent": headroom,
-        "capacityRecord": str(record),
+        "capacityRecord": relative(record),
         "gpuAcceleratorCount": gpus,
         "gpuMachineType": machine,
     }
-    reachable, coherent, positive = nodes <= ROOMY["gpuMaxNodes"], DELAY_US < hpa_us < ALERT_MS * 1000, rate >= 1
+    positive = rps_tenths * gpus >= 10
+    reachable, coherent = nodes <= ROOMY["gpuMaxNodes"], DELAY_US < hpa_us < ALERT_MS * 1000
     event("planned" if reachable and coherent and positive else "refused")
     if not (reachable and coherent and positive):
         with pytest.raises(ConfigError) as refused:
             load_stack_settings(stack_settings("dev", **overrides), stack="dev")
         message = str(refused.value)
         assert "\n" not in message
-        if not reachable:
-            assert message.startswith("triton-gke:gpuMaxNodes: 40 nodes cannot serve triton-gke:targetRps=")
-            assert f"needs {nodes} (" in message and str(record) in message
-        elif not positive:
+        if not positive:
             assert message.startswith("triton-gke:targetRps:") and "below 1 req/s per pod" in message
+        elif not reachable:
+            assert message.startswith("triton-gke:gpuMaxNodes: 40 nodes cannot serve triton-gke:targetRps=")
+            assert f"needs {nodes} (" in message and relative(record) in message
         else:
             assert message.startswith("triton-gke:targetRps: HPA target") and "SLO knobs must nest" in message
         return
@@ -119,11 +146,37 @@ def test_target_headroom_and_record_size_pools_lb_and_hpa(
     assert pools == {nodes} and min_replicas == {nodes}
     assert rates == {rate}
     assert targets == {str(hpa_us)}
+    assert nodes * rate >= target  # the load balancer accepts the target at the minimum size
 
 
-def test_without_a_target_the_explicit_counts_stand_and_the_record_changes_nothing(tmp_path: Path) -> None:
-    record = write_record(tmp_path, 5000, 40)
-    plan = evaluate("staging", capacityRecord=str(record), capacityHeadroomPercent=80)
+@settings(max_examples=60, deadline=None)
+@given(
+    target=st.integers(min_value=1, max_value=10**6),
+    headroom=st.integers(min_value=0, max_value=sizing.MAX_HEADROOM_PERCENT),
+    hundredths=st.integers(min_value=100, max_value=10**8),  # req/s per node x 100: 1 to 1e6 (the record's bounds)
+)
+def test_the_minimum_size_accepts_the_target_and_no_pod_gets_more_than_it_serves(
+    target: int, headroom: int, hundredths: int
+) -> None:
+    capacity = Fraction(hundredths, 100)
+    nodes = sizing.nodes_for(target, headroom, capacity)
+    rate = sizing.lb_rate_per_pod(target, headroom, capacity, nodes)
+    assert nodes * rate >= target and 1 <= rate <= capacity
+    assert rate == max(math.floor(capacity * 100 / (100 + headroom)), math.ceil(Fraction(target, nodes)))
+    assert nodes * capacity >= target * Fraction(100 + headroom, 100)  # the headroom is provisioned
+
+
+def test_five_nodes_at_1012_get_203_not_202_per_pod() -> None:
+    """The tester's case: 5 x floor(253 / 1.25) = 1010 < 1012 left 2 req/s of the target with nowhere to go."""
+    sized = load_stack_settings(stack_settings("staging", targetRps=1012, gpuMaxNodes=5), stack="staging")
+    assert (sized.gpu_pool.min_nodes, sized.load_balancer.max_rate_per_pod) == (5, 203)
+    plan = evaluate("staging", targetRps=1012, gpuMaxNodes=5)
+    assert derived_in_plan(plan)[1] == {203}
+
+
+def test_without_a_target_the_explicit_counts_stand_and_the_record_changes_nothing(in_project: Path) -> None:
+    record = write_record(in_project, 5000, 40)
+    plan = evaluate("staging", capacityRecord=relative(record), capacityHeadroomPercent=80)
     assert derived_in_plan(plan) == ({1}, {1000}, {"30000"}, {1})
 
 
@@ -211,7 +264,7 @@ def test_plan_prints_a_capacity_table_at_the_target(capsys: pytest.CaptureFixtur
     rows = _capacity_rows(output)
     assert set(rows) == {"us-central1", "europe-west4"}
     for target, nodes, serves, on_demand_h, on_demand_m, spot_h, spot_m in rows.values():
-        assert (target, nodes, serves) == ("500", "3/3", "759-759")  # ceil(500 x 1.25 / 253) = 3 nodes
+        assert (target, nodes, serves) == ("500", "3/3", "759.0-759.0")  # ceil(500 x 1.25 / 253) = 3 nodes
         for per_hour, per_million in ((on_demand_h, on_demand_m), (spot_h, spot_m)):
             if per_hour == "n/a":  # a price infra/data lacks (n1-standard-4 Spot in europe-west4)
                 assert per_million == "n/a"
@@ -229,7 +282,7 @@ def test_without_a_target_the_table_shows_what_the_explicit_nodes_serve(
     output = capsys.readouterr().out
     assert "No targetRps: the explicit gpuMinNodes and gpuMaxNodes" in output
     [(target, nodes, serves, *_)] = _capacity_rows(output).values()
-    assert (target, nodes, serves) == ("-", "1/1", "253-253")
+    assert (target, nodes, serves) == ("-", "1/1", "253.0-253.0")
 
 
 def test_json_output_stays_a_json_array_with_a_target(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -237,3 +290,93 @@ def test_json_output_stays_a_json_array_with_a_target(capsys: pytest.CaptureFixt
     assert plan_command.main(["--stack", "staging", "--json", "--out", str(out), "--set", "targetRps=500"]) == 0
     records = json.loads(capsys.readouterr().out)
     assert isinstance(records, list) and all("type" in r for r in records)
+
+
+def plan_refusal(capsys: pytest.CaptureFixture[str], out: Path, *sets: str) -> str:
+    """`make plan`'s command on staging with the --set pairs: exit 2 and one line on stderr, nothing on stdout."""
+    args = ["--stack", "staging", "--out", str(out)]
+    for pair in sets:
+        args += ["--set", pair]
+    assert plan_command.main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.splitlines()) == 1, captured.err
+    return captured.err.strip()
+
+
+def test_capacity_record_must_lie_in_the_project(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, in_project: Path
+) -> None:
+    """Pulumi.yaml: "relative to the project"; a path out of it sized from one machine's file."""
+    outside = write_record(tmp_path, 2530, None)
+    link = in_project / "link-out.json"
+    link.symlink_to(outside)
+    refusals = {
+        str(outside): "is not valid; an absolute path; give the record's path relative to the project",
+        "../x.json": f"is not valid; resolves to {PROJECT_DIR.parent / 'x.json'}, outside the project",
+        relative(link): f"is not valid; resolves to {outside}, outside the project",
+    }
+    for named, why in refusals.items():
+        line = plan_refusal(capsys, tmp_path / "plan", "targetRps=300", f"capacityRecord={named}")
+        assert line == f"error: triton-gke:capacityRecord: {named!r} {why}"
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ({"slo_percentile": 50.0, "max_failure_percent": 99.0}, "it is for p50; the stack's SLO is p95"),
+        ({"max_failure_percent": 99.0}, "it allows 99 % failures; the stack's SLO allows 1 % (sloMaxFailurePercent)"),
+        ({"slo_latency_ms": 99.9999999}, "SLO 99.9999999 ms; the stack needs gpu nvidia-tesla-t4, variant original"),
+    ],
+)
+def test_a_named_record_of_another_slo_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, in_project: Path, changes: dict[str, float], why: str
+) -> None:
+    record = write_record(Path(tempfile.mkdtemp(dir=in_project)), 9990, None, **changes)
+    for target in ("targetRps=300", "targetRps=0"):
+        line = plan_refusal(capsys, tmp_path / "plan", target, f"capacityRecord={relative(record)}")
+        assert line.startswith(f"error: triton-gke:capacityRecord: {relative(record)!r} is not valid;") and why in line
+
+
+def test_the_automatic_lookup_skips_a_record_of_a_looser_failure_budget(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The shipped records allow 1 % failures: a stack allowing none finds no record, and says why."""
+    line = plan_refusal(capsys, tmp_path / "plan", "targetRps=300", "sloMaxFailurePercent=0")
+    assert line.startswith("error: triton-gke:targetRps: 300 needs a capacity record: no capacity record for gpu")
+    assert "skipped: it allows 1 % failures; the stack's SLO allows 0 % (sloMaxFailurePercent)" in line
+    assert (
+        plan_command.main(["--stack", "staging", "--out", str(tmp_path / "p2"), "--set", "sloMaxFailurePercent=0"]) == 0
+    )
+    assert "Capacity: no record for original, so no table: " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("target", ["targetRps=0", "targetRps=300"])
+def test_a_broken_committed_record_fails_every_plan(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str
+) -> None:
+    """A corrupt file beside the records (not the one that applies) was 'no record, so no table' and exit 0."""
+    records = tmp_path / "records"
+    shutil.copytree(RECORDS_DIR, records)
+    text = (
+        (records / Path(ORIGINAL_RECORD).name).read_text().replace('"max_rps_per_gpu": 253.0', '"max_rps_per_gpu": NaN')
+    )
+    (records / "zz-bad.json").write_text(text)
+    monkeypatch.setattr(sizing, "RECORDS_DIR", records)
+    line = plan_refusal(capsys, tmp_path / "plan", target)
+    assert line.startswith(f"error: capacity record {records / 'zz-bad.json'}: NaN is not JSON"), line
+
+
+def test_operator_mode_says_no_hpa_takes_the_derived_target(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    args = ["--stack", "staging", "--out", str(tmp_path / "plan"), "--set", "targetRps=500"]
+    assert plan_command.main([*args, "--set", "monitoringMode=operator"]) == 0
+    assert "no HPA (monitoringMode operator); an HPA's queue-time target 44 ms (derived)" in capsys.readouterr().out
+    assert plan_command.main(args) == 0
+    assert "lbMaxRatePerPod 202, HPA queue-time target 44 ms (derived)" in capsys.readouterr().out
+
+
+def test_what_the_nodes_serve_is_shown_to_one_decimal(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """trt_fp16's reference is 1072.5 req/s: 1 to 3 nodes serve 1072.5-3217.5 (it showed 1072-3218)."""
+    args = ["--stack", "staging", "--out", str(tmp_path / "plan"), "--set", "capacityVariant=trt_fp16"]
+    assert plan_command.main(args) == 0
+    rows = _capacity_rows(capsys.readouterr().out)
+    assert {row[2] for row in rows.values()} == {"1072.5-3217.5"}
