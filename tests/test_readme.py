@@ -236,7 +236,7 @@ def check_staging_sized_from_a_target(result: Result) -> None:
     table = result.output[result.output.index("\nCapacity of original at the SLO") :]
     assert "Sized for targetRps 500 req/s per region with 25 % headroom: GPU minimum 3 nodes" in table
     for region in ("us-central1", "europe-west4"):
-        assert re.search(rf"^  {region}\s+500\s+3/3\s+759-759\s", table, flags=re.M), table
+        assert re.search(rf"^  {region}\s+500\s+3/3\s+759\.0-759\.0\s", table, flags=re.M), table
     assert result.output.count("totalMinNodeCount=3") == 2, "each region's GPU pool starts at the 3 nodes"
 
 
