@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from bench import cost, machine, record, report, runner
 from bench.load_plan import LoadPlan, PlanError
@@ -72,9 +73,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--uint8",
         nargs="*",
-        default=["original"],
-        help="sandbox: also bench these variants with the other input type, UINT8 or FP32 (default original; "
-        "none: --uint8)",
+        help="sandbox: also bench these variants with the other input type, UINT8 or FP32 (default: original, when "
+        "it is among the variants benched; none: --uint8)",
     )
     p.add_argument("--slo-ms", type=float, help="p95 objective in ms (default: the stack's sloLatencyMs)")
     p.add_argument(
@@ -116,27 +116,67 @@ def parser() -> argparse.ArgumentParser:
 
 
 GROWTH_RANGE = (1.05, 10.0)  # the factors RateLadder accepts (bench/slo_search.py)
+MIN_RATE = 0.1  # requests/s: one request in 10 s; below it a step of minutes holds no request at all
+# (lowest, highest) of each float option: finite, and a run of hours at most (MAX_HOURS bounds the whole plan).
+FLOAT_RANGES = {
+    "step_seconds": (1.0, 600.0),
+    "settle_seconds": (0.0, 600.0),
+    "warmup_seconds": (1.0, 600.0),
+    "raw_seconds": (0.5, 600.0),
+    "slo_ms": (1.0, 600_000.0),
+    "max_failure_pct": (0.0, 99.0),
+}
+MAX_HOURS = 24.0  # a longer planned run is a mistake in the options, not a benchmark
 
 
-def check_args(args: argparse.Namespace) -> None:
+def _option(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def check_args(args: argparse.Namespace, out: Path) -> None:
     """Refuse option values that cannot work, before the stack file is read or anything starts."""
     for option, value in (("--start-rps", args.start_rps), ("--max-rps", args.max_rps)):
         if value is not None and not (math.isfinite(value) and value <= MAX_RATE):
             raise runner.BenchError(f"{option} {value:g}: expected a rate of at most {MAX_RATE:g} requests/s")
+        if value is not None and 0 < value < MIN_RATE:  # 0 and below: RateLadder's "expected 0 < start <= max"
+            raise runner.BenchError(f"{option} {value:g}: expected a rate of at least {MIN_RATE:g} requests/s")
     low, high = GROWTH_RANGE
     if not low <= args.growth <= high:  # NaN fails this too
         raise runner.BenchError(f"--growth {args.growth:g}: expected a factor from {low:g} to {high:g}")
-    if args.out is not None:
-        _check_out(args.out)
+    for dest, (low, high) in FLOAT_RANGES.items():
+        value = getattr(args, dest)
+        if value is not None and not low <= value <= high:  # NaN and infinities fail this too
+            raise runner.BenchError(f"{_option(dest)} {value:g}: expected a number from {low:g} to {high:g}")
+    _check_target_options(args)
+    problem = runner.writable_folder(out)
+    if problem is not None:
+        raise runner.BenchError(f"--out {out}: {problem}")
 
 
-def _check_out(out: Path) -> None:
-    """--out must be a folder or creatable as one: no existing file at it or at any parent."""
-    for path in (out, *out.parents):
-        if path.exists():
-            if not path.is_dir():
-                raise runner.BenchError(f"--out {out}: {path} exists and is not a folder")
-            return
+def _check_target_options(args: argparse.Namespace) -> None:
+    """--saddr and --metrics-url address a deployed Triton: refused with the sandbox (which starts its own), and
+    checked for syntax before the stack file is read (reachability: prepare())."""
+    if args.target == "sandbox":
+        for option, value in (("--saddr", args.saddr), ("--metrics-url", args.metrics_url)):
+            if value is not None:
+                raise runner.BenchError(f"{option}: only with --target stack (the sandbox serves its own Triton)")
+        return
+    if args.saddr is not None:
+        runner.split_saddr(args.saddr)
+    if args.metrics_url is not None:
+        _check_metrics_url(args.metrics_url)
+
+
+def _check_metrics_url(url: str) -> None:
+    # Triton serves Prometheus metrics over plain HTTP at /metrics, port 8002 by default
+    # (https://docs.nvidia.com/deeplearning/triton-inference-server/user-guide/docs/user_guide/metrics.html).
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:
+        ok = False
+    if not ok or any(c.isspace() for c in url):
+        raise runner.BenchError(f"--metrics-url {url[:80]!r}: expected http://host:port/metrics")
 
 
 def bench_config(args: argparse.Namespace, settings: StackSettings) -> runner.BenchConfig:
@@ -172,14 +212,16 @@ def bench_config(args: argparse.Namespace, settings: StackSettings) -> runner.Be
         raise runner.BenchError(str(err)) from None
     if args.repeats < 1 or args.raw_seconds <= 0:
         raise runner.BenchError("--repeats must be >= 1 and --raw-seconds > 0")
+    variants, uint8 = _names(args.variants), _uint8(args, settings)
+    _check_duration(plan, args.repeats, len(variants or settings.model_repo.variants) + len(uint8))
     return runner.BenchConfig(
         stack=args.stack,
         target=args.target,
         plan=plan,
         repeats=args.repeats,
         protocol=args.protocol or settings.load_test.protocol,
-        variants=_names(args.variants),
-        uint8=_names(args.uint8) if args.target == "sandbox" else (),
+        variants=variants,
+        uint8=uint8,
         perf_analyzer=not args.no_perf_analyzer,
         raw_seconds=args.raw_seconds,
         saddr=args.saddr,
@@ -188,12 +230,35 @@ def bench_config(args: argparse.Namespace, settings: StackSettings) -> runner.Be
     )
 
 
+def _uint8(args: argparse.Namespace, settings: StackSettings) -> tuple[str, ...]:
+    """The variants to copy with the other input type: --uint8 as given, else `original` when it is benched (a
+    run of other variants alone gets no copy it did not ask for)."""
+    if args.target != "sandbox":
+        return ()
+    if args.uint8 is not None:
+        return _names(args.uint8)
+    deployed = {v.name for v in settings.model_repo.variants}
+    chosen = _names(args.variants) or tuple(deployed)
+    return ("original",) if "original" in chosen and "original" in deployed else ()
+
+
+def _check_duration(plan: LoadPlan, repeats: int, models: int) -> None:
+    """The longest the Locust runs could take (LoadPlan.max_duration_s per ramp): refused above MAX_HOURS."""
+    hours = plan.max_duration_s() * repeats * models / 3600
+    if not hours <= MAX_HOURS:
+        raise runner.BenchError(
+            f"--step-seconds/--settle-seconds/--repeats: the plan could run {hours:,.1f} h ({models} models x "
+            f"{repeats} repeats), over {MAX_HOURS:g} h; lower them or bench fewer --variants"
+        )
+
+
 def prepare(config: runner.BenchConfig, settings: StackSettings) -> tuple[list[runner.Model], runner.Serve]:
     """The models to bench and how to serve each one, for the chosen target."""
     deployed = settings.model_repo.variants
     chosen = runner.select_variants(deployed, config.variants)
     if config.target == "stack":
         saddr = config.saddr or runner.endpoint_from_outputs(runner.stack_outputs(config.stack))
+        runner.check_reachable(saddr, config.protocol)  # before any Locust starts
         return [runner.read_model(v, None) for v in chosen], runner.stack_serve(saddr, config.metrics_url)
     variants = chosen + runner.payload_copies(deployed, config.uint8)
     cpu_repo = runner.build_sandbox_repository(settings.model_repo, variants, config.build_dir / config.stack)
@@ -231,15 +296,17 @@ def log(line: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from model_repo.errors import ModelRepoError
-    from settings import ConfigError, from_stack_file
+    from settings import ConfigError
 
     started, stamp = time.monotonic(), datetime.datetime.now().astimezone()
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = parser().parse_args(argv)
-        check_args(args)
-        record.check_before_run(args.target, args.saddr, args.record, args.records_dir, args.out)
-        settings = from_stack_file(args.stack)
+        record.check_stack_name(args.stack, "--stack")  # it names the default --out folder and the stack file
+        out = args.out or RESULTS_DIR / f"{args.stack}-{stamp:%Y-%m-%d}"
+        check_args(args, out)
+        record.check_before_run(args.target, args.saddr, args.record, args.records_dir, out)
+        settings = record.stack_settings(args.stack, "--stack")
         config = bench_config(args, settings)
         models, serve = prepare(config, settings)
         facts = {**machine.facts(), "load_start": machine.load_average()}
@@ -254,7 +321,6 @@ def main(argv: list[str] | None = None) -> int:
     facts["load_end"] = machine.load_average()
     facts["triton"] = "2.51.0 (nvidia-pytriton 0.7.0 wheel)" if config.target == "sandbox" else "the stack's image"
     cost_rows, pricing = costs(settings, outcome.summaries, config.target)
-    out = args.out or RESULTS_DIR / f"{args.stack}-{stamp:%Y-%m-%d}"
     run = BenchRun(
         command=" ".join(["python -m bench", shlex.join(argv)]).strip(),
         stack=args.stack,

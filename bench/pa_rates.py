@@ -7,17 +7,21 @@ tritonserver serving the model `make bench` built (build/bench/<stack>/cpu), one
 rate, in perf_analyzer's two rate modes side by side (Poisson arrivals over HTTP): `sync`, its default, where
 at most 4 requests are in flight (--max-threads) and a request that waits for a free thread is timed from when
 it is sent, and `async`, where arrivals stay independent of the answers (the open loop `make bench` uses); the
-figures are perf_analyzer's own. Writes DIR/pa_rates.csv and prints it.
+figures are perf_analyzer's own. Writes DIR/pa_rates.csv and prints it, and DIR/meta.json: the command line, the
+date (UTC), the git commit and the machine (bench/machine.py), so that the folder says how it was made.
 """
 
 from __future__ import annotations
 
 import csv
+import datetime
+import json
+import shlex
 import sys
 from pathlib import Path
 
-from bench import perf_analyzer
-from bench.runner import sandbox_server
+from bench import machine, perf_analyzer
+from bench.runner import sandbox_server, writable_folder
 from cli.one_line import OneLineParser
 from settings.schema import PROJECT_DIR
 
@@ -62,15 +66,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", default="25,30,35,40", help="comma-separated requests/s")
     parser.add_argument("--stack", default="dev", help="the stack whose bench build to serve (default dev)")
     parser.add_argument("--out", type=Path, required=True, help="folder for pa_rates.csv")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     try:
         rates = parse_rates(args.rates)
     except ValueError as err:
         parser.error(f"--rates {args.rates!r}: {err}")
+    problem = writable_folder(args.out)  # before minutes of measuring, not after them
+    if problem is not None:
+        print(f"error: {parser.prog}: --out {args.out}: {problem}", file=sys.stderr)
+        return 2
     repository = PROJECT_DIR / "build" / "bench" / args.stack / "cpu"
     if not (repository / args.model / "config.pbtxt").is_file():
-        print(f"{repository / args.model}: not built; run `make bench` first", file=sys.stderr)
+        print(f"error: {parser.prog}: {repository / args.model}: not built; run `make bench` first", file=sys.stderr)
         return 2
+    started = datetime.datetime.now(datetime.UTC)
     args.out.mkdir(parents=True, exist_ok=True)
     binary = perf_analyzer.ensure_binary()
     print(",".join(FIELDS))
@@ -82,7 +92,19 @@ def main(argv: list[str] | None = None) -> int:
         writer = csv.DictWriter(handle, fieldnames=FIELDS)
         writer.writeheader()
         writer.writerows(rows)
+    write_meta(args.out / "meta.json", argv, started)
     return 0
+
+
+def write_meta(path: Path, argv: list[str], started: datetime.datetime) -> None:
+    """How the folder was made: command, start (UTC), commit and machine facts (cores, CPU, versions)."""
+    meta = {
+        "command": " ".join(["python -m bench.pa_rates", shlex.join(argv)]).strip(),
+        "started_utc": started.isoformat(timespec="seconds"),
+        **machine.facts(),  # its "commit" is the git commit, "(uncommitted changes)" when the tree differs
+        "load_end": machine.load_average(),
+    }
+    path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,10 @@ record is written.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import numbers
+import re
 import shlex
 import sys
 from collections.abc import Mapping
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from settings.values import StackSettings
 
 OUT_RECORDS = "records"  # the folder of a run's records inside its --out
+STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 # The sandbox's tritonserver is the nvidia-pytriton 0.7.0 wheel's: Triton 2.51.0, which is NGC release 24.10
 # (one minor version per monthly release: Triton 2.44.0 is release 24.03, the newest its release notes list,
 # https://docs.nvidia.com/deeplearning/triton-inference-server/archives/triton-inference-server-2440/release-notes/running.html).
@@ -52,6 +56,34 @@ def check_before_run(target: str, saddr: str | None, record: bool, records_dir: 
         load_records(records_dir)
     if out is not None and (out / OUT_RECORDS).exists():
         load_records(out / OUT_RECORDS)
+    from bench.runner import writable_folder  # tritonclient and friends: only when a run is checked
+
+    folders = ([("--records-dir", records_dir)] if record else []) + ([("--out", out / OUT_RECORDS)] if out else [])
+    for option, folder in folders:  # nothing is written anywhere when one of them cannot be
+        problem = writable_folder(folder)
+        if problem is not None:
+            raise CapacityError(f"{option} {folder}: {problem}")
+
+
+def check_stack_name(stack: str, what: str) -> None:
+    """A stack name as Pulumi allows it: "alphanumeric characters, hyphens, underscores, or periods"
+    (https://www.pulumi.com/docs/iac/concepts/stacks/); names of dots alone would be a path, not a stack."""
+    if not STACK_NAME.fullmatch(stack) or not stack.strip("."):
+        raise CapacityError(
+            f"{what} {stack[:80]!r}: expected a stack name (letters, digits, '-', '_', '.'), as in Pulumi.<stack>.yaml"
+        )
+
+
+def stack_settings(stack: str, what: str) -> StackSettings:
+    """The stack's settings; a bad name or a missing or unreadable stack file is one line naming it."""
+    from settings import from_stack_file
+
+    check_stack_name(stack, what)
+    try:
+        return from_stack_file(stack)
+    except OSError as err:  # FileNotFoundError: "Pulumi.<stack>.yaml: no such stack file" (settings/stack.py)
+        reason = str(err) if isinstance(err, FileNotFoundError) else f"{err.filename}: {err.strerror}"
+        raise CapacityError(f"{what} {stack[:80]!r}: {reason}") from None
 
 
 def measured_for(run: Mapping[str, Any], settings: StackSettings | None, source: Path) -> Measured | None:
@@ -98,19 +130,78 @@ def write_run_records(
     record: bool,
     records_dir: Path = RECORDS_DIR,
     source: Path | None = None,
+    force: bool = False,
 ) -> tuple[list[CapacityRecord], list[CapacityRecord], list[str]]:
     """Write the run's records into OUT/records/ and, with `record`, into records_dir. Returns the records as
-    written into OUT, as written into records_dir (none without `record`), and notes on variants without one."""
+    written into OUT, as written into records_dir (none without `record`), and notes on variants without one
+    and on records left as they were (the same figures again). Everything is decided before the first write."""
     source = source or out / "results.json"
     measured = measured_for(run, settings, source)
     if measured is None:
         return [], [], [f"no capacity records: {NO_POD_RATE}"]
-    records, notes = records_from_results(run, measured, source)
+    eligible, notes = _eligible(run, source)
+    records, skipped = records_from_results({**run, "summaries": eligible}, measured, source)
+    notes += skipped
     if not records:
         return [], [], notes
-    records = revised(records, records_dir)
-    in_out = write_records(records, out / OUT_RECORDS)
-    return in_out, write_records(records, records_dir) if record else [], notes
+    records, unchanged = _against(records, records_dir, refuse_older=record and not force)
+    notes += [f"{r.variant}: unchanged: {r.path} holds the same figures (revision {r.revision})" for r in unchanged]
+    in_out = write_records(records + unchanged, out / OUT_RECORDS)
+    return in_out, write_records(records, records_dir) if record and records else [], notes
+
+
+def _eligible(run: Mapping[str, Any], source: Path) -> tuple[list[Any], list[str]]:
+    """The summaries a record may come from: a rate found (`found` > 0) at a p95 within the run's SLO. The rest,
+    each with a note why; no summary at all is a CapacityError (a run that measured nothing)."""
+    summaries, run_settings = run.get("summaries"), run.get("settings")
+    if isinstance(summaries, list) and not summaries:
+        raise CapacityError(f"{source}: summaries: empty: the run measured no variant")
+    if not isinstance(summaries, list) or not isinstance(run_settings, Mapping):
+        return summaries, []  # records_from_results names the malformed key
+    slo = run_settings.get("slo_ms")
+    eligible, notes = [], []
+    for summary in summaries:
+        if not isinstance(summary, Mapping):
+            eligible.append(summary)
+            continue
+        variant, p95, found = summary.get("variant"), summary.get("p95_ms"), summary.get("found")
+        if _number(found) and found < 1 and summary.get("max_rps") is not None:
+            notes.append(f"{variant}: no capacity record: no repeat found a rate (found {found})")
+        elif _number(p95) and _number(slo) and p95 > slo and summary.get("max_rps") is not None:
+            notes.append(f"{variant}: no capacity record: its p95 {p95:g} ms is over the SLO {slo:g} ms")
+        else:
+            eligible.append(summary)
+    return eligible, notes
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _same_figures(a: CapacityRecord, b: CapacityRecord) -> bool:
+    return dataclasses.replace(a, revision=0, path=Path()) == dataclasses.replace(b, revision=0, path=Path())
+
+
+def _against(
+    records: list[CapacityRecord], records_dir: Path, *, refuse_older: bool
+) -> tuple[list[CapacityRecord], list[CapacityRecord]]:
+    """(records to write, each revised: one more than the record of its key in records_dir, else 1; records whose
+    figures are already there, with that record's revision and path). With refuse_older, a run measured before the
+    record it would replace is a CapacityError."""
+    existing = {r.key: r for r in load_records(records_dir)} if records_dir.is_dir() else {}
+    changed, unchanged = [], []
+    for new in records:
+        old = existing.get(new.key)
+        if old is not None and _same_figures(new, old):
+            unchanged.append(dataclasses.replace(new, revision=old.revision, path=old.path))
+        elif old is not None and refuse_older and new.measured_at < old.measured_at:  # ISO dates sort as text
+            raise CapacityError(
+                f"{new.variant}: {old.path} (measured {old.measured_at}) is newer than this run (measured "
+                f"{new.measured_at}); --force replaces it"
+            )
+        else:
+            changed.append(new)
+    return revised(changed, records_dir), unchanged
 
 
 def describe(record: CapacityRecord) -> str:
@@ -131,6 +222,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("results", type=Path, help="a bench --out folder (or its results.json)")
     p.add_argument("--record", action="store_true", help="also update capacity/records/ (or --records-dir)")
     p.add_argument("--records-dir", type=Path, default=RECORDS_DIR, help="the records to update (capacity/records)")
+    p.add_argument("--force", action="store_true", help="with --record: replace records measured after this run")
     return p
 
 
@@ -148,16 +240,23 @@ def read_results(path: Path) -> tuple[dict[str, Any], Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from settings import ConfigError, from_stack_file
+    from settings import ConfigError
 
     try:
         args = parser().parse_args(sys.argv[1:] if argv is None else argv)
         run, source = read_results(args.results)
         saddr = _option(str(run.get("command", "")), "--saddr")
         check_before_run(str(run.get("target")), saddr, args.record, args.records_dir, source.parent)
-        settings = from_stack_file(str(run.get("stack"))) if run.get("target") == "stack" else None
+        stack = run.get("stack")
+        settings = stack_settings(str(stack), f"{source}: stack") if run.get("target") == "stack" else None
         in_out, updated, notes = write_run_records(
-            run, settings, source.parent, record=args.record, records_dir=args.records_dir, source=source
+            run,
+            settings,
+            source.parent,
+            record=args.record,
+            records_dir=args.records_dir,
+            source=source,
+            force=args.force,
         )
     except (CapacityError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -1,21 +1,31 @@
 """Write a benchmark run: results.csv, summary.csv, cost.csv, results.json, README.md and PNG plots.
 
 python -m bench.report bench/results/dev-2026-11-30   # re-render from its results.json
+
+The files are rendered into a temporary folder inside the run's folder and moved into place only when all of them
+are written (os.replace is atomic within a file system: https://docs.python.org/3/library/os.html#os.replace);
+re-rendering reads results.json strictly first, so a bad one is one line, exit 2, and nothing is rewritten.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import json
+import math
+import os
+import shutil
 import statistics
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from bench.cost import lb_usd_per_million
 from bench.load_plan import SATURATION_GAIN, STRETCH
-from bench.results import BenchRun, StepRow, VariantSummary, load_run, payload_pairs
+from bench.results import BenchRun, StepRow, VariantSummary, payload_pairs
+from cli.one_line import OneLineParser
 
 CPU_CAVEAT = (
     "**CPU twins on {cores} CPU cores: these numbers show the mechanics (the SLO search, dynamic batching, "
@@ -27,19 +37,26 @@ CPU_CAVEAT = (
 
 
 def write_all(run: BenchRun, out: Path) -> list[Path]:
-    """Every output file of a run; returns their paths."""
+    """Every output file of a run; returns their paths. Rendered into a temporary folder first: a failure
+    leaves the files already in `out` as they were."""
     out.mkdir(parents=True, exist_ok=True)
-    written = [
-        write_csv(out / "results.csv", run.steps, StepRow),
-        write_csv(out / "summary.csv", run.summaries, VariantSummary),
-        write_dicts(out / "cost.csv", run.costs),
-    ]
-    (out / "results.json").write_text(run.to_json(), encoding="utf-8")
-    written.append(out / "results.json")
-    plots, note = write_plots(run, out)
-    written += plots
-    (out / "README.md").write_text(render_readme(run, [p.name for p in plots], note), encoding="utf-8")
-    return [out / "README.md", *written]
+    staging = Path(tempfile.mkdtemp(prefix=".report-", dir=out))
+    try:
+        written = [
+            write_csv(staging / "results.csv", run.steps, StepRow),
+            write_csv(staging / "summary.csv", run.summaries, VariantSummary),
+            write_dicts(staging / "cost.csv", run.costs),
+        ]
+        (staging / "results.json").write_text(run.to_json(), encoding="utf-8")
+        written.append(staging / "results.json")
+        plots, note = write_plots(run, staging)
+        written += plots
+        (staging / "README.md").write_text(render_readme(run, [p.name for p in plots], note), encoding="utf-8")
+        for path in [staging / "README.md", *written]:
+            os.replace(path, out / path.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [out / "README.md", *(out / p.name for p in written)]
 
 
 def write_csv(path: Path, rows: Sequence[Any], kind: type) -> Path:
@@ -583,13 +600,98 @@ def _plot_title(run: BenchRun, what: str) -> str:
     return f"{what}: {run.stack}, {where}, random weights"
 
 
+# ---------------------------------------------------------------- reading results.json back
+
+
+class ReportError(ValueError):
+    """A results.json that cannot be re-rendered; one line naming the file and the key."""
+
+
+_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,)}
+# What render_readme and the plots read from `settings` (method_text, recommend, the SLO line).
+_SETTINGS_NUMBERS = ("slo_ms",)
+
+
+def _check_value(value: Any, annotation: str, where: str) -> None:
+    """`value` against a dataclass field's annotation ("float | None", "int", "str", ...), as json.loads gives it."""
+    kinds = [k.strip() for k in annotation.split("|")]
+    if (value is None and "None" in kinds) or not all(k in _TYPES or k == "None" for k in kinds):
+        return  # lists and objects (steps, settings...) are checked by read_run itself
+    allowed = tuple(t for k in kinds for t in _TYPES.get(k, ()))
+    ok = isinstance(value, allowed) and (bool not in allowed) == (not isinstance(value, bool))
+    if ok and isinstance(value, float) and not math.isfinite(value):
+        ok = False
+    if not ok:
+        raise ReportError(f"{where}: expected {' or '.join(kinds)}, got {json.dumps(value, default=str)[:40]}")
+
+
+def _row(kind: type, data: Any, where: str, sep: str = ".") -> Any:
+    if not isinstance(data, dict):
+        raise ReportError(f"{where}: expected an object")
+    fields = {f.name: f for f in dataclasses.fields(kind)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ReportError(f"{where}: unknown key {unknown[0]!r}")
+    for name, field in fields.items():
+        if name in data:
+            _check_value(data[name], str(field.type), f"{where}{sep}{name}")
+        elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            raise ReportError(f"{where}: missing key {name!r}")
+    return data
+
+
+def read_run(path: Path) -> BenchRun:
+    """results.json read strictly: every key known, every value of its type; ReportError names the key."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no such file; give a bench --out folder") from None
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ReportError(f"{path}: not a readable results.json ({str(err).splitlines()[0][:100]})") from None
+    _row(BenchRun, data, str(path), ": ")
+    lists = {"steps": StepRow, "summaries": VariantSummary, "costs": dict, "pricing": dict, "notes": str}
+    for key, kind in lists.items():
+        items = data.get(key, [])
+        if not isinstance(items, list):
+            raise ReportError(f"{path}: {key}: expected a list")
+        for index, item in enumerate(items):
+            where = f"{path}: {key}[{index}]"
+            if dataclasses.is_dataclass(kind):
+                _row(kind, item, where)
+            elif not isinstance(item, kind):
+                raise ReportError(f"{where}: expected {'an object' if kind is dict else 'a string'}")
+    for key in ("settings", "machine"):
+        if not isinstance(data[key], dict):
+            raise ReportError(f"{path}: {key}: expected an object")
+    for key in _SETTINGS_NUMBERS:
+        _check_value(data["settings"].get(key), "float", f"{path}: settings.{key}")
+    data["steps"] = [StepRow(**row) for row in data.get("steps", [])]
+    data["summaries"] = [VariantSummary(**row) for row in data.get("summaries", [])]
+    return BenchRun(**data)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m bench.report RESULTS_DIR", file=sys.stderr)
+    parser = OneLineParser(prog="python -m bench.report", description="Re-render a bench run from its results.json.")
+    parser.add_argument("results", type=Path, help="a bench --out folder holding results.json")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)  # a bad option: one line, exit 2
+    out: Path = args.results
+    try:
+        if not out.is_dir():
+            what = "not a folder" if out.exists() else "no such folder"
+            raise ReportError(f"{out}: {what}; give a bench --out folder")
+        run = read_run(out / "results.json")
+        paths = write_all(run, out)
+    except ReportError as err:
+        print(f"error: python -m bench.report: {err}", file=sys.stderr)
         return 2
-    out = Path(args[0])
-    for path in write_all(load_run(out / "results.json"), out):
+    except (KeyError, TypeError, ValueError, AttributeError) as err:  # a settings or machine value of odd shape
+        line = f"error: python -m bench.report: {out / 'results.json'}: does not render ({err!r})"
+        print(line[:300], file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"error: python -m bench.report: {out}: cannot write ({err.strerror or err})", file=sys.stderr)
+        return 2
+    for path in paths:
         print(path)
     return 0
 

@@ -45,6 +45,7 @@ from bench.probes import Sampler
 from bench.results import PerfAnalyzerOpinion, StepRow, VariantSummary
 from bench.slo_search import SloCriteria, SloResult, Step, rate_search, spread
 from contracts.loadtest import LOCUST_ENV_KEYS, LOCUSTFILE, LocustEnvironment
+from contracts.triton import READY_PATH
 from model_repo.settings import ModelRepoSettings, VariantSettings
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -115,6 +116,76 @@ Log = Callable[[str], None]
 
 
 # ---------------------------------------------------------------- variants and targets
+
+
+# ---------------------------------------------------------------- input checks (before anything is measured)
+
+CONNECT_TIMEOUT_S = 3.0  # a Triton that does not accept a TCP connection in 3 s would fail every step anyway
+
+
+def writable_folder(path: Path) -> str | None:
+    """Why the run could not write its files into `path`, or None. Creates what is missing and a probe file, then
+    removes both: a refusal comes before the run, not after it (when its results would be lost)."""
+    for part in (path, *path.parents):
+        if part.is_symlink() and not part.exists():
+            return f"{part} is a symbolic link to nothing"
+        if part.exists():
+            if not part.is_dir():
+                return f"{part} exists and is not a folder"
+            break
+    created = [p for p in (path, *path.parents) if not p.exists()][::-1]
+    try:
+        for folder in created:
+            folder.mkdir()
+        handle, probe = tempfile.mkstemp(prefix=".bench-probe-", dir=path)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as err:
+        return f"cannot write there ({err.strerror or err})"
+    finally:
+        for folder in reversed(created):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+    return None
+
+
+def split_saddr(saddr: str) -> tuple[str, int]:
+    """(host, port) of a --saddr, as tritonclient and the locustfile take it: host:port, [IPv6]:port, no scheme."""
+    if "://" in saddr or "/" in saddr or not saddr.strip() or any(c.isspace() for c in saddr):
+        raise BenchError(f"--saddr {saddr[:80]!r}: expected host:port (e.g. 127.0.0.1:8000), no scheme or path")
+    try:
+        parts = urlsplit(f"//{saddr}")
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a bad port or an unclosed [ (https://docs.python.org/3/library/urllib.parse.html)
+        host = port = None
+    if not host or port is None or port == 0:
+        raise BenchError(f"--saddr {saddr[:80]!r}: expected host:port with a port from 1 to 65535")
+    return host, port
+
+
+def check_reachable(saddr: str, protocol: str = "http", timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Triton answers at `saddr` before any Locust starts: a TCP connection, and over HTTP its readiness path
+    (READY_PATH, 200 when ready: the KServe v2 protocol cited in contracts/triton.py). A TCP connection alone is
+    not enough: a proxy or a load balancer accepts one for any address."""
+    import socket
+    import urllib.error
+    import urllib.request
+
+    host, port = split_saddr(saddr)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+        if protocol == "http":
+            # No proxy from the environment: Locust and tritonclient reach saddr directly (locust_env drops them).
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            with opener.open(f"http://{saddr}{READY_PATH}", timeout=timeout_s) as response:
+                response.read(1024)
+    except urllib.error.HTTPError as err:
+        raise BenchError(f"--saddr {saddr}: Triton is not ready ({READY_PATH} answered {err.code})") from None
+    except (OSError, ValueError) as err:
+        why = getattr(err, "reason", None) or err
+        reason = "timed out" if isinstance(why, TimeoutError) else (getattr(why, "strerror", None) or str(why))
+        raise BenchError(f"--saddr {saddr}: Triton is not reachable ({reason} within {timeout_s:g} s)"[:300]) from None
 
 
 def select_variants(deployed: Sequence[VariantSettings], names: Sequence[str]) -> list[VariantSettings]:
