@@ -2,6 +2,11 @@
 
 The node pools (infra/cluster.py) set these; the workloads (k8s/) tolerate and select them; the policy pack
 (policy/policies.py) checks them. Plain values only: the node-pool value object builds the Pulumi arguments.
+
+GPU workloads tolerate the GPU taint but select nodes by GKE's own label `cloud.google.com/gke-accelerator`, not by
+POOL_LABEL: GKE sets it on every GPU node to the accelerator TYPE (e.g. nvidia-tesla-t4,
+https://cloud.google.com/kubernetes-engine/docs/how-to/gpus#multiple_gpus), so Triton (k8s/triton.py) lands on the
+T4 type the stack asks for, and the driver installer and DCGM on any GPU node. CPU workloads select POOL_LABEL=cpu.
 """
 
 from __future__ import annotations
