@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from capacity.records import CapacityError, CapacityRecord, escaped, load_record, load_records, records_by_slo_key
+from capacity.records import CapacityError, CapacityRecord, escaped, load_record, records_by_slo_key
 from cli.one_line import OneLineParser
 
 DEFAULT_THRESHOLD = 10.0
 EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
+# The names records.record_file_name gives (GPU__VARIANT__TAG__slo-Nms.json, -2... where two tags share one): in a
+# folder only these are records, so a benchmark's --out (results.json, summary.csv beside records/) is no record.
+RECORD_NAME = re.compile(r"[^_].*__.+__.+__slo-.+ms(-[0-9]+)?\.json")
 
 
 @dataclass(frozen=True)
@@ -62,12 +66,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def read_side(path: Path) -> list[CapacityRecord]:
-    """A record file, or every record of a folder; none at all is bad input."""
+    """A record file, or every record of a folder (the files named as records are); none at all is bad input."""
     if path.is_dir():
-        records = load_records(path)
-        if not records:
-            raise CapacityError(f"{path}: no record files (*.json) in this folder")
-        return records
+        names = sorted(p for p in path.iterdir() if RECORD_NAME.fullmatch(p.name) and not p.is_dir())
+        if not names:
+            raise CapacityError(
+                f"no capacity records in {escaped(path)} (record files are named GPU__VARIANT__TAG__slo-Nms.json)"
+            )
+        return [load_record(name) for name in names]  # each read strictly: a broken record is refused, not skipped
     if not path.exists():
         raise CapacityError(f"{escaped(path)}: no such record file or folder")
     return [load_record(path)]
