@@ -7,12 +7,15 @@ The model has random weights: these tests check behaviour under faults, not pred
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -184,16 +187,69 @@ def _sync_cli(repo: Path, url: str, endpoint: str) -> subprocess.Popen[str]:
     )
 
 
+class PausingProxy:
+    """A TCP relay to the emulator that stops passing the client's bytes on after `budget` bytes, until resumed.
+
+    The sync then blocks half-way through its upload however late this test gets to send Ctrl-C (reacting to a
+    progress line instead lost the race on a loaded CI machine: the sync had finished, exit 0)."""
+
+    def __init__(self, upstream: str, budget: int) -> None:
+        host, port = upstream.removeprefix("http://").rsplit(":", 1)
+        self.upstream, self.budget, self.sent = (host, int(port)), budget, 0
+        self.resumed = threading.Event()
+        self._lock = threading.Lock()
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self._server.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def paused(self) -> bool:
+        with self._lock:
+            return self.sent > self.budget and not self.resumed.is_set()
+
+    def close(self) -> None:
+        self.resumed.set()
+        self._server.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.upstream)
+            threading.Thread(target=self._relay, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._relay, args=(upstream, client, False), daemon=True).start()
+
+    def _relay(self, source: socket.socket, target: socket.socket, counted: bool) -> None:
+        try:
+            while data := source.recv(1 << 16):
+                if counted:
+                    with self._lock:
+                        self.sent += len(data)
+                        over = self.sent > self.budget
+                    if over:
+                        self.resumed.wait()
+                target.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, target):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+
 def test_sync_interrupted_with_ctrl_c_then_rerun_ends_identical(
     gcs_emulator: GcsEmulator, gcs_client: storage.Client, bucket_name: str, big_repo: Path
 ) -> None:
     url, prefix = f"gs://{bucket_name}/models", "models/"
-    cli = _sync_cli(big_repo, url, gcs_emulator.endpoint)
-    assert cli.stdout is not None
-    for line in cli.stdout:
-        if "MiB (" in line:  # half-way: a chunk of the 30 MB file is in, other files are not
-            cli.send_signal(signal.SIGINT)
-            break
+    proxy = PausingProxy(gcs_emulator.endpoint, budget=12 << 20)  # 12 MiB: inside the 30 MB file
+    try:
+        cli = _sync_cli(big_repo, url, proxy.endpoint)
+        assert wait_for(proxy.paused, timeout_s=SYNC_TIMEOUT_S, interval_s=0.05), "the sync never sent 12 MiB"
+        cli.send_signal(signal.SIGINT)  # the sync is blocked mid-upload: Ctrl-C lands half-way, every time
+        time.sleep(1)  # let it take the signal while still paused; its upload threads finish their request on resume
+    finally:
+        proxy.close()
     _, err = cli.communicate(timeout=SYNC_TIMEOUT_S)
     assert cli.returncode == 130, err
     assert err.strip().splitlines() == ["interrupted; run the same command again to finish"]
