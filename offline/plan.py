@@ -310,7 +310,17 @@ def capacity_table(settings: StackSettings) -> str:
 def _sizing_line(settings: StackSettings) -> str:
     cap = settings.capacity
     if not cap.sized:
-        return "No targetRps: the explicit gpuMinNodes and gpuMaxNodes; the table shows what they serve."
+        line = "No targetRps: the explicit gpuMinNodes and gpuMaxNodes; the table shows what they serve."
+        lb = settings.load_balancer
+        if lb.enabled and lb.max_rate_per_pod > cap.rps_per_node:
+            # RATE balancing fills a backend up to maxRatePerEndpoint before it spills to the next region
+            # (https://cloud.google.com/load-balancing/docs/backend-service#rate_balancing_mode).
+            line += (
+                f"\nWarning: lbMaxRatePerPod {lb.max_rate_per_pod} is above a pod's {cap.rps_per_node:g} req/s at the "
+                "SLO: the load balancer keeps sending a region requests its pods cannot serve in time; set "
+                "targetRps (which derives it) or lower lbMaxRatePerPod."
+            )
+        return line
     # Operator mode declares no HPA (__main__ composes Autoscaling only where serves_custom_metrics): the derived
     # target is then only what an HPA would take, and the table must not suggest one scales the stack.
     hpa = "HPA" if serves_custom_metrics(settings.monitoring.mode) else "no HPA (monitoringMode operator); an HPA's"

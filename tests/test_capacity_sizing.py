@@ -285,6 +285,18 @@ def test_without_a_target_the_table_shows_what_the_explicit_nodes_serve(
     assert (target, nodes, serves) == ("-", "1/1", "253.0-253.0")
 
 
+@settings(max_examples=6, deadline=None)
+@given(rate=st.integers(min_value=1, max_value=600))
+def test_without_a_target_an_lb_rate_above_a_pods_capacity_is_flagged(rate: int) -> None:
+    """With explicit counts, a load balancer that fills each pod beyond its SLO capacity (253 req/s for original on a
+    T4, the reference record) is worth a warning in the table: the region never spills to another in time."""
+    stack = load_stack_settings(stack_settings("prod", lbMaxRatePerPod=rate), stack="prod")
+    table = plan_command.capacity_table(stack)
+    assert ("Warning: lbMaxRatePerPod" in table) == (rate > 253), table
+    without_lb = load_stack_settings(stack_settings("dev", lbMaxRatePerPod=rate), stack="dev")
+    assert "Warning" not in plan_command.capacity_table(without_lb)  # dev has no global load balancer
+
+
 def test_json_output_stays_a_json_array_with_a_target(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     out = tmp_path / "plan"
     assert plan_command.main(["--stack", "staging", "--json", "--out", str(out), "--set", "targetRps=500"]) == 0
