@@ -248,9 +248,10 @@ def test_sync_interrupted_with_ctrl_c_then_rerun_ends_identical(
         assert wait_for(proxy.paused, timeout_s=SYNC_TIMEOUT_S, interval_s=0.05), "the sync never sent 12 MiB"
         cli.send_signal(signal.SIGINT)  # the sync is blocked mid-upload: Ctrl-C lands half-way, every time
         time.sleep(1)  # let it take the signal while still paused; its upload threads finish their request on resume
+        proxy.resumed.set()
+        _, err = cli.communicate(timeout=SYNC_TIMEOUT_S)  # the relay stays up until the sync has stopped
     finally:
         proxy.close()
-    _, err = cli.communicate(timeout=SYNC_TIMEOUT_S)
     assert cli.returncode == 130, err
     assert err.strip().splitlines() == ["interrupted; run the same command again to finish"]
     # The models' files as sent on a first sync (empty_model/ has no config: not a model). Configs go up
