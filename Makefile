@@ -16,9 +16,11 @@ override STACK := $(value STACK)
 override ARGS := $(value ARGS)
 export STACK ARGS
 RUN := @$(PY) -m offline.make_args
-# Run directly, model-repo gets all of ARGS; as a prerequisite of plan, sandbox or bench only their settings options
-# (--set, --config-file), so it builds the repository those goals check against.
+# Run directly, model-repo gets all of ARGS; as a prerequisite of plan or sandbox only their settings options
+# (--set, --config-file), so it builds the repository those goals check against. bench takes no settings options:
+# given one, make_args refuses it before model-repo builds anything (it reads the goals from MAKE_ARGS_GOALS).
 MODEL_REPO_MODE := $(if $(filter model-repo,$(MAKECMDGOALS)),,--prerequisite)
+export MAKE_ARGS_GOALS := $(MAKECMDGOALS)
 
 .PHONY: setup system-packages plan sandbox bench capacity-compare test lint model-repo dashboards clean
 
@@ -47,11 +49,11 @@ model-repo: setup
 plan: model-repo
 	$(RUN) --stack offline.plan
 
-## The local sandbox of STACK: models on a GCS emulator, a real Triton, Prometheus and Locust, then a report
+## The local sandbox of STACK: models on a GCS emulator, a real Triton, Prometheus and Locust, then a report. ARGS: --set KEY=VALUE, --config-file FILE, --duration S, --out DIR
 sandbox: model-repo system-packages
 	$(RUN) --stack sandbox.run
 
-## The measure-and-tune benchmark of every variant (CSV, Markdown, PNG under bench/results/)
+## The measure-and-tune benchmark of every variant (CSV, Markdown, PNG under bench/results/); the stack file's settings as they are (no --set, --config-file)
 bench: model-repo system-packages
 	$(RUN) --stack bench
 

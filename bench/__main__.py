@@ -297,12 +297,13 @@ def log(line: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     from model_repo.errors import ModelRepoError
     from settings import ConfigError
+    from settings.stack import check_stack_name
 
     started, stamp = time.monotonic(), datetime.datetime.now().astimezone()
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = parser().parse_args(argv)
-        record.check_stack_name(args.stack, "--stack")  # it names the default --out folder and the stack file
+        check_stack_name(args.stack, "--stack")  # it names the default --out folder and the stack file
         out = args.out or RESULTS_DIR / f"{args.stack}-{stamp:%Y-%m-%d}"
         check_args(args, out)
         record.check_before_run(args.target, args.saddr, args.record, args.records_dir, out)

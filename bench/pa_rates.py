@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import datetime
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -23,7 +24,9 @@ from pathlib import Path
 from bench import machine, perf_analyzer
 from bench.runner import sandbox_server, writable_folder
 from cli.one_line import OneLineParser
+from settings.errors import ConfigError
 from settings.schema import PROJECT_DIR
+from settings.stack import check_stack_name
 
 FIELDS = ("mode", "requested_rps", "delivered_rps", "p50_ms", "p95_ms", "server_queue_ms", "server_compute_ms")
 
@@ -37,6 +40,19 @@ def parse_rates(text: str) -> list[float]:
     if not all(0 < r <= 1000 for r in rates):  # also refuses nan
         raise ValueError("each rate must be in (0, 1000]")
     return rates
+
+
+# A model name as Triton's repository folders and `make bench`'s variants spell it: one path component, never '.'
+# or '..' (a Triton model is a folder of the repository: https://docs.nvidia.com/deeplearning/triton-inference-server/
+# user-guide/docs/user_guide/model_repository.html). It becomes part of a path below build/bench/<stack>/cpu.
+MODEL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+
+
+def check_model_name(name: str) -> str:
+    """A plain model name (letters, digits, '_', '-', '.'; not '.' or '..'); ValueError naming the rule otherwise."""
+    if not MODEL_NAME.fullmatch(name) or name in {".", ".."}:
+        raise ValueError("not a model name (letters, digits, '_', '-' and '.', at most 100, not '.' or '..')")
+    return name
 
 
 def measure(binary: Path, model: str, url: str, rates: list[float], out: Path) -> list[dict]:
@@ -72,6 +88,14 @@ def main(argv: list[str] | None = None) -> int:
         rates = parse_rates(args.rates)
     except ValueError as err:
         parser.error(f"--rates {args.rates!r}: {err}")
+    try:
+        check_model_name(args.model)
+    except ValueError as err:
+        parser.error(f"--model {args.model!r}: {err}")
+    try:  # the name is a folder below build/bench/: a path ('../dev', '') must not reach it
+        check_stack_name(args.stack, "--stack")
+    except ConfigError as err:
+        parser.error(str(err))
     problem = writable_folder(args.out)  # before minutes of measuring, not after them
     if problem is not None:
         print(f"error: {parser.prog}: --out {args.out}: {problem}", file=sys.stderr)

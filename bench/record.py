@@ -18,11 +18,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import numbers
-import re
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from settings.values import StackSettings
 
 OUT_RECORDS = "records"  # the folder of a run's records inside its --out
-STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+# A run's results.json is ~100 KB (bench/results/); far more is not one, and is not read into memory whole.
+MAX_RESULTS_BYTES = 32 * 1024 * 1024
 # The sandbox's tritonserver is the nvidia-pytriton 0.7.0 wheel's: Triton 2.51.0, which is NGC release 24.10
 # (one minor version per monthly release: Triton 2.44.0 is release 24.03, the newest its release notes list,
 # https://docs.nvidia.com/deeplearning/triton-inference-server/archives/triton-inference-server-2440/release-notes/running.html).
@@ -65,20 +66,12 @@ def check_before_run(target: str, saddr: str | None, record: bool, records_dir: 
             raise CapacityError(f"{option} {folder}: {problem}")
 
 
-def check_stack_name(stack: str, what: str) -> None:
-    """A stack name as Pulumi allows it: "alphanumeric characters, hyphens, underscores, or periods"
-    (https://www.pulumi.com/docs/iac/concepts/stacks/); names of dots alone would be a path, not a stack."""
-    if not STACK_NAME.fullmatch(stack) or not stack.strip("."):
-        raise CapacityError(
-            f"{what} {stack[:80]!r}: expected a stack name (letters, digits, '-', '_', '.'), as in Pulumi.<stack>.yaml"
-        )
-
-
 def stack_settings(stack: str, what: str) -> StackSettings:
     """The stack's settings; a bad name or a missing or unreadable stack file is one line naming it."""
     from settings import from_stack_file
+    from settings.stack import check_stack_name
 
-    check_stack_name(stack, what)
+    check_stack_name(stack, what)  # the one rule and wording of every command (a ConfigError, one line)
     try:
         return from_stack_file(stack)
     except OSError as err:  # FileNotFoundError: "Pulumi.<stack>.yaml: no such stack file" (settings/stack.py)
@@ -227,16 +220,81 @@ def parser() -> argparse.ArgumentParser:
 
 
 def read_results(path: Path) -> tuple[dict[str, Any], Path]:
+    from settings.stack_file import NotRegularFileError, read_regular_file  # the settings layer: only when run
+
     source = path / "results.json" if path.is_dir() else path
     try:
-        run = json.loads(source.read_text(encoding="utf-8"))
+        # A regular file only, read up to the cap: /dev/zero or a FIFO would never end or never start.
+        data = read_regular_file(source, MAX_RESULTS_BYTES)
+    except NotRegularFileError as err:
+        raise CapacityError(f"{source}: {err}; give a bench --out folder or its results.json") from None
     except FileNotFoundError:
         raise CapacityError(f"{source}: no such file; give a bench --out folder or its results.json") from None
-    except (OSError, UnicodeDecodeError, ValueError) as err:
+    except OSError as err:
+        raise CapacityError(f"{source}: not a readable results.json ({err.strerror})") from None
+    if len(data) > MAX_RESULTS_BYTES:
+        raise CapacityError(f"{source}: more than {MAX_RESULTS_BYTES} bytes; not a bench results.json")
+    try:
+        run = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
         raise CapacityError(f"{source}: not a readable results.json ({str(err).splitlines()[0][:120]})") from None
     if not isinstance(run, dict):
         raise CapacityError(f"{source}: expected a JSON object")
+    check_run_facts(run, source)
     return run, source
+
+
+def check_run_facts(run: Mapping[str, Any], source: Path) -> None:
+    """`command`, `wall_s` and the `machine` facts a record quotes, of the types bench writes them (BenchRun in
+    bench/results.py, bench/machine.py); a hand-edited null, NaN or list is one CapacityError naming the key."""
+    if not isinstance(run.get("command"), str):
+        raise CapacityError(f"{source}: command: {_shown(run.get('command'))}: expected the bench command as text")
+    wall = run.get("wall_s")
+    if not (_number(wall) and math.isfinite(wall) and wall >= 0):
+        raise CapacityError(f"{source}: wall_s: {_shown(wall)}: expected seconds, a finite number >= 0")
+    machine = run.get("machine")
+    if not isinstance(machine, Mapping):
+        raise CapacityError(f"{source}: machine: {_shown(machine)}: expected an object of machine facts")
+    for key, (check, expected) in MACHINE_FACTS.items():
+        if key in machine and not check(machine[key]):
+            raise CapacityError(f"{source}: machine.{key}: {_shown(machine[key])}: expected {expected}")
+
+
+def _finite(value: Any) -> bool:
+    return _number(value) and math.isfinite(value)
+
+
+def _load(value: Any) -> bool:
+    """os.getloadavg()'s three figures, or null where it had none (bench/machine.py load_average)."""
+    return value is None or (isinstance(value, list) and len(value) == 3 and all(_finite(v) and v >= 0 for v in value))
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value)[:60] if _jsonable(value) else repr(value)[:60]
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=True)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+# What bench/machine.py facts() and bench/__main__.py write into `machine`: key -> (check, what is expected).
+MACHINE_FACTS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "cores": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a whole number of cores >= 1"),
+    "cpu_model": (lambda v: isinstance(v, str), "text"),
+    "memory_gib": (lambda v: v is None or (_finite(v) and v >= 0), "a finite number >= 0 or null"),
+    "gpus": (lambda v: isinstance(v, list) and all(isinstance(g, str) for g in v), "a list of GPU names"),
+    "python": (lambda v: isinstance(v, str), "text"),
+    "onnxruntime": (lambda v: isinstance(v, str), "text"),
+    "kernel": (lambda v: isinstance(v, str), "text"),
+    "commit": (lambda v: isinstance(v, str), "text"),
+    "triton": (lambda v: isinstance(v, str), "text"),
+    "load_start": (_load, "three finite load averages >= 0, or null"),
+    "load_end": (_load, "three finite load averages >= 0, or null"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:

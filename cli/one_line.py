@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn
 
 # argparse's own exit status for a bad command line (the link above); the project's exit code for bad input.
@@ -34,6 +35,10 @@ class OneLineParser(argparse.ArgumentParser):
         raise_as: Callable[[str], Exception] | None = None,
         **kwargs: Any,
     ) -> None:
+        # No prefix matching: with it `--set` was read as `--settle-seconds` by a parser without --set, and a new
+        # option could change what an old abbreviation means (allow_abbrev,
+        # https://docs.python.org/3/library/argparse.html#allow-abbrev). Options are spelled out in full.
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         self.hint = hint
         self.raise_as = raise_as
@@ -46,3 +51,10 @@ class OneLineParser(argparse.ArgumentParser):
         if self.raise_as is not None:
             raise self.raise_as(text)
         self.exit(EXIT_USAGE, f"error: {self.prog}: {text}\n")
+
+
+def file_path(text: str) -> Path:
+    """An argparse `type` for a file option: an empty word is refused as "empty path" (Path('') is '.', a folder)."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty path; name a file")
+    return Path(text)

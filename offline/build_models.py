@@ -4,8 +4,8 @@
 
 Writes build/model_repository (what `pulumi up` uploads to the bucket) and
 build/model_repository_cpu (CPU twins for local runs). Bad input: one line on stderr, exit 2.
-`make plan`, `make sandbox` and `make bench` run this first with their own --set and --config-file options,
-so the repository matches the settings they use (offline/make_args.py).
+`make plan` and `make sandbox` run this first with their own --set and --config-file options, so the repository
+matches the settings they use; `make bench` takes neither and is refused them before this runs (offline/make_args.py).
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-from cli.one_line import SEE_MAKE_HELP, OneLineParser
+from cli.one_line import SEE_MAKE_HELP, OneLineParser, file_path
 from infra.model_upload import BUILT_REPOSITORY
 from model_repo.build import build_repository
 from model_repo.errors import ModelRepoError
@@ -33,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a stack setting (JSON for lists)"
     )
-    parser.add_argument("--config-file", type=Path, metavar="FILE", help="stack settings from FILE instead")
+    parser.add_argument("--config-file", type=file_path, metavar="FILE", help="stack settings from FILE instead")
     return parser
 
 

@@ -15,7 +15,9 @@ characters, so JSON needs no escaping: ARGS='--set regions=["europe-west4"]' giv
 --prerequisite: MODULE builds something the make goal needs (the model repository before a plan, a sandbox or a
 benchmark). It gets only the words of ARGS that choose settings (`--set KEY=VALUE`, `--config-file FILE`), so it
 builds from the same settings the goal uses, and its output goes to stderr, so stdout stays the goal's
-(`make plan ARGS=--json > plan.json` is pure JSON).
+(`make plan ARGS=--json > plan.json` is pure JSON). A goal that takes no settings options (`make bench`: it
+measures the stack file's settings) is refused them here, before anything is built; the Makefile exports its
+goals as MAKE_ARGS_GOALS.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def _quote(word: str) -> str:
 
 
 SETTINGS_OPTIONS = ("--set", "--config-file")
+# make goals whose program has no settings options: given them, the rebuilt model repository and the run disagree.
+NO_SETTINGS_GOALS = frozenset({"bench"})
 
 
 def settings_options(words: Sequence[str]) -> list[str]:
@@ -65,6 +69,18 @@ def settings_options(words: Sequence[str]) -> list[str]:
         elif word.startswith(tuple(f"{option}=" for option in SETTINGS_OPTIONS)):
             kept.append(word)
     return kept
+
+
+def refused_settings(settings_words: Sequence[str], goals: Sequence[str]) -> str | None:
+    """The one-line error for settings options given to a goal that takes none; None when there is none to give."""
+    goal = next((goal for goal in goals if goal in NO_SETTINGS_GOALS), None)
+    if goal is None or not settings_words:
+        return None
+    option = settings_words[0].split("=", 1)[0]
+    return (
+        f"error: ARGS: {option}: make {goal} takes no settings options (--set, --config-file); it measures the "
+        "stack file's settings: edit Pulumi.<STACK>.yaml or name another STACK"
+    )
 
 
 def make_command(target: str, stack: str, words: Sequence[str]) -> str:
@@ -98,7 +114,9 @@ def with_model_repo_args(message: str, stack: str, words: Sequence[str]) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m offline.make_args", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m offline.make_args", description=__doc__.split("\n\n")[0], allow_abbrev=False
+    )
     parser.add_argument("--stack", action="store_true", help="pass --stack $STACK (default dev) before ARGS")
     parser.add_argument(
         "--prerequisite", action="store_true", help="only the settings options of ARGS; output on stderr"
@@ -117,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_ARGS
     if opts.prerequisite:
         words = settings_options(words)
+        refused = refused_settings(words, os.environ.get("MAKE_ARGS_GOALS", "").split())
+        if refused:
+            print(refused, file=sys.stderr)
+            return EXIT_BAD_ARGS
     if opts.stack:
         stack = os.environ.get("STACK", "dev")
         if not stack.strip():

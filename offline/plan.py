@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from cli.one_line import SEE_MAKE_HELP, OneLineParser
+from cli.one_line import SEE_MAKE_HELP, OneLineParser, file_path
 from infra.cost import load_vm_prices, region_costs, usd_per_million
 from k8s.autoscaling import serves_custom_metrics
 from k8s.schema import ManifestError, validate_manifest
@@ -131,7 +131,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="folder for the Kubernetes YAML (default build/plan/<stack>)")
     parser.add_argument(
         "--config-file",
-        type=Path,
+        type=file_path,
         metavar="FILE",
         help="read the stack settings from FILE instead of Pulumi.<stack>.yaml (as `pulumi up --config-file`)",
     )

@@ -31,7 +31,7 @@ from typing import Any
 
 import psutil
 
-from cli.one_line import SEE_MAKE_HELP, OneLineParser
+from cli.one_line import SEE_MAKE_HELP, OneLineParser, file_path
 from contracts.naming import model_bucket_name
 from infra.model_upload import BUILT_REPOSITORY
 from k8s.triton import ADMIN_KEY_HEADER
@@ -353,6 +353,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder (default: build/sandbox)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a stack setting")
+    # The same settings options as make plan: make_args hands them to make model-repo first, so the repository
+    # built and the sandbox run read the same settings.
+    parser.add_argument("--config-file", type=file_path, metavar="FILE", help="stack settings from FILE instead")
     return parser
 
 
@@ -364,7 +367,7 @@ def _positive(text: str) -> int:
 
 def _settings(args: argparse.Namespace) -> StackSettings:
     try:
-        return from_stack_file(args.stack, overrides_from(args.set))
+        return from_stack_file(args.stack, overrides_from(args.set), args.config_file)
     except FileNotFoundError as err:  # no Pulumi.<stack>.yaml
         raise ConfigError(f"--stack {args.stack}: {err}") from None
 

@@ -69,13 +69,17 @@ def load_stack_settings(
 STACK_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}")
 
 
-def check_stack_name(stack: str) -> str:
-    """The stack name, when it is a plain Pulumi stack name; else one ConfigError line naming it."""
+STACK_NAME_RULE = "letters, digits, '-', '_' and '.', not starting with '.', at most 100 characters"
+
+
+def check_stack_name(stack: str, what: str = "stack") -> str:
+    """The stack name, when it is a plain Pulumi stack name; else one ConfigError line naming it.
+
+    what: how the message names where the name came from ("stack", "--stack", "results.json: stack"); every
+    command states the rule in this one wording.
+    """
     if not STACK_NAME.fullmatch(stack):
-        raise ConfigError(
-            f"stack {stack!r}: not a Pulumi stack name (letters, digits, '-', '_' and '.', not starting with '.', "
-            "at most 100 characters)"
-        )
+        raise ConfigError(f"{what} {stack!r}: not a Pulumi stack name ({STACK_NAME_RULE})")
     return stack
 
 

@@ -18,6 +18,7 @@ What else is refused, in one line naming the file (and the key, where there is o
 - an empty value (`key:` or `~`): Pulumi passes the text "null", which no setting means;
 - a config key without a namespace (Pulumi keys are `namespace:name`,
   https://www.pulumi.com/docs/iac/concepts/config/#configuration-keys);
+- a path that is not a regular file once links are resolved (a folder, a FIFO, /dev/zero: read_regular_file),
 - a file that is not UTF-8 text, holds NUL bytes, is larger than MAX_BYTES, is not one YAML mapping,
   nests deeper than MAX_DEPTH, holds a recursive alias (yaml.v3 refuses those too: "anchor 'a' value contains
   itself", https://github.com/go-yaml/yaml/blob/v3/decode_test.go) or
@@ -33,7 +34,9 @@ runs the same reading over the selected stack's file, so both refuse the same fi
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -149,18 +152,59 @@ def read_stack_file(path: Path, project: str, types: dict[str, str]) -> dict[str
     return {_full_key(path, project, key_node): _engine_string(config[key_node.value]) for key_node in keys}
 
 
+# What os.stat calls a file that is not a regular one, for the message (https://docs.python.org/3/library/stat.html).
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class NotRegularFileError(Exception):
+    """The path (links resolved) is a folder, FIFO, device or socket: reading it could hang or never end."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(f"{kind}, not a regular file")
+        self.kind = kind
+
+
+def read_regular_file(path: Path, cap: int) -> bytes:
+    """At most cap + 1 bytes of `path`, which must be a regular file once links are resolved (so a caller sees "more
+    than cap"). NotRegularFileError otherwise, OSError when it cannot be opened.
+
+    The file's size cannot bound the read: /dev/zero and a FIFO report st_size 0 and /dev/zero never ends, a FIFO
+    blocks open(2) and read(2) until a writer comes (fifo(7), https://man7.org/linux/man-pages/man7/fifo.7.html).
+    So os.stat refuses them before anything is opened; the file is then opened O_NONBLOCK (an open that does not
+    wait for a FIFO's writer, open(2)) and checked again with fstat, in case the path was swapped in between.
+    """
+    _refuse_special(os.stat(path).st_mode)  # os.stat follows symbolic links
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        _refuse_special(os.fstat(fd).st_mode)
+        return handle.read(cap + 1)
+
+
+def _refuse_special(mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        raise NotRegularFileError(next((kind for test, kind in _KINDS if test(mode)), "a special file"))
+
+
 def _compose(path: Path) -> Node | None:
     try:
-        if path.is_dir():
-            raise StackFileError(f"{path.name}: is a folder, not a stack file")
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise StackFileError(f"{path.name}: {size} bytes; a stack file may hold at most {MAX_BYTES} bytes")
-        data = path.read_bytes()[: MAX_BYTES + 1]
+        data = read_regular_file(path, MAX_BYTES)
+    except NotRegularFileError as err:
+        if err.kind == "a folder":
+            raise StackFileError(f"{_shown(path)}: {err}; not a stack file") from None
+        real = os.path.realpath(path)  # the device or FIFO itself, where a name or link hides it (zero, Pulumi.x.yaml)
+        raise StackFileError(f"{_shown(path)} ({real}): {err}; a stack file is a regular YAML file") from None
     except FileNotFoundError:
-        raise StackFileError(f"{path.name}: no such stack file") from None
+        raise StackFileError(f"{_shown(path)}: no such stack file") from None
     except OSError as err:
-        raise StackFileError(f"{path.name}: cannot read it ({err.strerror})") from None
+        raise StackFileError(f"{_shown(path)}: cannot read it ({err.strerror})") from None
+    if len(data) > MAX_BYTES:
+        raise StackFileError(f"{_shown(path)}: more than {MAX_BYTES} bytes; a stack file may hold at most that")
     if b"\0" in data:
         raise StackFileError(f"{path.name}: binary data (NUL bytes), not a YAML stack file")
     try:
@@ -178,6 +222,11 @@ def _compose(path: Path) -> Node | None:
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def _shown(path: Path) -> str:
+    """The file's name for a message; the whole path where it has no name ('.', '/')."""
+    return path.name or str(path)
 
 
 def _yaml_problem(err: yaml.YAMLError) -> str:
