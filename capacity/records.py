@@ -7,7 +7,8 @@ of the project, so every layer may read records.
 
 Loading is strict: a record file with bad JSON, an unknown or missing key, a value of the wrong type, a
 non-positive rate, a value outside its bounds (BOUNDS) or a key (gpu, variant, image tag, SLO) that another file
-holds too is refused with one CapacityError line naming the file and the key. File names and keys in messages are shown
+holds too is refused with one CapacityError line naming the file and the key. A folder's records are its files
+named as records (RECORD_NAME); other files are not read. File names and keys in messages are shown
 with their control characters escaped (escaped()), so a message stays one line.
 """
 
@@ -18,6 +19,7 @@ import json
 import math
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
@@ -49,6 +51,12 @@ _GPU_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 # Variant names as model_repo/settings.py accepts them (_NAME_RE there: Triton model folder names).
 _VARIANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+# The names record_file_name gives (GPU__VARIANT__TAG__slo-Nms.json; -2, -3... where two tags share one): in a folder
+# only these are records. A benchmark's --out holds results.json beside records/, and an editor leaves hidden files
+# (Emacs' lock link .#NAME, a dangling symlink) beside the one it edits: neither is a record, and reading them would
+# fail every plan. A GPU name starts with a letter or digit (_GPU_RE), so a hidden file never matches. DOTALL: a
+# name with a line break is still a record's name (and refused by the loader if it is not one).
+RECORD_NAME = re.compile(r"[a-z0-9][a-z0-9-]*__.+__.+__slo-.+ms(-[0-9]+)?\.json", re.DOTALL)
 
 
 class CapacityError(ValueError):
@@ -269,7 +277,7 @@ def load_record(path: Path) -> CapacityRecord:
     path = Path(path)
     try:
         if not path.is_file():
-            raise CapacityError(f"{escaped(path)}: not a record file (no such file)")
+            raise CapacityError(f"{escaped(path)}: not a record file ({_what_is(path)})")
         if path.stat().st_size > MAX_FILE_BYTES:
             raise CapacityError(
                 f"{escaped(path)}: {path.stat().st_size} bytes; a record file is at most {MAX_FILE_BYTES}"
@@ -294,12 +302,38 @@ def load_record(path: Path) -> CapacityRecord:
     return record_from_dict(data, path)
 
 
+def _what_is(path: Path) -> str:
+    """What a path that is no regular file is, for the refusal: "no such file" only where nothing is there."""
+    try:
+        mode = path.stat().st_mode  # follows links: a dangling one is "no such file"
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as err:
+        return f"cannot read: {err.strerror or err}"
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    kind = next((name for test, name in kinds if test(mode)), "something else")
+    return f"{kind}, not a regular file"
+
+
+def record_files(records_dir: Path) -> list[Path]:
+    """The folder's files named as records (RECORD_NAME; not its subfolders), sorted by name."""
+    return sorted(p for p in Path(records_dir).iterdir() if RECORD_NAME.fullmatch(p.name) and not p.is_dir())
+
+
 def load_records(records_dir: Path = RECORDS_DIR) -> list[CapacityRecord]:
-    """Every *.json file of the folder (not its subfolders), sorted by file name; one key per file."""
+    """Every file of the folder named as a record (record_files), sorted by file name; one key per file. Other files
+    (hidden ones, a benchmark's results.json) are no records and are not read; a broken file with a record's name is
+    refused."""
     records_dir = Path(records_dir)
     if not records_dir.is_dir():
         raise CapacityError(f"{escaped(records_dir)}: not a folder of capacity records")
-    records = [load_record(path) for path in sorted(records_dir.glob("*.json")) if not path.is_dir()]
+    records = [load_record(path) for path in record_files(records_dir)]
     _check_unique(records)
     return records
 
@@ -433,11 +467,3 @@ def _write_atomically(path: Path, text: str) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-
-
-def records_by_slo_key(records: Iterable[CapacityRecord]) -> dict[tuple[str, str, float], CapacityRecord]:
-    """One record per (gpu, variant, SLO latency): the newest where several image tags share one."""
-    groups: dict[tuple[str, str, float], list[CapacityRecord]] = {}
-    for record in records:
-        groups.setdefault(record.slo_key, []).append(record)
-    return {key: newest(group) for key, group in groups.items()}

@@ -311,6 +311,7 @@ def _sizing_line(settings: StackSettings) -> str:
     cap = settings.capacity
     if not cap.sized:
         line = "No targetRps: the explicit gpuMinNodes and gpuMaxNodes; the table shows what they serve."
+        line += _fixed_note(settings)
         lb = settings.load_balancer
         if lb.enabled and lb.max_rate_per_pod > cap.rps_per_node:
             # RATE balancing fills a backend up to maxRatePerEndpoint before it spills to the next region
@@ -328,6 +329,15 @@ def _sizing_line(settings: StackSettings) -> str:
         f"Sized for targetRps {cap.target_rps} req/s per region with {cap.headroom_percent} % headroom: "
         f"GPU minimum {settings.gpu_pool.min_nodes} nodes, lbMaxRatePerPod {settings.load_balancer.max_rate_per_pod}, "
         f"{hpa} queue-time target {settings.serving.queue_time_target_us / 1000:g} ms (derived)."
+    ) + _fixed_note(settings)
+
+
+def _fixed_note(settings: StackSettings) -> str:
+    if serves_custom_metrics(settings.monitoring.mode):
+        return ""
+    return (
+        f"\nNo HPA: Triton runs a fixed {fixed_pods(settings)} pods (monitoringMode operator); the table shows what "
+        "they serve, whatever gpuMaxNodes allows."
     )
 
 
@@ -342,9 +352,25 @@ def _region_costs(settings: StackSettings) -> dict[str, dict[bool, float | None]
     return found
 
 
+def _pods(settings: StackSettings) -> tuple[int, int]:
+    """(fewest, most) Triton pods the table counts, one per GPU node: gpuMinNodes to gpuMaxNodes where an HPA scales
+    them. Without one (monitoringMode operator: __main__.py composes Autoscaling only where serves_custom_metrics)
+    k8s/triton.py sets spec.replicas to __main__'s min_replicas, max(1, gpuMinNodes), and nothing scales it: that many
+    pods serve, whatever gpuMaxNodes allows."""
+    gpu = settings.gpu_pool
+    if serves_custom_metrics(settings.monitoring.mode):
+        return gpu.min_nodes, gpu.max_nodes
+    return fixed_pods(settings), fixed_pods(settings)
+
+
+def fixed_pods(settings: StackSettings) -> int:
+    """Triton's replicas without an HPA: __main__.py's min_replicas."""
+    return max(1, settings.gpu_pool.min_nodes)
+
+
 def _capacity_row(settings: StackSettings, region: str, usd_h: dict[bool, float | None]) -> str:
     cap, gpu = settings.capacity, settings.gpu_pool
-    serves = (cap.rps_per_node * gpu.min_nodes, cap.rps_per_node * gpu.max_nodes)
+    serves = tuple(cap.rps_per_node * pods for pods in _pods(settings))
     rate = cap.target_rps if cap.sized else serves[0]
     cells = [
         region,

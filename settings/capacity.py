@@ -202,6 +202,8 @@ def _project_file(reader: Reader, named: str) -> Path:
     machine."""
     if Path(named).is_absolute():
         raise reader.fail("capacityRecord", named, "an absolute path; give the record's path relative to the project")
+    if ".." in Path(named).parts:  # even one that comes back in (mine/../mine/x.json): README says '..' is refused
+        raise reader.fail("capacityRecord", named, "a '..' component; give the record's path within the project")
     path = (PROJECT_DIR / named).resolve()
     if not path.is_relative_to(PROJECT_DIR.resolve()):
         raise reader.fail("capacityRecord", named, f"resolves to {escaped(path)}, outside the project")

@@ -257,7 +257,7 @@ def test_a_file_name_with_a_line_break_stays_one_line_in_every_message(
     tmp_path_factory: pytest.TempPathFactory, controls: list[str], breakage: tuple[str, Any]
 ) -> None:
     folder = tmp_path_factory.mktemp("names")
-    path = folder / f"a{''.join(controls)}b.json"
+    path = folder / f"t4__a{''.join(controls)}b__x__slo-1ms.json"  # a record's name: load_records reads it
     key, breaking = breakage
     path.write_text(_as_text(breaking(dict(VALID))), encoding="utf-8")
     for load in (lambda: load_record(path), lambda: load_records(folder)):
@@ -275,9 +275,9 @@ def test_compare_keeps_a_path_with_a_line_break_on_one_line(tmp_path: Path) -> N
 
 
 def test_two_files_of_one_key_are_refused_naming_both(tmp_path: Path) -> None:
-    (tmp_path / "a.json").write_text(record().to_json())
-    (tmp_path / "b.json").write_text(record(max_rps_per_gpu=1.0).to_json())
-    with pytest.raises(CapacityError, match=r"b\.json: holds the same gpu .* as .*a\.json"):
+    (tmp_path / "t4__a__x__slo-1ms.json").write_text(record().to_json())  # named as records: a folder's only records
+    (tmp_path / "t4__b__x__slo-1ms.json").write_text(record(max_rps_per_gpu=1.0).to_json())
+    with pytest.raises(CapacityError, match=r"b__x__slo-1ms\.json: holds the same gpu .* as .*a__x__slo-1ms\.json"):
         load_records(tmp_path)
 
 

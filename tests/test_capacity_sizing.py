@@ -324,7 +324,7 @@ def test_capacity_record_must_lie_in_the_project(
     link.symlink_to(outside)
     refusals = {
         str(outside): "is not valid; an absolute path; give the record's path relative to the project",
-        "../x.json": f"is not valid; resolves to {PROJECT_DIR.parent / 'x.json'}, outside the project",
+        "../x.json": "is not valid; a '..' component; give the record's path within the project",
         relative(link): f"is not valid; resolves to {outside}, outside the project",
     }
     for named, why in refusals.items():
@@ -372,10 +372,11 @@ def test_a_broken_committed_record_fails_every_plan(
     text = (
         (records / Path(ORIGINAL_RECORD).name).read_text().replace('"max_rps_per_gpu": 253.0', '"max_rps_per_gpu": NaN')
     )
-    (records / "zz-bad.json").write_text(text)
+    bad = "zz-bad__original__x__slo-100ms.json"  # a record's name: only such files are records (hidden ones are not)
+    (records / bad).write_text(text)
     monkeypatch.setattr(sizing, "RECORDS_DIR", records)
     line = plan_refusal(capsys, tmp_path / "plan", target)
-    assert line.startswith(f"error: capacity record {records / 'zz-bad.json'}: NaN is not JSON"), line
+    assert line.startswith(f"error: capacity record {records / bad}: NaN is not JSON"), line
 
 
 def test_operator_mode_says_no_hpa_takes_the_derived_target(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
