@@ -176,9 +176,20 @@ def _local_md5s(root: Path) -> dict[str, str]:
     return {name: base64.b64encode(digest.digest()).decode() for name, digest in digests.items()}
 
 
+# Ctrl-C as in a terminal even where this test runs in the background of a shell without job control: there
+# SIGINT starts out ignored, and Python then installs no KeyboardInterrupt handler
+# (https://docs.python.org/3/library/signal.html#note-on-signal-handlers-and-exceptions, "Python installs a small
+# number of signal handlers by default: ... SIGINT is translated into a KeyboardInterrupt exception if the parent
+# process has not changed it"), so the sync would ignore the signal and finish.
+_SYNC_WITH_CTRL_C = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('model_repo.sync', run_name='__main__', alter_sys=True)"
+)
+
+
 def _sync_cli(repo: Path, url: str, endpoint: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "model_repo.sync", str(repo), url],
+        [sys.executable, "-c", _SYNC_WITH_CTRL_C, str(repo), url],
         cwd=REPO_ROOT,
         env={**os.environ, PYTHON_CLIENT_ENV: endpoint, "PYTHONPATH": str(REPO_ROOT)},
         text=True,
