@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.results import MAX_RESULTS_BYTES
 from capacity.from_bench import Measured, records_from_results
 from capacity.records import RECORDS_DIR, TWIN_GPU, CapacityError, CapacityRecord, load_records, revised, write_records
 from cli.one_line import OneLineParser
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
 
 OUT_RECORDS = "records"  # the folder of a run's records inside its --out
 # A run's results.json is ~100 KB (bench/results/); far more is not one, and is not read into memory whole.
-MAX_RESULTS_BYTES = 32 * 1024 * 1024
 # The sandbox's tritonserver is the nvidia-pytriton 0.7.0 wheel's: Triton 2.51.0, which is NGC release 24.10
 # (one minor version per monthly release: Triton 2.44.0 is release 24.03, the newest its release notes list,
 # https://docs.nvidia.com/deeplearning/triton-inference-server/archives/triton-inference-server-2440/release-notes/running.html).

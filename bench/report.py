@@ -24,7 +24,7 @@ from typing import Any
 
 from bench.cost import lb_usd_per_million
 from bench.load_plan import SATURATION_GAIN, STRETCH
-from bench.results import BenchRun, StepRow, VariantSummary, payload_pairs
+from bench.results import MAX_RESULTS_BYTES, BenchRun, StepRow, VariantSummary, payload_pairs
 from cli.one_line import OneLineParser
 
 CPU_CAVEAT = (
@@ -642,12 +642,20 @@ def _row(kind: type, data: Any, where: str, sep: str = ".") -> Any:
 
 def read_run(path: Path) -> BenchRun:
     """results.json read strictly: every key known, every value of its type; ReportError names the key."""
+    from settings.stack_file import NotRegularFileError, read_regular_file  # as bench.record reads it
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        # A regular file only, read up to the cap: /dev/zero or a FIFO would never end or never start.
+        raw = read_regular_file(path, MAX_RESULTS_BYTES)
+        data = None if len(raw) > MAX_RESULTS_BYTES else json.loads(raw.decode("utf-8"))
+    except NotRegularFileError as err:
+        raise ReportError(f"{path}: {err}; give a bench --out folder") from None
     except FileNotFoundError:
         raise ReportError(f"{path}: no such file; give a bench --out folder") from None
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise ReportError(f"{path}: not a readable results.json ({str(err).splitlines()[0][:100]})") from None
+    if data is None:
+        raise ReportError(f"{path}: more than {MAX_RESULTS_BYTES} bytes; not a bench results.json")
     _row(BenchRun, data, str(path), ": ")
     lists = {"steps": StepRow, "summaries": VariantSummary, "costs": dict, "pricing": dict, "notes": str}
     for key, kind in lists.items():

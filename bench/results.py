@@ -157,6 +157,10 @@ def payload_pairs(names: Sequence[str]) -> list[tuple[str, str]]:
     ]
 
 
+# The most a results.json may hold: a run of every variant is ~100 KB; bench.record and bench.report read no more.
+MAX_RESULTS_BYTES = 32 * 1024 * 1024
+
+
 def load_run(path: Path) -> BenchRun:
     """Read a results.json back (for re-rendering a report)."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))

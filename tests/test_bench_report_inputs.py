@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench import record, report
-from bench.results import StepRow, VariantSummary
+from bench.results import MAX_RESULTS_BYTES, StepRow, VariantSummary
 from capacity.records import CapacityError, load_records
 
 RUN = PROJECT_DIR / "bench" / "results" / "dev-2026-11-30-alone"
@@ -211,3 +212,16 @@ def test_the_same_figures_keep_their_revision_in_process(tmp_path: Path) -> None
     assert notes == [f"original: unchanged: {first[0].path} holds the same figures (revision 1)"]
     with pytest.raises(CapacityError, match="summaries: empty"):
         record.write_run_records(RUN_JSON | {"summaries": []}, None, out, record=False, records_dir=records_dir)
+
+
+def test_a_device_or_fifo_as_results_json_is_refused_without_reading_it(tmp_path: Path) -> None:
+    """As bench.record reads it: /dev/zero would fill memory, a FIFO would wait for a writer forever."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, kind in ((Path("/dev/zero"), "a character device"), (fifo, "a FIFO")):
+        with pytest.raises(report.ReportError, match=f"not a regular file|{kind}"):
+            report.read_run(path)
+    big = tmp_path / "results.json"
+    big.write_bytes(b" " * (MAX_RESULTS_BYTES + 1))
+    with pytest.raises(report.ReportError, match="more than 33554432 bytes"):
+        report.read_run(big)
