@@ -7,6 +7,16 @@ bench/locust_steps.py, perf_analyzer with its own binary search (--request-rate-
 https://docs.nvidia.com/deeplearning/triton-inference-server/user-guide/docs/perf_analyzer/docs/cli.html).
 The model sleeps SERVICE_MS per request, one request at a time (tests/bench_fixtures.py): the
 capacity is set by that sleep, not by the busy cores, so the answers must agree within 15 %.
+
+Two things make the comparison fair rather than lucky:
+- Rates the server really saw. perf_analyzer's async rate mode delivers less than it requests
+  (here ~80 %: asked for 17.6 requests/s it served 14.4, and Triton's own queue time, 28 ms, is an
+  M/D/1 queue's at 14.4, not at 17.6; its scheduling lag is discussed in
+  https://github.com/triton-inference-server/server/issues/4711). So perf_analyzer's answer is
+  the Inferences/Second it measured at its highest passing level; Locust delivers what it offers.
+- Windows long enough for a p95. A p95 of 60 requests is its 3rd-slowest one: with 4 s steps a
+  CI run passed a rate whose steady-state p95 is ~40 % over the objective. Every level here holds
+  at least MIN_REQUESTS requests (perf_analyzer: 3 windows of them).
 """
 
 from __future__ import annotations
@@ -22,7 +32,8 @@ from sandbox.triton import TritonServer
 
 pytest_plugins = ("tests.bench_fixtures",)
 
-SLO_MS = 150.0  # ~3.5 service times of 40 ms: the knee of an M/D/1 queue, well inside the capacity
+SLO_MS = 150.0  # ~3.5 service times of 40 ms: the knee of an M/D/1 queue (p95 150 ms near 14 requests/s)
+MIN_REQUESTS = 150  # per search step and per perf_analyzer window
 
 
 def test_locust_search_agrees_with_perf_analyzer_within_15_percent(
@@ -30,22 +41,24 @@ def test_locust_search_agrees_with_perf_analyzer_within_15_percent(
 ) -> None:
     name, service_ms = slow_model
     capacity = 1000 / service_ms  # requests/s one instance can serve at all
-    criteria = SloCriteria(slo_ms=SLO_MS, max_failure_ratio=0.01, stop_after=2, min_requests=30)
-    ladder = RateLadder(start=4.0, growth=1.5, precision=0.05, max_rate=2 * capacity, floor=1.0)
-    plan = LoadPlan(ladder, 16, 4.0, 1.0, 2.0, criteria, saturation_users=())
+    criteria = SloCriteria(slo_ms=SLO_MS, max_failure_ratio=0.01, stop_after=2, min_requests=MIN_REQUESTS)
+    ladder = RateLadder(start=0.3 * capacity, growth=1.5, precision=0.05, max_rate=2 * capacity, floor=1.0)
+    plan = LoadPlan(ladder, 16, 6.0, 2.0, 2.0, criteria, saturation_users=())
     model = runner.Model(dataclasses.replace(REFERENCE_VARIANTS[0], name=name), None, "input", "probabilities", 0)
     endpoint = runner.Endpoint(slow_triton.http_url, slow_triton.grpc_url, slow_triton.metrics_url, None, None)
     curve = runner.run_locust(plan, model, endpoint, "http", tmp_path)
     ours = runner.capacity(rate_search(runner.search_steps(curve), criteria))
 
-    rates = perf_analyzer.RateRange(ladder.start, 1.5 * capacity, 1.0)
+    rates = perf_analyzer.RateRange(ladder.start, capacity, 0.5)
     binary = perf_analyzer.ensure_binary()
-    theirs = perf_analyzer.search(
-        binary, name, slow_triton.http_url, "http", rates, SLO_MS, criteria.min_requests, tmp_path / "pa.csv"
-    ).max_rate
+    found = perf_analyzer.search(
+        binary, name, slow_triton.http_url, "http", rates, SLO_MS, MIN_REQUESTS, tmp_path / "pa.csv"
+    )
+    theirs = found.rps
 
-    steps = [(round(r["offered_rps"], 2), round(r["p95_ms"] or 0)) for r in curve]
-    assert ours is not None and theirs is not None, (steps, theirs)
+    steps = [(round(r["offered_rps"], 2), round(r["rps"], 2), round(r["p95_ms"] or 0)) for r in curve]
+    assert ours is not None and theirs is not None, (steps, found)
     assert 0.3 * capacity < ours < capacity, steps  # a queue, not a wall: below what the sleep allows
-    assert abs(ours / theirs - 1) <= 0.15, (ours, theirs, steps)
-    print(f"Locust {ours:.2f} vs perf_analyzer {theirs:.2f} requests/s at p95 <= {SLO_MS:g} ms")
+    assert abs(ours / theirs - 1) <= 0.15, (ours, found, steps)
+    asked = found.max_rate
+    print(f"Locust {ours:.2f} vs perf_analyzer {theirs:.2f} (asked {asked:.2f}) requests/s at p95 <= {SLO_MS:g} ms")
