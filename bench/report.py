@@ -175,7 +175,7 @@ def _saturation(s: VariantSummary) -> str:
 def _ratio(s: VariantSummary) -> str:
     if s.pa_max_rps is not None:
         ratio = f"; Locust / PA {s.pa_ratio:.2f}" if s.pa_ratio is not None else ""
-        return f"{fmt(s.pa_max_rps)} (p95 {fmt(s.pa_p95_ms, 0)} ms{ratio})"
+        return f"{fmt(s.pa_rps)} served, {fmt(s.pa_max_rps)} asked (p95 {fmt(s.pa_p95_ms, 0)} ms{ratio})"
     if s.pa_load.startswith("binary search") or not s.pa_load:
         return f"n/a ({s.pa_note})" if s.pa_note else "n/a"
     load = s.pa_load or (f"concurrency {s.pa_concurrency}" if s.pa_concurrency else "")
@@ -295,8 +295,10 @@ def render_readme(run: BenchRun, plots: Sequence[str], plot_note: str) -> str:
         "max RPS at SLO: the highest open-loop request rate (Poisson arrivals) whose p95 met the SLO within the "
         "failure budget, median over the repeats (p50/p95, in server, batch and CPU: at that rate); spread is "
         "(high - low) / median of the repeats' answers. perf_analyzer max RPS: NVIDIA's perf_analyzer's own "
-        "open-loop binary search on the same server (Poisson, p95 threshold = the SLO), with Locust's answer over "
-        "its (1.00 = the tools agree). saturation RPS: the most the server delivered to closed-loop users (best "
+        "open-loop binary search on the same server (Poisson, p95 threshold = the SLO): the throughput it served "
+        "at the highest passing rate and that rate as asked (its --async rate mode can deliver 10-20 % less than "
+        "asked), with Locust's answer over the served one (1.00 = the tools agree). saturation RPS: the most the "
+        "server delivered to closed-loop users (best "
         "user count). served/raw: saturation RPS / raw ONNX Runtime throughput of the same file at the "
         "saturation batch size on the same cores (no server). bytes/request: the input tensor of one image.",
         results_table(run.summaries, run.steps),

@@ -22,7 +22,7 @@ from bench import cost, perf_analyzer, report, runner
 from bench.__main__ import main
 from bench.load_plan import LoadPlan, PlanError
 from bench.probes import Sample, window_stats
-from bench.results import BenchRun, StepRow, VariantSummary, load_run, payload_pairs
+from bench.results import BenchRun, PerfAnalyzerOpinion, StepRow, VariantSummary, load_run, payload_pairs
 from bench.slo_search import (
     NOT_REACHED,
     PASS,
@@ -426,7 +426,7 @@ def recorded_run() -> BenchRun:
     )  # fmt: skip
     summary = dataclasses.replace(summary, max_rps=4.0, max_rps_low=4.0, max_rps_high=4.0, pa_concurrency=None,
                                   pa_load="binary search 2-14.2 requests/s (Poisson, step 0.24)", pa_rps=4.07,
-                                  pa_p95_ms=380.0, pa_max_rps=4.4, pa_ratio=4.0 / 4.4, pa_p95_ratio=None,
+                                  pa_p95_ms=380.0, pa_max_rps=4.4, pa_ratio=4.0 / 4.07, pa_p95_ratio=None,
                                   saturation_rps=9.5, saturation_users=4, saturation_batch=3.8, raw_batch=4,
                                   raw_rps=11.0, served_raw=9.5 / 11.0)  # fmt: skip
     no_result = dataclasses.replace(summary, variant="original_uint8", input_dtype="UINT8", bytes_per_request=150_528,
@@ -470,7 +470,8 @@ def test_report_writes_csvs_readme_and_json_from_a_recorded_run(tmp_path: Path) 
     assert summary[0]["pa_max_rps"] == "4.4" and summary[0]["saturation_rps"] == "9.5"
     readme = (tmp_path / "README.md").read_text()
     assert "NOT what a T4 does" in readme and "random weights" in readme
-    assert "| `original` | **4.0** | 4.4 (p95 380 ms; Locust / PA 0.91) | 239 | 258 | 222 (32) | 2.00 |" in readme
+    pa_cell = "4.1 served, 4.4 asked (p95 380 ms; Locust / PA 0.98)"
+    assert f"| `original` | **4.0** | {pa_cell} | 239 | 258 | 222 (32) | 2.00 |" in readme
     assert "| 9.5 (4, 3.80) | 0.86 (raw 11.0 img/s at batch 4) |" in readme
     assert "none met the SLO" in readme and "n/a (no rate met the SLO)" in readme
     assert "open-loop poisson arrivals" in readme and "bisection" in readme
@@ -543,3 +544,11 @@ def test_smoke_run_end_to_end(tmp_path: Path) -> None:
     with (out / "summary.csv").open() as handle:
         assert next(csv.DictReader(handle))["max_rps"] == "4.0"  # the column the independent check reads
     assert (out / "README.md").is_file()
+
+
+def test_perf_analyzer_ratio_compares_the_throughput_it_served_not_the_rate_it_asked_for() -> None:
+    """perf_analyzer asked 17.89 requests/s and served 16.51 in a recorded search; Locust found 16.88."""
+    opinion = PerfAnalyzerOpinion("binary search", None, 16.51, None, 144.6, 16.88, 138.0, max_rate=17.89)
+    assert opinion.ratio == pytest.approx(16.88 / 16.51)
+    older = PerfAnalyzerOpinion("binary search", None, None, None, 144.6, 16.88, 138.0, max_rate=17.89)
+    assert older.ratio == pytest.approx(16.88 / 17.89)  # a record without the served figure: the asked rate
