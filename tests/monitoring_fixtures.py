@@ -35,9 +35,11 @@ LOCUSTFILE = PROJECT_DIR / "loadtest" / "locustfile.py"
 REGION = "local-test-region"
 NORMAL_MODEL = "original"
 SLOW_MODEL = "original_slow"
-# ResNet-50 on 2 busy cores answers in ~0.2-0.5 s; the slow twin sleeps 2.5 s more per execution.
-LIVE_SLO = SloSettings(latency_ms=1500, for_minutes=0.25)
-INJECTED_DELAY_MS = 2500
+# ResNet-50 on 2 busy cores answers in ~0.2-0.5 s; the slow twin sleeps 4 s more per execution. The SLO sits
+# between: the slow twin's p95 is over it by its sleep alone (4000 > 3000 ms, however fast the cores), and the
+# normal model keeps 6x headroom (1500 ms, 3x, was tight with the slow twin and Locust on the same 2 cores).
+LIVE_SLO = SloSettings(latency_ms=3000, for_minutes=0.25)
+INJECTED_DELAY_MS = 4000
 SCRAPE_INTERVAL = "1s"
 LOAD_SECONDS = 180  # upper bound; the fixture stops Locust when the module's tests are done
 

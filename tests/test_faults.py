@@ -7,15 +7,12 @@ The model has random weights: these tests check behaviour under faults, not pred
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -27,14 +24,15 @@ import tritonclient.http as httpclient
 from google.cloud import storage
 
 # Locust runner helpers shared with the load-test tests (plain functions, not tests).
-from test_locust import STARTUP_MARGIN_S, locust_processes, served, start_locust, start_triton
+from test_locust import STARTUP_MARGIN_S, client_successes, locust_processes, start_locust, start_triton
 
 from k8s.triton import ADMIN_KEY_HEADER, triton_server_args
 from model_repo.build import BuildResult
 from sandbox.gcs_emulator import PYTHON_CLIENT_ENV, TRITON_ENV, GcsEmulator
 from sandbox.netns import NetworkNamespace, isolation_available
-from sandbox.processes import wait_for
+from sandbox.processes import free_port, wait_for
 from sandbox.triton import TritonServer, TritonStartError
+from tests.gcs_proxy import PausingProxy
 
 pytest_plugins = ("tests.triton_fixtures", "tests.gcs_fixtures")
 
@@ -57,8 +55,12 @@ def test_killed_triton_fails_requests_and_a_restart_serves_a_clean_run(
 ) -> None:
     server = start_triton(model_repos)
     try:
-        loaded = start_locust(tmp_path, {"saddr": server.http_url, "timeout_s": "2"}, users=2, run_time_s=8)
-        assert wait_for(lambda: served(server) >= 2, timeout_s=STARTUP_MARGIN_S), "no request was served"
+        port = free_port()
+        settings = {"saddr": server.http_url, "timeout_s": "2", "metrics_port": str(port), "metrics_addr": "127.0.0.1"}
+        loaded = start_locust(tmp_path, settings, users=2, run_time_s=8)
+        # A success the client saw (a served request can still time out at the client): Request Count > Failure
+        # Count below then holds however slow the first inferences are.
+        assert wait_for(lambda: client_successes(port) >= 1, timeout_s=STARTUP_MARGIN_S), "no request succeeded"
         server.kill()
         loaded.finish()  # ends by itself, or fails the test after its time limit
         address = server.http_url
@@ -196,57 +198,6 @@ def _sync_cli(repo: Path, url: str, endpoint: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-
-
-class PausingProxy:
-    """A TCP relay to the emulator that stops passing the client's bytes on after `budget` bytes, until resumed.
-
-    The sync then blocks half-way through its upload however late this test gets to send Ctrl-C (reacting to a
-    progress line instead lost the race on a loaded CI machine: the sync had finished, exit 0)."""
-
-    def __init__(self, upstream: str, budget: int) -> None:
-        host, port = upstream.removeprefix("http://").rsplit(":", 1)
-        self.upstream, self.budget, self.sent = (host, int(port)), budget, 0
-        self.resumed = threading.Event()
-        self._lock = threading.Lock()
-        self._server = socket.create_server(("127.0.0.1", 0))
-        self.endpoint = f"http://127.0.0.1:{self._server.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def paused(self) -> bool:
-        with self._lock:
-            return self.sent > self.budget and not self.resumed.is_set()
-
-    def close(self) -> None:
-        self.resumed.set()
-        self._server.close()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._server.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.upstream)
-            threading.Thread(target=self._relay, args=(client, upstream, True), daemon=True).start()
-            threading.Thread(target=self._relay, args=(upstream, client, False), daemon=True).start()
-
-    def _relay(self, source: socket.socket, target: socket.socket, counted: bool) -> None:
-        try:
-            while data := source.recv(1 << 16):
-                if counted:
-                    with self._lock:
-                        self.sent += len(data)
-                        over = self.sent > self.budget
-                    if over:
-                        self.resumed.wait()
-                target.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for end in (source, target):
-                with contextlib.suppress(OSError):
-                    end.shutdown(socket.SHUT_RDWR)
 
 
 def test_sync_interrupted_with_ctrl_c_then_rerun_ends_identical(

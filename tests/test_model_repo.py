@@ -7,8 +7,8 @@ import fcntl
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import onnx
@@ -31,6 +31,7 @@ from model_repo.settings import (
     default_settings,
     validate_settings,
 )
+from sandbox.processes import wait_for
 from sandbox.triton import TritonServer
 
 pytest_plugins = ("tests.triton_fixtures",)
@@ -439,10 +440,10 @@ def test_validate_config_text_rejects_what_triton_would(model_repos: BuildResult
 # ---------------------------------------------------------------- builds of one target at the same time
 
 
-def start_build(tmp_path: Path, model: Path) -> subprocess.Popen[str]:
+def start_build(tmp_path: Path, model: Path, stderr: IO[str] | int = subprocess.PIPE) -> subprocess.Popen[str]:
     command = [sys.executable, "-m", "model_repo", "--out", str(tmp_path / "out" / "repo"), "--variants", "original"]
     command += ["--cpu-out", str(tmp_path / "out" / "cpu"), "--onnx", str(model), "--cache-dir", str(tmp_path / "c")]
-    return subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
 
 
 def assert_one_clean_repository(tmp_path: Path) -> None:
@@ -461,16 +462,27 @@ def test_a_build_waits_while_another_holds_the_target_then_both_finish(tmp_path:
         holder.write(f"{os.getpid()}\n")
         holder.flush()
         fcntl.flock(holder, fcntl.LOCK_EX)
-        builds = [start_build(tmp_path, model) for _ in range(2)]
-        time.sleep(8)  # long enough for both to import, validate and reach the lock on 2 busy cores
-        assert [b.poll() for b in builds] == [None, None]
+        logs = [tmp_path / f"build{i}.err" for i in range(2)]
+        builds = []
+        for log in logs:
+            with log.open("w") as err:  # the build writes its own copy of the handle
+                builds.append(start_build(tmp_path, model, stderr=err))
+        waiting = f"waiting for another build of {tmp_path / 'out' / 'cpu'} (pid {os.getpid()}) to finish"
+        # Until both say they wait at the lock (build.py prints it with flush=True), not a fixed sleep that a
+        # slow import on 2 busy cores could outlast; 120 s only bounds a build that never gets there.
+        def both_waiting_or_one_exited() -> bool:
+            return all(waiting in log.read_text() for log in logs) or any(b.poll() is not None for b in builds)
+
+        waited = wait_for(both_waiting_or_one_exited, timeout_s=120, interval_s=0.2)
+        assert [b.poll() for b in builds] == [None, None], [log.read_text() for log in logs]
+        assert waited, [log.read_text() for log in logs]
         assert not (tmp_path / "out" / "repo").exists()  # nothing written while it waits
         lock_path(tmp_path / "out" / "cpu").unlink()  # as a finishing build does
-    results = [(*b.communicate(timeout=240), b.returncode) for b in builds]
+    results = [(b.communicate(timeout=240)[0], e.read_text(), b.returncode) for b, e in zip(builds, logs, strict=True)]
 
     for stdout, stderr, code in results:
         assert code == 0, stderr
-        assert f"waiting for another build of {tmp_path / 'out' / 'cpu'} (pid {os.getpid()}) to finish" in stderr
+        assert waiting in stderr
         assert "Traceback" not in stderr and "model repository" in stdout
     assert_one_clean_repository(tmp_path)
 

@@ -121,7 +121,7 @@ def test_slo_alert_fires_for_the_slow_model_and_not_for_the_normal_one(live_stac
 def test_the_slow_twin_is_a_delayed_copy_and_the_original_is_untouched(live_stack: LiveStack) -> None:
     client = httpclient.InferenceServerClient(live_stack.triton.http_url)
     slow = client.get_model_config(live_stack.slow_model)
-    assert slow["parameters"][DELAY_PARAMETER]["string_value"] == "2500"
+    assert slow["parameters"][DELAY_PARAMETER]["string_value"] == "4000"  # INJECTED_DELAY_MS
     assert slow["dynamic_batching"] == client.get_model_config(live_stack.normal_model)["dynamic_batching"]
     assert DELAY_PARAMETER not in client.get_model_config(live_stack.normal_model).get("parameters", {})
     assert DELAY_PARAMETER not in (live_stack.repository / live_stack.normal_model / "config.pbtxt").read_text()

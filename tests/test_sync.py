@@ -34,8 +34,10 @@ from model_repo.build import BuildResult
 from model_repo.sync import RECORD_NAME, SyncError, sync_repository
 from sandbox.gcs_emulator import PYTHON_CLIENT_ENV, TRITON_ENV, GcsEmulator
 from sandbox.netns import NetworkNamespace, isolation_available
+from sandbox.processes import wait_for
 from sandbox.triton import TritonServer
 from tests.gcs_fixtures import write_small_repo
+from tests.gcs_proxy import PausingProxy
 from tests.onnx_models import onnx_model
 
 # Fixtures: gcs_emulator, gcs_client, bucket_name, small_repo, big_repo; model_repos (the built CPU twins).
@@ -589,13 +591,16 @@ def run_cli(*args: str, endpoint: str) -> subprocess.Popen[str]:
 
 def test_cli_killed_mid_upload_then_rerun_ends_identical(gcs_emulator, gcs_client, bucket_name, big_repo) -> None:
     url = f"gs://{bucket_name}/{PREFIX}"
-    cli = run_cli(str(big_repo), url, endpoint=gcs_emulator.endpoint)
-    assert cli.stdout is not None
-    for line in cli.stdout:
-        if "MiB (" in line:  # a chunk of the 30 MB file has reached the bucket
-            cli.send_signal(signal.SIGKILL)
-            break
-    cli.communicate(timeout=30)
+    # Killed while the relay holds its bytes after 12 MiB (a chunk of the 30 MB file has reached the bucket, the
+    # next is held): killing on the first progress line instead raced the rest of the upload on a loaded machine.
+    proxy = PausingProxy(gcs_emulator.endpoint, budget=12 << 20)
+    try:
+        cli = run_cli(str(big_repo), url, endpoint=proxy.endpoint)
+        assert wait_for(proxy.paused, timeout_s=120, interval_s=0.05), "the sync never sent 12 MiB"
+        cli.send_signal(signal.SIGKILL)
+        cli.communicate(timeout=30)
+    finally:
+        proxy.close()
     assert cli.returncode == -signal.SIGKILL
     assert not [n for n in bucket_md5s(gcs_client, bucket_name) if n.startswith("resnet50_big/")]
 
