@@ -57,6 +57,18 @@ class ArrivalProcess:
         return recorded / (self._trace_mean * rate)  # the trace's shape at the requested mean rate
 
 
+def rescaled_due(due: float, now: float, old_rate: float, new_rate: float) -> float:
+    """When the pending arrival falls after the rate changes from old_rate to new_rate at `now`.
+
+    The time still to wait scales by old_rate / new_rate: an unchanged rate changes nothing (a shape or
+    the master repeats its rate every second), a constant or trace schedule keeps its phase, and an
+    exponential residual stays exponential at the new rate. Drawing the gap afresh from `now` instead
+    made a constant 1.5 requests/s, repeated every second, send one request per second."""
+    if new_rate == old_rate:
+        return due
+    return now + max(0.0, due - now) * old_rate / new_rate
+
+
 def arrival_times(process: ArrivalProcess, rate: float, duration_s: float) -> list[float]:
     """Arrival instants in [0, duration_s) at a fixed rate (for tests and previews)."""
     times, t = [], process.gap(rate)

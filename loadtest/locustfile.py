@@ -371,7 +371,7 @@ class Arrivals:
         self._greenlet: gevent.Greenlet | None = None
 
     def set_total(self, rate: float | None) -> None:
-        """A shape's new rate for the whole test (applies from now: the next gap is drawn afresh)."""
+        """A shape's rate for the whole test, from now (arrivals.rescaled_due: the same rate changes nothing)."""
         self.total, self.closed_loop = rate, False
         self.changed.set()
 
@@ -402,20 +402,25 @@ class Arrivals:
             self.queue.get_nowait()
 
     def _run(self) -> None:
-        due = time.monotonic()
+        rate, due = 0.0, time.monotonic()
         while True:
-            rate = self.process_rate()
             if rate <= 0:
-                self.changed.wait(timeout=0.5)  # wait for users, a rate or the master's share
-                self.changed.clear()
-                due = time.monotonic()
-                continue
-            due += self.process.gap(rate)
+                rate = self.process_rate()
+                if rate <= 0:
+                    self.changed.wait(timeout=0.5)  # wait for users, a rate or the master's share
+                    self.changed.clear()
+                    continue
+                due = time.monotonic() + self.process.gap(rate)
             if self.changed.wait(timeout=max(0.0, due - time.monotonic())):
-                self.changed.clear()  # a new rate: draw the next gap at it, from now
-                due = time.monotonic()
+                self.changed.clear()  # a rate was set (often the same one again): keep the schedule's phase
+                new_rate = self.process_rate()
+                due = arrivals.rescaled_due(due, time.monotonic(), rate, new_rate) if new_rate > 0 else due
+                rate = new_rate
                 continue
             self.queue.put(due)
+            rate = self.process_rate()  # rps per user follows the running users
+            if rate > 0:
+                due += self.process.gap(rate)
 
     def broadcast(self) -> None:
         """Master: send each worker its share of the rate, every second, as long as the test runs."""

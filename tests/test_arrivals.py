@@ -19,6 +19,7 @@ from loadtest.arrivals import (
     parse_steps,
     rate_at,
     read_trace,
+    rescaled_due,
 )
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -167,3 +168,34 @@ def test_steps_and_ramps_round_trip_and_interpolate(found: list[Segment], where:
 def test_bad_steps_are_refused(text: str) -> None:
     with pytest.raises(ArrivalError, match=r"expected RATE:SECONDS|rates from 0"):
         parse_steps(text)
+
+
+positive = st.floats(min_value=0.01, max_value=10_000, allow_nan=False)
+
+
+@SETTINGS
+@given(due=st.floats(-100, 100), now=st.floats(-100, 100), rate=positive)
+def test_the_same_rate_again_leaves_the_pending_arrival_where_it_was(due: float, now: float, rate: float) -> None:
+    assert rescaled_due(due, now, rate, rate) == due
+
+
+@SETTINGS
+@given(wait=st.floats(0, 100), now=st.floats(-100, 100), old=positive, new=positive)
+def test_a_new_rate_scales_the_time_still_to_wait(wait: float, now: float, old: float, new: float) -> None:
+    due = rescaled_due(now + wait, now, old, new)
+    assert due >= now
+    if old != new:
+        assert due - now == pytest.approx(wait * old / new, rel=1e-9, abs=1e-9)
+
+
+@SETTINGS
+@given(rate=st.floats(0.2, 50).filter(lambda r: 0.25 <= r % 1 <= 0.75), ticks=st.integers(8, 30))
+def test_constant_arrivals_re_set_every_second_keep_their_rate(rate: float, ticks: int) -> None:
+    """The locustfile's loop in virtual time: the shape sets the same rate at every whole second."""
+    process, due, sent = ArrivalProcess("constant", random.Random(0)), 1 / rate, 0
+    for tick in range(1, ticks + 1):
+        while due <= tick:
+            sent, due = sent + 1, due + process.gap(rate)
+        due = rescaled_due(due, float(tick), rate, rate)
+    # Restarting the gap at each tick sent floor(rate) a second: here >= 2 short of rate x ticks.
+    assert abs(sent - rate * ticks) <= 1

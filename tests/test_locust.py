@@ -422,14 +422,28 @@ def test_trace_and_rate_steps_drive_the_load(
     # 2 s late. The trace ignored (closed loop, 4 users flat out) gives ~25/s: ~200; a wrong time unit ~0.
     assert 60 <= int(run.aggregated()["Request Count"]) <= 100
     # Constant arrivals: the count has no chance in it. The shape ticks once a second (locust runners.py
-    # shape_worker) at rates 5, 5, 5, 5, 8.3, 11.7 (rate_at of t = 0..5), then None ends the test: 40 in all,
-    # each tick restarting the gaps (4 or 5 at 5/s, 8, 11): 35-39. 25 and 65 leave ticks 1.6 s apart or 10 arrivals
+    # shape_worker) at rates 5, 5, 5, 5, 8.3, 11.7 (rate_at of t = 0..5), then None ends the test: ~40 in all
+    # (a tick keeps the schedule's phase: arrivals.rescaled_due). 25 and 65 leave ticks 1.6 s apart or 10 arrivals
     # lost; rates per user (x3) would make ~120, users flat out ~150.
     shaped = {**base, "rate_steps": "5:3,5-15:3", "users": "3", "arrival": "constant"}
     run = start_locust(tmp_path, shaped, users=1, run_time_s=60).finish()
     assert run.code == 0, run.output
     assert run.elapsed_s < 6 + STARTUP_MARGIN_S  # 31 s: not ending by itself would run its 60 s
     assert 25 <= int(run.aggregated()["Request Count"]) <= 65
+
+
+def test_a_shape_repeating_its_rate_keeps_constant_arrivals_on_schedule(
+    slow_triton: TritonServer, slow_model: tuple[str, int], tmp_path: Path
+) -> None:
+    """The shape sets its rate again at every 1-s tick (locust runners.py shape_worker). 1.5 requests/s for 8 s
+    is 12 requests at gaps of 0.67 s; restarting the gap at each tick sent one a second: 8."""
+    name, _ = slow_model
+    shaped = {"saddr": slow_triton.http_url, "model": name, "output_name": "probabilities"}
+    shaped |= {"rate_steps": "1.5:8", "users": "2", "arrival": "constant"}
+    run = start_locust(tmp_path, shaped, users=1, run_time_s=60).finish()
+    assert run.code == 0, run.output
+    requests, failures = run.counts()
+    assert failures == 0 and 10 <= requests <= 13, requests  # 11 or 12: the 12th falls on the shape's end
 
 
 TRACE_1E30 = "trace_1e30.txt"  # written into the run's folder: a gap of 1e30 microseconds (the run would send nothing)
