@@ -318,6 +318,8 @@ class LocustLoad:
             str(Path(sys.executable).with_name("locust")),
             *("-f", str(LOCUSTFILE), "--headless", "-u", users, "-r", users),
             *("-t", f"{self.load.duration_s}s", "--csv", str(self.csv_prefix)),
+            # The report's counts: --json-file is written at exit, complete (sandbox/report.py locust_results).
+            *("--json-file", str(self.csv_prefix)),
             # Failed requests are results for the report; a non-zero exit then means Locust itself failed.
             *("--exit-code-on-error", "0", "--only-summary", "--loglevel", "WARNING"),
         ]

@@ -1,10 +1,9 @@
-"""The sandbox's report: Locust's CSV for what clients saw, Prometheus (the generated recording rules and
+"""The sandbox's report: Locust's final statistics for what clients saw, Prometheus (the generated recording rules and
 alerts) for what Triton did. Printed as a few lines and saved as JSON with the raw query results.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from collections.abc import Mapping
@@ -37,24 +36,74 @@ class Report:
 # ---------------------------------------------------------------- Locust
 
 
-def locust_results(csv_prefix: Path) -> dict[str, float | int | None]:
-    """The Aggregated row of Locust's stats CSV: requests, failures, RPS and latency percentiles (ms)."""
-    path = Path(f"{csv_prefix}_stats.csv")
+def locust_results(prefix: Path) -> dict[str, float | int | None]:
+    """The whole run as Locust counted it at exit: requests, failures, RPS and latency percentiles (ms).
+
+    From `--json-file prefix` ({prefix}.json), which Locust writes in shutdown() after runner.quit() (locust
+    2.47 main.py; stats.py save_stats_json: one StatsEntryDict per request name). Not from the _stats.csv:
+    a greenlet rewrites it once a second and nothing writes it at exit, so it misses the last second."""
+    path = Path(f"{prefix}.json")
     try:
-        with path.open(newline="") as handle:
-            row = next((r for r in csv.DictReader(handle) if r.get("Name") == "Aggregated"), None)
+        entries = json.loads(path.read_text(encoding="utf-8"))
+        requests, failures, timed, histogram, total_ms, start, end = _merge_entries(entries)
     except OSError as err:
         raise ReportError(f"Locust wrote no statistics ({path}): {err.strerror}") from None
-    if row is None:
-        raise ReportError(f"Locust wrote no Aggregated row in {path}")
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise ReportError(f"{path}: not Locust's statistics (a list of entries with num_requests)") from None
     return {
-        "requests": int(row["Request Count"]),
-        "failures": int(row["Failure Count"]),
-        "rps": _number(row["Requests/s"]),
-        "p50_ms": _number(row["50%"]),
-        "p95_ms": _number(row["95%"]),
-        "average_ms": _number(row["Average Response Time"]),
+        "requests": requests,
+        "failures": failures,
+        "rps": requests / (end - start) if end is not None and start is not None and end > start else None,
+        "p50_ms": _percentile(histogram, timed, 0.5),
+        "p95_ms": _percentile(histogram, timed, 0.95),
+        "average_ms": total_ms / timed if timed else None,
     }
+
+
+def _merge_entries(entries: list[dict[str, Any]]) -> tuple[int, int, int, dict[float, int], float, Any, Any]:
+    """Sums over the request names (Locust's own Aggregated row is the same sum, stats.py RequestStats.total)."""
+    if not isinstance(entries, list):
+        raise TypeError(entries)
+    requests = failures = timed = 0
+    histogram: dict[float, int] = {}
+    total_ms, starts, ends = 0.0, [], []
+    for entry in entries:
+        requests += _count(entry["num_requests"])
+        failures += _count(entry["num_failures"])
+        timed += _count(entry["num_requests"]) - _count(entry.get("num_none_requests") or 0)
+        total_ms += _finite_number(entry["total_response_time"])
+        for ms, count in entry["response_times"].items():  # JSON keys: response times in ms, rounded by Locust
+            histogram[_finite_number(ms)] = histogram.get(_finite_number(ms), 0) + _count(count)
+        starts.append(_finite_number(entry["start_time"]))
+        if entry.get("last_request_timestamp") is not None:
+            ends.append(_finite_number(entry["last_request_timestamp"]))
+    return requests, failures, timed, histogram, total_ms, min(starts, default=None), max(ends, default=None)
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(value)
+    return value
+
+
+def _finite_number(value: Any) -> float:
+    number = float(value)  # JSON numbers, or response-time keys (strings)
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise ValueError(value)
+    return number
+
+
+def _percentile(histogram: Mapping[float, int], count: int, percent: float) -> float | None:
+    """Locust's own rule (stats.py calculate_response_time_percentile): the response time that all but
+    int(count x percent) of the requests finished within, walking down from the slowest."""
+    if not count or not histogram:
+        return None
+    allowed, seen = int(count * percent), 0
+    for ms in sorted(histogram, reverse=True):
+        seen += histogram[ms]
+        if count - seen <= allowed:
+            return ms
+    return None
 
 
 def _number(text: str) -> float | None:

@@ -221,7 +221,8 @@ def run_load(
     locust.start()
     progress(f"Locust: {load.describe()} on {load.model} over {load.protocol} ({load.payload}) for {load.duration_s} s")
     locust.wait(TICK_S, lambda elapsed: progress(_load_line(prometheus, elapsed, load.duration_s)))
-    progress(f"Locust finished; statistics in {_shown(locust.csv_prefix)}_stats.csv")
+    shown = _shown(locust.csv_prefix)
+    progress(f"Locust finished; statistics in {shown}.json and {shown}_stats.csv")
 
 
 def _load_line(prometheus: LocalPrometheus, elapsed: float, duration_s: int) -> str:

@@ -26,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from model_repo.build import BuildResult
 from sandbox.netns import isolation_available
 from sandbox.processes import free_port, wait_for
+from sandbox.report import locust_results
 from sandbox.triton import TritonServer
 
 pytest_plugins = ("tests.triton_fixtures", "tests.bench_fixtures")
@@ -444,6 +445,25 @@ def test_a_shape_repeating_its_rate_keeps_constant_arrivals_on_schedule(
     assert run.code == 0, run.output
     requests, failures = run.counts()
     assert failures == 0 and 10 <= requests <= 13, requests  # 11 or 12: the 12th falls on the shape's end
+
+
+def test_sandbox_report_counts_every_request_the_server_answered(
+    slow_triton: TritonServer, slow_model: tuple[str, int], tmp_path: Path
+) -> None:
+    """The sandbox report's Locust figures (sandbox/report.py, from --json-file) hold every request: as many as
+    Triton's own statistics counted, where the _stats.csv misses the last second; its percentiles follow Locust's."""
+    name, _ = slow_model
+    before = served(slow_triton, name)
+    settings = {"saddr": slow_triton.http_url, "model": name, "output_name": "probabilities", "rate": "8"}
+    run = start_locust(tmp_path, {**settings, "arrival": "constant"}, users=2, run_time_s=6).finish()
+    assert run.code == 0, run.output
+    report = locust_results(run.prefix)
+    assert report["failures"] == 0 and report["requests"] == served(slow_triton, name) - before > 30, report
+    row = next(row for row in run.rows("stats") if row["Name"] == "Aggregated")
+    assert int(row["Request Count"]) <= report["requests"]  # the CSV's last write is up to 1 s old
+    assert report["p50_ms"] <= report["p95_ms"] and report["p50_ms"] >= 40  # the twin sleeps 40 ms per request
+    assert report["p95_ms"] == pytest.approx(float(row["95%"]), rel=0.25)  # Locust's rule over nearly the same data
+    assert report["rps"] == pytest.approx(8, rel=0.25)
 
 
 TRACE_1E30 = "trace_1e30.txt"  # written into the run's folder: a gap of 1e30 microseconds (the run would send nothing)

@@ -196,7 +196,7 @@ def test_a_short_run_reports_real_load_and_leaves_nothing_behind(sandbox: Start)
     ports = ("--http-port", "--grpc-port", "--metrics-port")
     expected = [a for a in gke if a.split("=")[0] not in ports] if report["network"] == "host" else gke
     assert set(expected) <= set(report["triton_command"])
-    for name in ("locust_stats.csv", "prometheus.yml", "rules.yml", "tritonserver.log"):
+    for name in ("locust.json", "locust_stats.csv", "prometheus.yml", "rules.yml", "tritonserver.log"):
         assert (out / name).is_file(), name
     assert any((out / "prometheus-data").iterdir())
     for part in ("tritonserver", "triton_python_backend_stub", "gcp_storage_emulator", "prometheus", "locust"):
