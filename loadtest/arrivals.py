@@ -64,6 +64,8 @@ def rescaled_due(due: float, now: float, old_rate: float, new_rate: float) -> fl
     the master repeats its rate every second), a constant or trace schedule keeps its phase, and an
     exponential residual stays exponential at the new rate. Drawing the gap afresh from `now` instead
     made a constant 1.5 requests/s, repeated every second, send one request per second."""
+    if not (0 < old_rate <= MAX_RATE and 0 < new_rate <= MAX_RATE):
+        raise ArrivalError(f"rates must be above 0 and at most {MAX_RATE:g}, got {old_rate!r} and {new_rate!r}")
     if new_rate == old_rate:
         return due
     return now + max(0.0, due - now) * old_rate / new_rate

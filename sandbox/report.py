@@ -14,6 +14,9 @@ from typing import Any
 from observability.rules import quantile_label, recorded
 from observability.settings import SloSettings
 from sandbox.prometheus import LocalPrometheus, PrometheusError
+from settings.stack_file import NotRegularFileError, read_regular_file
+
+MAX_LOCUST_JSON_BYTES = 64 << 20  # Locust's stats of one run: a few KiB per request name
 
 WEIGHTS_NOTE = "the model has random weights: latency and throughput are real, its predictions are meaningless"
 
@@ -36,48 +39,54 @@ class Report:
 # ---------------------------------------------------------------- Locust
 
 
-def locust_results(prefix: Path) -> dict[str, float | int | None]:
+def locust_results(prefix: Path, duration_s: float) -> dict[str, float | int | None]:
     """The whole run as Locust counted it at exit: requests, failures, RPS and latency percentiles (ms).
 
     From `--json-file prefix` ({prefix}.json), which Locust writes in shutdown() after runner.quit() (locust
     2.47 main.py; stats.py save_stats_json: one StatsEntryDict per request name). Not from the _stats.csv:
-    a greenlet rewrites it once a second and nothing writes it at exit, so it misses the last second."""
+    a greenlet rewrites it once a second and nothing writes it at exit, so it misses the last second.
+    RPS is over the load's `duration_s`, as Locust's own (requests / time since the test's start, stats.py
+    total_rps): the file holds only each request name's first request time."""
     path = Path(f"{prefix}.json")
     try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-        requests, failures, timed, histogram, total_ms, start, end = _merge_entries(entries)
+        text = read_regular_file(path, MAX_LOCUST_JSON_BYTES)
+        if len(text) > MAX_LOCUST_JSON_BYTES:
+            raise ReportError(f"{path}: more than {MAX_LOCUST_JSON_BYTES} bytes: not Locust's statistics")
+        requests, failures, timed, histogram, total_ms = _merge_entries(json.loads(text))
+        average_ms = _finite_number(total_ms / timed) if timed else None
+    except NotRegularFileError as err:
+        raise ReportError(f"{path}: {err}") from None
     except OSError as err:
         raise ReportError(f"Locust wrote no statistics ({path}): {err.strerror}") from None
-    except (ValueError, TypeError, KeyError, AttributeError):
+    except (ValueError, TypeError, KeyError, AttributeError, ArithmeticError, RecursionError):
         raise ReportError(f"{path}: not Locust's statistics (a list of entries with num_requests)") from None
     return {
         "requests": requests,
         "failures": failures,
-        "rps": requests / (end - start) if end is not None and start is not None and end > start else None,
+        "rps": requests / duration_s if duration_s > 0 else None,
         "p50_ms": _percentile(histogram, timed, 0.5),
         "p95_ms": _percentile(histogram, timed, 0.95),
-        "average_ms": total_ms / timed if timed else None,
+        "average_ms": average_ms,
     }
 
 
-def _merge_entries(entries: list[dict[str, Any]]) -> tuple[int, int, int, dict[float, int], float, Any, Any]:
+def _merge_entries(entries: list[dict[str, Any]]) -> tuple[int, int, int, dict[float, int], float]:
     """Sums over the request names (Locust's own Aggregated row is the same sum, stats.py RequestStats.total)."""
     if not isinstance(entries, list):
         raise TypeError(entries)
     requests = failures = timed = 0
     histogram: dict[float, int] = {}
-    total_ms, starts, ends = 0.0, [], []
+    total_ms = 0.0
     for entry in entries:
         requests += _count(entry["num_requests"])
         failures += _count(entry["num_failures"])
-        timed += _count(entry["num_requests"]) - _count(entry.get("num_none_requests") or 0)
+        timed += _count(entry["num_requests"]) - _count(entry.get("num_none_requests", 0))
         total_ms += _finite_number(entry["total_response_time"])
         for ms, count in entry["response_times"].items():  # JSON keys: response times in ms, rounded by Locust
             histogram[_finite_number(ms)] = histogram.get(_finite_number(ms), 0) + _count(count)
-        starts.append(_finite_number(entry["start_time"]))
-        if entry.get("last_request_timestamp") is not None:
-            ends.append(_finite_number(entry["last_request_timestamp"]))
-    return requests, failures, timed, histogram, total_ms, min(starts, default=None), max(ends, default=None)
+    if timed < 0 or failures > requests:
+        raise ValueError("more requests without a time, or failed, than requests")
+    return requests, failures, timed, histogram, total_ms
 
 
 def _count(value: Any) -> int:
@@ -88,7 +97,7 @@ def _count(value: Any) -> int:
 
 def _finite_number(value: Any) -> float:
     number = float(value)  # JSON numbers, or response-time keys (strings)
-    if isinstance(value, bool) or not math.isfinite(number):
+    if isinstance(value, bool) or not math.isfinite(number) or number < 0:
         raise ValueError(value)
     return number
 

@@ -248,7 +248,7 @@ def collect(
         "stack": settings.stack,
         "region": parts.REGION,
         **asdict(load),
-        "locust": reporting.locust_results(locust.csv_prefix),
+        "locust": reporting.locust_results(locust.csv_prefix, load.duration_s),
         "triton": reporting.triton_summary(results, slo),
         "alerts": reporting.alerts(results),
         "targets": reporting.targets(results),

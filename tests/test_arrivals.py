@@ -199,3 +199,10 @@ def test_constant_arrivals_re_set_every_second_keep_their_rate(rate: float, tick
         due = rescaled_due(due, float(tick), rate, rate)
     # Restarting the gap at each tick sent floor(rate) a second: here >= 2 short of rate x ticks.
     assert abs(sent - rate * ticks) <= 1
+
+
+@SETTINGS
+@given(bad=st.sampled_from([0.0, -1.0, math.nan, math.inf]), good=positive, first=st.booleans())
+def test_rescaling_to_or_from_a_rate_that_is_not_positive_is_refused(bad: float, good: float, first: bool) -> None:
+    with pytest.raises(ArrivalError, match="rates must be above 0"):
+        rescaled_due(5.0, 1.0, *((bad, good) if first else (good, bad)))
