@@ -24,6 +24,7 @@ from pathlib import Path
 from bench import machine, perf_analyzer
 from bench.runner import sandbox_server, writable_folder
 from cli.one_line import OneLineParser
+from sandbox.processes import Interrupted, InterruptSignals
 from settings.errors import ConfigError
 from settings.schema import PROJECT_DIR
 from settings.stack import check_stack_name
@@ -77,6 +78,16 @@ def measure(binary: Path, model: str, url: str, rates: list[float], out: Path) -
 
 
 def main(argv: list[str] | None = None) -> int:
+    """SIGINT or SIGTERM stops the server it started: one line, exit 128 + signal."""
+    try:
+        with InterruptSignals().installed():
+            return _pa_rates(argv)
+    except Interrupted as err:
+        print(f"interrupted by {err}: stopped the server it started", file=sys.stderr)
+        return 128 + err.signum
+
+
+def _pa_rates(argv: list[str] | None) -> int:
     parser = OneLineParser(prog="python -m bench.pa_rates", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="original", help="a variant `make bench` built (default original)")
     parser.add_argument("--rates", default="25,30,35,40", help="comma-separated requests/s")

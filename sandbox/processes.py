@@ -17,7 +17,8 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any
 
 LOOPBACK = "127.0.0.1"
@@ -87,3 +88,43 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float, interval_s: float 
             return True
         time.sleep(interval_s)
     return predicate()
+
+
+# ---------------------------------------------------------------- SIGINT and SIGTERM
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM: a BaseException, so no `except Exception` on the way swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class InterruptSignals:
+    """Turn SIGINT/SIGTERM into Interrupted, once: the `with` blocks on the way out then stop what was started.
+
+    Python's default SIGTERM ends the process at once, without running `finally` or `__exit__` (signal module:
+    only SIGINT gets a Python handler by default, https://docs.python.org/3/library/signal.html#general-rules),
+    so a `kill` or a CI timeout left tritonserver and Locust running. After the first signal, or once the caller
+    sets `shielded` as its cleanup starts, later ones are only remembered: a second Ctrl-C cannot cut the
+    cleanup short and leave processes behind."""
+
+    def __init__(self) -> None:
+        self.shielded = False
+        self.received: int | None = None
+
+    def handle(self, signum: int, _frame: FrameType | None) -> None:
+        self.received = self.received or signum
+        if not self.shielded:
+            self.shielded = True
+            raise Interrupted(signum)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[InterruptSignals]:
+        previous = {sig: signal.signal(sig, self.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

@@ -20,13 +20,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import shutil
-import signal
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import psutil
@@ -45,6 +42,7 @@ from sandbox import leftovers, single_run
 from sandbox import report as reporting
 from sandbox.components import ComponentError, LoadSettings, LocustLoad, ScrapeTargets
 from sandbox.netns import NetworkNamespace, isolation_available
+from sandbox.processes import Interrupted, InterruptSignals
 from sandbox.prometheus import LocalPrometheus
 from sandbox.triton import TritonServer
 from settings import ConfigError, StackSettings, from_stack_file
@@ -59,14 +57,6 @@ EXIT_FAILED, EXIT_BAD_CONFIG = 1, 2
 OUTPUTS = ("locust*", "report.json", "prometheus.yml", "rules.yml", "file_sd", "tritonserver.log", "prometheus-data")
 
 
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM: a BaseException, so no `except Exception` on the way swallows it."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
 class Progress:
     """Progress lines with the time since start, flushed at once (the output may be a pipe)."""
 
@@ -79,29 +69,6 @@ class Progress:
 
 
 # ---------------------------------------------------------------- signals
-
-
-class _Signals:
-    """Turn SIGINT/SIGTERM into Interrupted until cleanup starts; during cleanup only remember them,
-    so a second Ctrl-C cannot cut the cleanup short and leave processes behind."""
-
-    def __init__(self) -> None:
-        self.shielded = False
-        self.received: int | None = None
-
-    def handle(self, signum: int, _frame: FrameType | None) -> None:
-        self.received = self.received or signum
-        if not self.shielded:
-            raise Interrupted(signum)
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[_Signals]:
-        previous = {sig: signal.signal(sig, self.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield self
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
 
 # ---------------------------------------------------------------- steps
@@ -376,7 +343,7 @@ def _settings(args: argparse.Namespace) -> StackSettings:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     progress = Progress()
-    signals = _Signals()
+    signals = InterruptSignals()
     with signals.installed():
         try:
             settings = _settings(args)
