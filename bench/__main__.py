@@ -30,7 +30,7 @@ from bench.slo_search import RateLadder, SloCriteria
 from capacity.records import RECORDS_DIR, CapacityError
 from cli.one_line import OneLineParser
 from loadtest.arrivals import MAX_RATE  # the locustfile's own cap on rates (pure module: no Locust needed)
-from sandbox.processes import Interrupted, InterruptSignals
+from sandbox.processes import run_interruptible
 
 if TYPE_CHECKING:
     from settings.values import StackSettings
@@ -297,12 +297,7 @@ def log(line: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """The bench; SIGINT or SIGTERM stops every server and load generator it started, one line, exit 128 + signal."""
-    try:
-        with InterruptSignals().installed():
-            return _bench(argv)
-    except Interrupted as err:
-        print(f"interrupted by {err}: stopped every process the bench started", file=sys.stderr)
-        return 128 + err.signum
+    return run_interruptible(lambda: _bench(argv), "stopped every process the bench started")
 
 
 def _bench(argv: list[str] | None) -> int:

@@ -24,7 +24,7 @@ from pathlib import Path
 from bench import machine, perf_analyzer
 from bench.runner import sandbox_server, writable_folder
 from cli.one_line import OneLineParser
-from sandbox.processes import Interrupted, InterruptSignals
+from sandbox.processes import run_interruptible
 from settings.errors import ConfigError
 from settings.schema import PROJECT_DIR
 from settings.stack import check_stack_name
@@ -79,12 +79,7 @@ def measure(binary: Path, model: str, url: str, rates: list[float], out: Path) -
 
 def main(argv: list[str] | None = None) -> int:
     """SIGINT or SIGTERM stops the server it started: one line, exit 128 + signal."""
-    try:
-        with InterruptSignals().installed():
-            return _pa_rates(argv)
-    except Interrupted as err:
-        print(f"interrupted by {err}: stopped the server it started", file=sys.stderr)
-        return 128 + err.signum
+    return run_interruptible(lambda: _pa_rates(argv), "stopped the server it started")
 
 
 def _pa_rates(argv: list[str] | None) -> int:

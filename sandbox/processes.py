@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from types import FrameType
@@ -128,3 +129,14 @@ class InterruptSignals:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+def run_interruptible(body: Callable[[], int], stopped: str) -> int:
+    """body()'s exit code; on SIGINT/SIGTERM, once its `with` blocks have stopped what it started: one line
+    ("interrupted by SIGTERM: <stopped>") and 128 + the signal's number, the shell's convention."""
+    try:
+        with InterruptSignals().installed():
+            return body()
+    except Interrupted as err:
+        print(f"interrupted by {err}: {stopped}", file=sys.stderr)
+        return 128 + err.signum
