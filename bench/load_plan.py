@@ -51,6 +51,13 @@ class LoadPlan:
             raise PlanError(f"--saturation-users: counts >= 1 must rise strictly, got {list(self.saturation_users)}")
         if not (self.step_s > 0 and self.settle_s >= 0 and self.warmup_s > 0):
             raise PlanError("step and warm-up seconds must be > 0, settle seconds >= 0")
+        reachable = self.ladder.start * self.max_step_s
+        if reachable < self.criteria.min_requests:  # then no step can pass: the search only ever comes down
+            raise PlanError(
+                f"--min-requests {self.criteria.min_requests}: a step at --start-rps {self.ladder.start:g} lasts at"
+                f" most {self.max_step_s:g} s ({STRETCH:g} x --step-seconds), about {reachable:.0f} requests;"
+                " raise --start-rps or --step-seconds, or lower --min-requests"
+            )
         if self.arrival not in ARRIVALS:
             raise PlanError(f"--arrival: expected one of {', '.join(ARRIVALS)}, got {self.arrival!r}")
 

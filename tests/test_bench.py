@@ -219,7 +219,8 @@ ladders = st.builds(
 def test_rate_search_brackets_the_capacity_within_its_precision(capacity: float, ladder: RateLadder) -> None:
     steps = simulate(capacity, ladder)
     result = rate_search(steps, SLO)
-    assert len(steps) - 1 <= LoadPlan(ladder, 32, 6.0, 2.0, 4.0, SLO).max_search_steps()
+    any_count = dataclasses.replace(SLO, min_requests=1)  # the bound on steps does not depend on it
+    assert len(steps) - 1 <= LoadPlan(ladder, 32, 6.0, 2.0, 4.0, any_count).max_search_steps()
     assert result.found, [s.offered_rps for s in steps]
     found = runner.capacity(result)
     assert capacity / (1 + ladder.precision) < found <= capacity  # within 5 % (the precision), never above
@@ -368,7 +369,7 @@ def test_a_variant_that_cannot_be_served_is_reported_and_skipped() -> None:
         raise TritonStartError("tritonserver exited with code 1 before it was ready\n(log tail)")
         yield  # a generator, as a server context is
 
-    plan = LoadPlan(RateLadder(1, 1.5, 0.05, 10, 0.5), 1, 1.0, 0.0, 1.0, SLO)
+    plan = LoadPlan(RateLadder(1, 1.5, 0.05, 10, 0.5), 1, 1.0, 0.0, 1.0, dataclasses.replace(SLO, min_requests=4))
     config = runner.BenchConfig("dev", "sandbox", plan, repeats=1)
     outcome = runner.run_all(config, [runner.read_model(REFERENCE_VARIANTS[0], None)], broken_server, lambda _: None)
     assert outcome.runs == [] and outcome.summaries == []
@@ -552,3 +553,28 @@ def test_perf_analyzer_ratio_compares_the_throughput_it_served_not_the_rate_it_a
     assert opinion.ratio == pytest.approx(16.88 / 16.51)
     older = PerfAnalyzerOpinion("binary search", None, None, None, 144.6, 16.88, 138.0, max_rate=17.89)
     assert older.ratio == pytest.approx(16.88 / 17.89)  # a record without the served figure: the asked rate
+
+
+@settings(max_examples=60, deadline=None)
+@given(start=st.floats(0.01, 100), step_s=st.floats(0.5, 60), min_requests=st.integers(1, 1000))
+def test_a_plan_whose_first_step_cannot_hold_min_requests_is_refused(
+    start: float, step_s: float, min_requests: int
+) -> None:
+    """A step at --start-rps that cannot collect --min-requests is inconclusive, counts as failing, and the search
+    only comes down to rates with fewer requests still: seen as 20 steps and no answer with --min-requests 150."""
+    criteria = dataclasses.replace(SLO, min_requests=min_requests)
+    try:
+        plan = LoadPlan(RateLadder(start, 1.5, 0.05, max(start, 500), start / 2), 8, step_s, 1.0, 1.0, criteria)
+    except PlanError as err:
+        assert str(err).startswith(f"--min-requests {min_requests}: a step at --start-rps") and "\n" not in str(err)
+        assert start * 4 * step_s < min_requests
+    else:
+        assert plan.ladder.start * plan.max_step_s >= min_requests
+
+
+def test_bench_refuses_min_requests_it_cannot_collect_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--min-requests", "150"]) == 2  # default --start-rps 4, --step-seconds 6: 96 requests at most
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("error: --min-requests 150: a step at --start-rps 4 lasts at most 24 s") and err.count("\n") == 1
+    )
