@@ -60,6 +60,10 @@ def wait_or_kill(process: subprocess.Popen[Any], timeout_s: float, *, group: boo
     except subprocess.TimeoutExpired:
         send_signal(process, signal.SIGKILL, group=group)
         process.wait()  # SIGKILL cannot be caught or ignored (signal(7)), so this returns
+    except BaseException:  # Ctrl-C or SIGTERM during the wait: the caller's cleanup stops here, so kill it now
+        send_signal(process, signal.SIGKILL, group=group)
+        process.wait()
+        raise
     if group:
         send_signal(process, signal.SIGKILL, group=True)
     return process.returncode

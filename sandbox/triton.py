@@ -219,9 +219,11 @@ class TritonServer:
             return None
         # Its process group: the python stubs are stopped with it, and SIGKILLed if they outlive it.
         # SIGCONT comes with SIGTERM, so a suspended server acts on it.
-        code = stop_process(self._process, timeout_s, group=True)
-        self._process = None
-        self._cleanup_shm()
+        try:
+            code = stop_process(self._process, timeout_s, group=True)
+        finally:  # interrupted or not: the process is gone (wait_or_kill), so its shared memory can go too
+            self._process = None
+            self._cleanup_shm()
         return code
 
     def kill(self) -> None:
@@ -242,10 +244,12 @@ class TritonServer:
         return self.start()
 
     def close(self) -> None:
-        self.stop()
-        if self._own_netns and self.netns is not None:
-            self.netns.close()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        try:
+            self.stop()
+        finally:
+            if self._own_netns and self.netns is not None:
+                self.netns.close()
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def log_lines(self) -> list[str]:
         """The log of the current (or last) run, without the decorative tables."""

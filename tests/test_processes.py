@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -14,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandbox.processes import free_port, stop_process, wait_for
+from sandbox.processes import free_port, run_interruptible, stop_process, wait_for
 
 # Each child says "ready" once its SIGTERM disposition is set, so no signal arrives before it.
 EXITS_ON_TERM = (
@@ -150,3 +152,22 @@ def test_free_port_can_be_bound_at_once() -> None:
     assert 1024 <= port <= 65535
     with socket.create_server(("127.0.0.1", port)) as server:
         assert server.getsockname()[1] == port
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_during_the_grace_time_still_kills_the_child(
+    signum: int, children: list[subprocess.Popen[str]]
+) -> None:
+    """Ctrl-C or `kill` while a cleanup waits for a child that ignores SIGTERM: the wait is cut short, so the
+    child is SIGKILLed at once instead of being left running (found by a red team: exit 143, child alive)."""
+    child, line = start(IGNORES_TERM, group=True)
+    children.append(child)
+    assert line == "ready"
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signum))
+    timer.start()
+    try:
+        code = run_interruptible(lambda: stop_process(child, grace_s=60, group=True), "stopped it")
+    finally:
+        timer.cancel()
+    assert code == 128 + signum
+    assert child.poll() == -signal.SIGKILL
