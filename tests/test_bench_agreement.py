@@ -6,7 +6,7 @@ bench/locust_steps.py, perf_analyzer with its own binary search (--request-rate-
 --binary-search and --latency-threshold,
 https://docs.nvidia.com/deeplearning/triton-inference-server/user-guide/docs/perf_analyzer/docs/cli.html).
 The model sleeps SERVICE_MS per request, one request at a time (tests/bench_fixtures.py): the
-capacity is set by that sleep, not by the busy cores, so the answers must agree within 15 %.
+capacity is set by that sleep, not by the busy cores, so the answers must agree within TOLERANCE.
 
 Two things make the comparison fair rather than lucky:
 - Rates the server really saw. perf_analyzer's async rate mode delivers less than it requests
@@ -34,9 +34,14 @@ pytest_plugins = ("tests.bench_fixtures",)
 
 SLO_MS = 150.0  # ~3.5 service times of 40 ms: the knee of an M/D/1 queue (p95 150 ms near 14 requests/s)
 MIN_REQUESTS = 150  # per search step and per perf_analyzer window
+# Measured, not wished: Locust / perf_analyzer was 1.02, 1.05, 0.95 on a quiet machine and 0.81 in a clean-clone CI
+# rehearsal (Locust 13.4, 15.6, 16.9, 17.3 over four runs: its search alone spreads +-13 %; perf_analyzer served
+# 16.5 each time, with a p95 of 144 ms where an M/D/1 queue of Poisson arrivals gives ~200 ms, so its arrivals are
+# smoother than Locust's). 15 % failed one run in four; a search blind to the queue would say ~25 (1.5x).
+TOLERANCE = 0.25
 
 
-def test_locust_search_agrees_with_perf_analyzer_within_15_percent(
+def test_locust_search_agrees_with_perf_analyzer(
     slow_triton: TritonServer, slow_model: tuple[str, int], tmp_path: Path
 ) -> None:
     name, service_ms = slow_model
@@ -59,6 +64,6 @@ def test_locust_search_agrees_with_perf_analyzer_within_15_percent(
     steps = [(round(r["offered_rps"], 2), round(r["rps"], 2), round(r["p95_ms"] or 0)) for r in curve]
     assert ours is not None and theirs is not None, (steps, found)
     assert 0.3 * capacity < ours < capacity, steps  # a queue, not a wall: below what the sleep allows
-    assert abs(ours / theirs - 1) <= 0.15, (ours, found, steps)
+    assert abs(ours / theirs - 1) <= TOLERANCE, (ours, found, steps)
     asked = found.max_rate
     print(f"Locust {ours:.2f} vs perf_analyzer {theirs:.2f} (asked {asked:.2f}) requests/s at p95 <= {SLO_MS:g} ms")
