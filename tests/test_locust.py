@@ -90,8 +90,8 @@ class LocustRun:
         save_stats_json: a list of StatsEntryDict, num_requests and num_failures per entry). The _stats.csv is
         rewritten by a greenlet once a second (stats.py CSV_STATS_INTERVAL_SEC = 1, stats_writer) and not at
         exit (StatsCSVFileWriter.close_files only closes): it misses up to the last second (85 vs 86 seen)."""
-        entries = json.loads(self.prefix.with_suffix(".json").read_text())
-        return sum(e["num_requests"] for e in entries), sum(e["num_failures"] for e in entries)
+        figures = locust_results(self.prefix, self.run_time_s)  # the sandbox report's reader of that file
+        return int(figures["requests"] or 0), int(figures["failures"] or 0)
 
     def aggregated(self) -> dict[str, str]:
         """The CSV's Aggregated row (percentiles, rates), with the complete counts of the JSON file."""
