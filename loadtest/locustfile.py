@@ -6,6 +6,7 @@ the user measures the response time from the ARRIVAL (time spent waiting for a f
 a real client would have waited too). Users only bound how many requests are in flight at once.
 Arrivals that find every user busy wait up to `timeout_s`, then count as failures. With no rate
 (rate unset and rps=0) users run closed loop: each sends its next request when the last one returns.
+When the test stops, no new request starts and those in flight finish (within timeout_s) and are counted.
 
 Settings are environment variables named like the keys of the Kubernetes ConfigMap
 `locust-config` (mounted with envFrom); an empty value counts as unset:
@@ -458,8 +459,10 @@ def start_arrivals(environment: Environment, **_kwargs: Any) -> None:
         stream.start()
 
 
-@events.test_stop.add_listener
+@events.test_stopping.add_listener
 def stop_arrivals(environment: Environment, **_kwargs: Any) -> None:
+    # test_stopping fires before the users are stopped (locust runners.py Runner.stop): no request starts
+    # after the end, and those in flight finish (on_init's stop_timeout) and are counted.
     arrivals_of(environment).stop()
 
 
@@ -581,6 +584,11 @@ def serve_metrics(environment: Environment) -> None:
 
 @events.init.add_listener
 def on_init(environment: Environment, **_kwargs: Any) -> None:
+    # Locust kills users mid-request at the end unless --stop-timeout is set ("Default is to terminate
+    # immediately": locust --help, argument_parser.py): the server then answered requests no report counts.
+    # Wait for the one in flight, which ends by timeout_s; an explicit --stop-timeout wins.
+    if not environment.stop_timeout:
+        environment.stop_timeout = SETTINGS.timeout_s + 1
     # Workers only forward their stats; the master (or a standalone run) holds the totals.
     if SETTINGS.metrics_port and not isinstance(environment.runner, WorkerRunner):
         serve_metrics(environment)
