@@ -296,7 +296,7 @@ def log(line: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The bench; SIGINT or SIGTERM stops every server and load generator it started, one line, exit 128 + signal."""
+    """The bench; SIGINT, SIGTERM or SIGHUP stops every server and Locust it started: one line, exit 128 + signal."""
     return run_interruptible(lambda: _bench(argv), "stopped every process the bench started")
 
 

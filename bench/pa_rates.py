@@ -78,7 +78,7 @@ def measure(binary: Path, model: str, url: str, rates: list[float], out: Path) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    """SIGINT or SIGTERM stops the server it started: one line, exit 128 + signal."""
+    """SIGINT, SIGTERM or SIGHUP stops the server it started: one line, exit 128 + signal."""
     return run_interruptible(lambda: _pa_rates(argv), "stopped the server it started")
 
 

@@ -95,11 +95,11 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float, interval_s: float 
     return predicate()
 
 
-# ---------------------------------------------------------------- SIGINT and SIGTERM
+# ---------------------------------------------------------------- SIGINT, SIGTERM and SIGHUP
 
 
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM: a BaseException, so no `except Exception` on the way swallows it."""
+    """SIGINT, SIGTERM or SIGHUP: a BaseException, so no `except Exception` on the way swallows it."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -107,13 +107,14 @@ class Interrupted(BaseException):
 
 
 class InterruptSignals:
-    """Turn SIGINT/SIGTERM into Interrupted, once: the `with` blocks on the way out then stop what was started.
+    """Turn SIGINT/SIGTERM/SIGHUP into Interrupted, once: the `with` blocks on the way out then stop what was started.
 
     Python's default SIGTERM ends the process at once, without running `finally` or `__exit__` (signal module:
     only SIGINT gets a Python handler by default, https://docs.python.org/3/library/signal.html#general-rules),
     so a `kill` or a CI timeout left tritonserver and Locust running. After the first signal, or once the caller
     sets `shielded` as its cleanup starts, later ones are only remembered: a second Ctrl-C cannot cut the
-    cleanup short and leave processes behind."""
+    cleanup short and leave processes behind. SIGHUP (the terminal or SSH session closed) ends a process at once
+    too; under `nohup` it is ignored, and stays so (nohup sets SIGHUP to SIG_IGN: POSIX nohup)."""
 
     def __init__(self) -> None:
         self.shielded = False
@@ -127,7 +128,9 @@ class InterruptSignals:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[InterruptSignals]:
-        previous = {sig: signal.signal(sig, self.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        wanted = [signal.SIGINT, signal.SIGTERM]
+        wanted += [] if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN else [signal.SIGHUP]
+        previous = {sig: signal.signal(sig, self.handle) for sig in wanted}
         try:
             yield self
         finally:
@@ -136,7 +139,7 @@ class InterruptSignals:
 
 
 def run_interruptible(body: Callable[[], int], stopped: str) -> int:
-    """body()'s exit code; on SIGINT/SIGTERM, once its `with` blocks have stopped what it started: one line
+    """body()'s exit code; on SIGINT/SIGTERM/SIGHUP, once its `with` blocks have stopped what it started: one line
     ("interrupted by SIGTERM: <stopped>") and 128 + the signal's number, the shell's convention."""
     try:
         with InterruptSignals().installed():

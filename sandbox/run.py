@@ -11,8 +11,9 @@
 5. runs the project's locustfile headless against Triton with the stack's load-test settings;
 6. prints a report and writes it to OUT/report.json, with Locust's CSV files beside it.
 
-Every process it starts is stopped on success, failure, Ctrl-C and SIGTERM. A part that cannot
-start is named in one line on stderr; exit codes: 1 a part failed, 2 bad settings, 130/143 interrupted.
+Every process it starts is stopped on success, failure, Ctrl-C, SIGTERM and SIGHUP. A part that cannot
+start is named in one line on stderr; exit codes: 1 a part failed, 2 bad settings, 130/143/129 interrupted
+(SIGINT/SIGTERM/SIGHUP).
 """
 
 from __future__ import annotations

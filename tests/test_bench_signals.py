@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sandbox.processes import stop_process, wait_for
+from sandbox.processes import Interrupted, InterruptSignals, stop_process, wait_for
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -34,7 +34,9 @@ def _names(processes: list[psutil.Process]) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP (terminal closed)"]
+)
 def test_a_signalled_bench_stops_triton_and_locust_and_says_so_in_one_line(signum: int, tmp_path: Path) -> None:
     args = ["--variants", "original", "--repeats", "1", "--start-rps", "2", "--max-rps", "4", "--max-users", "4",
             "--saturation-users", "1", "--step-seconds", "30", "--settle-seconds", "1", "--warmup-seconds", "1",
@@ -73,3 +75,21 @@ def test_a_signalled_bench_stops_triton_and_locust_and_says_so_in_one_line(signu
         with contextlib.suppress(psutil.Error):
             process.kill()
     assert not left, _names(left)
+
+
+def test_sighup_stops_the_run_unless_nohup_ignored_it() -> None:
+    """A closed terminal (SIGHUP) stops a run like Ctrl-C does; under nohup (SIGHUP ignored) it keeps running."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with InterruptSignals().installed():
+            signal.raise_signal(signal.SIGHUP)  # ignored: nothing happens
+
+        def outside(_signum: int, _frame: object) -> None:  # stands for the default, which would end pytest
+            pass
+
+        signal.signal(signal.SIGHUP, outside)
+        with pytest.raises(Interrupted, match="SIGHUP"), InterruptSignals().installed():
+            signal.raise_signal(signal.SIGHUP)
+        assert signal.getsignal(signal.SIGHUP) is outside  # put back as it was
+    finally:
+        signal.signal(signal.SIGHUP, previous)
