@@ -586,7 +586,7 @@ def serve_metrics(environment: Environment) -> None:
 def on_init(environment: Environment, **_kwargs: Any) -> None:
     # Locust kills users mid-request at the end unless --stop-timeout is set ("Default is to terminate
     # immediately": locust --help, argument_parser.py): the server then answered requests no report counts.
-    # Wait for the one in flight, which ends by timeout_s; an explicit --stop-timeout wins.
+    # Wait for the one in flight, which ends by timeout_s; a non-zero --stop-timeout wins.
     if not environment.stop_timeout:
         environment.stop_timeout = SETTINGS.timeout_s + 1
     # Workers only forward their stats; the master (or a standalone run) holds the totals.
