@@ -12,12 +12,20 @@ from infra.cost import stack_cost_summary
 from infra.global_lb import GlobalLoadBalancer, GlobalLoadBalancerArgs, RegionBackend
 from infra.model_store import ModelStore, ModelStoreArgs
 from infra.model_upload import ModelUpload, ModelUploadArgs, built_repository_digest
+from infra.negs import ZonalNegs, ZonalNegsArgs
 from infra.network import Network, NetworkArgs
 from infra.project_services import ProjectServices, ProjectServicesArgs
 from k8s.autoscaling import ADAPTER_PORT, Autoscaling, AutoscalingArgs, serves_custom_metrics
 from k8s.loadtest import LOCUST_NAMESPACE, LoadTest, LoadTestArgs
 from k8s.monitoring import MONITORING_NAMESPACE, PROMETHEUS_URL, Monitoring, MonitoringArgs
-from k8s.triton import TRITON_NAMESPACE, TRITON_SERVICE_ACCOUNT, TritonServing, TritonServingArgs, triton_address
+from k8s.triton import (
+    TRITON_NAMESPACE,
+    TRITON_SERVICE_ACCOUNT,
+    TritonServing,
+    TritonServingArgs,
+    neg_names,
+    triton_address,
+)
 
 settings = load_stack_settings()
 # The HPA scales on a metric only the adapter of builtin monitoring mode serves; without it Triton runs fixed replicas.
@@ -71,9 +79,27 @@ model_upload = ModelUpload(
     "models",
     ModelUploadArgs(bucket=model_store.bucket.name, prefix=settings.model_store.prefix, digest=model_repository_digest),
 )
-serving = {
-    region: TritonServing(
-        f"triton-{region}",
+# Per region, the lifecycle of the zonal NEGs GKE creates from Triton's NEG Service (infra/negs.py): stale ones are
+# removed before that Service exists and leftovers after it is gone, before the cluster; `ready` waits for the
+# Service, which is declared below (it waits for `cleanup`): a deferred Output hands it over.
+zonal_negs: dict[str, ZonalNegs] = {}
+serving: dict[str, TritonServing] = {}
+for region in settings.regions:
+    cluster = clusters[region.name]
+    neg_service, resolve_neg_service = pulumi.deferred_output()
+    zonal_negs[region.name] = ZonalNegs(
+        f"negs-{region.name}",
+        ZonalNegsArgs(
+            project=settings.project,
+            region=region.name,
+            zones=region.zones,
+            neg_names=tuple(neg_names(cluster.cluster_name).values()),
+            cluster=cluster,
+            neg_service=neg_service,
+        ),
+    )
+    serving[region.name] = TritonServing(
+        f"triton-{region.name}",
         TritonServingArgs(
             image=settings.serving.image,
             model_repository=model_upload.repository_url,
@@ -89,11 +115,11 @@ serving = {
             bucket_access=[*model_store.read_access, *project_services.for_workloads],
             model_digest=model_repository_digest,
             startup_minutes=settings.serving.startup_minutes,
+            neg_cleanup=[zonal_negs[region.name].cleanup],
         ),
         opts=pulumi.ResourceOptions(providers=[cluster.provider]),
     )
-    for region, cluster in clusters.items()
-}
+    resolve_neg_service(pulumi.Output.from_input(serving[region.name].neg_service))
 
 load = settings.load_test
 load_tests = {
@@ -170,7 +196,7 @@ if settings.load_balancer.enabled:
                     region=region.name,
                     zones=region.zones,
                     neg_names=serving[region.name].neg_names,
-                    neg_service=serving[region.name].neg_service,
+                    negs_ready=zonal_negs[region.name].ready,
                     node_service_account=clusters[region.name].node_service_account.email,
                 )
                 for region in settings.regions

@@ -31,6 +31,19 @@ GPU_DRIVER_VERSIONS = ("DEFAULT", "LATEST", "INSTALLATION_DISABLED")
 # (logging, monitoring and metadata writes; no access to data or other services).
 NODE_SA_ROLES = ("roles/container.defaultNodeServiceAccount",)
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+# The cluster's node_config describes only the default pool, which remove_default_node_pool deletes at once: the
+# provider then reads the cluster back without it, and node_config forces a new cluster, so without this every later
+# `pulumi up` would replace every cluster (hashicorp/terraform-provider-google#12070, #17511;
+# GoogleCloudPlatform/cloud-foundation-fabric#1275, fixed the same way). Kept, not dropped: the short-lived default
+# pool still runs as the least-privilege node account, not the Compute Engine default one.
+CLUSTER_READ_BACK_DIFFERENTLY = ("nodeConfig",)
+# initial_node_count forces a new node pool (hashicorp/terraform-provider-google#6354, pulumi/pulumi-gcp#412): it
+# only matters at creation, so a later change of gpuMinNodes, cpuMinNodes or the zone count must not replace a pool.
+POOL_READ_BACK_DIFFERENTLY = ("initialNodeCount",)
+# Every zone starting with a GPU node makes the first `up` fail on any zone's T4 stock-out (node pool creation needs
+# all its initial nodes: hashicorp/terraform-provider-google#10823, kubernetes/k8s.io#9834). From zero, the cluster
+# autoscaler adds GPU nodes for the pending Triton pods in whichever zone has capacity (location_policy ANY).
+GPU_POOL_INITIAL_NODES_PER_ZONE = 0
 
 
 @dataclass(frozen=True)
@@ -128,12 +141,12 @@ class GkeCluster(pulumi.ComponentResource):
         self.cluster = self._cluster()
         self._control_plane_firewall()
         pools_depend = pulumi.ResourceOptions(parent=self, depends_on=self._node_sa_grants)
+        cpu, gpu = args.cpu_pool, args.gpu_pool
         self.cpu_pool = self._pool(
-            "cpu", self._cpu_node_config(), args.cpu_pool.min_nodes, args.cpu_pool.max_nodes, pools_depend
+            "cpu", self._cpu_node_config(), math.ceil(cpu.min_nodes / len(args.zones)), cpu, pools_depend
         )
-        self.gpu_pool = self._pool(
-            "gpu", self._gpu_node_config(), args.gpu_pool.min_nodes, args.gpu_pool.max_nodes, pools_depend
-        )
+        # No GPU node at creation: pending Triton pods make the autoscaler add them wherever a zone has T4s.
+        self.gpu_pool = self._pool("gpu", self._gpu_node_config(), GPU_POOL_INITIAL_NODES_PER_ZONE, gpu, pools_depend)
         self.kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(
                 self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
@@ -236,7 +249,12 @@ class GkeCluster(pulumi.ComponentResource):
             # GKE's deletion protection fails only when the cluster's own delete runs, after `pulumi destroy` has
             # already removed what runs on it; with Pulumi's protect, `destroy` fails in its preview, before any
             # delete (https://www.pulumi.com/docs/iac/concepts/resources/options/protect/, pulumi/pulumi#8158).
-            opts=pulumi.ResourceOptions(parent=self, depends_on=self._node_sa_grants, protect=a.deletion_protection),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=self._node_sa_grants,
+                protect=a.deletion_protection,
+                ignore_changes=list(CLUSTER_READ_BACK_DIFFERENTLY),
+            ),
         )
 
     def _control_plane_firewall(self) -> None:
@@ -311,27 +329,33 @@ class GkeCluster(pulumi.ComponentResource):
         self,
         role: str,
         node_config: gcp.container.NodePoolNodeConfigArgs,
-        min_nodes: int,
-        max_nodes: pulumi.Input[int],
+        initial_nodes_per_zone: int,
+        bounds: NodePoolArgs | GpuNodePoolArgs,
         opts: pulumi.ResourceOptions,
     ) -> gcp.container.NodePool:
-        zones = len(self._args.zones)
         return gcp.container.NodePool(
             f"{self._name}-{role}",
             project=self._args.project,
             cluster=self.cluster.name,
             location=self._args.region,
-            # Per zone at creation; the autoscaler then keeps the pool-wide total within limits.
-            initial_node_count=math.ceil(min_nodes / zones),
+            # Per zone, at creation only (ignored afterwards, see POOL_READ_BACK_DIFFERENTLY); the autoscaler then
+            # keeps the pool-wide total within the bounds.
+            initial_node_count=initial_nodes_per_zone,
             autoscaling=gcp.container.NodePoolAutoscalingArgs(
-                total_min_node_count=min_nodes,
-                total_max_node_count=max_nodes,
+                total_min_node_count=bounds.min_nodes,
+                total_max_node_count=bounds.max_nodes,
                 # ANY: scale up wherever capacity exists, which rides out per-zone T4 stock-outs.
                 location_policy="ANY",
             ),
             management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+            # Deleting a pool ignores PodDisruptionBudgets unless asked (GKE "About node pools": deleting a node pool
+            # does not respect PDBs; node_drain_config, updated in place by resource_container_node_pool.go
+            # nodePoolUpdate): with it, a replaced pool's Triton pods leave one PDB step at a time.
+            node_drain_configs=[gcp.container.NodePoolNodeDrainConfigArgs(respect_pdb_during_node_pool_deletion=True)],
             node_config=node_config,
-            opts=opts,
+            opts=pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(ignore_changes=list(POOL_READ_BACK_DIFFERENTLY))
+            ),
         )
 
 

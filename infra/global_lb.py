@@ -1,7 +1,10 @@
 """One global external Application Load Balancer in front of every region's Triton pods.
 
 Traffic reaches pods directly through the zonal NEGs that GKE creates from the `triton-neg`
-Service annotation (container-native load balancing). Backends use RATE balancing with a
+Service annotation (container-native load balancing). Backends name each NEG by its URL, built from known values,
+never by a lookup: a lookup runs at preview, before a newly added zone has nodes and so before GKE created its NEG
+there (GoogleCloudPlatform/gke-autoneg-controller#50). The backend services wait instead for each region's
+ZonalNegs.ready (infra/negs.py), which returns once the NEGs exist in every zone. Backends use RATE balancing with a
 per-pod capacity: each client goes to the closest region that has healthy pods with spare
 capacity, overflows to the next closest when a region is full, and skips a region whose pods
 all fail the health check.
@@ -26,6 +29,7 @@ import pulumi_gcp as gcp
 
 from contracts.triton import INFERENCE_PORTS, LIVE_PATH, READY_PATH, SERVER_METADATA_PATH
 from infra.naming import gcp_name
+from infra.negs import neg_url
 
 # Google's health-check and global front-end ranges: the only sources the firewall opens.
 HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
@@ -71,7 +75,9 @@ class RegionBackend:
     region: str
     zones: tuple[str, ...]
     neg_names: dict[str, str]  # port name (http, grpc) -> NEG name GKE creates in every zone
-    neg_service: pulumi.Resource  # the Service whose annotation makes GKE create the NEGs
+    # ZonalNegs.ready: done once the NEGs exist in every zone; it waits for the NEG Service, so destroy removes the
+    # backends before that Service (and before ZonalNegs.cleanup deletes what the NEG controller left).
+    negs_ready: pulumi.Resource
     node_service_account: pulumi.Input[str]
 
 
@@ -162,7 +168,7 @@ class GlobalLoadBalancer(pulumi.ComponentResource):
             backends=[self._backend(region, zone, port) for region in a.regions for zone in region.zones],
             log_config=gcp.compute.BackendServiceLogConfigArgs(enable=True, sample_rate=0.1),
             security_policy=self.security_policy.id,
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[region.negs_ready for region in a.regions]),
         )
 
     def _security_policy(self) -> gcp.compute.SecurityPolicy:
@@ -208,16 +214,8 @@ class GlobalLoadBalancer(pulumi.ComponentResource):
         )
 
     def _backend(self, region: RegionBackend, zone: str, port: str) -> gcp.compute.BackendServiceBackendArgs:
-        # GKE creates the NEGs asynchronously after the Service; the lookup runs only once the Service
-        # exists (and pulumi-kubernetes has seen its endpoints), and destroy removes this backend first.
-        neg = gcp.compute.get_network_endpoint_group_output(
-            name=region.neg_names[port],
-            zone=zone,
-            project=self._args.project,
-            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[region.neg_service]),
-        )
         return gcp.compute.BackendServiceBackendArgs(
-            group=neg.self_link,
+            group=neg_url(self._args.project, zone, region.neg_names[port]),
             balancing_mode="RATE",
             max_rate_per_endpoint=self._args.max_rate_per_pod,
             capacity_scaler=1.0,

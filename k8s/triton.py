@@ -42,6 +42,11 @@ def triton_address(protocol: str) -> str:
     return f"{TRITON_APP}.{TRITON_NAMESPACE}.svc.cluster.local:{PORTS[protocol]}"
 
 
+def neg_names(prefix: str) -> dict[str, str]:
+    """Port name (http, grpc) -> name of the zonal NEGs GKE creates for it in every zone (the Service annotation)."""
+    return {port: f"{prefix}-{port}" for port in ("http", "grpc")}
+
+
 def triton_server_args(model_repository: str, gpu: bool = True, admin_key: str = f"$({ADMIN_KEY_ENV})") -> list[str]:
     """tritonserver's command line; local runs reuse it with a local repository and gpu=False."""
     restricted = f"{','.join(RESTRICTED_APIS)}:{ADMIN_KEY_HEADER}={admin_key}"
@@ -93,6 +98,9 @@ class TritonServingArgs:
     model_digest: str = ""
     # tritonStartupMinutes: one pod from scheduling to Ready; the startup probe and Pulumi's waits derive from it.
     startup_minutes: int = 40
+    # What the NEG Service waits for: the removal of NEGs an earlier cluster of the same name left (infra/negs.py,
+    # ZonalNegs.cleanup), which, depending on the cluster, is so also deleted after this Service and before the cluster.
+    neg_cleanup: Sequence[pulumi.Resource] = field(default_factory=tuple)
 
 
 def startup_probe_failures(startup_minutes: int) -> int:
@@ -169,7 +177,10 @@ class TritonServing(pulumi.ComponentResource):
         self._disruption_budget(ns)
         self.service = self._service(ns, TRITON_APP, annotations={})
         self.neg_service = self._service(
-            ns, f"{TRITON_APP}-neg", annotations={"cloud.google.com/neg": self.neg_annotation}
+            ns,
+            f"{TRITON_APP}-neg",
+            annotations={"cloud.google.com/neg": self.neg_annotation},
+            depends_on=args.neg_cleanup,
         )
         self.register_outputs({"namespace": ns, "service": self.service.metadata.name})
 
@@ -179,7 +190,7 @@ class TritonServing(pulumi.ComponentResource):
 
     @property
     def neg_names(self) -> dict[str, str]:
-        return {port: f"{self._args.neg_name_prefix}-{port}" for port in ("http", "grpc")}
+        return neg_names(self._args.neg_name_prefix)
 
     @property
     def neg_annotation(self) -> str:
@@ -266,7 +277,13 @@ class TritonServing(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-    def _service(self, ns: pulumi.Input[str], name: str, annotations: dict[str, str]) -> kubernetes.core.v1.Service:
+    def _service(
+        self,
+        ns: pulumi.Input[str],
+        name: str,
+        annotations: dict[str, str],
+        depends_on: Sequence[pulumi.Resource] = (),
+    ) -> kubernetes.core.v1.Service:
         return kubernetes.core.v1.Service(
             f"{self._name}-{name}-svc",
             metadata=kubernetes.meta.v1.ObjectMetaArgs(
@@ -282,7 +299,9 @@ class TritonServing(pulumi.ComponentResource):
                 ],
             ),
             # Ready endpoints need a Ready Triton pod: wait as long as one may take to start.
-            opts=pulumi.ResourceOptions(parent=self, custom_timeouts=self._service_timeouts),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=list(depends_on), custom_timeouts=self._service_timeouts
+            ),
         )
 
 

@@ -24,9 +24,10 @@ import yaml
 
 from cli.one_line import SEE_MAKE_HELP, OneLineParser, file_path
 from infra.cost import load_vm_prices, region_costs, usd_per_million
-from k8s.autoscaling import serves_custom_metrics
 from k8s.schema import ManifestError, validate_manifest
+from offline.lifecycle import applied_state, compare, refused, summary
 from offline.make_args import settings_words, with_model_repo_args
+from offline.plan_diff import PlanFileError, index_records, load_plan
 from offline.runtime import PROJECT_DIR, Plan, PlannedResource, run_program
 from settings import ConfigError, StackSettings, from_stack_file, stack_config
 from settings.schema import config_schema
@@ -34,6 +35,8 @@ from settings.stack import check_stack_name
 
 EXIT_BAD_CONFIG = 2
 EXIT_BAD_MANIFEST = 3
+# --against: the next `up` would replace or delete something that takes a region down (offline/lifecycle.py).
+EXIT_DISRUPTIVE = 4
 KUBERNETES_PREFIX = "kubernetes:"
 
 # Dotted input paths shown beside each resource in the tree; other types show their first scalars.
@@ -94,12 +97,16 @@ def main(argv: list[str] | None = None) -> int:
     # Folder refusals name the option the folder came from: --out DIR, or --stack S for build/plan/S.
     option = "--out" if args.out else f"--stack {args.stack}"
     try:
+        applied = load_plan(args.against) if args.against else None  # a bad file is refused before any work
         out_dir = args.out or default_out_dir(args.stack)  # the stack name is checked before it becomes a path
         check_out_dir(out_dir, option)  # before anything is evaluated or written
         plan = evaluate(args.stack, overrides_from(args.set), args.config_file)
         # The settings the program read (evaluate has checked them): the capacity table's input.
         stack_settings = from_stack_file(args.stack, overrides_from(args.set), args.config_file)
         k8s_files = write_kubernetes_objects(plan, out_dir, option)  # refuses links and strangers before writing
+    except PlanFileError as err:
+        print(f"error: --against {' '.join(str(err).split())}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
     except (ConfigError, FileNotFoundError) as err:
         # One line always: a value quoted in a message may hold a line break.
         message = with_model_repo_args(str(err), args.stack, settings_words(args.set, args.config_file))
@@ -110,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
         return EXIT_BAD_MANIFEST
+    if applied is not None:
+        return report_lifecycle(plan, applied, args.against, args.allow_disruption)
     if args.json:
         json.dump(plan_records(plan), sys.stdout, indent=2)
         print()
@@ -135,7 +144,48 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="FILE",
         help="read the stack settings from FILE instead of Pulumi.<stack>.yaml (as `pulumi up --config-file`)",
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--against",
+        type=file_path,
+        metavar="FILE",
+        help="the plan JSON last deployed (make plan ARGS=--json): list what the next `pulumi up` creates, updates, "
+        "replaces and deletes, and refuse changes that take a region down",
+    )
+    parser.add_argument(
+        "--allow-disruption",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --against: let this resource (its name, or 'all') be replaced or deleted (repeatable)",
+    )
+    args = parser.parse_args(argv)
+    if args.allow_disruption and not args.against:
+        parser.error("--allow-disruption needs --against FILE")
+    if args.against and args.json:
+        parser.error("--against prints the lifecycle as text; leave out --json")
+    return args
+
+
+def report_lifecycle(plan: Plan, applied: dict[str, dict[str, Any]], path: Path, allowed: list[str]) -> int:
+    """Print what the next `up` does to the stack deployed from the plan `applied` (read from `path`);
+    EXIT_DISRUPTIVE when it replaces or deletes something disruptive that `allowed` does not name."""
+    before = applied_state(applied)
+    changes = compare(before, index_records(plan_records(plan), "this plan"))
+    for change in changes:
+        if change.action != "unchanged":
+            print(change.line())
+    print(f"against {path}: {summary(changes)}")
+    blocked = refused(changes, allowed)
+    if blocked:
+        names = " ".join(f"--allow-disruption {c.name}" for c in blocked)
+        keys = ", ".join(c.key for c in blocked)
+        print(
+            f"error: {len(blocked)} change(s) would take a region down or lose state ({keys}); "
+            f"see docs/lifecycle.md for the safe way, or rerun with ARGS='--against {path} {names}'",
+            file=sys.stderr,
+        )
+        return EXIT_DISRUPTIVE
+    return 0
 
 
 def evaluate(stack: str, overrides: dict[str, str] | None = None, config_file: Path | None = None) -> Plan:
@@ -168,6 +218,9 @@ def plan_records(plan: Plan) -> list[dict[str, Any]]:
             "dependsOn": sorted(set(r.dependencies)),
             "customTimeouts": r.custom_timeouts,
             "protect": r.protect,
+            "ignoreChanges": sorted(r.ignore_changes),
+            "replaceOnChanges": sorted(r.replace_on_changes),
+            "deleteBeforeReplace": r.delete_before_replace,
             "inputs": _tidy(r.inputs),
         }
         for r in _tree_order(plan)
@@ -311,7 +364,6 @@ def _sizing_line(settings: StackSettings) -> str:
     cap = settings.capacity
     if not cap.sized:
         line = "No targetRps: the explicit gpuMinNodes and gpuMaxNodes; the table shows what they serve."
-        line += _fixed_note(settings)
         lb = settings.load_balancer
         if lb.enabled and lb.max_rate_per_pod > cap.rps_per_node:
             # RATE balancing fills a backend up to maxRatePerEndpoint before it spills to the next region
@@ -322,22 +374,10 @@ def _sizing_line(settings: StackSettings) -> str:
                 "targetRps (which derives it) or lower lbMaxRatePerPod."
             )
         return line
-    # Operator mode declares no HPA (__main__ composes Autoscaling only where serves_custom_metrics): the derived
-    # target is then only what an HPA would take, and the table must not suggest one scales the stack.
-    hpa = "HPA" if serves_custom_metrics(settings.monitoring.mode) else "no HPA (monitoringMode operator); an HPA's"
     return (
         f"Sized for targetRps {cap.target_rps} req/s per region with {cap.headroom_percent} % headroom: "
         f"GPU minimum {settings.gpu_pool.min_nodes} nodes, lbMaxRatePerPod {settings.load_balancer.max_rate_per_pod}, "
-        f"{hpa} queue-time target {settings.serving.queue_time_target_us / 1000:g} ms (derived)."
-    ) + _fixed_note(settings)
-
-
-def _fixed_note(settings: StackSettings) -> str:
-    if serves_custom_metrics(settings.monitoring.mode):
-        return ""
-    return (
-        f"\nNo HPA: Triton runs a fixed {fixed_pods(settings)} pods (monitoringMode operator); the table shows what "
-        "they serve, whatever gpuMaxNodes allows."
+        f"HPA queue-time target {settings.serving.queue_time_target_us / 1000:g} ms (derived)."
     )
 
 
@@ -353,19 +393,9 @@ def _region_costs(settings: StackSettings) -> dict[str, dict[bool, float | None]
 
 
 def _pods(settings: StackSettings) -> tuple[int, int]:
-    """(fewest, most) Triton pods the table counts, one per GPU node: gpuMinNodes to gpuMaxNodes where an HPA scales
-    them. Without one (monitoringMode operator: __main__.py composes Autoscaling only where serves_custom_metrics)
-    k8s/triton.py sets spec.replicas to __main__'s min_replicas, max(1, gpuMinNodes), and nothing scales it: that many
-    pods serve, whatever gpuMaxNodes allows."""
-    gpu = settings.gpu_pool
-    if serves_custom_metrics(settings.monitoring.mode):
-        return gpu.min_nodes, gpu.max_nodes
-    return fixed_pods(settings), fixed_pods(settings)
-
-
-def fixed_pods(settings: StackSettings) -> int:
-    """Triton's replicas without an HPA: __main__.py's min_replicas."""
-    return max(1, settings.gpu_pool.min_nodes)
+    """(fewest, most) Triton pods the table counts, one per GPU node: gpuMinNodes to gpuMaxNodes, the range the HPA
+    scales them in (settings/monitoring.py refuses operator mode, the one without an HPA)."""
+    return settings.gpu_pool.min_nodes, settings.gpu_pool.max_nodes
 
 
 def _capacity_row(settings: StackSettings, region: str, usd_h: dict[bool, float | None]) -> str:

@@ -22,24 +22,41 @@ from pathlib import Path
 from typing import Any
 
 from cli.one_line import OneLineParser
+from settings.stack_file import NotRegularFileError, read_regular_file
 
 EXIT_DIFFERENT = 1
 EXIT_BAD_INPUT = 2
 # The fields of a plan record (offline/plan.py plan_records) besides urn, type, name and parent.
-COMPARED_FIELDS = ("provider", "dependsOn", "customTimeouts", "protect", "inputs")
-REQUIRED_FIELDS = ("urn", "type", "name", "parent", *COMPARED_FIELDS)
+COMPARED_FIELDS = (
+    "provider",
+    "dependsOn",
+    "customTimeouts",
+    "protect",
+    "ignoreChanges",
+    "replaceOnChanges",
+    "deleteBeforeReplace",
+    "inputs",
+)
+# Resource options a plan written before they were recorded lacks: read as Pulumi's defaults.
+OPTIONAL_FIELDS = {"ignoreChanges": [], "replaceOnChanges": [], "deleteBeforeReplace": False}
+REQUIRED_FIELDS = tuple(f for f in ("urn", "type", "name", "parent", *COMPARED_FIELDS) if f not in OPTIONAL_FIELDS)
 # Input paths listed per changed resource; the count says how many more differ.
 MAX_PATHS = 8
 # How deeply arrays and objects may nest in a plan file: the deepest record of the dev, staging and prod plans
 # nests 12 levels; the bound keeps the comparison's recursion far below Python's limit (1000 frames by default,
 # https://docs.python.org/3/library/sys.html#sys.getrecursionlimit), which a hostile file would otherwise reach.
 MAX_NESTING = 100
+# The prod plan's JSON is ~0.5 MB; a plan file is read only up to this size (a FIFO or /dev/zero is refused).
+MAX_PLAN_BYTES = 16 * 1024 * 1024
 # The shape of each compared field, as offline/plan.py plan_records writes it: (allowed types, what to say).
 FIELD_SHAPES: dict[str, tuple[tuple[type, ...], str]] = {
     "provider": ((str, type(None)), "text or null"),
     "dependsOn": ((list,), "an array of URNs (text)"),
     "customTimeouts": ((dict, type(None)), "an object or null"),
     "protect": ((bool,), "true or false"),
+    "ignoreChanges": ((list,), "an array of property paths (text)"),
+    "replaceOnChanges": ((list,), "an array of property paths (text)"),
+    "deleteBeforeReplace": ((bool,), "true or false"),
     "inputs": ((dict,), "an object"),
 }
 
@@ -78,7 +95,12 @@ def key_of(record: Mapping[str, Any]) -> str:
 def load_plan(path: Path) -> dict[str, dict[str, Any]]:
     """The records of a plan file by TYPE::NAME; PlanFileError (one line) for anything else."""
     try:
-        records = json.loads(path.read_text(encoding="utf-8"))
+        data = read_regular_file(path, MAX_PLAN_BYTES)
+        if len(data) > MAX_PLAN_BYTES:
+            raise PlanFileError(f"{path}: more than {MAX_PLAN_BYTES} bytes: not a plan of this project")
+        records = json.loads(data.decode("utf-8"))
+    except NotRegularFileError as err:
+        raise PlanFileError(f"{path}: {err.kind}, not a plan file") from None
     except (OSError, UnicodeDecodeError) as err:
         raise PlanFileError(f"{path}: cannot read: {err.__class__.__name__}: {_one_line(str(err))}") from None
     except json.JSONDecodeError as err:
@@ -120,12 +142,15 @@ def _check_record(record: Any, index: int, source: str) -> None:
     missing = [f for f in REQUIRED_FIELDS if not isinstance(record, dict) or f not in record]
     if missing:
         raise PlanFileError(f"{source}: resource {index} is not a plan record: no {', '.join(missing)}")
+    for name, default in OPTIONAL_FIELDS.items():
+        record.setdefault(name, default)
     texts = [record[f] for f in ("urn", "type", "name")]
     if not all(isinstance(t, str) for t in texts) or not isinstance(record["parent"], str | None):
         raise PlanFileError(f"{source}: resource {index}: urn, type and name must be text, parent text or null")
     for name, (types, shape) in FIELD_SHAPES.items():
         value = record[name]
-        if not isinstance(value, types) or (name == "dependsOn" and not all(isinstance(u, str) for u in value)):
+        texts_only = name in ("dependsOn", "ignoreChanges", "replaceOnChanges")
+        if not isinstance(value, types) or (texts_only and not all(isinstance(u, str) for u in value)):
             raise PlanFileError(f"{source}: resource {index}: {name} must be {shape}, not {_show(value)}")
 
 

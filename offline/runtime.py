@@ -56,6 +56,12 @@ class PlannedResource:
     custom_timeouts: dict[str, str] = field(default_factory=dict)
     # Pulumi's own protect flag: the engine refuses to delete (or replace) the resource while it is set.
     protect: bool = False
+    # Input paths the engine leaves out of the diff (ResourceOptions.ignore_changes), as the program wrote them.
+    ignore_changes: list[str] = field(default_factory=list)
+    # Input paths whose change the engine turns into a replacement (ResourceOptions.replace_on_changes).
+    replace_on_changes: list[str] = field(default_factory=list)
+    # A replacement deletes the old resource before creating the new one (ResourceOptions.delete_before_replace).
+    delete_before_replace: bool = False
 
     @property
     def provider_urn(self) -> str:
@@ -68,7 +74,7 @@ class Plan:
     stack: str
     resources: list[PlannedResource]
     outputs: dict[str, Any] = field(default_factory=dict)
-    # (sequence, invoke) of every provider function the program called, such as NEG lookups.
+    # (sequence, invoke) of every provider function the program called, (none today).
     invokes: list[tuple[int, Any]] = field(default_factory=list)
 
     def of_type(self, type_token: str) -> list[PlannedResource]:
@@ -124,18 +130,8 @@ def _self_link(kind: str) -> Any:
     }
 
 
-def _network_endpoint_group(args: dict) -> dict:
-    """The zonal NEG that GKE's NEG controller creates from a Service annotation (camelCase, as invokes return)."""
-    link = f"projects/{args.get('project', 'p')}/zones/{args['zone']}/networkEndpointGroups/{args['name']}"
-    return {
-        "id": link,
-        "selfLink": f"https://www.googleapis.com/compute/v1/{link}",
-        "name": args["name"],
-        "zone": args["zone"],
-    }
-
-
-_INVOKES = {"gcp:compute/getNetworkEndpointGroup:getNetworkEndpointGroup": _network_endpoint_group}
+# Provider functions the program calls, answered as the cloud would: none today (NEGs are named, never looked up).
+_INVOKES: dict[str, Callable[[dict], dict]] = {}
 
 _COMPUTED = {
     "gcp:container/cluster:Cluster": _cluster_outputs,
@@ -178,7 +174,8 @@ class InputTap(pulumi.runtime.Mocks):
 
 
 # PRIVATE PULUMI API (the one left): MockMonitor is not exported by pulumi.runtime, only named as the type of
-# set_mocks(monitor=...). Needed because parent, dependencies, customTimeouts and protect reach the monitor's
+# set_mocks(monitor=...). Needed because parent, dependencies, customTimeouts, protect, ignoreChanges,
+# replaceOnChanges and deleteBeforeReplace reach the monitor's
 # RegisterResource request but not the public MockResourceArgs. If it changes, the plan loses its ordering,
 # timeouts and protect flags: tests/test_pulumi_runtime_contract.py checks the class and the request fields.
 class RecordingMonitor(pulumi_mocks.MockMonitor):
@@ -216,6 +213,9 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     sequence=next(_sequence),
                     custom_timeouts=_custom_timeouts(request),
                     protect=bool(request.protect),
+                    ignore_changes=list(request.ignoreChanges),
+                    replace_on_changes=list(request.replaceOnChanges),
+                    delete_before_replace=bool(request.deleteBeforeReplace),
                 )
             )
         return response

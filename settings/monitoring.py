@@ -1,4 +1,4 @@
-"""Monitoring: the SLO its alerts judge, Prometheus' retention and volume, builtin or operator mode."""
+"""Monitoring: the SLO its alerts judge, Prometheus' retention and volume, builtin mode (operator is refused)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,16 @@ from observability.settings import MonitoringError, SloSettings, validate_durati
 from settings.cluster import DISK_MAX_GB
 from settings.reader import Reader
 from settings.values import MonitoringSettings
+
+# Operator mode declares PodMonitors and a PrometheusRule (monitoring.coreos.com/v1) for a Prometheus Operator the
+# cluster already runs; this program creates its clusters in the same `up`, and a new GKE cluster has neither the
+# operator nor its CRDs, so the first `up` would fail half-way, after the clusters ("no matches for kind"):
+# https://github.com/pulumi/pulumi-kubernetes/issues/1712. The Monitoring component keeps the mode for direct use.
+OPERATOR_REFUSED = (
+    "this stack creates its GKE clusters, which have no Prometheus Operator CRDs (monitoring.coreos.com/v1), so "
+    "the first `up` would fail after creating them (pulumi/pulumi-kubernetes#1712); use builtin (operator mode is "
+    "for composing the triton-gke:k8s:Monitoring component onto a cluster that already runs the operator)"
+)
 
 
 def monitoring(reader: Reader) -> MonitoringSettings:
@@ -25,8 +35,10 @@ def monitoring(reader: Reader) -> MonitoringSettings:
         raise reader.fail(
             "prometheusRetention", retention, "expected a Prometheus duration such as 15d or 720h"
         ) from None
+    if reader.string("monitoringMode") == "operator":
+        raise reader.fail("monitoringMode", "operator", OPERATOR_REFUSED)
     return MonitoringSettings(
-        mode=reader.choice("monitoringMode", ("builtin", "operator")),
+        mode=reader.choice("monitoringMode", ("builtin",)),
         slo=slo,
         retention=retention,
         storage_gb=reader.integer(

@@ -6,13 +6,11 @@ from typing import Any
 
 import pulumi
 import pytest
-from conftest import PROJECT, evaluate, evaluate_component, stack_settings
+from conftest import PROJECT, evaluate_component, stack_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from k8s.autoscaling import INT32_MAX, QUEUE_TIME_METRIC, Autoscaling, AutoscalingArgs
-from offline.plan import plan_records
-from offline.plan_diff import diff_plans, index_records
 from offline.runtime import CloudMocks, Plan, PlannedResource, RecordingMonitor, run_program, run_under_mocks
 
 AUTOSCALING = "triton-gke:k8s:Autoscaling"
@@ -109,28 +107,6 @@ def test_each_autoscaled_cluster_has_one_component_with_the_hpa_and_its_metric_s
         assert hpa.inputs["spec"]["scaleTargetRef"]["name"] == triton.inputs["metadata"]["name"]
         assert triton.urn in hpa.dependencies
     assert not [r for r in prod_plan.of_type(HPA) if not inside(prod_plan, r, AUTOSCALING)]
-
-
-def test_operator_mode_differs_from_builtin_only_in_monitoring_autoscaling_and_tritons_fixed_replicas():
-    """Read with offline.plan_diff: operator mode drops the Autoscaling components, the builtin Prometheus and
-    Grafana and the control plane's path to the adapter; adds the operator's objects; and Pulumi then owns
-    Triton's replica count. Nothing else in the stack depends on the monitoring mode."""
-    builtin = evaluate("dev")
-    operator = evaluate("dev", monitoringMode="operator")
-    result = diff_plans(index_records(plan_records(builtin), "builtin"), index_records(plan_records(operator), "op"))
-    by_key = {f"{r.type}::{r.name}": r for r in builtin.resources}
-    for key, _ in result.removed:
-        resource = by_key[key]
-        expected = inside(builtin, resource, AUTOSCALING) or inside(builtin, resource, "triton-gke:k8s:Monitoring")
-        assert expected or resource.name.endswith("control-plane-to-pods") or resource.type == AUTOSCALING, key
-    assert {key.split("::")[0] for key, _ in result.added} == {
-        "kubernetes:monitoring.coreos.com/v1:PodMonitor",
-        "kubernetes:monitoring.coreos.com/v1:PrometheusRule",
-    }
-    assert [(key, field, details) for key, field, details in result.changed] == [
-        (f"{DEPLOYMENT}::triton-us-central1-deployment", "inputs", ["spec.replicas: added 1"])
-    ]
-    assert result.reparented == []
 
 
 # ---- the component alone, and its arguments ---------------------------------------------------------------------

@@ -379,10 +379,8 @@ def test_a_broken_committed_record_fails_every_plan(
     assert line.startswith(f"error: capacity record {records / bad}: NaN is not JSON"), line
 
 
-def test_operator_mode_says_no_hpa_takes_the_derived_target(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_the_sizing_line_names_the_hpas_derived_target(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     args = ["--stack", "staging", "--out", str(tmp_path / "plan"), "--set", "targetRps=500"]
-    assert plan_command.main([*args, "--set", "monitoringMode=operator"]) == 0
-    assert "no HPA (monitoringMode operator); an HPA's queue-time target 44 ms (derived)" in capsys.readouterr().out
     assert plan_command.main(args) == 0
     assert "lbMaxRatePerPod 202, HPA queue-time target 44 ms (derived)" in capsys.readouterr().out
 

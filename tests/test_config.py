@@ -196,6 +196,20 @@ BAD_CONFIG = {
         "'fp32'",
         "original takes UINT8",
     ),
+    # PodMonitor/PrometheusRule need the Prometheus Operator's CRDs, which the clusters this `up` creates never have:
+    # the first `up` would fail half-way, after the clusters (pulumi/pulumi-kubernetes#1712).
+    "operator monitoring on the clusters the stack creates": (
+        {"monitoringMode": "operator"},
+        "triton-gke:monitoringMode",
+        "'operator'",
+        "no Prometheus Operator CRDs",
+    ),
+    "unknown monitoring mode": (
+        {"monitoringMode": "prometheus"},
+        "triton-gke:monitoringMode",
+        "'prometheus'",
+        "allowed: builtin",
+    ),
     "missing GCP project": ({"gcp:project": None}, "gcp:project", "missing", "pulumi config set gcp:project"),
     "invalid GCP project": ({"gcp:project": "My_Project"}, "gcp:project", "'My_Project'", "project ID"),
 }
@@ -239,4 +253,22 @@ def test_plan_command_refuses_a_region_without_t4():
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "europe-north1" in lines[0] and "triton-gke:regions" in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_plan_command_refuses_operator_monitoring_and_says_what_to_do():
+    """Refused in one line before anything is planned: why (no CRDs, pulumi-kubernetes#1712) and what to use instead."""
+    result = subprocess.run(
+        [sys.executable, "-m", "offline.plan", "--stack", "dev", "--set", "monitoringMode=operator"],
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: triton-gke:monitoringMode: 'operator' is not valid; ")
+    for said in ("Prometheus Operator CRDs", "pulumi-kubernetes#1712", "use builtin", "k8s:Monitoring component"):
+        assert said in lines[0]
     assert "Traceback" not in result.stderr

@@ -3,8 +3,8 @@ cannot refuse, checked on the plan of every stack.
 
 The mocks accept anything, so a program that races an API or outwaits the engine still "plans". Each test below
 encodes ONE rule the real APIs enforce, with its source in the docstring, and is evaluated on the plan of every
-stack in STACKS (dev, staging, prod, and prod in operator monitoring mode). Reverting the fix a rule guards makes
-that rule fail.
+stack in STACKS (dev, staging, prod; the stack refuses operator monitoring mode, settings/monitoring.py). Reverting
+the fix a rule guards makes that rule fail.
 
 How to add a rule: one test function `test_<what the real API does>(plan)`; the docstring says what the real API
 does, what goes wrong otherwise and cites the source (docs URL or public issue); use the graph helpers below
@@ -25,12 +25,11 @@ from conftest import evaluate
 
 from offline.runtime import Plan, PlannedResource
 
-# name -> (stack file, overrides): every shipped stack, and operator monitoring mode on the largest one.
+# name -> (stack file, overrides): every shipped stack.
 STACKS: dict[str, tuple[str, dict[str, Any]]] = {
     "dev": ("dev", {}),
     "staging": ("staging", {}),
     "prod": ("prod", {}),
-    "prod-operator": ("prod", {"monitoringMode": "operator"}),
 }
 
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -321,7 +320,7 @@ def test_every_model_change_rolls_every_triton_pod(plan):
     So the repository's digest (the upload's trigger) is in the pod template: each model change rolls every pod
     onto the new models, never a fleet where only restarted pods serve them.
     """
-    (sync,) = plan.of_type("command:local:Command")
+    (sync,) = [c for c in plan.of_type("command:local:Command") if c.name == "models-sync"]
     digest = sync.inputs["triggers"][0]
     for deployment in triton_deployments(plan):
         template = deployment.inputs["spec"]["template"]

@@ -166,24 +166,28 @@ def test_dev_has_no_global_load_balancer(dev_plan):
     assert not [call for _, call in dev_plan.invokes if call.token == NEG_LOOKUP]
 
 
-def test_backends_depend_on_neg_lookups_which_depend_on_the_services(prod_plan):
+def test_backends_name_the_negs_by_url_and_wait_until_they_exist(prod_plan):
+    """No NEG lookup (it ran at preview, before a new zone had its NEG: GoogleCloudPlatform/gke-autoneg-controller#50):
+    each backend names its NEG by URL, and the backend services wait for every region's ZonalNegs.ready, which waits
+    for that region's NEG Service; so destroy removes the backends before the NEG Services."""
+    assert not [call for _, call in prod_plan.invokes if call.token == NEG_LOOKUP]
     neg_services = {
-        r.urn: r
+        r.name: r
         for r in prod_plan.of_type("kubernetes:core/v1:Service")
         if r.inputs["metadata"]["name"] == "triton-neg"
     }
+    ready = {r.name: r for r in prod_plan.of_type("command:local:Command") if r.name.endswith("-ready")}
     for backend in prod_plan.of_type(BACKEND):
-        assert set(neg_services) <= set(backend.dependencies), (
-            "destroy must remove the backends before the NEG Services"
-        )
-    lookups = [(seq, call.args) for seq, call in prod_plan.invokes if call.token == NEG_LOOKUP]
-    assert len(lookups) == 2 * sum(len(z) for z in PROD_ZONES.values())
-    for seq, args in lookups:
-        region = next(r for r in PROD_ZONES if args["zone"].startswith(r))
-        (service,) = [s for s in neg_services.values() if s.name == f"triton-{region}-triton-neg-svc"]
-        assert seq > service.sequence, "a NEG is looked up only after its Service exists"
-        annotation = json.loads(service.inputs["metadata"]["annotations"]["cloud.google.com/neg"])
-        assert args["name"] in {p["name"] for p in annotation["exposed_ports"].values()}
+        for b in backend.inputs["backends"]:
+            assert b["group"].startswith("https://www.googleapis.com/compute/v1/projects/my-gcp-project/zones/")
+        for region in PROD_ZONES:
+            waits = ready[f"negs-{region}-ready"]
+            assert waits.urn in backend.dependencies
+            service = neg_services[f"triton-{region}-triton-neg-svc"]
+            assert service.urn in waits.dependencies, "ready waits for the Service whose annotation makes the NEGs"
+            annotation = json.loads(service.inputs["metadata"]["annotations"]["cloud.google.com/neg"])
+            names = {p["name"] for p in annotation["exposed_ports"].values()}
+            assert all(f"--name {name}" in waits.inputs["create"] for name in names)
 
 
 def _identity(plan: Plan) -> dict[tuple[str, str], dict]:
@@ -205,6 +209,10 @@ def test_adding_a_region_adds_only_that_region_and_lb_backends(stack, base):
     }
     changed = {key for key in before if before[key] != after[key]}
     assert changed == {(BACKEND, "global-http"), (BACKEND, "global-grpc")}
+    assert {
+        ("command:local:Command", "negs-us-east4-cleanup"),
+        ("command:local:Command", "negs-us-east4-ready"),
+    } <= added
 
 
 def test_staging_is_two_regions_behind_the_load_balancer():
@@ -300,7 +308,7 @@ def armor_decision(rules: list[dict], client: ipaddress.IPv4Address) -> str:
 
 def _policy_of(source_ranges: tuple[str, ...], rate: int = 3000) -> dict:
     def declare() -> None:
-        stand_in = pulumi.ComponentResource("test:index:NegService", "neg-service")
+        stand_in = pulumi.ComponentResource("test:index:NegsReady", "negs-ready")
         GlobalLoadBalancer(
             "global",
             GlobalLoadBalancerArgs(

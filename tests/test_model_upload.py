@@ -64,7 +64,7 @@ def test_the_sync_command_targets_the_bucket_prefix_and_is_triggered_by_the_dige
 
 
 def test_the_dev_plan_uploads_into_its_own_bucket(dev_plan):
-    (sync,) = dev_plan.of_type("command:local:Command")
+    (sync,) = [c for c in dev_plan.of_type("command:local:Command") if c.name == "models-sync"]
     (bucket,) = dev_plan.of_type("gcp:storage/bucket:Bucket")
     assert f"gs://{bucket.inputs['name']}/models" in sync.inputs["create"]
     assert bucket.urn in sync.dependencies

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 
+import pulumi_kubernetes as kubernetes
+import pytest
 import yaml
-from conftest import PROJECT_DIR, evaluate
+from conftest import PROJECT_DIR, evaluate, evaluate_component
 from test_serving import named, pod_spec, provider_region
 
+from contracts.workloads import LOCUST_NAMESPACE, TRITON_NAMESPACE
 from k8s.autoscaling import QUEUE_TIME_METRIC
+from k8s.monitoring import Monitoring, MonitoringArgs
+from k8s.triton import TritonServing, TritonServingArgs
 from observability.rules import rules, rules_yaml
 from observability.settings import SloSettings
 
@@ -18,7 +23,6 @@ DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 RESOURCE_QUOTA = "kubernetes:core/v1:ResourceQuota"
 HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
-FIREWALL = "gcp:compute/firewall:Firewall"
 
 
 def test_each_region_has_prometheus_grafana_dcgm_and_the_adapter_on_its_own_cluster(prod_plan):
@@ -118,8 +122,30 @@ def test_slo_settings_reach_rules_and_dashboards():
     assert "250" in json.dumps(inference)
 
 
-def test_operator_mode_declares_podmonitors_and_rules_instead_of_a_prometheus():
-    plan = evaluate("dev", monitoringMode="operator")
+def operator_monitoring() -> None:
+    """The Monitoring component alone in operator mode, as composed onto a cluster that already runs the Prometheus
+    Operator (the stack refuses the mode: the clusters it creates have no such CRDs, pulumi-kubernetes#1712)."""
+    watched = {
+        name: kubernetes.core.v1.Namespace(f"{name}-ns", metadata={"name": name}).metadata.name
+        for name in (TRITON_NAMESPACE, LOCUST_NAMESPACE)
+    }
+    Monitoring(
+        "monitoring-us-central1",
+        MonitoringArgs(
+            region="us-central1",
+            stack="dev",
+            slo=SloSettings(),
+            mode="operator",
+            retention="15d",
+            storage_gb=20,
+            grafana_admin_password="unused",
+            watched_namespaces=watched,
+        ),
+    )
+
+
+def test_the_components_operator_mode_declares_podmonitors_and_rules_instead_of_a_prometheus():
+    plan = evaluate_component(operator_monitoring)
     assert named(plan, DEPLOYMENT, "monitoring", "prometheus") == []
     assert named(plan, DEPLOYMENT, "monitoring", "grafana") == []
     monitors = plan.of_type("kubernetes:monitoring.coreos.com/v1:PodMonitor")
@@ -162,15 +188,27 @@ def test_dcgm_exporter_matches_gpus_to_pods_by_gkes_device_names(prod_plan):
         assert env["DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE"] == "device-name"
 
 
-def test_operator_mode_has_no_hpa_without_a_metrics_source_and_runs_fixed_replicas():
-    """Only builtin mode deploys the adapter behind custom.metrics.k8s.io; an HPA without it never scales
-    (FailedGetPodsMetric), so operator mode runs max(1, gpuMinNodes) Triton pods that Pulumi owns."""
-    plan = evaluate("staging", monitoringMode="operator", gpuMinNodes=2)
+@pytest.mark.parametrize(("autoscale", "replicas"), [(False, 2), (True, None)])
+def test_triton_without_an_hpa_runs_fixed_replicas_pulumi_owns(autoscale, replicas):
+    """An HPA without a metric source never scales (FailedGetPodsMetric): TritonServing composed without one
+    (autoscale=False, as beside the Monitoring component's operator mode) runs min_replicas pods that Pulumi owns;
+    with one, Pulumi never sends spec.replicas."""
+    args = TritonServingArgs(
+        image="nvcr.io/nvidia/tritonserver:25.06-py3",
+        model_repository="gs://bucket/models",
+        reader_email="reader@project.iam.gserviceaccount.com",
+        admin_key="key",
+        accelerator_type="nvidia-tesla-t4",
+        gpus_per_node=1,
+        min_replicas=2,
+        max_replicas=6,
+        neg_name_prefix="gke-us-central1",
+        autoscale=autoscale,
+    )
+    plan = evaluate_component(lambda: TritonServing("triton-us-central1", args))
+    (deployment,) = named(plan, DEPLOYMENT, "triton", "triton")
+    assert deployment.inputs["spec"].get("replicas") == replicas
     assert plan.of_type(HPA) == []
-    assert plan.of_type("kubernetes:apiregistration.k8s.io/v1:APIService") == []
-    assert named(plan, DEPLOYMENT, "monitoring", "prometheus-adapter") == []
-    assert {d.inputs["spec"]["replicas"] for d in named(plan, DEPLOYMENT, "triton", "triton")} == {2}
-    assert not [f for f in plan.of_type(FIREWALL) if f.name.endswith("control-plane-to-pods")]
 
 
 def test_builtin_mode_scales_triton_on_the_adapters_metric(prod_plan):

@@ -80,6 +80,9 @@ def test_mock_monitor_is_still_the_class_set_mocks_takes() -> None:
         ("custom", "bool"),
         ("protect", "bool"),
         ("customTimeouts", "message"),
+        ("ignoreChanges", "repeated string"),
+        ("replaceOnChanges", "repeated string"),
+        ("deleteBeforeReplace", "bool"),
     ],
 )
 def test_register_request_has_the_fields_the_monitor_reads(field: str, kind: str) -> None:
@@ -117,6 +120,9 @@ def test_the_monitor_records_parent_dependencies_timeouts_and_protect_from_a_rea
                 depends_on=[first],
                 protect=True,
                 custom_timeouts=pulumi.CustomTimeouts(create="7m", delete="3m"),
+                ignore_changes=["size"],
+                replace_on_changes=["zone"],
+                delete_before_replace=True,
             ),
         )
 
@@ -134,6 +140,13 @@ def test_the_monitor_records_parent_dependencies_timeouts_and_protect_from_a_rea
     )
     assert first.custom_timeouts == {}, broken("def _custom_timeouts", "timeouts where none were declared")
     assert second.inputs == {"size": 2}, broken("inputs=_plain(args.inputs)", f"inputs read as {second.inputs}")
+    # The lifecycle comparison (offline/lifecycle.py) leaves ignored paths out and honours the replacement options.
+    assert (second.ignore_changes, second.replace_on_changes) == (["size"], ["zone"]), broken(
+        "ignore_changes=list(request.ignoreChanges)", f"read {second.ignore_changes}, {second.replace_on_changes}"
+    )
+    assert second.delete_before_replace and not first.delete_before_replace and first.ignore_changes == [], broken(
+        "delete_before_replace=bool(request.deleteBeforeReplace)", "deleteBeforeReplace lost"
+    )
 
 
 # --- inputs and secrets -------------------------------------------------------------------------------------------

@@ -167,6 +167,6 @@ def test_no_load_balancer_for_grafana_prometheus_or_locust_unless_the_stack_asks
 
 
 def test_triton_waits_for_the_model_upload(dev_plan):
-    (sync,) = dev_plan.of_type("command:local:Command")
+    (sync,) = [c for c in dev_plan.of_type("command:local:Command") if c.name == "models-sync"]
     (deployment,) = named(dev_plan, DEPLOYMENT, "triton", "triton")
     assert sync.urn in deployment.dependencies

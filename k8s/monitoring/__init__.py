@@ -2,8 +2,10 @@
 
 Prometheus discovers Triton, DCGM and Locust pods with kubernetes_sd (observability/prometheus_config.py)
 and evaluates the recording and SLO alerting rules (observability/rules.py); Grafana starts with the
-Prometheus datasource and the dashboards in dashboards/. With `monitoringMode: operator` the
-cluster's own Prometheus Operator gets PodMonitor and PrometheusRule objects instead.
+Prometheus datasource and the dashboards in dashboards/. In operator mode (MonitoringArgs.mode) the
+cluster's own Prometheus Operator gets PodMonitor and PrometheusRule objects instead: for a program composing
+this component onto a cluster that already runs the operator (the stack refuses `monitoringMode: operator`,
+settings/monitoring.py: the clusters it creates have no such CRDs).
 
 One module per concern, each a builder that declares its objects through a `Scope` (shapes.py): dcgm.py,
 prometheus.py, grafana.py, operator.py. This component composes them. The metrics adapter the Triton HPA reads

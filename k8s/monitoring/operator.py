@@ -1,4 +1,7 @@
-"""`monitoringMode: operator`: PodMonitors and a PrometheusRule for the cluster's own Prometheus Operator."""
+"""Operator mode (MonitoringArgs.mode): PodMonitors and a PrometheusRule for the cluster's own Prometheus Operator.
+
+For a cluster that already runs the operator: the stack refuses `monitoringMode: operator` (settings/monitoring.py).
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,264 @@
+"""What the next `pulumi up` does to a deployed stack: every resource created, updated, replaced, deleted or unchanged.
+
+    make plan ARGS='--json' > applied.json               # the plan of what was last deployed (`pulumi up`)
+    make plan ARGS='--against applied.json'              # after a config change: what the next `up` would do
+    make plan ARGS='--against applied.json --allow-disruption gke-us-central1-gpu'
+
+The engine asks each resource's provider to diff the state it read back after the last `up` against the new inputs
+(https://www.pulumi.com/docs/iac/concepts/how-pulumi-works/). So the previous plan is first turned into that state
+(PROVIDER_READ_BACK: the values a provider is known to read back differently from what was sent), then compared
+path by path, leaving out each resource's ignoreChanges. A changed path the provider's schema marks ForceNew
+(infra/data/replacement_rules.yaml, taken from the providers' own sources) replaces the resource; any other change
+updates it in place.
+
+A replacement or deletion that takes a region down or loses state (a GKE cluster, a GPU node pool, the model bucket,
+the global address, Triton's Deployment or namespace) is refused unless named in --allow-disruption: docs/lifecycle.md
+says how to make such a change safely.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from settings.schema import PROJECT_DIR
+
+RULES_FILE = PROJECT_DIR / "infra" / "data" / "replacement_rules.yaml"
+ACTIONS = ("create", "update", "replace", "delete", "unchanged")
+# What a state holds where the provider reads back something other than what the program sent: it differs from any
+# input, as the real read-back may.
+READ_BACK = "<read back by the provider>"
+ALLOW_ALL = "all"
+
+CLUSTER = "gcp:container/cluster:Cluster"
+NODE_POOL = "gcp:container/nodePool:NodePool"
+BUCKET = "gcp:storage/bucket:Bucket"
+GLOBAL_ADDRESS = "gcp:compute/globalAddress:GlobalAddress"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+TRITON_NAMESPACE = "triton"
+TRITON_APP = "triton"
+
+# Values the provider reads back after an `up` that differ from the inputs it was given, so the next diff sees a
+# change at these paths unless the program ignores them. Each with its source.
+PROVIDER_READ_BACK: dict[str, dict[str, str]] = {
+    CLUSTER: {
+        # With remove_default_node_pool the cluster is read back without the default pool's node_config
+        # (hashicorp/terraform-provider-google#12070, #17511; GoogleCloudPlatform/cloud-foundation-fabric#1275).
+        "nodeConfig": "hashicorp/terraform-provider-google#12070",
+    },
+    NODE_POOL: {
+        # Read from the API's initialNodeCount, which a resize changes (container_node_pool docs: "Resizing your
+        # node pool manually may change this value ... which will trigger destruction and recreation"; #6354).
+        "initialNodeCount": "hashicorp/terraform-provider-google#6354",
+    },
+}
+
+
+class RulesError(ValueError):
+    """The replacement-rules file is unreadable or malformed: one line naming it."""
+
+
+@dataclass(frozen=True)
+class TypeRules:
+    source: str
+    replace: tuple[str, ...]
+    update: tuple[str, ...]
+
+    def classify(self, path: str) -> tuple[str, str] | None:
+        """('replace' or 'update', the rule's path) by the longest rule path covering `path`, else by the rules below
+        it (a subtree changed as a whole); None when no rule says anything about it."""
+        best: tuple[int, str, str] | None = None
+        for action, rules in (("replace", self.replace), ("update", self.update)):
+            for rule in rules:
+                if covers(rule, path) and (best is None or len(rule) > best[0]):
+                    best = (len(rule), action, rule)
+        if best:
+            return best[1], best[2]
+        # A whole subtree changed (added, removed, read back empty): as its children's rules say, replace first.
+        for action, rules in (("replace", self.replace), ("update", self.update)):
+            below = [rule for rule in rules if covers(path, rule)]
+            if below:
+                return action, below[0]
+        return None
+
+
+@dataclass(frozen=True)
+class Rules:
+    sources: Mapping[str, Any]
+    types: Mapping[str, TypeRules]
+
+
+@dataclass(frozen=True)
+class Change:
+    key: str  # TYPE::NAME
+    action: str  # one of ACTIONS
+    paths: tuple[str, ...] = ()  # changed input paths (update, replace)
+    reasons: tuple[str, ...] = ()  # why it is replaced: "PATH (forces replacement: SOURCE)"
+    disruption: str = ""  # what it takes down; refused unless allowed
+
+    @property
+    def name(self) -> str:
+        return self.key.split("::", 1)[1]
+
+    def line(self) -> str:
+        detail = "; ".join(self.reasons) if self.reasons else ", ".join(self.paths[:6])
+        more = f" (+{len(self.paths) - 6} more)" if not self.reasons and len(self.paths) > 6 else ""
+        text = f"{self.action:<9} {self.key}" + (f": {detail}{more}" if detail else "")
+        return text + (f"  [takes down: {self.disruption}]" if self.disruption else "")
+
+
+def normalize(path: str) -> str:
+    """Indices and wildcards as [] (`a[0].b`, `a[*].b` -> `a[].b`), so rules and ignoreChanges match any element."""
+    return re.sub(r"\[[^\]]*\]", "[]", path)
+
+
+def covers(rule: str, path: str) -> bool:
+    rule, path = normalize(rule), normalize(path)
+    return path == rule or path.startswith(rule + ".") or path.startswith(rule + "[")
+
+
+@cache
+def load_rules(path: Path = RULES_FILE) -> Rules:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise RulesError(f"{path}: cannot read the replacement rules: {' '.join(str(err).split())}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("types"), dict):
+        raise RulesError(f"{path}: expected a mapping with 'sources' and 'types'")
+    types = {}
+    for type_token, entry in data["types"].items():
+        if not isinstance(entry, dict):
+            raise RulesError(f"{path}: {type_token}: expected a mapping")
+        lists = {k: entry.get(k) or [] for k in ("replace", "update")}
+        if not all(isinstance(v, list) and all(isinstance(p, str) for p in v) for v in lists.values()):
+            raise RulesError(f"{path}: {type_token}: replace and update must be lists of property paths")
+        source = entry.get("source", "")
+        types[type_token] = TypeRules(
+            source=", ".join(source) if isinstance(source, list) else str(source),
+            replace=tuple(lists["replace"]),
+            update=tuple(lists["update"]),
+        )
+    return Rules(sources=data.get("sources") or {}, types=types)
+
+
+def applied_state(records: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The state an `up` of these plan records leaves: inputs as sent, but PROVIDER_READ_BACK paths read back."""
+    state = copy.deepcopy(dict(records))
+    for record in state.values():
+        for path in PROVIDER_READ_BACK.get(record["type"], {}):
+            _set_path(record["inputs"], path, READ_BACK)
+    return state
+
+
+def _set_path(inputs: dict[str, Any], path: str, value: Any) -> None:
+    *parents, leaf = path.split(".")
+    for part in parents:
+        inputs = inputs.setdefault(part, {})
+    inputs[leaf] = value
+
+
+def changed_paths(old: Any, new: Any, path: str = "") -> Iterator[str]:
+    """Every input path whose value differs; a list of another length (or of plain strings) changes as a whole."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(old.keys() | new.keys()):
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in old or key not in new:
+                yield sub
+            else:
+                yield from changed_paths(old[key], new[key], sub)
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for index, (a, b) in enumerate(zip(old, new, strict=True)):
+            yield from changed_paths(a, b, f"{path}[{index}]")
+    elif old != new or type(old) is not type(new):
+        yield path or "(all inputs)"
+
+
+def compare(
+    before: Mapping[str, dict[str, Any]], after: Mapping[str, dict[str, Any]], rules: Rules | None = None
+) -> list[Change]:
+    """What `pulumi up` of `after` does to the state `before` (plan records by TYPE::NAME, as applied_state makes)."""
+    rules = rules or load_rules()
+    changes = [Change(key, "create") for key in after.keys() - before.keys() if _managed(after[key])]
+    changes += [Change(key, "delete") for key in before.keys() - after.keys() if _managed(before[key])]
+    for key in before.keys() & after.keys():
+        if _managed(after[key]):
+            changes.append(_diff(key, before[key], after[key], rules))
+    changes = [_with_disruption(change, before.get(change.key) or after[change.key]) for change in changes]
+    return sorted(changes, key=lambda c: (ACTIONS.index(c.action), c.key))
+
+
+def _managed(record: Mapping[str, Any]) -> bool:
+    """A resource a provider manages (components are groupings with no state of their own)."""
+    return not record["type"].startswith("triton-gke:")
+
+
+def _diff(key: str, old: dict[str, Any], new: dict[str, Any], rules: Rules) -> Change:
+    reasons = []
+    if old["urn"] != new["urn"]:  # another parent, stack or project: the engine sees a new resource
+        reasons.append(f"URN {old['urn']} -> {new['urn']} (a new URN is a new resource unless aliased)")
+    if old["provider"] != new["provider"]:
+        reasons.append(f"provider {old['provider']} -> {new['provider']} (another cluster)")
+    ignored = new.get("ignoreChanges", [])  # the engine applies the program's current ignoreChanges
+    paths = [p for p in changed_paths(old["inputs"], new["inputs"]) if not any(covers(i, p) for i in ignored)]
+    type_rules = rules.types.get(new["type"])
+    for path in paths:
+        if any(covers(r, path) for r in new.get("replaceOnChanges", [])):
+            reasons.append(f"{path} (replaceOnChanges)")
+            continue
+        verdict = type_rules.classify(path) if type_rules else None
+        if verdict is None:
+            reasons.append(f"{path} (no rule for it: assumed to force replacement)")
+        elif verdict[0] == "replace":
+            reasons.append(f"{path} (forces replacement: {verdict[1]} in {type_rules.source})")
+    action = "replace" if reasons else "update" if paths else "unchanged"
+    return Change(key, action, tuple(paths), tuple(reasons))
+
+
+def _with_disruption(change: Change, record: Mapping[str, Any]) -> Change:
+    if change.action not in ("replace", "delete"):
+        return change
+    what = disruption(record)
+    return Change(change.key, change.action, change.paths, change.reasons, what) if what else change
+
+
+def disruption(record: Mapping[str, Any]) -> str:
+    """What replacing or deleting this resource takes down at once; empty when nothing of the kind."""
+    kind, inputs = record["type"], record["inputs"]
+    meta = inputs.get("metadata") if isinstance(inputs.get("metadata"), dict) else {}
+    if kind == CLUSTER:
+        return "a GKE cluster: every workload of its region"
+    if kind == NODE_POOL and inputs.get("nodeConfig", {}).get("guestAccelerators"):
+        # Deleting a node pool ignores PodDisruptionBudgets unless its node drain config says otherwise (GKE
+        # "About node pools"; node_drain_config.respect_pdb_during_node_pool_deletion), and a replacement first
+        # needs a second pool's GPU quota.
+        return "a GPU node pool: the region's Triton pods, and twice its GPU quota while both pools exist"
+    if kind == BUCKET:
+        return "the model bucket and every object in it"
+    if kind == GLOBAL_ADDRESS:
+        return "the global IP address every client and DNS record uses"
+    if kind == DEPLOYMENT and meta.get("name") == TRITON_APP and meta.get("namespace") == TRITON_NAMESPACE:
+        # A Deployment keeps its name, so pulumi-kubernetes deletes the old one first: every Triton pod at once.
+        return "Triton's Deployment: every Triton pod of the region at once"
+    if kind == NAMESPACE and meta.get("name") == TRITON_NAMESPACE:
+        return "Triton's namespace and everything in it"
+    return ""
+
+
+def refused(changes: Sequence[Change], allowed: Sequence[str]) -> list[Change]:
+    """The disruptive changes not named (by resource name or TYPE::NAME) in `allowed`."""
+    if ALLOW_ALL in allowed:
+        return []
+    return [c for c in changes if c.disruption and c.name not in allowed and c.key not in allowed]
+
+
+def summary(changes: Sequence[Change]) -> str:
+    counts = {action: sum(c.action == action for c in changes) for action in ACTIONS}
+    return ", ".join(f"{counts[a]} to {a}" if a != "unchanged" else f"{counts[a]} unchanged" for a in ACTIONS)

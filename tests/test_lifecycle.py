@@ -1,0 +1,317 @@
+"""A stack over its life: the second `up` changes nothing, each change shows what it replaces and why, and changes
+that take a region down are refused unless allowed (offline/lifecycle.py, `make plan ARGS='--against FILE'`)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import PROJECT_DIR, evaluate
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from offline import lifecycle_table
+from offline.lifecycle import (
+    PROVIDER_READ_BACK,
+    RULES_FILE,
+    applied_state,
+    changed_paths,
+    compare,
+    covers,
+    load_rules,
+    normalize,
+    refused,
+)
+from offline.plan import EXIT_DISRUPTIVE, plan_records
+from offline.plan_diff import index_records
+from offline.runtime import Plan
+
+SHIPPED_STACKS = ("dev", "staging", "prod")
+CLUSTER = "gcp:container/cluster:Cluster"
+NODE_POOL = "gcp:container/nodePool:NodePool"
+BACKEND = "gcp:compute/backendService:BackendService"
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def records(plan: Plan) -> dict[str, dict[str, Any]]:
+    return index_records(plan_records(plan), plan.stack)
+
+
+@pytest.fixture(scope="module")
+def shipped_plans() -> dict[str, Plan]:
+    return {stack: evaluate(stack) for stack in SHIPPED_STACKS}
+
+
+# ---- the second `up` ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", SHIPPED_STACKS)
+def test_a_second_up_with_no_change_creates_updates_replaces_and_deletes_nothing(shipped_plans, stack):
+    """The state of the first `up` (with what the providers read back differently, PROVIDER_READ_BACK) against the
+    same program again: Pulumi diffs the new inputs against that state, so any difference would be an update or a
+    replacement on every later `up` (hashicorp/terraform-provider-google#12070: a cluster replaced on each apply)."""
+    applied = applied_state(records(shipped_plans[stack]))
+    changes = compare(applied, records(evaluate(stack)))
+    assert [c.line() for c in changes if c.action != "unchanged"] == []
+
+
+def test_the_read_back_model_is_what_forces_the_cluster_replacement_without_ignore_changes(shipped_plans):
+    """The simulation is not vacuous: the same second `up` with the program's ignoreChanges dropped replaces every
+    cluster (node_config read back empty, ForceNew) and every pool (initial_node_count)."""
+    plan = records(shipped_plans["prod"])
+    applied = applied_state(plan)
+    without_ignores = {key: {**r, "ignoreChanges": []} for key, r in plan.items()}
+    replaced = {c.key.split("::")[0] for c in compare(applied, without_ignores) if c.action == "replace"}
+    assert replaced == {CLUSTER, NODE_POOL}
+
+
+@pytest.mark.parametrize("stack", SHIPPED_STACKS)
+def test_every_cluster_ignores_the_default_pool_node_config_it_removes(shipped_plans, stack):
+    """node_config describes only the default pool that remove_default_node_pool deletes; the provider reads the
+    cluster back without it and node_config is ForceNew (node_config.go schemaNodeConfig; terraform-provider-google
+    #12070, #17511; cloud-foundation-fabric#1275 keeps it with lifecycle ignore_changes = [node_config])."""
+    for cluster in shipped_plans[stack].of_type(CLUSTER):
+        assert cluster.inputs["removeDefaultNodePool"] is True
+        assert "nodeConfig" in cluster.ignore_changes, cluster.name
+
+
+@pytest.mark.parametrize("stack", SHIPPED_STACKS)
+def test_node_pools_ignore_their_initial_node_count_and_gpu_pools_start_empty(shipped_plans, stack):
+    """initial_node_count is ForceNew (resource_container_node_pool.go; terraform-provider-google#6354,
+    pulumi-gcp#412), so it is ignored after creation; and the GPU pool starts with none, so a T4 stock-out in one zone
+    cannot fail the first `up` (terraform-provider-google#10823: a pool created in RUNNING_WITH_ERROR on GCE_STOCKOUT;
+    kubernetes/k8s.io#9834). The autoscaler adds GPU nodes for pending Triton pods (cluster-autoscaler FAQ: below
+    the minimum it scales up only for unschedulable pods), wherever there are T4s (location_policy ANY)."""
+    for pool in shipped_plans[stack].of_type(NODE_POOL):
+        assert "initialNodeCount" in pool.ignore_changes, pool.name
+        assert pool.inputs["nodeDrainConfigs"] == [{"respectPdbDuringNodePoolDeletion": True}], pool.name
+        if pool.inputs["nodeConfig"].get("guestAccelerators"):
+            assert pool.inputs["initialNodeCount"] == 0, pool.name
+            assert pool.inputs["autoscaling"]["locationPolicy"] == "ANY"
+
+
+@pytest.mark.parametrize("stack", SHIPPED_STACKS)
+def test_backend_services_set_a_timeout_above_what_clients_and_the_slo_allow(shipped_plans, stack):
+    """A backend service's timeout defaults to 30 s (compute_backend_service docs, terraform-provider-google v7.0.0:
+    "The default is 30 seconds"); the load balancer answers a request that outlasts it itself. Ours is explicit and
+    above the load test's per-request timeout (loadtest/locustfile.py timeout_s, 10 s) and the SLO's latency."""
+    # The locustfile's documented default (its docstring's settings table); importing it would patch gevent in.
+    docstring = (PROJECT_DIR / "loadtest" / "locustfile.py").read_text(encoding="utf-8")
+    client_timeout = float(re.search(r"timeout_s\s+network timeout per request, seconds\s+(\d+)", docstring).group(1))
+    backends = shipped_plans[stack].of_type(BACKEND)
+    if not backends:
+        pytest.skip("no global load balancer in this stack")
+    slo_seconds = 0.1  # sloLatencyMs default 100 ms
+    for backend in backends:
+        assert isinstance(backend.inputs.get("timeoutSec"), int | float), f"{backend.name}: no timeoutSec"
+        assert backend.inputs["timeoutSec"] > max(client_timeout, slo_seconds), backend.name
+
+
+# ---- common changes ----------------------------------------------------------------------------------------------
+
+
+def lifecycle_of(stack: str, base: Plan, **overrides: Any) -> dict[str, list[str]]:
+    changes = compare(applied_state(records(base)), records(evaluate(stack, **overrides)))
+    return {a: sorted(c.key for c in changes if c.action == a) for a in ("create", "update", "replace", "delete")}
+
+
+def test_min_and_max_gpu_nodes_update_the_pool_in_place_and_replace_nothing(shipped_plans):
+    result = lifecycle_of("prod", shipped_plans["prod"], gpuMinNodes=3, gpuMaxNodes=8)
+    assert result["replace"] == [] and result["create"] == [] and result["delete"] == []
+    assert {f"{NODE_POOL}::gke-{r}-gpu" for r in ("us-central1", "europe-west4", "asia-east1")} <= set(result["update"])
+
+
+def test_leaving_spot_replaces_the_gpu_pool_and_is_refused_unless_allowed(shipped_plans):
+    """nodeConfig.spot is ForceNew (node_config.go schemaNodeConfig), while the machine type is updated in place
+    (nodePoolNodeConfigUpdate): the rules tell them apart."""
+    applied = applied_state(records(shipped_plans["dev"]))
+    machine = compare(applied, records(evaluate("dev", gpuMachineType="n1-standard-8")))
+    assert [c.key for c in machine if c.action != "unchanged"] == [f"{NODE_POOL}::gke-us-central1-gpu"]
+    assert [c.action for c in machine if c.action != "unchanged"] == ["update"]
+    changes = compare(applied, records(evaluate("dev", gpuSpot=False)))
+    replaced = [c for c in changes if c.action == "replace"]
+    assert [c.key for c in replaced] == [f"{NODE_POOL}::gke-us-central1-gpu"]
+    assert "nodeConfig.spot" in replaced[0].reasons[0] and "forces replacement" in replaced[0].reasons[0]
+    assert [c.name for c in refused(changes, [])] == ["gke-us-central1-gpu"]
+    assert refused(changes, ["gke-us-central1-gpu"]) == [] and refused(changes, ["all"]) == []
+
+
+def test_a_new_zone_updates_the_cluster_in_place(shipped_plans):
+    """The cluster's node locations update in place (resource_container_cluster.go); only the Command that waits
+    for the NEG of every zone runs again (its triggers name the zones), so the backends wait for the new zone's."""
+    result = lifecycle_of("dev", shipped_plans["dev"], zones=["us-central1-a", "us-central1-b"])
+    assert result["replace"] == ["command:local:Command::negs-us-central1-ready"] and result["delete"] == []
+    assert f"{CLUSTER}::gke-us-central1" in result["update"]
+
+
+def test_removing_a_region_deletes_its_cluster_and_is_refused(shipped_plans):
+    applied = applied_state(records(shipped_plans["prod"]))
+    changes = compare(applied, records(evaluate("prod", regions=["us-central1", "europe-west4"])))
+    deleted = {c.key for c in changes if c.action == "delete"}
+    assert f"{CLUSTER}::gke-asia-east1" in deleted
+    assert "gke-asia-east1" in {c.name for c in refused(changes, [])}
+
+
+# ---- the command ---------------------------------------------------------------------------------------------------
+
+
+def run_plan(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "offline.plan", *args], cwd=PROJECT_DIR, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_make_plan_against_a_deployed_plan_refuses_a_disruptive_change_in_one_line(tmp_path, shipped_plans):
+    applied = tmp_path / "applied.json"
+    applied.write_text(json.dumps(plan_records(shipped_plans["dev"])), encoding="utf-8")
+    same = run_plan("--stack", "dev", "--against", str(applied))
+    assert same.returncode == 0, same.stderr
+    assert same.stdout.splitlines()[-1].endswith("0 to create, 0 to update, 0 to replace, 0 to delete, 71 unchanged")
+    changed = run_plan("--stack", "dev", "--set", "gpuSpot=false", "--against", str(applied))
+    assert changed.returncode == EXIT_DISRUPTIVE
+    assert len(changed.stderr.splitlines()) == 1 and "--allow-disruption gke-us-central1-gpu" in changed.stderr
+    assert any(
+        line.startswith("replace   gcp:container/nodePool:NodePool::gke-us-central1-gpu")
+        for line in changed.stdout.splitlines()
+    )
+    allowed = run_plan(
+        "--stack", "dev", "--set", "gpuSpot=false", "--against", str(applied),
+        "--allow-disruption", "gke-us-central1-gpu",
+    )  # fmt: skip
+    assert allowed.returncode == 0, allowed.stderr
+
+
+@pytest.mark.parametrize(
+    "content,expected",
+    [
+        ("{", "not JSON"),
+        ("[1]", "not a plan record"),
+        ('{"a": 1}', "expected a JSON array"),
+    ],
+)
+def test_against_a_file_that_is_not_a_plan_is_one_line_naming_it(tmp_path, content, expected):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content, encoding="utf-8")
+    result = run_plan("--stack", "dev", "--against", str(bad))
+    assert result.returncode == 2 and result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1 and str(bad) in result.stderr and expected in result.stderr
+
+
+def test_against_a_fifo_is_refused_without_waiting(tmp_path):
+    fifo = tmp_path / "plan.fifo"
+    import os
+
+    os.mkfifo(fifo)
+    result = run_plan("--stack", "dev", "--against", str(fifo))
+    assert result.returncode == 2 and "not a plan file" in result.stderr and "Traceback" not in result.stderr
+
+
+# ---- the rules ------------------------------------------------------------------------------------------------------
+
+
+def test_the_replacement_rules_cite_each_provider_source_at_a_commit():
+    data = yaml.safe_load(RULES_FILE.read_text(encoding="utf-8"))
+    for provider in ("gcp", "kubernetes", "random", "command"):
+        source = data["sources"][provider]
+        assert source["repo"] and COMMIT.match(str(source["commit"])), provider
+    for type_token, entry in data["types"].items():
+        assert entry.get("source"), f"{type_token}: no source file named"
+
+
+def _leaf_paths(value: Any, path: str = "") -> list[str]:
+    if isinstance(value, dict) and value:
+        return [p for k, v in value.items() for p in _leaf_paths(v, f"{path}.{k}" if path else k)]
+    if isinstance(value, list) and value and not all(isinstance(v, str) for v in value):
+        return [p for i, v in enumerate(value) for p in _leaf_paths(v, f"{path}[{i}]")]
+    return [path]
+
+
+def test_every_property_the_program_sets_is_classified_as_replace_or_update():
+    """Coverage: the rules say, for every input path of every resource of every shipped stack (and the options that
+    add types: a domain, the driver installer), whether changing it replaces the resource."""
+    rules = load_rules()
+    plans = [evaluate(s) for s in SHIPPED_STACKS]
+    plans += [evaluate("prod", domain="triton.example.com"), evaluate("dev", gpuDriverVersion="INSTALLATION_DISABLED")]
+    unclassified = set()
+    for plan in plans:
+        for record in plan_records(plan):
+            if record["type"].startswith("triton-gke:"):
+                continue
+            type_rules = rules.types.get(record["type"])
+            for path in _leaf_paths(record["inputs"]):
+                if type_rules is None or type_rules.classify(path) is None:
+                    unclassified.add(f"{record['type']} {normalize(path)}")
+    assert sorted(unclassified) == []
+
+
+def test_the_read_back_paths_are_force_new_so_ignoring_them_matters():
+    rules = load_rules()
+    for type_token, paths in PROVIDER_READ_BACK.items():
+        for path in paths:
+            assert rules.types[type_token].classify(path)[0] == "replace", f"{type_token} {path}"
+
+
+def test_the_lifecycle_table_in_the_docs_is_what_the_code_gives():
+    assert lifecycle_table.main(["--check"]) == 0, "run python -m offline.lifecycle_table"
+
+
+# ---- properties ----------------------------------------------------------------------------------------------------
+
+NAMES = st.text(alphabet="abcxyz", min_size=1, max_size=3)
+VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | NAMES,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(NAMES, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(VALUES)
+def test_a_value_compared_with_itself_has_no_changed_path(value):
+    assert list(changed_paths(value, value)) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(NAMES, VALUES, min_size=1, max_size=4), st.data())
+def test_changing_one_leaf_reports_a_path_that_covers_it(inputs, data):
+    leaves = _leaf_paths(inputs)
+    target = data.draw(st.sampled_from(leaves))
+    changed = json.loads(json.dumps(inputs))
+    _replace_leaf(changed, target, "<changed>")
+    paths = list(changed_paths(inputs, changed))
+    assert paths and all(covers(p, target) or covers(target, p) for p in paths)
+
+
+def _replace_leaf(value: Any, path: str, new: Any) -> None:
+    parts = re.findall(r"[^.\[\]]+|\[\d+\]", path)
+    for part in parts[:-1]:
+        value = value[int(part[1:-1])] if part.startswith("[") else value[part]
+    last = parts[-1]
+    if last.startswith("["):
+        value[int(last[1:-1])] = new
+    else:
+        value[last] = new
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(NAMES, min_size=1, max_size=4), st.lists(st.integers(0, 9), max_size=3))
+def test_a_rule_covers_every_path_below_it_and_no_sibling(parts, indices):
+    rule = ".".join(parts)
+    below = rule + "".join(f"[{i}]" for i in indices) + ".leaf"
+    assert covers(rule, below) and covers(rule, rule)
+    assert not covers(rule, rule + "x") and not covers(rule + ".leaf", rule)
+
+
+def test_path_normalization_treats_indices_and_wildcards_alike():
+    assert normalize("a[0].b[12].c") == normalize("a[*].b[].c") == "a[].b[].c"
+
+
+def test_docs_page_exists_and_names_the_refusal_option():
+    text = Path(lifecycle_table.DOC).read_text(encoding="utf-8")
+    assert "--allow-disruption" in text and lifecycle_table.BEGIN in text

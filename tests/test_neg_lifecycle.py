@@ -1,0 +1,464 @@
+"""The zonal NEGs GKE creates from Triton's NEG Service: removed around the cluster's life, waited for, never looked up.
+
+Two halves. infra/neg_cleanup.py runs (as `pulumi up` runs it, `python -m infra.neg_cleanup`) against a small local
+fake of the Compute API: aggregated list, delete returning a zonal operation, operation wait, NEG GET, 404s and
+"in use" answers. Then the plan: the order `pulumi destroy` deletes in (the reverse of the dependency graph:
+https://www.pulumi.com/docs/iac/concepts/resources/options/dependson/) in every shipped stack, no NEG lookup anywhere,
+and what adding a zone changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pulumi
+import pytest
+from conftest import PROJECT_DIR, evaluate, evaluate_component
+
+from infra.negs import CLEANUP_TIMEOUT_S, ZonalNegs, ZonalNegsArgs, neg_url
+from offline.plan import plan_records
+from offline.runtime import Plan
+
+PROJECT = "demo-project"
+TOKEN = "fake-access-token"
+COMMAND = "command:local:Command"
+BACKEND = "gcp:compute/backendService:BackendService"
+CLUSTER = "gcp:container/cluster:Cluster"
+SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
+NETWORK = "gcp:compute/network:Network"
+SERVICE = "kubernetes:core/v1:Service"
+NEG_LOOKUP = "gcp:compute/getNetworkEndpointGroup:getNetworkEndpointGroup"
+
+
+# ---- a fake Compute API ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class FakeCompute:
+    """NEGs by (zone, name), and how the API answers about them."""
+
+    negs: set[tuple[str, str]] = field(default_factory=set)
+    # (zone, name) -> how many more delete calls answer 400 resourceInUseByAnotherResource (-1: forever)
+    in_use: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (zone, name) whose delete operation finishes with RESOURCE_IN_USE_BY_ANOTHER_RESOURCE once
+    operation_in_use: set[tuple[str, str]] = field(default_factory=set)
+    # (zone, name) listed but gone by the time it is deleted (the NEG controller was faster): DELETE answers 404
+    vanishing: set[tuple[str, str]] = field(default_factory=set)
+    # (zone, name) -> GETs answered 404 before the NEG exists (GKE creating it)
+    appears_after: dict[tuple[str, str], int] = field(default_factory=dict)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    operations: dict[str, dict] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def deletes(self, zone: str, name: str) -> int:
+        return self.calls.count(("DELETE", f"zones/{zone}/networkEndpointGroups/{name}"))
+
+
+def _handler(fake: FakeCompute) -> type[BaseHTTPRequestHandler]:
+    prefix = f"/compute/v1/projects/{PROJECT}/"
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:  # quiet
+            pass
+
+        def _send(self, status: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _error(self, status: int, reason: str, message: str) -> None:
+            self._send(status, {"error": {"code": status, "message": message, "errors": [{"reason": reason}]}})
+
+        def _route(self, method: str) -> None:
+            url = urlsplit(self.path)
+            if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                return self._error(401, "required", "Request is missing required authentication credential.")
+            if not url.path.startswith(prefix):
+                return self._error(404, "notFound", f"no such path {url.path}")
+            path = url.path[len(prefix) :]
+            with fake.lock:
+                fake.calls.append((method, path))
+                return self._answer(method, path, parse_qs(url.query))
+
+        def _answer(self, method: str, path: str, query: dict[str, list[str]]) -> None:
+            if method == "GET" and path == "aggregated/networkEndpointGroups":
+                return self._aggregated(query)
+            if m := re.fullmatch(r"zones/([^/]+)/networkEndpointGroups/([^/]+)", path):
+                key = (m.group(1), m.group(2))
+                return self._delete(key) if method == "DELETE" else self._get(key)
+            if m := re.fullmatch(r"zones/([^/]+)/operations/([^/]+)(/wait)?", path):
+                operation = fake.operations.get(m.group(2))
+                if operation is None:
+                    return self._error(404, "notFound", "operation not found")
+                operation["status"] = "DONE"  # wait returns once done; a GET after that sees it done as well
+                return self._send(200, operation)
+            return self._error(404, "notFound", f"no such path {path}")
+
+        def _aggregated(self, query: dict[str, list[str]]) -> None:
+            match = re.fullmatch(r'name = "([^"]+)"', query.get("filter", [""])[0])
+            assert match, query
+            found = sorted(k for k in fake.negs if k[1] == match.group(1))
+            # One NEG per page, so every caller has to follow nextPageToken.
+            page = int(query.get("pageToken", ["0"])[0])
+            items: dict[str, dict] = {"zones/us-west1-a": {"warning": {"code": "NO_RESULTS_ON_PAGE"}}}
+            for zone, name in found[page : page + 1]:
+                link = neg_url(PROJECT, zone, name)
+                zone_link = f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{zone}"
+                items[f"zones/{zone}"] = {
+                    "networkEndpointGroups": [{"name": name, "zone": zone_link, "selfLink": link}]
+                }
+            body: dict = {"kind": "compute#networkEndpointGroupAggregatedList", "items": items}
+            if page + 1 < len(found):
+                body["nextPageToken"] = str(page + 1)
+            self._send(200, body)
+
+        def _get(self, key: tuple[str, str]) -> None:
+            if fake.appears_after.get(key, 0) > 0:
+                fake.appears_after[key] -= 1
+                if fake.appears_after[key] == 0:
+                    fake.negs.add(key)
+            if key in fake.negs:
+                return self._send(200, {"name": key[1], "selfLink": neg_url(PROJECT, *key)})
+            self._error(404, "notFound", f"The resource 'projects/{PROJECT}/zones/{key[0]}/...' was not found")
+
+        def _delete(self, key: tuple[str, str]) -> None:
+            if key in fake.vanishing:
+                fake.vanishing.discard(key)
+                fake.negs.discard(key)
+            if key not in fake.negs:
+                return self._error(404, "notFound", "The resource was not found")
+            if fake.in_use.get(key, 0) != 0:
+                fake.in_use[key] -= 1
+                return self._error(
+                    400,
+                    "resourceInUseByAnotherResource",
+                    f"The network_endpoint_group resource '{key[1]}' is already being used by 'backendServices/x'",
+                )
+            name = f"operation-{len(fake.operations)}"
+            operation: dict = {"name": name, "status": "RUNNING", "zone": key[0], "operationType": "delete"}
+            if key in fake.operation_in_use:
+                fake.operation_in_use.discard(key)
+                operation["error"] = {"errors": [{"code": "RESOURCE_IN_USE_BY_ANOTHER_RESOURCE", "message": "in use"}]}
+            else:
+                fake.negs.discard(key)
+            fake.operations[name] = operation
+            self._send(200, operation)
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's spelling)
+            self._route("GET")
+
+        def do_DELETE(self) -> None:  # noqa: N802
+            self._route("DELETE")
+
+        def do_POST(self) -> None:  # noqa: N802
+            self._route("POST")
+
+    return Handler
+
+
+@pytest.fixture
+def compute(tmp_path: Path):
+    """(fake, run): run(*args) runs `python -m infra.neg_cleanup ARGS` against the fake with an ADC file."""
+    fake = FakeCompute()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    # Application Default Credentials: an authorized-user file whose access token is valid for years, so google-auth
+    # uses it as it is and never calls a token endpoint (google.oauth2.credentials, from_authorized_user_info).
+    adc = tmp_path / "adc.json"
+    adc.write_text(
+        json.dumps(
+            {
+                "type": "authorized_user",
+                "client_id": "fake.apps.googleusercontent.com",
+                "client_secret": "fake",
+                "refresh_token": "fake",
+                "token": TOKEN,
+                "expiry": "2999-01-01T00:00:00Z",
+            }
+        )
+    )
+    api_root = f"http://127.0.0.1:{server.server_address[1]}/compute/v1"
+
+    def run(*args: str, credentials: Path | None = adc, api: bool = True) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "CLOUDSDK_"))}
+        env["GOOGLE_APPLICATION_CREDENTIALS"] = str(credentials)
+        env["CLOUDSDK_CONFIG"] = str(tmp_path / "no-gcloud")  # never the machine's gcloud configuration
+        extra = ["--api-root", api_root, "--poll-s", "0.05"] if api else []
+        return subprocess.run(
+            [sys.executable, "-m", "infra.neg_cleanup", *args, *extra],
+            cwd=PROJECT_DIR,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    yield fake, run
+    server.shutdown()
+    server.server_close()
+
+
+def remove_args(*names: str, region: str = "us-central1", timeout: str = "30") -> list[str]:
+    return ["remove", "--project", PROJECT, "--region", region, *[a for n in names for a in ("--name", n)],
+            "--timeout-s", timeout]  # fmt: skip
+
+
+def one_error_line(result: subprocess.CompletedProcess) -> str:
+    assert "Traceback" not in result.stderr, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: python -m infra.neg_cleanup"), line
+    return line
+
+
+# ---- infra/neg_cleanup.py ----------------------------------------------------------------------------------------
+
+
+def test_remove_deletes_stale_negs_in_every_zone_of_the_region_and_nothing_else(compute):
+    fake, run = compute
+    ours = {("us-central1-a", "n-http"), ("us-central1-b", "n-http"), ("us-central1-f", "n-grpc")}
+    others = {("us-central1-a", "other-http"), ("europe-west4-a", "n-http"), ("us-central1-a", "n-http-2")}
+    fake.negs |= ours | others
+    result = run(*remove_args("n-http", "n-grpc"))
+    assert result.returncode == 0, result.stderr
+    assert fake.negs == others, "only the region's NEGs of those names go; a zone outside the stack's list too"
+    assert sorted(re.findall(r"removed NEG (\S+)", result.stdout)) == sorted(f"{z}/{n}" for z, n in ours)
+    assert "3 NEG(s) named n-http, n-grpc removed in us-central1; none left" in result.stdout
+    assert all(m != "DELETE" or "europe" not in p for m, p in fake.calls)
+    assert any(m == "POST" and p.endswith("/wait") for m, p in fake.calls), "each delete's operation is waited for"
+
+
+def test_nothing_to_remove_is_success(compute):
+    fake, run = compute
+    result = run(*remove_args("n-http"))
+    assert result.returncode == 0, result.stderr
+    assert "0 NEG(s)" in result.stdout
+    assert [m for m, _ in fake.calls] == ["GET"]
+
+
+def test_a_neg_gone_before_its_delete_counts_as_gone(compute):
+    fake, run = compute
+    fake.negs |= {("us-central1-a", "n-http"), ("us-central1-b", "n-http")}
+    fake.vanishing.add(("us-central1-a", "n-http"))
+    result = run(*remove_args("n-http"))
+    assert result.returncode == 0, result.stderr
+    assert fake.negs == set()
+    assert fake.deletes("us-central1-a", "n-http") == 1
+
+
+@pytest.mark.parametrize("where", ["request", "operation"])
+def test_remove_retries_while_a_backend_service_still_uses_the_neg(compute, where):
+    fake, run = compute
+    key = ("us-central1-c", "n-grpc")
+    fake.negs.add(key)
+    if where == "request":
+        fake.in_use[key] = 3
+    else:
+        fake.operation_in_use.add(key)
+    result = run(*remove_args("n-grpc"))
+    assert result.returncode == 0, result.stderr
+    assert fake.negs == set()
+    assert fake.deletes(*key) == (4 if where == "request" else 2)
+
+
+def test_remove_gives_up_after_its_bound_in_one_line(compute):
+    fake, run = compute
+    key = ("us-central1-a", "n-http")
+    fake.negs.add(key)
+    fake.in_use[key] = -1  # a backend service that is never removed
+    result = run(*remove_args("n-http", timeout="1"))
+    assert result.returncode == 1
+    line = one_error_line(result)
+    assert "still present after 1 s" in line and "us-central1-a/n-http" in line
+    assert key in fake.negs and fake.deletes(*key) >= 2
+
+
+def test_wait_returns_once_the_negs_exist_in_every_zone(compute):
+    fake, run = compute
+    zones = ("us-central1-a", "us-central1-b")
+    fake.negs.add(("us-central1-a", "n-http"))
+    fake.appears_after[("us-central1-b", "n-http")] = 3
+    args = ["wait", "--project", PROJECT, *[a for z in zones for a in ("--zone", z)], "--name", "n-http"]
+    result = run(*args, "--timeout-s", "30")
+    assert result.returncode == 0, result.stderr
+    assert "NEGs n-http exist in us-central1-a, us-central1-b" in result.stdout
+    assert Counter(p for _, p in fake.calls)["zones/us-central1-b/networkEndpointGroups/n-http"] == 3
+    assert Counter(p for _, p in fake.calls)["zones/us-central1-a/networkEndpointGroups/n-http"] == 1
+
+
+def test_wait_fails_in_one_line_naming_what_is_missing(compute):
+    fake, run = compute
+    fake.negs.add(("us-central1-a", "n-http"))
+    args = ["wait", "--project", PROJECT, "--zone", "us-central1-a", "--zone", "us-central1-f", "--name", "n-http"]
+    result = run(*args, "--timeout-s", "0.5")
+    assert result.returncode == 1
+    line = one_error_line(result)
+    assert "missing after 0.5 s: us-central1-f/n-http" in line and "us-central1-a/n-http" not in line
+
+
+def test_an_api_error_is_one_line(compute):
+    fake, run = compute
+    result = run(*remove_args("n-http"), "--api-root", "http://127.0.0.1:9/compute/v1", api=False)
+    assert result.returncode == 1
+    assert "GET http://127.0.0.1:9/compute/v1/projects/demo-project/aggregated" in one_error_line(result)
+
+
+def test_without_credentials_one_line(compute, tmp_path):
+    fake, run = compute
+    result = run(*remove_args("n-http"), credentials=tmp_path / "absent.json")
+    assert result.returncode == 1
+    assert "no Google Cloud credentials" in one_error_line(result)
+    assert fake.calls == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["purge", "--project", PROJECT],
+        ["remove", "--region", "us-central1", "--name", "n"],
+        ["remove", "--project", PROJECT, "--name", "n"],
+        ["wait", "--project", PROJECT, "--name", "n"],
+        remove_args("n", timeout="-1"),
+        remove_args("n", timeout="nan"),
+        remove_args("n", timeout="soon"),
+        remove_args("a/b"),
+        remove_args("n", region='us"central1'),
+        ["remove", "--project", "p\nq", "--region", "us-central1", "--name", "n"],
+        [*remove_args("n"), "--nmae", "x"],
+    ],
+)
+def test_bad_arguments_are_one_line_and_exit_2(compute, args):
+    fake, run = compute
+    result = run(*args, api=False)
+    assert result.returncode == 2, result
+    one_error_line(result)
+    assert fake.calls == []
+
+
+# ---- the component ----------------------------------------------------------------------------------------------
+
+
+def _component_plan(zones: tuple[str, ...]) -> Plan:
+    def declare() -> None:
+        cluster = pulumi.ComponentResource("test:index:Cluster", "cluster")
+        service = pulumi.ComponentResource("test:index:NegService", "neg-service")
+        ZonalNegs(
+            "negs",
+            ZonalNegsArgs(
+                project=PROJECT,
+                region="us-central1",
+                zones=zones,
+                neg_names=("n-http", "n-grpc"),
+                cluster=cluster,
+                neg_service=pulumi.Output.from_input(service),
+            ),
+        )
+
+    return evaluate_component(declare)
+
+
+def _commands(plan: Plan) -> dict[str, dict]:
+    return {r.name.removeprefix("negs-"): r.inputs for r in plan.of_type(COMMAND)}
+
+
+def test_cleanup_runs_on_create_and_delete_and_does_nothing_on_update():
+    plan = _component_plan(("us-central1-a", "us-central1-b"))
+    (component,) = plan.of_type("triton-gke:infra:ZonalNegs")
+    assert {r.parent_urn for r in plan.of_type(COMMAND)} == {component.urn}
+    cleanup = _commands(plan)["cleanup"]
+    assert cleanup["create"] == (
+        ".venv/bin/python -m infra.neg_cleanup remove --project demo-project --region us-central1"
+        f" --name n-http --name n-grpc --timeout-s {CLEANUP_TIMEOUT_S}"
+    )
+    assert cleanup["delete"] == cleanup["create"]
+    assert "neg_cleanup" not in cleanup["update"], "an update (any changed input) must never delete live NEGs"
+    assert not any("us-central1-a" in str(v) for v in cleanup.values()), "no zone in its inputs"
+
+
+def test_adding_a_zone_replaces_only_the_wait_never_the_cleanup():
+    """pulumi-command v1.2.1: `triggers` is replaceOnChanges (provider/pkg/provider/common/inputs.go); other inputs
+    update in place. The cleanup's inputs stay the same, so it is neither replaced nor updated; the wait's triggers
+    (the zones) change, so it is replaced and waits again, for the new zone too."""
+    before = _commands(_component_plan(("us-central1-a", "us-central1-b")))
+    after = _commands(_component_plan(("us-central1-a", "us-central1-b", "us-central1-f")))
+    assert after["cleanup"] == before["cleanup"]
+    assert before["ready"]["triggers"] == ["us-central1-a", "us-central1-b"]
+    assert after["ready"]["triggers"] == ["us-central1-a", "us-central1-b", "us-central1-f"]
+    assert "--zone us-central1-f" in after["ready"]["create"]
+    assert "delete" not in after["ready"]
+
+
+# ---- the plan: destroy order, no lookups, an added zone -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=["dev", "staging", "prod"])
+def stack_plan(request: pytest.FixtureRequest) -> Plan:
+    return evaluate(request.param)
+
+
+def _waits_for(records: dict[str, dict], urn: str) -> set[str]:
+    """What `urn` transitively depends on (dependsOn of `make plan --json`): the engine deletes it before all of them,
+    as it deletes in the reverse order of creation (https://www.pulumi.com/docs/iac/concepts/resources/options/dependson/
+    ; a destroy plans every delete in reverse dependency order, https://www.pulumi.com/docs/iac/cli/commands/pulumi_destroy/)."""
+    seen: set[str] = set()
+    todo = list(records[urn]["dependsOn"])
+    while todo:
+        dep = todo.pop()
+        if dep not in seen:
+            seen.add(dep)
+            todo.extend(records.get(dep, {}).get("dependsOn", []))
+    return seen
+
+
+def test_destroy_removes_the_negs_users_then_the_negs_then_the_cluster_and_network(stack_plan):
+    """Per region: the NEG Service and both backend services are deleted before the cleanup command runs its delete,
+    and that before the cluster, its subnetwork and the network: so nothing uses a NEG when it is deleted, and no NEG
+    outlives the subnet and VPC (GKE: "Prevent leaked NEGs", https://cloud.google.com/kubernetes-engine/docs/how-to/standalone-neg)."""
+    records = {r["urn"]: r for r in plan_records(stack_plan)}
+    by_name = {(r["type"], r["name"]): r["urn"] for r in records.values()}
+    regions = [c.inputs["location"] for c in stack_plan.of_type(CLUSTER)]
+    assert regions
+    backends = [r.urn for r in stack_plan.of_type(BACKEND)]
+    assert len(backends) in (0, 2)
+    (network,) = [r.urn for r in stack_plan.of_type(NETWORK)]
+    for region in regions:
+        cleanup = by_name[(COMMAND, f"negs-{region}-cleanup")]
+        neg_service = by_name[(SERVICE, f"triton-{region}-triton-neg-svc")]
+        (cluster,) = [c.urn for c in stack_plan.of_type(CLUSTER) if c.inputs["location"] == region]
+        (subnet,) = [s.urn for s in stack_plan.of_type(SUBNETWORK) if s.inputs["region"] == region]
+        for user in [neg_service, *backends]:
+            assert cleanup in _waits_for(records, user), f"{user} must be deleted before {cleanup} runs"
+        for infrastructure in (cluster, subnet, network):
+            assert infrastructure in _waits_for(records, cleanup), f"{cleanup} must run before {infrastructure} goes"
+
+
+def test_no_plan_looks_a_neg_up(stack_plan):
+    assert not [call for _, call in stack_plan.invokes if call.token == NEG_LOOKUP]
+
+
+def test_an_added_zone_gets_its_backends_without_a_lookup():
+    zones = ["us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"]
+    plan = evaluate("prod", zones=zones)
+    assert not [call for _, call in plan.invokes if call.token == NEG_LOOKUP]
+    for backend in plan.of_type(BACKEND):
+        port = backend.name.removeprefix("global-")
+        groups = {b["group"] for b in backend.inputs["backends"]}
+        assert neg_url("my-gcp-project", "us-central1-f", f"triton-prod-us-central1-{port}") in groups
+    ready = {r.name: r for r in plan.of_type(COMMAND)}["negs-us-central1-ready"]
+    assert ready.inputs["triggers"] == zones
+    for backend in plan.of_type(BACKEND):
+        assert ready.urn in backend.dependencies, "the backends wait until the new zone's NEGs exist"
