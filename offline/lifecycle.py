@@ -103,6 +103,7 @@ class Change:
     paths: tuple[str, ...] = ()  # changed input paths (update, replace)
     reasons: tuple[str, ...] = ()  # why it is replaced: "PATH (forces replacement: SOURCE)"
     disruption: str = ""  # what it takes down; refused unless allowed
+    protected: bool = False  # Pulumi's protect flag is set: refused even when allowed
 
     @property
     def name(self) -> str:
@@ -191,8 +192,50 @@ def compare(
     for key in before.keys() & after.keys():
         if _managed(after[key]):
             changes.append(_diff(key, before[key], after[key], rules))
+    changes = _cascade(changes, after, rules)
     changes = [_with_disruption(change, before.get(change.key) or after[change.key]) for change in changes]
     return sorted(changes, key=lambda c: (ACTIONS.index(c.action), c.key))
+
+
+def _cascade(changes: list[Change], after: Mapping[str, dict[str, Any]], rules: Rules) -> list[Change]:
+    """A replaced resource gets a new ID, so every resource whose inputs hold that ID changes too: updated, or
+    replaced when the referring property forces it (and so on, down the chain). The offline plan's IDs are the
+    mock runtime's "NAME-id" (offline/runtime.py CloudMocks), the same before and after, so the plans alone hide it."""
+    by_key = {c.key: c for c in changes}
+    pending = [c for c in changes if c.action == "replace"]
+    while pending:
+        replaced = pending.pop()
+        marker = f"{replaced.name}-id"
+        for key, record in after.items():
+            change = by_key.get(key)
+            if change is None or change.action not in ("update", "unchanged") or not _managed(record):
+                continue
+            paths = [p for p in _paths_holding(record["inputs"], marker)]
+            if not paths:
+                continue
+            type_rules = rules.types.get(record["type"])
+            verdicts = [type_rules.classify(p) if type_rules else None for p in paths]
+            forced = [p for p, v in zip(paths, verdicts, strict=True) if v is None or v[0] == "replace"]
+            why = f"refers to {replaced.key}, replaced"
+            if forced:
+                reasons = (*change.reasons, *(f"{p} ({why}: forces replacement)" for p in forced))
+                by_key[key] = Change(key, "replace", (*change.paths, *paths), reasons)
+                pending.append(by_key[key])
+            else:
+                by_key[key] = Change(key, "update", (*change.paths, *(f"{p} ({why})" for p in paths)))
+    return list(by_key.values())
+
+
+def _paths_holding(value: Any, marker: str, path: str = "") -> Iterator[str]:
+    """The input paths whose text contains `marker`."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _paths_holding(item, marker, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _paths_holding(item, marker, f"{path}[{index}]")
+    elif isinstance(value, str) and marker in value:
+        yield path or "(all inputs)"
 
 
 def _managed(record: Mapping[str, Any]) -> bool:
@@ -226,7 +269,11 @@ def _with_disruption(change: Change, record: Mapping[str, Any]) -> Change:
     if change.action not in ("replace", "delete"):
         return change
     what = disruption(record)
-    return Change(change.key, change.action, change.paths, change.reasons, what) if what else change
+    if record.get("protect"):
+        # Pulumi refuses to delete, hence to replace, a protected resource: the `up` would fail, whatever is allowed
+        # (https://www.pulumi.com/docs/iac/concepts/resources/options/protect/).
+        what = f"{what or 'a protected resource'}; PROTECTED: `pulumi up` fails (deletionProtection false first)"
+    return Change(change.key, change.action, change.paths, change.reasons, what, bool(record.get("protect")))
 
 
 def disruption(record: Mapping[str, Any]) -> str:
@@ -253,10 +300,24 @@ def disruption(record: Mapping[str, Any]) -> str:
 
 
 def refused(changes: Sequence[Change], allowed: Sequence[str]) -> list[Change]:
-    """The disruptive changes not named (by resource name or TYPE::NAME) in `allowed`."""
-    if ALLOW_ALL in allowed:
-        return []
-    return [c for c in changes if c.disruption and c.name not in allowed and c.key not in allowed]
+    """The disruptive changes not named (by resource name or TYPE::NAME) in `allowed`, and every protected one."""
+    every = ALLOW_ALL in {a.lower() for a in allowed}
+    return [
+        c
+        for c in changes
+        if c.protected or (c.disruption and not every and c.name not in allowed and c.key not in allowed)
+    ]
+
+
+def stack_of(records: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The stack names in the URNs of plan records (urn:pulumi:STACK::PROJECT::...)."""
+    return {r["urn"].split("::", 1)[0].removeprefix("urn:pulumi:") for r in records.values()}
+
+
+def unknown_names(allowed: Sequence[str], *plans: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The --allow-disruption names that match no resource of the plans (a typo would allow nothing)."""
+    known = {k for plan in plans for k in plan} | {k.split("::", 1)[1] for plan in plans for k in plan}
+    return [a for a in allowed if a.lower() != ALLOW_ALL and a not in known]
 
 
 def summary(changes: Sequence[Change]) -> str:

@@ -63,6 +63,12 @@ COMMON_CHANGES: dict[str, tuple[CommonChange, ...]] = {
         CommonChange("a model dropped (modelVariants: original only)", ('modelVariants=["original"]',), True),
         CommonChange("monitoringMode builtin -> operator", ("monitoringMode=operator",)),
     ),
+    "staging": (
+        CommonChange("second `up`, nothing changed", ()),
+        CommonChange("gpuMinNodes 1 -> 2", ("gpuMinNodes=2",)),
+        CommonChange("cpuMachineType n1-standard-4 -> n1-standard-8", ("cpuMachineType=n1-standard-8",)),
+        CommonChange("globalLoadBalancer true -> false", ("globalLoadBalancer=false",)),
+    ),
     "prod": (
         CommonChange("second `up`, nothing changed", ()),
         CommonChange("gpuMinNodes 2 -> 3", ("gpuMinNodes=3",)),

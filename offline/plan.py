@@ -25,7 +25,7 @@ import yaml
 from cli.one_line import SEE_MAKE_HELP, OneLineParser, file_path
 from infra.cost import load_vm_prices, region_costs, usd_per_million
 from k8s.schema import ManifestError, validate_manifest
-from offline.lifecycle import applied_state, compare, refused, summary
+from offline.lifecycle import applied_state, compare, refused, stack_of, summary, unknown_names
 from offline.make_args import settings_words, with_model_repo_args
 from offline.plan_diff import PlanFileError, index_records, load_plan
 from offline.runtime import PROJECT_DIR, Plan, PlannedResource, run_program
@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
         return EXIT_BAD_MANIFEST
     if applied is not None:
-        return report_lifecycle(plan, applied, args.against, args.allow_disruption)
+        words = settings_words(args.set, args.config_file)
+        return report_lifecycle(plan, applied, args.against, args.allow_disruption, args.stack, words)
     if args.json:
         json.dump(plan_records(plan), sys.stdout, indent=2)
         print()
@@ -166,22 +167,43 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def report_lifecycle(plan: Plan, applied: dict[str, dict[str, Any]], path: Path, allowed: list[str]) -> int:
+def report_lifecycle(
+    plan: Plan, applied: dict[str, dict[str, Any]], path: Path, allowed: list[str], stack: str, words: list[str]
+) -> int:
     """Print what the next `up` does to the stack deployed from the plan `applied` (read from `path`);
     EXIT_DISRUPTIVE when it replaces or deletes something disruptive that `allowed` does not name."""
+    after = index_records(plan_records(plan), "this plan")
+    deployed = stack_of(applied)
+    if deployed and deployed != {stack}:  # Pulumi never diffs one stack's state against another's program
+        print(f"error: --against {path}: a plan of stack {', '.join(sorted(deployed))}, not {stack}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    typos = unknown_names(allowed, applied, after)
+    if typos:
+        print(f"error: --allow-disruption {typos[0]!r}: no resource of that name in either plan", file=sys.stderr)
+        return EXIT_BAD_CONFIG
     before = applied_state(applied)
-    changes = compare(before, index_records(plan_records(plan), "this plan"))
+    changes = compare(before, after)
     for change in changes:
         if change.action != "unchanged":
             print(change.line())
     print(f"against {path}: {summary(changes)}")
     blocked = refused(changes, allowed)
+    protected = [c.key for c in blocked if c.protected]
+    if protected:
+        print(
+            f"error: {len(protected)} protected resource(s) would be replaced or deleted ({', '.join(protected)}): "
+            "`pulumi up` refuses that whatever is allowed; set deletionProtection false and `pulumi up` first "
+            "(docs/lifecycle.md)",
+            file=sys.stderr,
+        )
+        return EXIT_DISRUPTIVE
     if blocked:
         names = " ".join(f"--allow-disruption {c.name}" for c in blocked)
         keys = ", ".join(c.key for c in blocked)
+        rerun = " ".join(["--against", str(path), *words, names])
         print(
             f"error: {len(blocked)} change(s) would take a region down or lose state ({keys}); "
-            f"see docs/lifecycle.md for the safe way, or rerun with ARGS='--against {path} {names}'",
+            f"see docs/lifecycle.md for the safe way, or rerun with STACK={stack} ARGS='{rerun}'",
             file=sys.stderr,
         )
         return EXIT_DISRUPTIVE

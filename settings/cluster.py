@@ -135,16 +135,25 @@ def cluster(reader: Reader) -> ClusterSettings:
     )
 
 
-def _node_range(reader: Reader, prefix: str) -> tuple[int, int]:
-    low = reader.integer(f"{prefix}MinNodes", maximum=MAX_NODES_PER_CLUSTER, why="GKE nodes per cluster")
+def _node_range(reader: Reader, prefix: str, fewest: int = 0) -> tuple[int, int]:
+    low = reader.integer(
+        f"{prefix}MinNodes", minimum=fewest, maximum=MAX_NODES_PER_CLUSTER, why="GKE nodes per cluster"
+    )
     high = reader.integer(f"{prefix}MaxNodes", minimum=1, maximum=MAX_NODES_PER_CLUSTER, why="GKE nodes per cluster")
     if low > high:
         raise reader.fail(f"{prefix}MinNodes", low, f"must not exceed {prefix}MaxNodes ({high})")
     return low, high
 
 
+# At least one CPU node: the pool then starts with a node in every zone (its initial count per zone rounds up), and
+# GKE's NEG controller creates a zone's NEGs only where the zone has nodes ("NEGs should be created in zones with
+# candidate nodes only", kubernetes/ingress-gce pkg/neg/syncers/transaction.go listTargetZonesPerSubnet), so every
+# zone's NEG exists for the load balancer's backends (infra/negs.py waits for them) although GPU pools start empty.
+CPU_MIN_NODES = 1
+
+
 def cpu_pool(reader: Reader) -> CpuPoolSettings:
-    low, high = _node_range(reader, "cpu")
+    low, high = _node_range(reader, "cpu", fewest=CPU_MIN_NODES)
     machine_type = reader.string("cpuMachineType")
     shape = _machine_shape(reader, "cpuMachineType", machine_type)
     if shape.accelerator_optimized:

@@ -187,6 +187,43 @@ def test_make_plan_against_a_deployed_plan_refuses_a_disruptive_change_in_one_li
     assert allowed.returncode == 0, allowed.stderr
 
 
+def test_against_another_stacks_plan_or_an_unknown_allowed_name_is_refused(tmp_path, shipped_plans):
+    """Pulumi never diffs one stack's state against another stack's program: a prod plan against dev is a mistake,
+    not 194 replacements. A misspelt --allow-disruption name would allow nothing: it is refused too."""
+    prod = tmp_path / "prod.json"
+    prod.write_text(json.dumps(plan_records(shipped_plans["prod"])), encoding="utf-8")
+    result = run_plan("--stack", "dev", "--against", str(prod))
+    assert result.returncode == 2 and result.stderr.strip().endswith("a plan of stack prod, not dev")
+    dev = tmp_path / "dev.json"
+    dev.write_text(json.dumps(plan_records(shipped_plans["dev"])), encoding="utf-8")
+    typo = run_plan("--stack", "dev", "--against", str(dev), "--allow-disruption", "gke-us-centrl1-gpu")
+    assert typo.returncode == 2 and "'gke-us-centrl1-gpu': no resource of that name" in typo.stderr
+
+
+def test_a_protected_cluster_is_refused_even_when_everything_is_allowed(tmp_path, shipped_plans):
+    """prod protects its clusters and bucket (Pulumi's protect: the engine refuses to delete them,
+    https://www.pulumi.com/docs/iac/concepts/resources/options/protect/), so --allow-disruption all cannot make
+    removing a region pass offline while the real `up` would fail."""
+    applied = tmp_path / "prod.json"
+    applied.write_text(json.dumps(plan_records(shipped_plans["prod"])), encoding="utf-8")
+    result = run_plan(
+        "--stack", "prod", "--set", 'regions=["us-central1","europe-west4"]', "--against", str(applied),
+        "--allow-disruption", "ALL",
+    )  # fmt: skip
+    assert result.returncode == EXIT_DISRUPTIVE
+    assert "protected" in result.stderr and "gcp:container/cluster:Cluster::gke-asia-east1" in result.stderr
+
+
+def test_the_rerun_hint_keeps_the_settings_that_made_the_change(tmp_path, shipped_plans):
+    applied = tmp_path / "dev.json"
+    applied.write_text(json.dumps(plan_records(shipped_plans["dev"])), encoding="utf-8")
+    result = run_plan("--stack", "dev", "--set", "gpuSpot=false", "--against", str(applied))
+    assert result.returncode == EXIT_DISRUPTIVE
+    assert f"STACK=dev ARGS='--against {applied} --set gpuSpot=false --allow-disruption gke-us-central1-gpu'" in (
+        result.stderr
+    )
+
+
 @pytest.mark.parametrize(
     "content,expected",
     [
@@ -315,3 +352,15 @@ def test_path_normalization_treats_indices_and_wildcards_alike():
 def test_docs_page_exists_and_names_the_refusal_option():
     text = Path(lifecycle_table.DOC).read_text(encoding="utf-8")
     assert "--allow-disruption" in text and lifecycle_table.BEGIN in text
+
+
+def test_a_resource_holding_a_replaced_resources_id_is_updated_with_it():
+    """A new domain replaces the managed certificate (its domains are ForceNew); the HTTPS proxy names the
+    certificate's ID in sslCertificates, an in-place update, so the proxy is updated too, as the real `up` does."""
+    domain_a = evaluate("dev", globalLoadBalancer=True, domain="a.example.com")
+    applied = applied_state(records(domain_a))
+    changes = compare(applied, records(evaluate("dev", globalLoadBalancer=True, domain="b.example.com")))
+    by_name = {c.name: c for c in changes if c.action != "unchanged"}
+    assert by_name["global-cert"].action == "replace"
+    proxy = by_name["global-https-proxy"]
+    assert proxy.action == "update" and proxy.paths[0].startswith("sslCertificates[0] (refers to")

@@ -240,6 +240,24 @@ def check_staging_sized_from_a_target(result: Result) -> None:
     assert result.output.count("totalMinNodeCount=3") == 2, "each region's GPU pool starts at the 3 nodes"
 
 
+def check_applied_plan_saved(result: Result) -> None:
+    """'the plan you deployed': a JSON array of dev's resources in build/applied-dev.json."""
+    assert result.returncode == 0, result.output
+    records = json.loads((PROJECT_DIR / "build" / "applied-dev.json").read_text(encoding="utf-8"))
+    assert sum(r["type"] == "gcp:container/cluster:Cluster" for r in records) == 1
+
+
+def check_against_applied_plan(result: Result) -> None:
+    """Leaving Spot replaces the GPU pool (nodeConfig.spot is ForceNew), allowed here by name; nothing else changes."""
+    assert result.returncode == 0, result.output
+    assert re.search(
+        r"^replace\s+gcp:container/nodePool:NodePool::gke-us-central1-gpu: nodeConfig\.spot \(forces replacement",
+        result.output,
+        flags=re.M,
+    ), result.output
+    assert "0 to create, 0 to update, 1 to replace, 0 to delete" in result.output
+
+
 RUN: dict[str, Callable[[Result], None]] = {
     "make sandbox": check_sandbox,
     "make model-repo STACK=dev": check_model_repo,
@@ -249,6 +267,9 @@ RUN: dict[str, Callable[[Result], None]] = {
         check_dev_plan_in_europe
     ),
     "make plan STACK=staging ARGS='--set targetRps=500'": check_staging_sized_from_a_target,
+    "make plan STACK=dev ARGS=--json > build/applied-dev.json": check_applied_plan_saved,
+    "make plan STACK=dev ARGS='--against build/applied-dev.json --set gpuSpot=false --allow-disruption "
+    "gke-us-central1-gpu'": check_against_applied_plan,
     # ```text transcripts: checked against the lines the README shows after them.
     "make plan ARGS='--set regions=[\"europe-north1\"]'": lambda result: None,
     "make plan STACK=staging ARGS='--set targetRps=1000'": lambda result: None,
