@@ -3,14 +3,29 @@
     python -m model_repo.sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt]
 
 Ownership. The destination needs a prefix (a bare bucket is refused). The sync keeps a record,
-PREFIX/.triton-gke-sync.json, of every object it wrote there and of each model's live version. It
-deletes or overwrites only objects named in that record; any other object under the prefix (a
-"stranger") is left where it is and reported, and a stranger where the sync must write (a model's
-config.pbtxt, say) stops the sync before it changes anything. The record is written before the
-objects it lists, so an interrupted sync never leaves an object of its own unrecorded.
+PREFIX/.triton-gke-sync.json, of every object it wrote there (name, the generation GCS gave that
+write, its MD5 and CRC32C) and of each model's live version. Ownership is by identity, not name: GCS
+gives an object a new generation whenever it is replaced, so an object whose live generation is not
+the recorded one (overwritten by someone, or a name deleted and reused by another team) is not the
+object the sync wrote. The sync also marks what it writes with custom metadata (OWNER_KEY, holding
+the MD5 it wrote), so a hand-edited record cannot claim an object the sync never wrote. It deletes or
+overwrites only objects whose live generation, MD5 and mark match the record, and sends those
+requests with if_generation_match=<recorded generation>, so a change racing the sync makes GCS refuse
+(412) instead of losing someone's data. Any other object under the prefix (a "stranger") is left
+where it is and reported, a recorded one that changed hands by name in a warning; a stranger where the
+sync must write (a model's config.pbtxt, say) stops the sync before it changes anything (exit 2).
+The record is written before the objects it lists: names about to be uploaded carry the MD5 of the
+upload in flight ("next"), and the generations the uploads got are recorded right after them; a run
+after an interruption claims an upload that arrived only if its MD5 and mark are that "next" one.
 A bucket an earlier version of the sync filled has no record: its model folders (config.pbtxt and
 numeric version folders, named like the source's models) stop the sync until --adopt takes
-ownership of them, once; nothing else under the prefix is ever adopted.
+ownership of them, once; nothing else under the prefix is ever adopted. A record of the earlier
+format (names only, no generations) is read too: a name it lists is claimed only if its object holds
+exactly what this sync would upload under that name; with --adopt every object it lists is claimed at
+its current generation (a person vouches for the old record); the rest are strangers. Adopted objects
+get the mark (a metadata patch, if_generation_match on their generation) before they are recorded.
+The record is read bounded: at most RECORD_MAX_BYTES, UTF-8, nested at most _RECORD_MAX_DEPTH deep,
+whole numbers only (generations 1 .. 2**63-1); anything else stops the sync with one line naming it.
 
 The source is checked whole before anything is sent (model_repo/sync_source.py): every name must be
 UTF-8 without control characters, links inside a model are followed only within the source (dangling
@@ -103,7 +118,16 @@ CHUNK_SIZE = 8 * 1024 * 1024
 CHUNKED_THRESHOLD = 8 * 1024 * 1024
 _CHUNK_MULTIPLE = 256 * 1024
 RECORD_NAME = ".triton-gke-sync.json"
-_RECORD_FORMAT = 1
+_RECORD_FORMAT = 2  # 1: names only (read as legacy, see the module docstring)
+_LEGACY_FORMAT = 1
+RECORD_MAX_BYTES = 16 * 1024 * 1024  # ~100 bytes an object: far above any model repository's record
+_RECORD_MAX_DEPTH = 8  # the format nests 4 deep (models -> model -> versions)
+_MAX_GENERATION = 2**63 - 1  # GCS generations are int64 ("generation": "int64" in the JSON API's object resource)
+_MAX_DIGITS = 20
+# Custom metadata the sync sets on every object it writes; its value is the MD5 it wrote.
+# Custom metadata is kept with the object until it is replaced or edited
+# (https://cloud.google.com/storage/docs/metadata#custom-metadata).
+OWNER_KEY = "triton-gke-sync"
 # GCS object names are at most 1024 bytes of UTF-8 (https://cloud.google.com/storage/docs/naming-objects).
 _MAX_NAME_BYTES = 1024
 _CONFIG_HEADER = "# Written by model_repo.sync: version_policy pins the version folders uploaded with this config.\n"
@@ -131,21 +155,40 @@ class SyncReport:
     unchanged: int = 0
     bytes_uploaded: int = 0
     strangers: list[str] = field(default_factory=list)  # objects under PREFIX the sync did not write: left alone
+    # recorded names whose live object is not the one the sync wrote (new generation, no mark): strangers now
+    disowned: list[str] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)  # source entries that are not models: not sent
     versions: dict[str, list[int]] = field(default_factory=dict)  # model -> the versions its config pins
+
+
+@dataclass
+class Owned:
+    """One object the sync wrote: the generation GCS gave that write and its hashes (base64, as GCS reports)."""
+
+    generation: int | None  # None: not written yet (only `next` is in flight)
+    md5: str | None
+    crc32c: str | None = None
+    next: str | None = None  # MD5 of an upload in flight to this name (recorded before it starts)
+    adopt: bool = False  # claimed at its live generation; gets the mark before the record lists it (not saved)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"generation": self.generation, "md5": self.md5, "crc32c": self.crc32c, "next": self.next}
 
 
 @dataclass
 class Record:
     """PREFIX/.triton-gke-sync.json: what this sync owns under the prefix."""
 
-    objects: set[str] = field(default_factory=set)  # names below PREFIX it wrote (or is about to write)
+    objects: dict[str, Owned] = field(default_factory=dict)  # names below PREFIX it wrote (or is about to write)
     # model -> {"offset": live offset or None, "versions": pinned by the live config, "pending": offset or None}
     models: dict[str, dict[str, Any]] = field(default_factory=dict)
     generation: int = 0  # of the record object; 0 while there is none
+    legacy: set[str] = field(default_factory=set)  # names a format-1 record lists: claimed only as documented
+    disowned: set[str] = field(default_factory=set)  # recorded names whose live object the sync did not write
 
     def to_json(self) -> bytes:
-        body = {"format": _RECORD_FORMAT, "objects": sorted(self.objects), "models": self.models}
+        objects = {name: self.objects[name].to_json() for name in sorted(self.objects)}
+        body = {"format": _RECORD_FORMAT, "objects": objects, "models": self.models}
         return (json.dumps(body, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
@@ -244,28 +287,100 @@ def _record_entry(entry: object) -> dict[str, Any]:
     return {"offset": offset, "versions": versions, "pending": pending}
 
 
+def _owned_entry(name: str, entry: object) -> Owned:
+    if not isinstance(entry, dict) or set(entry) - {"generation", "md5", "crc32c", "next"}:
+        raise TypeError(f"object entry {show(name)}")
+    generation = entry.get("generation")
+    if generation is not None and (type(generation) is not int or not 0 < generation <= _MAX_GENERATION):
+        raise TypeError(f"generation of {show(name)}: a whole number from 1 to 2**63-1 or null")
+    hashes = [entry.get(key) for key in ("md5", "crc32c", "next")]
+    if not all(h is None or (isinstance(h, str) and len(h) <= 64) for h in hashes):
+        raise TypeError(f"hashes of {show(name)}")
+    if generation is None and hashes[2] is None or generation is not None and hashes[0] is None:
+        raise TypeError(f"object entry {show(name)}: a generation needs its md5, no generation an upload in flight")
+    return Owned(generation, hashes[0], hashes[1], hashes[2])
+
+
+def _whole_number(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_DIGITS:
+        raise ValueError(f"a number of more than {_MAX_DIGITS} digits")
+    return int(text)
+
+
+def _not_whole(text: str) -> int:
+    raise ValueError(f"{text[:24]} is not a whole number")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    body = dict(pairs)
+    if len(body) != len(pairs):
+        raise ValueError("a key given twice")
+    return body
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _check_depth(text: str) -> None:
+    depth = 0
+    for bracket in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if bracket.group() in "[{" else -1
+        if depth > _RECORD_MAX_DEPTH:
+            raise ValueError(f"nested deeper than {_RECORD_MAX_DEPTH} levels")
+
+
+def parse_record(data: bytes) -> Record:
+    """A record's bytes -> Record (generation 0). ValueError/TypeError/KeyError for anything else, in one line."""
+    if len(data) > RECORD_MAX_BYTES:
+        raise ValueError(f"larger than {RECORD_MAX_BYTES} bytes")
+    text = data.decode("utf-8")  # strict: UnicodeDecodeError is a ValueError
+    _check_depth(text)
+    body = json.loads(
+        text,
+        parse_int=_whole_number,
+        parse_float=_not_whole,
+        parse_constant=_not_whole,
+        object_pairs_hook=_unique_keys,
+    )
+    if not isinstance(body, dict) or body.get("format") not in (_RECORD_FORMAT, _LEGACY_FORMAT):
+        raise TypeError("format")
+    objects = body["objects"]
+    if not isinstance(body["models"], dict):
+        raise TypeError("models")
+    models = {str(name): _record_entry(entry) for name, entry in body["models"].items()}
+    if body["format"] == _LEGACY_FORMAT:
+        if not isinstance(objects, list) or not all(isinstance(o, str) for o in objects):
+            raise TypeError("objects")
+        return Record({}, models, 0, set(objects))
+    if not isinstance(objects, dict):
+        raise TypeError("objects")
+    return Record({name: _owned_entry(name, entry) for name, entry in objects.items()}, models)
+
+
 def read_record(bucket: storage.Bucket, prefix: str, blob: storage.Blob | None) -> Record:
     if blob is None:
         return Record()
     where = f"gs://{bucket.name}/{prefix}{RECORD_NAME}"
     generation = int(blob.generation)  # as listed: a download may reset the blob's properties
     try:
+        if blob.size is not None and int(blob.size) > RECORD_MAX_BYTES:
+            raise ValueError(f"larger than {RECORD_MAX_BYTES} bytes")
         # A blob made from the name, not the listed one: its mediaLink is used as is, and an emulator's
-        # may leave characters such as '#' unescaped.
-        body = json.loads(bucket.blob(blob.name).download_as_bytes(if_generation_match=generation))
-        if not isinstance(body, dict) or body.get("format") != _RECORD_FORMAT:
-            raise TypeError("format")
-        objects = body["objects"]
-        if not isinstance(objects, list) or not all(isinstance(o, str) for o in objects):
-            raise TypeError("objects")
-        models = {str(name): _record_entry(entry) for name, entry in body["models"].items()}
+        # may leave characters such as '#' unescaped. At most RECORD_MAX_BYTES + 1 bytes are read (end is
+        # inclusive), whatever the listing said.
+        data = bucket.blob(blob.name).download_as_bytes(
+            start=0, end=RECORD_MAX_BYTES, if_generation_match=generation, checksum=None
+        )
+        record = parse_record(data)
     except _REQUEST_ERRORS as err:
         raise SyncError(f"reading {where} failed: {_describe(err)}") from err
-    except (ValueError, KeyError, TypeError, AttributeError) as err:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
         raise SyncError(
-            f"{where} is not a sync record this version can read ({_one_line(err)}); nothing changed"
+            f"{where} is not a sync record this version can read ({_one_line(err)[:200]}); nothing changed"
         ) from err
-    return Record(set(objects), models, generation)
+    record.generation = generation
+    return record
 
 
 def write_record(bucket: storage.Bucket, prefix: str, record: Record) -> None:
@@ -403,9 +518,13 @@ def _check_writes(plan: ModelPlan, under: dict[str, storage.Blob], record: Recor
             raise SyncError(f"{show(local.path)}: object name {show(name)} would exceed GCS's 1024 bytes")
         blob = under.get(name)
         if blob is not None and name not in record.objects and not is_unchanged(local, blob):
-            raise SyncError(
-                f"{show(where + name)} exists but was not written by this sync; move it away or choose another prefix"
-            )
+            if name in record.disowned:
+                why = "was replaced by someone else since this sync wrote it (its generation is not the recorded one)"
+            elif name in record.legacy:
+                why = "is listed by an old-format record but is not what this sync would write (--adopt takes it)"
+            else:
+                why = "exists but was not written by this sync"
+            raise SyncError(f"{show(where + name)} {why}; nothing changed: move it away or choose another prefix")
 
 
 def _model_of(name: str) -> str | None:
@@ -505,7 +624,7 @@ def adoptable(
         if model in record.models:
             continue
         config = f"{model}/{CONFIG_NAME}"
-        under = {n for n in remote if n.startswith(f"{model}/") and n not in record.objects}
+        under = {n for n in remote if n.startswith(f"{model}/") and n not in record.objects.keys() | record.disowned}
         versions = {n for n in under if _version_folder(n) is not None}
         if config not in under or not versions:
             continue
@@ -514,7 +633,9 @@ def adoptable(
     return found
 
 
-def _adopt(found: dict[str, set[str]], record: Record, adopt: bool, where: str) -> None:
+def _adopt(
+    found: dict[str, set[str]], record: Record, adopt: bool, where: str, remote: dict[str, storage.Blob]
+) -> None:
     if found and not adopt:
         names = ", ".join(show(f"{where}{m}/") for m in sorted(found)[:3]) + (", ..." if len(found) > 3 else "")
         raise SyncError(
@@ -522,18 +643,69 @@ def _adopt(found: dict[str, set[str]], record: Record, adopt: bool, where: str) 
             "nothing changed (pass --adopt to take ownership of them once)"
         )
     for names in found.values():
-        record.objects.update(names)
+        record.objects.update({name: _adopted(remote[name]) for name in names})
+
+
+# --- ownership by identity ------------------------------------------------------------
+# GCS gives an object a new generation whenever it is replaced ("generation ... changes when the object is
+# replaced": https://cloud.google.com/storage/docs/metadata#generation-number), and a request sent with
+# ifGenerationMatch proceeds only while the object's generation is that value, else fails with 412
+# Precondition Failed (https://cloud.google.com/storage/docs/request-preconditions); 0 means "only if no live
+# object has the name". The local emulator the tests use (gcp-storage-emulator) gives every write a new
+# generation but ignores preconditions, so there the listing check below is what stops the sync.
+
+
+def _adopted(blob: storage.Blob) -> Owned:
+    return Owned(int(blob.generation), blob.md5_hash, blob.crc32c, adopt=True)
+
+
+def _is_ours(entry: Owned, blob: storage.Blob) -> Owned | None:
+    """The record entry for the live object if it is the very object the sync wrote, else None."""
+    mark = (blob.metadata or {}).get(OWNER_KEY)
+    if mark is None or blob.md5_hash is None:
+        return None
+    live = int(blob.generation)
+    if entry.generation == live and mark == entry.md5 == blob.md5_hash:
+        return Owned(live, entry.md5, entry.crc32c)
+    if entry.next is not None and mark == entry.next == blob.md5_hash:  # an upload the record could not confirm
+        return Owned(live, blob.md5_hash, blob.crc32c)
+    return None
+
+
+def resolve_ownership(
+    source: Source, hashed: dict[str, LocalFile], remote: dict[str, storage.Blob], record: Record, adopt: bool
+) -> None:
+    """Keep in record.objects only the objects the sync wrote, at their live generations.
+
+    A recorded name whose object is gone frees the name; one whose object is not the one written (another
+    generation, no mark, other bytes) goes to record.disowned and is a stranger from now on. The names an
+    old-format record lists are claimed only where the object holds what this sync would upload under that
+    name (at the model's recorded offsets), or all of them with --adopt.
+    """
+    objects = {}
+    for name, entry in record.objects.items():
+        blob = remote.get(name)
+        if blob is None:
+            continue
+        owned = _is_ours(entry, blob)
+        if owned is None:
+            record.disowned.add(name)
+        else:
+            objects[name] = owned
+    record.objects = objects
+    if not record.legacy:
+        return
+    for model in source.models.values():
+        state = record.models.get(model.name, {})
+        for offset in {state.get("offset"), state.get("pending")} - {None}:
+            for name, local in desired_objects(model, hashed, offset).items():
+                if name in record.legacy and is_unchanged(local, remote.get(name)):
+                    record.objects[name] = _adopted(remote[name])
+    if adopt:
+        record.objects.update({n: _adopted(remote[n]) for n in record.legacy if n in remote and n not in objects})
 
 
 # --- transfer -------------------------------------------------------------------------
-
-
-def _generation(remote: dict[str, storage.Blob], relative: str) -> int:
-    # 0 means "must not exist yet". With this precondition GCS refuses to overwrite
-    # an object that someone changed since we listed it, also when the client
-    # retries an upload on its own. The emulator ignores preconditions; GCS does not.
-    blob = remote.get(relative)
-    return int(blob.generation) if blob is not None else 0
 
 
 def _upload_small(blob: storage.Blob, local: LocalFile, generation: int) -> None:
@@ -573,7 +745,7 @@ def _upload_chunked(
         raise
 
 
-def _verify(bucket: storage.Bucket, name: str, local: LocalFile) -> None:
+def _verify(bucket: storage.Bucket, name: str, local: LocalFile) -> storage.Blob:
     stored = bucket.get_blob(name)
     if stored is None or stored.md5_hash != local.md5 or stored.size != local.size:
         found = "missing" if stored is None else f"md5 {stored.md5_hash}"
@@ -581,6 +753,7 @@ def _verify(bucket: storage.Bucket, name: str, local: LocalFile) -> None:
             f"{show(f'gs://{bucket.name}/{name}')} does not match {show(local.path)} after upload "
             f"({found}, expected md5 {local.md5})"
         )
+    return stored
 
 
 def upload_file(
@@ -590,12 +763,13 @@ def upload_file(
     generation: int,
     chunk_size: int,
     progress: ProgressCallback | None,
-) -> None:
-    """Upload one file, check the stored object, then report it done."""
+) -> int:
+    """Upload one file, check the stored object, then report it done; the generation it made."""
     blob = bucket.blob(name, chunk_size=chunk_size)
     # Sent as object metadata: GCS refuses the upload if the bytes it receives
     # do not have this MD5 (e.g. the file was edited after we hashed it).
     blob.md5_hash = local.md5
+    blob.metadata = {OWNER_KEY: local.md5}  # the mark: see resolve_ownership()
     try:
         if local.size > CHUNKED_THRESHOLD:
             _upload_chunked(blob, local, generation, chunk_size, progress)
@@ -603,68 +777,115 @@ def upload_file(
             _upload_small(blob, local, generation)
     except _REQUEST_ERRORS as err:  # before OSError: requests' errors are OSErrors
         where = show(f"gs://{bucket.name}/{name}")
+        if _precondition_failed(err):
+            raise SyncError(
+                f"{where} changed during the sync (its generation is no longer {generation or 'absent'}): "
+                "not overwritten; the next sync reports it as not written by this sync"
+            ) from err
         raise SyncError(f"uploading {show(local.path)} to {where} failed: {_describe(err)}") from err
     except OSError as err:
         raise SyncError(f"cannot read {show(local.path)}: {err.strerror or err}") from err
-    _verify(bucket, name, local)
+    stored = _verify(bucket, name, local)
     if progress is not None:
         progress(local.relative, local.size, local.size)
+    # The upload's own response names the generation it made (a resumable one leaves it to the check).
+    return int(blob.generation if blob.generation is not None else stored.generation)
 
 
-def _delete(bucket: storage.Bucket, blob: storage.Blob) -> None:
+def _precondition_failed(err: Exception) -> bool:
+    response = getattr(err, "response", None)
+    return isinstance(err, api_exceptions.PreconditionFailed) or getattr(response, "status_code", None) == 412
+
+
+def _delete(bucket: storage.Bucket, blob: storage.Blob, generation: int) -> bool:
+    """Delete the generation the sync wrote; False when the name holds another one now (left as it is)."""
     try:
-        bucket.delete_blob(blob.name, if_generation_match=blob.generation)
+        bucket.delete_blob(blob.name, if_generation_match=generation)
     except api_exceptions.NotFound:
         pass  # already gone: the goal of the deletion is met
     except _REQUEST_ERRORS as err:
+        if _precondition_failed(err):
+            return False  # replaced since the listing: someone else's object now
         raise SyncError(f"deleting gs://{bucket.name}/{blob.name} failed: {_describe(err)}") from err
+    return True
+
+
+def _mark_adopted(bucket: storage.Bucket, name: str, entry: Owned) -> None:
+    """Put the mark on an object the sync takes over, only while it is the generation that was checked."""
+    blob = bucket.blob(name)
+    blob.metadata = {OWNER_KEY: entry.md5}
+    try:
+        blob.patch(if_generation_match=entry.generation)
+    except _REQUEST_ERRORS as err:
+        why = "it changed since the listing" if _precondition_failed(err) else _describe(err)
+        raise SyncError(f"taking over gs://{bucket.name}/{name} failed: {why}; nothing of it changed") from err
+    entry.adopt = False
 
 
 def _apply(
     bucket: storage.Bucket,
     prefix: str,
     plan: SyncPlan,
-    remote: dict[str, storage.Blob],
     record: Record,
     transfer: tuple[int, ProgressCallback | None, StepCallback | None],
-) -> None:
-    """Carry out a plan: record first, new folders, configs, record, old folders, record."""
+) -> list[str]:
+    """Carry out a plan: marks, record, new folders, configs, record, old folders, record.
+
+    Returns the names it did not delete because they were replaced during the sync (strangers now)."""
     chunk_size, progress, step = transfer
 
     def done(action: str, name: str) -> None:
         if step is not None:
             step(action, name)
 
+    for name, entry in sorted(record.objects.items()):
+        if entry.adopt:
+            _mark_adopted(bucket, prefix + name, entry)
+            done("mark", name)
     changed = [p for p in plan.models if p.changed]
+    for local in plan.uploads:
+        # Recorded before the upload starts: an upload that lands but is never confirmed is still the sync's.
+        entry = record.objects.get(local.relative) or Owned(None, None)
+        record.objects[local.relative] = dataclasses.replace(entry, next=local.md5)
     for model in changed:
-        record.objects.update(model.desired)
         record.models.setdefault(model.name, {"offset": None, "versions": [], "pending": None})["pending"] = (
             model.offset
         )
     write_record(bucket, prefix, record)
     done("record", RECORD_NAME)
+    replaced = []
+
+    def delete(blob: storage.Blob) -> None:
+        relative = blob.name[len(prefix) :]
+        if not _delete(bucket, blob, record.objects[relative].generation or 0):
+            replaced.append(relative)
+        done("delete", relative)
+
     for blob in plan.before_flip:
-        _delete(bucket, blob)
-        done("delete", blob.name[len(prefix) :])
+        delete(blob)
     for local in plan.uploads:
-        upload_file(bucket, prefix + local.relative, local, _generation(remote, local.relative), chunk_size, progress)
+        # Only the generation the sync wrote is overwritten (0: only a name nobody holds).
+        precondition = record.objects[local.relative].generation or 0
+        generation = upload_file(bucket, prefix + local.relative, local, precondition, chunk_size, progress)
+        record.objects[local.relative] = Owned(generation, local.md5, local.crc32c)
         done("upload", local.relative)
     for model in changed:
         versions = sorted(int(v) for v in plan_versions(model))
         record.models[model.name] = {"offset": model.offset, "versions": versions, "pending": None}
-    if changed:
+    if changed or plan.uploads:
         write_record(bucket, prefix, record)
         done("record", RECORD_NAME)
     for blob in plan.after_flip:
-        _delete(bucket, blob)
-        done("delete", blob.name[len(prefix) :])
+        delete(blob)
     gone = {b.name[len(prefix) :] for b in plan.before_flip + plan.after_flip}
-    record.objects -= gone
+    for name in gone:
+        record.objects.pop(name, None)
     for name in plan.removed_models:
         record.models.pop(name, None)
     if gone:
         write_record(bucket, prefix, record)
         done("record", RECORD_NAME)
+    return replaced
 
 
 def plan_versions(model: ModelPlan) -> list[int]:
@@ -701,7 +922,8 @@ def sync_repository(
     bucket = client.bucket(bucket_name)
     record = read_record(bucket, prefix, remote.pop(RECORD_NAME, None))
     where = f"gs://{bucket_name}/{prefix}"
-    _adopt(adoptable(source, remote, record, bucket), record, adopt, where)
+    resolve_ownership(source, hashed, remote, record, adopt)
+    _adopt(adoptable(source, remote, record, bucket), record, adopt, where, remote)
     plan = plan_sync(source, hashed, remote, record, where)
     _check_mass_delete(plan, kept_models(source, remote, record), allow_mass_delete)
     report = SyncReport(
@@ -710,11 +932,15 @@ def sync_repository(
         unchanged=plan.unchanged,
         bytes_uploaded=sum(f.size for f in plan.uploads),
         strangers=plan.strangers,
+        disowned=sorted(record.disowned),
         left_out=source.left_out,
         versions={m.name: plan_versions(m) for m in plan.models},
     )
     if not dry_run and (report.uploaded or report.deleted or any(m.changed for m in plan.models)):
-        _apply(bucket, prefix, plan, remote, record, (chunk_size, progress, step))
+        replaced = _apply(bucket, prefix, plan, record, (chunk_size, progress, step))
+        report.deleted = [n for n in report.deleted if n not in replaced]
+        report.disowned = sorted({*report.disowned, *replaced})
+        report.strangers = sorted({*report.strangers, *replaced})
     return report
 
 
@@ -798,6 +1024,11 @@ def _notes(report: SyncReport, shown: int = 5) -> list[str]:
         notes.append(f"left out of the sync (not models): {listing(report.left_out)}")
     if report.strangers:
         notes.append(f"left in place (not written by this sync): {listing(report.strangers)}")
+    if report.disowned:
+        notes.append(
+            "warning: replaced by someone else since this sync wrote them (another generation), "
+            f"no longer the sync's, left in place: {listing(report.disowned)}"
+        )
     return notes
 
 
