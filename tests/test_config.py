@@ -73,7 +73,9 @@ BAD_CONFIG = {
     ),
     "three T4 per node": ({"gpuAcceleratorCount": 3}, "triton-gke:gpuAcceleratorCount", "3", "1, 2 or 4"),
     "min above max": ({"gpuMinNodes": 4, "gpuMaxNodes": 2}, "triton-gke:gpuMinNodes", "4", "gpuMaxNodes (2)"),
-    "negative node count": ({"cpuMinNodes": -1}, "triton-gke:cpuMinNodes", "-1", ">= 0"),
+    "negative node count": ({"gpuMinNodes": -1}, "triton-gke:gpuMinNodes", "-1", ">= 0"),
+    # A zone's NEG exists only once the zone has a node (ingress-gce transaction.go): the CPU pool keeps one.
+    "no CPU node": ({"cpuMinNodes": 0}, "triton-gke:cpuMinNodes", "0", ">= 1"),
     "zero max nodes": ({"gpuMinNodes": 0, "gpuMaxNodes": 0}, "triton-gke:gpuMaxNodes", "0", ">= 1"),
     "count that is not a number": ({"gpuMaxNodes": "many"}, "triton-gke:gpuMaxNodes", "'many'", "whole number"),
     "bad driver version": ({"gpuDriverVersion": "535.104"}, "triton-gke:gpuDriverVersion", "'535.104'", "LATEST"),
