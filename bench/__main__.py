@@ -30,6 +30,7 @@ from bench.slo_search import RateLadder, SloCriteria
 from capacity.records import RECORDS_DIR, CapacityError
 from cli.one_line import OneLineParser
 from loadtest.arrivals import MAX_RATE  # the locustfile's own cap on rates (pure module: no Locust needed)
+from sandbox import run_folder
 from sandbox.processes import run_interruptible
 
 if TYPE_CHECKING:
@@ -297,7 +298,10 @@ def log(line: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """The bench; SIGINT, SIGTERM or SIGHUP stops every server and Locust it started: one line, exit 128 + signal."""
-    return run_interruptible(lambda: _bench(argv), "stopped every process the bench started")
+    # Every temporary folder of the run (and of its tritonserver and Locust) in one run folder, removed at the end;
+    # a run killed by SIGKILL leaves it for the next run (of the bench or the sandbox) to remove.
+    with run_folder.this_run():
+        return run_interruptible(lambda: _bench(argv), "stopped every process the bench started")
 
 
 def _bench(argv: list[str] | None) -> int:

@@ -602,7 +602,7 @@ def run_all(config: BenchConfig, models: list[Model], serve: Serve, log: Log) ->
     """
     from sandbox.triton import TritonStartError
 
-    workdir = Path(tempfile.mkdtemp(prefix="bench-"))
+    workdir = Path(tempfile.mkdtemp(prefix="bench-"))  # in the run folder bench/__main__ opened (sandbox.run_folder)
     runs, failed = [], []
     try:
         for number, model in enumerate(models, start=1):

@@ -8,6 +8,9 @@ whose owner is gone and stops those processes only after checking, in /proc/<pid
 /proc/<pid>/cmdline, that the pid still is that process (same start time, a command line it was seen
 with): a pid reused by anything else is left alone. It removes only /dev/shm files with the run's own
 prefix and only the temporary folders the run recorded. A run still alive (a second sandbox) is never touched.
+
+Every temporary folder of the run lives in its run folder (sandbox.run_folder: opened with the state, removed
+with it); the next run removes the run folders of dead owners after stopping their processes.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from sandbox import run_folder
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 STATE_DIR = PROJECT_DIR / "build" / "sandbox" / ".runs"
@@ -72,8 +77,9 @@ class Recorded:
 class RunState:
     """The state file of the running sandbox; a thread keeps it up to date with the processes below it."""
 
-    def __init__(self, state_dir: Path = STATE_DIR) -> None:
+    def __init__(self, state_dir: Path = STATE_DIR, folder_base: Path | None = None) -> None:
         self.path = Path(state_dir) / f"{uuid.uuid4().hex}.json"
+        self.run_folder = run_folder.RunFolder(folder_base)  # every temporary folder of the run, in one place
         self.owner = Recorded(os.getpid(), start_time(os.getpid()) or 0)
         self.processes: dict[tuple[int, int], Recorded] = {}
         self.shm_prefixes: list[str] = []
@@ -84,6 +90,7 @@ class RunState:
 
     def open(self) -> RunState:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.run_folder.open()
         self._write()
         self._thread = threading.Thread(target=self._watch, daemon=True, name="sandbox-state")
         self._thread.start()
@@ -124,7 +131,10 @@ class RunState:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        self.path.unlink(missing_ok=True)
+        try:
+            self.run_folder.close()
+        finally:
+            self.path.unlink(missing_ok=True)
 
     def as_json(self) -> dict[str, Any]:
         with self._lock:
@@ -133,6 +143,7 @@ class RunState:
                 "processes": [vars(p) for p in self.processes.values()],
                 "shm_prefixes": list(self.shm_prefixes),
                 "folders": list(self.folders),
+                "run_folder": str(self.run_folder.path or ""),
             }
 
     def _write(self) -> None:
@@ -169,8 +180,11 @@ def is_same_process(recorded: Recorded) -> bool:
     return start_time(recorded.pid) == recorded.start and command_line(recorded.pid) in recorded.commands
 
 
-def clean_leftovers(state_dir: Path = STATE_DIR) -> Cleaned:
-    """Stop and remove what runs whose owner is gone left behind; skip runs still alive."""
+def clean_leftovers(state_dir: Path = STATE_DIR, folder_base: Path | None = None) -> Cleaned:
+    """Stop and remove what runs whose owner is gone left behind; skip runs still alive.
+
+    Processes first, then folders: a leftover tritonserver would go on writing model copies into its run folder.
+    """
     cleaned = Cleaned()
     for path in sorted(Path(state_dir).glob("*.json")):
         try:
@@ -183,6 +197,7 @@ def clean_leftovers(state_dir: Path = STATE_DIR) -> Cleaned:
             continue  # that run is still going (another sandbox): not ours to stop
         _clean_run(state, cleaned)
         path.unlink(missing_ok=True)
+    cleaned.folders += [str(f) for f in run_folder.remove_orphans(folder_base)]  # bench's, and SIGKILLed runs'
     return cleaned
 
 

@@ -150,7 +150,7 @@ def launch_triton(server: TritonServer, key: str, copies: list[Path], progress: 
         f"tritonserver: {len(ready)} models READY from {server.model_repository} in "
         f"{time.monotonic() - started:.1f} s (GKE command line; admin API answered {denied} without the "
         f"generated key, {allowed} with it; model copies in "
-        f"{'its own /tmp' if parts.has_private_tmp(server) else 'the host /tmp'}); "
+        f"{'its own /tmp' if parts.has_private_tmp(server) else 'its work folder'}); "
         f"http {server.http_url}, grpc {server.grpc_url}, metrics {server.metrics_url}"
     )
 
@@ -239,7 +239,8 @@ def _files(out: Path) -> list[str]:
 
 
 def track_this_run(progress: Progress, cleanup: contextlib.ExitStack) -> leftovers.RunState:
-    """Stop what an earlier, killed run left behind (its own processes only), then record this run's."""
+    """Stop what an earlier, killed run left behind (its own processes only, then its run folder), then record
+    this run's; every temporary folder of this run lives in its run folder (state.run_folder) from here on."""
     cleaned = leftovers.clean_leftovers()
     if cleaned or cleaned.spared:
         progress(cleaned.summary())

@@ -37,6 +37,10 @@ _counter = itertools.count()
 _START_MARK = "===== start "
 # Logged as errors on every start on a machine without a GPU; not the reason for anything.
 _HARMLESS_ERRORS = ("CudaDriverHelper has not been initialized",)
+# Where tritonserver copies a cloud model repository: $TRITON_GCS_MOUNT_DIRECTORY (S3, Azure alike), /tmp when
+# unset; it ignores $TMPDIR (triton-inference-server/core src/filesystem/implementations/gcs.h LocalizePath,
+# kDefaultMountDirectory in common.h). Set to the server's own tmp folder, which close() removes.
+_MOUNT_DIRECTORY_ENV = ("TRITON_GCS_MOUNT_DIRECTORY", "TRITON_AWS_MOUNT_DIRECTORY", "TRITON_AZURE_MOUNT_DIRECTORY")
 
 
 # Flags whose value ends in a secret: --http-restricted-api / --grpc-restricted-protocol take
@@ -88,7 +92,10 @@ class TritonServer:
         self.extra_env = dict(env or {})
         self.ready_timeout_s = ready_timeout_s
         self.log_verbose = log_verbose
+        # In the run folder (sandbox.run_folder) while one is open: tempfile's default directory is then that folder.
         self.workdir = Path(tempfile.mkdtemp(prefix="triton-sandbox-"))
+        self.tmp_dir = self.workdir / "tmp"  # its $TMPDIR and model copies (sandbox.private_tmp binds /tmp here too)
+        self.tmp_dir.mkdir()
         self.log_path = self.workdir / "tritonserver.log"
         self.shm_prefix = f"triton_sandbox_{os.getpid()}_{next(_counter)}_"
         self._process: subprocess.Popen[bytes] | None = None
@@ -169,6 +176,7 @@ class TritonServer:
         # interpreter finds numpy/onnxruntime only with this venv's bin/ first on PATH.
         env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(library_dir()), env.get("LD_LIBRARY_PATH")]))
         env["PATH"] = os.pathsep.join(filter(None, [str(Path(sys.executable).parent), env.get("PATH")]))
+        env.update(dict.fromkeys(("TMPDIR", *_MOUNT_DIRECTORY_ENV), str(self.tmp_dir)))
         env.update(self.extra_env)
         return env
 

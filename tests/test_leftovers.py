@@ -174,3 +174,24 @@ def test_a_zombie_or_missing_pid_has_no_start_time() -> None:
     assert start_time(process.pid) is None  # exited, not yet reaped: a zombie counts as gone
     process.wait()
     assert start_time(process.pid) is None and leftovers.command_line(process.pid) is None
+
+
+def test_the_run_state_holds_the_run_folder_and_the_next_run_removes_a_dead_ones(tmp_path: Path) -> None:
+    base = tmp_path / "tmp"
+    base.mkdir()
+    state = RunState(tmp_path / "runs", folder_base=base).open()
+    folder = state.run_folder.path
+    try:
+        assert folder is not None and folder.parent == base
+        assert Path(tempfile.mkdtemp(prefix="triton-sandbox-")).parent == folder  # the run's temp folders go inside
+        assert json.loads(state.path.read_text())["run_folder"] == str(folder)
+        assert clean_leftovers(tmp_path / "runs", folder_base=base).folders == []  # its own run: alive
+    finally:
+        state.close()
+    assert not folder.exists() and not state.path.exists()
+
+    killed = base / "triton-gke-run-1-killed"
+    killed.mkdir()
+    (killed / ".triton-gke-run.json").write_text(json.dumps({"kind": "triton-gke-run", **dead_owner()}))
+    assert clean_leftovers(tmp_path / "runs", folder_base=base).folders == [str(killed)]
+    assert list(base.iterdir()) == []
