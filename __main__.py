@@ -26,6 +26,7 @@ from k8s.triton import (
     neg_names,
     triton_address,
 )
+from settings.load_balancer import backend_rates, shares_of
 
 settings = load_stack_settings()
 # The HPA scales on a metric only the adapter of builtin monitoring mode serves; without it Triton runs fixed replicas.
@@ -201,7 +202,9 @@ if settings.load_balancer.enabled:
                 )
                 for region in settings.regions
             ),
-            max_rate_per_pod=settings.load_balancer.max_rate_per_pod,
+            max_rate_per_pod=backend_rates(
+                settings.load_balancer.max_rate_per_pod, shares_of(settings.load_balancer.http_share_percent)
+            ),
             domain=settings.load_balancer.domain,
             rate_limit_per_minute=settings.load_balancer.rate_limit_per_minute,
             source_ranges=settings.load_balancer.source_ranges,

@@ -21,7 +21,7 @@ domain, port 80 only redirects to HTTPS.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -87,7 +87,10 @@ class GlobalLoadBalancerArgs:
     stack: str
     network: pulumi.Input[str]
     regions: tuple[RegionBackend, ...]
-    max_rate_per_pod: int
+    # Per port (http, grpc): the requests/s each backend service offers one pod. Both services reach the same pods
+    # and each counts only its own requests, so the rates must add up to at most what a pod serves
+    # (settings/load_balancer.py backend_rates derives them from lbMaxRatePerPod and lbHttpSharePercent).
+    max_rate_per_pod: Mapping[str, float]
     domain: str = ""
     # Requests per minute one client IP may send to each backend service; then 429.
     rate_limit_per_minute: int = 3000
@@ -214,10 +217,13 @@ class GlobalLoadBalancer(pulumi.ComponentResource):
         )
 
     def _backend(self, region: RegionBackend, zone: str, port: str) -> gcp.compute.BackendServiceBackendArgs:
+        # Each backend service counts only the requests it sends against its own maxRatePerEndpoint, and both reach
+        # the same pods: each gets its own share (settings/load_balancer.py backend_rates, which cites
+        # https://cloud.google.com/load-balancing/docs/backend-service), so no pod is offered more in total.
         return gcp.compute.BackendServiceBackendArgs(
             group=neg_url(self._args.project, zone, region.neg_names[port]),
             balancing_mode="RATE",
-            max_rate_per_endpoint=self._args.max_rate_per_pod,
+            max_rate_per_endpoint=self._args.max_rate_per_pod[port],
             capacity_scaler=1.0,
         )
 

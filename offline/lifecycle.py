@@ -309,9 +309,13 @@ def refused(changes: Sequence[Change], allowed: Sequence[str]) -> list[Change]:
     ]
 
 
-def stack_of(records: Mapping[str, Mapping[str, Any]]) -> set[str]:
-    """The stack names in the URNs of plan records (urn:pulumi:STACK::PROJECT::...)."""
-    return {r["urn"].split("::", 1)[0].removeprefix("urn:pulumi:") for r in records.values()}
+def stack_of(records: Mapping[str, Mapping[str, Any]]) -> set[tuple[str, str]]:
+    """The (stack, project) pairs in the URNs of plan records (urn:pulumi:STACK::PROJECT::...)."""
+    pairs = set()
+    for record in records.values():
+        stack, _, rest = record["urn"].removeprefix("urn:pulumi:").partition("::")
+        pairs.add((stack, rest.split("::", 1)[0]))
+    return pairs
 
 
 def unknown_names(allowed: Sequence[str], *plans: Mapping[str, Mapping[str, Any]]) -> list[str]:

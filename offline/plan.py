@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import shlex
 import stat
 import sys
 from collections import Counter
@@ -30,6 +31,7 @@ from offline.make_args import settings_words, with_model_repo_args
 from offline.plan_diff import PlanFileError, index_records, load_plan
 from offline.runtime import PROJECT_DIR, Plan, PlannedResource, run_program
 from settings import ConfigError, StackSettings, from_stack_file, stack_config
+from settings.load_balancer import describe_split, shares_of
 from settings.schema import config_schema
 from settings.stack import check_stack_name
 
@@ -173,9 +175,11 @@ def report_lifecycle(
     """Print what the next `up` does to the stack deployed from the plan `applied` (read from `path`);
     EXIT_DISRUPTIVE when it replaces or deletes something disruptive that `allowed` does not name."""
     after = index_records(plan_records(plan), "this plan")
-    deployed = stack_of(applied)
-    if deployed and deployed != {stack}:  # Pulumi never diffs one stack's state against another's program
-        print(f"error: --against {path}: a plan of stack {', '.join(sorted(deployed))}, not {stack}", file=sys.stderr)
+    deployed, ours = stack_of(applied), stack_of(after)
+    if deployed and deployed != ours:  # Pulumi never diffs one stack's state against another's program
+        theirs = ", ".join(f"stack {s} of project {p}" for s, p in sorted(deployed))
+        mine = ", ".join(f"stack {s} of project {p}" for s, p in sorted(ours))
+        print(f"error: --against {path}: a plan of {theirs}, not {mine}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     typos = unknown_names(allowed, applied, after)
     if typos:
@@ -198,12 +202,16 @@ def report_lifecycle(
         )
         return EXIT_DISRUPTIVE
     if blocked:
-        names = " ".join(f"--allow-disruption {c.name}" for c in blocked)
+        names = [*allowed, *(c.name for c in blocked)]
         keys = ", ".join(c.key for c in blocked)
-        rerun = " ".join(["--against", str(path), *words, names])
+        # The direct command, quoted for the shell, so a --set value with spaces or quotes pastes as it is.
+        rerun = shlex.join(
+            [".venv/bin/python", "-m", "offline.plan", "--stack", stack, "--against", str(path), *words]
+            + [word for name in names for word in ("--allow-disruption", name)]
+        )
         print(
             f"error: {len(blocked)} change(s) would take a region down or lose state ({keys}); "
-            f"see docs/lifecycle.md for the safe way, or rerun with STACK={stack} ARGS='{rerun}'",
+            f"see docs/lifecycle.md for the safe way, or allow them: {rerun}",
             file=sys.stderr,
         )
         return EXIT_DISRUPTIVE
@@ -383,6 +391,12 @@ def capacity_table(settings: StackSettings) -> str:
 
 
 def _sizing_line(settings: StackSettings) -> str:
+    lb = settings.load_balancer
+    split = f"\n{describe_split(lb.max_rate_per_pod, shares_of(lb.http_share_percent))}" if lb.enabled else ""
+    return _sized_or_explicit(settings) + split
+
+
+def _sized_or_explicit(settings: StackSettings) -> str:
     cap = settings.capacity
     if not cap.sized:
         line = "No targetRps: the explicit gpuMinNodes and gpuMaxNodes; the table shows what they serve."

@@ -83,6 +83,8 @@ class LoadBalancerSettings:
     enabled: bool
     domain: str
     max_rate_per_pod: int
+    # The share of max_rate_per_pod the HTTP backend service offers a pod; gRPC gets the rest (lbHttpSharePercent).
+    http_share_percent: int = 50
     # Cloud Armor: requests per minute one client IP may send to each backend service, and the only sources
     # allowed (empty: any source).
     rate_limit_per_minute: int = 3000

@@ -91,11 +91,23 @@ def expected(target: int, headroom: int, rps_tenths: int, gpus: int, p50_ms: int
     return nodes, rate, hpa_us
 
 
+def per_pod_rates(plan: Plan) -> dict[tuple[str, str], Fraction]:
+    """(zone, NEG name less its port) -> maxRatePerEndpoint summed over the backend services on those pods."""
+    totals: dict[tuple[str, str], Fraction] = {}
+    for service in plan.of_type(BACKEND):
+        for backend in service.inputs["backends"]:
+            zone, neg = re.search(r"zones/([^/]+)/networkEndpointGroups/([^/]+)$", backend["group"]).groups()
+            pods = (zone, neg.rsplit("-", 1)[0])
+            totals[pods] = totals.get(pods, Fraction(0)) + Fraction(repr(backend["maxRatePerEndpoint"]))
+    return totals
+
+
 def derived_in_plan(plan: Plan) -> tuple[set[int], set[int], set[str], set[int]]:
-    """(GPU pools' totalMinNodeCount, backends' maxRatePerEndpoint, HPA averageValue, HPA minReplicas)."""
+    """(GPU pools' totalMinNodeCount, the rate the backends offer a pod over both protocols (lbMaxRatePerPod),
+    HPA averageValue, HPA minReplicas)."""
     gpu_pools = [p for p in plan.of_type(NODE_POOL) if p.name.endswith("-gpu")]
     pools = {int(p.inputs["autoscaling"]["totalMinNodeCount"]) for p in gpu_pools}
-    rates = {int(b["maxRatePerEndpoint"]) for s in plan.of_type(BACKEND) for b in s.inputs["backends"]}
+    rates = {math.ceil(total) for total in per_pod_rates(plan).values()}  # the split rounds each share down
     hpas = plan.of_type(HPA)
     targets = {h.inputs["spec"]["metrics"][0]["pods"]["target"]["averageValue"] for h in hpas}
     return pools, rates, targets, {int(h.inputs["spec"]["minReplicas"]) for h in hpas}

@@ -63,7 +63,8 @@ def test_a_backend_per_zonal_neg_of_every_region(prod_plan):
         negs = {neg_zone_and_name(b["group"]) for b in backend["backends"]}
         expected = {(zone, f"triton-prod-{region}-{port}") for region, zones in PROD_ZONES.items() for zone in zones}
         assert negs == expected
-        assert all(b["balancingMode"] == "RATE" and b["maxRatePerEndpoint"] == 1000 for b in backend["backends"])
+        # lbMaxRatePerPod 1000, half per backend service: both reach the same pods (tests/test_lb_rate_split.py)
+        assert all(b["balancingMode"] == "RATE" and b["maxRatePerEndpoint"] == 500 for b in backend["backends"])
         assert backend["loadBalancingScheme"] == "EXTERNAL_MANAGED"
 
 
@@ -324,7 +325,7 @@ def _policy_of(source_ranges: tuple[str, ...], rate: int = 3000) -> dict:
                         "nodes@demo-project.iam.gserviceaccount.com",
                     ),
                 ),
-                max_rate_per_pod=100,
+                max_rate_per_pod={"http": 50, "grpc": 50},
                 rate_limit_per_minute=rate,
                 source_ranges=source_ranges,
             ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -193,7 +194,10 @@ def test_against_another_stacks_plan_or_an_unknown_allowed_name_is_refused(tmp_p
     prod = tmp_path / "prod.json"
     prod.write_text(json.dumps(plan_records(shipped_plans["prod"])), encoding="utf-8")
     result = run_plan("--stack", "dev", "--against", str(prod))
-    assert result.returncode == 2 and result.stderr.strip().endswith("a plan of stack prod, not dev")
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith(
+        "a plan of stack prod of project triton-gke, not stack dev of project triton-gke"
+    )
     dev = tmp_path / "dev.json"
     dev.write_text(json.dumps(plan_records(shipped_plans["dev"])), encoding="utf-8")
     typo = run_plan("--stack", "dev", "--against", str(dev), "--allow-disruption", "gke-us-centrl1-gpu")
@@ -214,14 +218,24 @@ def test_a_protected_cluster_is_refused_even_when_everything_is_allowed(tmp_path
     assert "protected" in result.stderr and "gcp:container/cluster:Cluster::gke-asia-east1" in result.stderr
 
 
-def test_the_rerun_hint_keeps_the_settings_that_made_the_change(tmp_path, shipped_plans):
-    applied = tmp_path / "dev.json"
-    applied.write_text(json.dumps(plan_records(shipped_plans["dev"])), encoding="utf-8")
-    result = run_plan("--stack", "dev", "--set", "gpuSpot=false", "--against", str(applied))
-    assert result.returncode == EXIT_DISRUPTIVE
-    assert f"STACK=dev ARGS='--against {applied} --set gpuSpot=false --allow-disruption gke-us-central1-gpu'" in (
-        result.stderr
-    )
+def test_the_rerun_hint_pastes_as_it_is_with_the_settings_and_names_already_given(tmp_path, shipped_plans):
+    """The hint is a shell command: run as printed, it passes. It keeps the --set words (a value with spaces and
+    quotes included) and the names already allowed."""
+    applied = tmp_path / "prod.json"
+    unprotected = evaluate("prod", deletionProtection=False)
+    applied.write_text(json.dumps(plan_records(unprotected)), encoding="utf-8")
+    regions = '["us-central1", "europe-west4"]'
+    result = run_plan(
+        "--stack", "prod", "--set", "deletionProtection=false", "--set", f"regions={regions}",
+        "--against", str(applied), "--allow-disruption", "gke-asia-east1",
+    )  # fmt: skip
+    assert result.returncode == EXIT_DISRUPTIVE, result.stderr
+    hint = result.stderr.split("or allow them: ", 1)[1].strip()
+    words = shlex.split(hint)
+    assert words[:3] == [".venv/bin/python", "-m", "offline.plan"] and f"regions={regions}" in words
+    assert "gke-asia-east1" in words and "gke-asia-east1-gpu" in words
+    rerun = subprocess.run(words, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
 
 
 @pytest.mark.parametrize(
