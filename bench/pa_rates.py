@@ -25,6 +25,7 @@ from bench import machine, perf_analyzer
 from bench.runner import sandbox_server, writable_folder
 from cli.one_line import OneLineParser
 from sandbox.processes import run_interruptible
+from sandbox.triton_wheel import TritonStartError
 from settings.errors import ConfigError
 from settings.schema import PROJECT_DIR
 from settings.stack import check_stack_name
@@ -56,12 +57,19 @@ def check_model_name(name: str) -> str:
     return name
 
 
-def measure(binary: Path, model: str, url: str, rates: list[float], out: Path) -> list[dict]:
-    rows = []
+def measure(
+    binary: Path, model: str, url: str, rates: list[float], out: Path, rows: list[dict] | None = None
+) -> list[dict]:
+    """One row per mode and rate, appended to `rows` as measured (so a failure keeps those before it); a failed run
+    is a PerfAnalyzerError naming its mode and rate."""
+    rows = [] if rows is None else rows
     for mode in ("sync", "async"):
         for rate in rates:
             load = perf_analyzer.Load(request_rate=rate, asynchronous=mode == "async")
-            result = perf_analyzer.run(binary, model, url, "http", load, out / f"pa-{mode}-{rate:g}.csv")
+            try:
+                result = perf_analyzer.run(binary, model, url, "http", load, out / f"pa-{mode}-{rate:g}.csv")
+            except perf_analyzer.PerfAnalyzerError as err:
+                raise perf_analyzer.PerfAnalyzerError(f"{mode} at {rate:g} requests/s: {err}") from None
             rows.append(
                 {
                     "mode": mode,
@@ -112,18 +120,34 @@ def _pa_rates(argv: list[str] | None) -> int:
         return 2
     started = datetime.datetime.now(datetime.UTC)
     args.out.mkdir(parents=True, exist_ok=True)
-    binary = perf_analyzer.ensure_binary()
-    print(",".join(FIELDS))
-    with sandbox_server(repository, args.model) as server:
-        warm_up = perf_analyzer.Load(concurrency=1)  # the first measurement after a start is slow: discarded
-        perf_analyzer.run(binary, args.model, server.http, "http", warm_up, args.out / "warm-up.csv")
-        rows = measure(binary, args.model, server.http, rates, args.out)
-    with (args.out / "pa_rates.csv").open("w", newline="") as handle:
+    rows: list[dict] = []
+    try:
+        binary = perf_analyzer.ensure_binary()
+        print(",".join(FIELDS))
+        with sandbox_server(repository, args.model) as server:
+            warm_up = perf_analyzer.Load(concurrency=1)  # the first measurement after a start is slow: discarded
+            try:
+                perf_analyzer.run(binary, args.model, server.http, "http", warm_up, args.out / "warm-up.csv")
+            except perf_analyzer.PerfAnalyzerError as err:
+                raise perf_analyzer.PerfAnalyzerError(f"warm-up: {err}") from None
+            measure(binary, args.model, server.http, rates, args.out, rows)
+    except (perf_analyzer.PerfAnalyzerError, TritonStartError) as err:
+        # One line, and what was measured before it stays written: no traceback, no lost rows.
+        _write(args.out, rows, argv, started)
+        kept = f"{len(rows)} of {2 * len(rates)} rows in {args.out / 'pa_rates.csv'}"
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]  # a start error adds the server's log
+        print(f"error: {parser.prog}: {first} ({kept})", file=sys.stderr)
+        return 1
+    _write(args.out, rows, argv, started)
+    return 0
+
+
+def _write(out: Path, rows: list[dict], argv: list[str], started: datetime.datetime) -> None:
+    with (out / "pa_rates.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=FIELDS)
         writer.writeheader()
         writer.writerows(rows)
-    write_meta(args.out / "meta.json", argv, started)
-    return 0
+    write_meta(out / "meta.json", argv, started)
 
 
 def write_meta(path: Path, argv: list[str], started: datetime.datetime) -> None:

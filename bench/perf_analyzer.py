@@ -121,17 +121,32 @@ def _link_libraries(lib_dir: Path) -> None:
 
 
 MIN_WINDOW_REQUESTS = 20  # per measurement window, so that a window's p95 means something
+WINDOW_S = 3  # a window's length at a rate the server keeps up with
+
+
+def window_requests(request_rate: float) -> int:
+    """Answers per window in rate mode: what WINDOW_S holds at `request_rate`, at least MIN_WINDOW_REQUESTS."""
+    return max(MIN_WINDOW_REQUESTS, math.ceil(WINDOW_S * request_rate))
 
 
 def command(binary: Path, model: str, url: str, protocol: str, load: Load, out_csv: Path, stability: int) -> list[str]:
-    """A short, bounded measurement: windows of 3 s (longer at low request rates, to hold
-    MIN_WINDOW_REQUESTS), 3 in a row within `stability` %, at most 6 windows."""
+    """A short, bounded measurement: 3 windows in a row within `stability` %, at most 6 windows.
+
+    Concurrency mode: windows of WINDOW_S. Rate mode: windows of window_requests() answers
+    (--measurement-mode=count_windows), not of seconds. perf_analyzer counts a request in the window its answer
+    arrives in and fails the run when a window holds none ("No valid requests recorded within time interval",
+    inference_profiler.cc SummarizeLatency). A fixed time window fails that way whenever the server answers less
+    often than once a window: with --async past the server's capacity the queue grows, the dynamic batcher runs
+    batches of max_batch_size, and one such batch of the `original` CPU twin outlasted 3 s on two busy cores. A
+    window that ends after N answers always holds them, and lasts about WINDOW_S while the server keeps up."""
     if load.concurrency is not None:
-        load_args, window_ms = [f"--concurrency-range={load.concurrency}"], 3000
+        window = [f"--measurement-interval={WINDOW_S * 1000}"]
+        load_args = [f"--concurrency-range={load.concurrency}"]
     else:
         load_args = [f"--request-rate-range={load.request_rate:g}", "--request-distribution=poisson"]
         load_args += ["--async"] if load.asynchronous else []
-        window_ms = max(3000, math.ceil(MIN_WINDOW_REQUESTS / load.request_rate * 1000))
+        count = window_requests(load.request_rate)
+        window = ["--measurement-mode=count_windows", f"--measurement-request-count={count}"]
     return [
         str(binary),
         "-m",  # short options take their value as the next argument ("-m=x" would name model "=x")
@@ -141,7 +156,7 @@ def command(binary: Path, model: str, url: str, protocol: str, load: Load, out_c
         "-i",
         protocol,
         *load_args,
-        f"--measurement-interval={window_ms}",
+        *window,
         f"--stability-percentage={stability}",
         "--max-trials=6",
         "--percentile=95",

@@ -301,7 +301,7 @@ def test_perf_analyzer_csv_is_parsed_into_milliseconds(tmp_path: Path) -> None:
     assert rate.describe() == "2.5 requests/s (Poisson)"
     opened = perf_analyzer.command(Path("pa"), "original", "127.0.0.1:8000", "http", rate, path, 100)
     assert "--request-rate-range=2.5" in opened and "--request-distribution=poisson" in opened
-    assert "--measurement-interval=8000" in opened  # 20 requests per window at 2.5 requests/s
+    assert "--measurement-request-count=20" in opened  # windows of 20 answers at 2.5 requests/s (count_windows)
     assert "--async" not in opened  # perf_analyzer's default rate mode: at most --max-threads in flight
     independent = perf_analyzer.Load(request_rate=2.5, asynchronous=True)
     assert "--async" in perf_analyzer.command(Path("pa"), "original", "127.0.0.1:8000", "http", independent, path, 100)
