@@ -16,6 +16,7 @@ record is written.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -27,8 +28,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.results import MAX_RESULTS_BYTES
+from capacity.bounded_files import one_line, parse_json, read_text_file
 from capacity.from_bench import Measured, records_from_results
-from capacity.records import RECORDS_DIR, TWIN_GPU, CapacityError, CapacityRecord, load_records, revised, write_records
+from capacity.records import (
+    RECORDS_DIR,
+    TWIN_GPU,
+    CapacityError,
+    CapacityRecord,
+    load_records,
+    records_lock,
+    revised,
+    write_records,
+)
 from cli.one_line import OneLineParser
 
 if TYPE_CHECKING:
@@ -137,10 +148,13 @@ def write_run_records(
     notes += skipped
     if not records:
         return [], [], notes
-    records, unchanged = _against(records, records_dir, refuse_older=record and not force)
-    notes += [f"{r.variant}: unchanged: {r.path} holds the same figures (revision {r.revision})" for r in unchanged]
-    in_out = write_records(records + unchanged, out / OUT_RECORDS)
-    return in_out, write_records(records, records_dir) if record and records else [], notes
+    # With --record, the folder is read (revisions, unchanged figures) and written under one lock: a concurrent
+    # `bench.record --record` waits, then sees this run's files, so both updates land.
+    with records_lock(records_dir) if record else contextlib.nullcontext():
+        records, unchanged = _against(records, records_dir, refuse_older=record and not force)
+        notes += [f"{r.variant}: unchanged: {r.path} holds the same figures (revision {r.revision})" for r in unchanged]
+        in_out = write_records(records + unchanged, out / OUT_RECORDS)
+        return in_out, write_records(records, records_dir) if record and records else [], notes
 
 
 def _eligible(run: Mapping[str, Any], source: Path) -> tuple[list[Any], list[str]]:
@@ -220,24 +234,16 @@ def parser() -> argparse.ArgumentParser:
 
 
 def read_results(path: Path) -> tuple[dict[str, Any], Path]:
-    from settings.stack_file import NotRegularFileError, read_regular_file  # the settings layer: only when run
-
     source = path / "results.json" if path.is_dir() else path
-    try:
-        # A regular file only, read up to the cap: /dev/zero or a FIFO would never end or never start.
-        data = read_regular_file(source, MAX_RESULTS_BYTES)
-    except NotRegularFileError as err:
-        raise CapacityError(f"{source}: {err}; give a bench --out folder or its results.json") from None
-    except FileNotFoundError:
-        raise CapacityError(f"{source}: no such file; give a bench --out folder or its results.json") from None
-    except OSError as err:
-        raise CapacityError(f"{source}: not a readable results.json ({err.strerror})") from None
-    if len(data) > MAX_RESULTS_BYTES:
-        raise CapacityError(f"{source}: more than {MAX_RESULTS_BYTES} bytes; not a bench results.json")
-    try:
-        run = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
-        raise CapacityError(f"{source}: not a readable results.json ({str(err).splitlines()[0][:120]})") from None
+    # The one bounded reader: a regular file only (/dev/zero or a FIFO would never end or never start), read up to
+    # the cap, UTF-8, JSON of bounded depth without NaN or Infinity; each refusal one line naming the file.
+    what = "a bench results.json (give a bench --out folder or its results.json)"
+    shown = one_line(source)
+
+    def unreadable(line: str) -> CapacityError:
+        return CapacityError(f"{shown}: not a readable results.json ({line.removeprefix(f'{shown}: ')})")
+
+    run = parse_json(read_text_file(source, MAX_RESULTS_BYTES, what, CapacityError), source, unreadable)
     if not isinstance(run, dict):
         raise CapacityError(f"{source}: expected a JSON object")
     check_run_facts(run, source)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.slo_search import Step
+from capacity.bounded_files import UnreadableFileError, one_line, parse_json, read_text_file
 
 
 @dataclass(frozen=True)
@@ -166,9 +167,18 @@ MAX_RESULTS_BYTES = 32 * 1024 * 1024
 
 
 def load_run(path: Path) -> BenchRun:
-    """Read a results.json back (for re-rendering a report)."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    data["steps"] = [StepRow(**row) for row in data["steps"]]
-    data["summaries"] = [VariantSummary(**row) for row in data["summaries"]]
-    known = {f.name for f in fields(BenchRun)}
-    return BenchRun(**{k: v for k, v in data.items() if k in known})
+    """Read a results.json back (for re-rendering a report), through the one bounded reader (a regular UTF-8 file of
+    at most MAX_RESULTS_BYTES, JSON of bounded depth without NaN or Infinity). A file that is not one is an
+    UnreadableFileError (a ValueError) of one line naming it; bench.report's read_run checks every key's type."""
+    text = read_text_file(Path(path), MAX_RESULTS_BYTES, "a bench results.json")
+    data = parse_json(text, path)
+    if not isinstance(data, dict):
+        raise UnreadableFileError(f"{one_line(path)}: expected a JSON object, not a bench results.json")
+    try:
+        data["steps"] = [StepRow(**row) for row in data["steps"]]
+        data["summaries"] = [VariantSummary(**row) for row in data["summaries"]]
+        known = {f.name for f in fields(BenchRun)}
+        return BenchRun(**{k: v for k, v in data.items() if k in known})
+    except (KeyError, TypeError) as err:
+        problem = one_line(str(err).splitlines()[0] if str(err) else type(err).__name__)[:200]
+        raise UnreadableFileError(f"{one_line(path)}: not a bench results.json ({problem})") from None

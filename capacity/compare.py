@@ -13,10 +13,11 @@ only are listed as such and never fail the comparison (a run may bench a subset)
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections import Counter
 from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 from capacity.records import (
@@ -40,6 +41,11 @@ EXIT_BAD_INPUT = 2
 SloGroup = tuple[str, str, float, float, float]
 
 
+def _exact(value: float | Decimal) -> Fraction:
+    """A figure as the decimal it is written as (a float by its shortest repr, 27.4 not 27.39999...), exactly."""
+    return Fraction(value) if isinstance(value, Decimal) else Fraction(repr(float(value)))
+
+
 def slo_group(record: CapacityRecord) -> SloGroup:
     """What two records must share to be compared: gpu, variant and the whole SLO (latency, percentile, failures)."""
     return (record.gpu, record.variant, record.slo_latency_ms, record.slo_percentile, record.max_failure_percent)
@@ -61,14 +67,25 @@ class Row:
         return self.group[1]
 
     @property
-    def change_pct(self) -> float | None:
+    def change(self) -> Fraction | None:
+        """The rate's change in percent, exactly: computed on the decimals the record files show (30 -> 27 is
+        -10 exactly, where floats give -10.000000000000002 for some rates and a 10 % limit would call it a drop of
+        more than 10 %)."""
         if self.old is None or self.new is None:
             return None
-        return 100 * (self.new.max_rps_per_gpu - self.old.max_rps_per_gpu) / self.old.max_rps_per_gpu
+        old, new = _exact(self.old.max_rps_per_gpu), _exact(self.new.max_rps_per_gpu)
+        return 100 * (new - old) / old
 
-    def regressed(self, threshold_pct: float) -> bool:
-        change = self.change_pct
-        return change is not None and -change > threshold_pct
+    @property
+    def change_pct(self) -> float | None:
+        change = self.change
+        return None if change is None else float(change)
+
+    def regressed(self, threshold_pct: float | Decimal) -> bool:
+        """Whether the rate dropped by MORE than the threshold (a drop of exactly the threshold passes), compared
+        exactly: the change as a fraction of the files' decimals, the threshold as the decimal it was given."""
+        change = self.change
+        return change is not None and -change > _exact(threshold_pct)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -83,9 +100,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("new", type=Path, help="record file or folder of records measured since")
     p.add_argument(
         "--max-regression-percent",
-        type=float,
+        type=float,  # check_threshold takes it as the decimal given (its shortest repr: 7.1, not 7.0999...)
         default=DEFAULT_THRESHOLD,
-        help=f"fail when a rate dropped by more than this (default {DEFAULT_THRESHOLD:g})",
+        help=f"fail when a rate dropped by more than this percentage; exactly this passes (default "
+        f"{DEFAULT_THRESHOLD:g})",
     )
     return p
 
@@ -204,10 +222,12 @@ def _regressed_names(rows: list[Row], regressed: list[Row]) -> str:
     )
 
 
-def check_threshold(value: float) -> float:
-    if not (math.isfinite(value) and 0 <= value < 100):
+def check_threshold(value: float | Decimal) -> Decimal:
+    """The threshold as an exact decimal: a finite percentage from 0 to below 100."""
+    exact = value if isinstance(value, Decimal) else Decimal(number(float(value)))  # 10.0 as 10, 7.1 as 7.1
+    if not (exact.is_finite() and 0 <= exact < 100):
         raise CapacityError(f"--max-regression-percent {value:g}: expected a percentage from 0 to below 100")
-    return value
+    return exact
 
 
 def main(argv: list[str] | None = None) -> int:

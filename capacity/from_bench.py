@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from capacity.records import MAX_TEXT, CapacityError, CapacityRecord, record_from_dict
+from capacity.records import MAX_TEXT, CapacityError, CapacityRecord, percent_of, record_from_dict
 
 # bench/slo_search.py judges every step on the p95 of its successful requests: the records' percentile.
 SEARCH_PERCENTILE = 95.0
@@ -65,7 +65,9 @@ def records_from_results(
     where = str(source)
     settings = _get(run, "settings", where)
     slo_ms = _number(settings, "slo_ms", f"{where}: settings")
-    failure_pct = 100 * (_number(settings, "max_failure_ratio", f"{where}: settings") or 0.0)
+    # The ratio's decimal x 100, not 100 x the float (0.07 -> 7.0, not 7.000000000000001, which the stack that was
+    # measured, allowing 7 %, would refuse).
+    failure_pct = percent_of(_number(settings, "max_failure_ratio", f"{where}: settings") or 0.0)
     measured_at = _text(run, "started", where)[:10]
     summaries = _get(run, "summaries", where)
     if not isinstance(summaries, list):

@@ -14,6 +14,7 @@ with their control characters escaped (escaped()), so a message stays one line.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import math
@@ -21,11 +22,20 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
+from decimal import Context, Decimal, localcontext
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
+
+from capacity.bounded_files import parse_json, read_text_file
+
+try:  # POSIX; elsewhere record updates are not serialised between processes (threads still are)
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
 
 SCHEMA = 1
 RECORDS_DIR = Path(__file__).resolve().parent / "records"
@@ -34,6 +44,12 @@ TWIN_GPU = "cpu-twin"  # the `gpu` of sandbox measurements: one CPU twin server,
 MAX_FILE_BYTES = 64 * 1024  # a record is ~1 KB; anything far larger is not one
 MAX_TEXT = {"image_tag": 128, "method": 2000}
 MAX_REVISION = 2**31 - 1
+# A record dated after today (UTC) is refused: it would win every "newest" lookup. One day of grace for a clock
+# ahead of UTC (a run started after midnight at UTC+14 writes a date one day ahead of UTC's).
+CLOCK_SKEW_DAYS = 1
+# Significant digits a percentage keeps (percent_of): far more than any SLO states, fewer than the 17 where the
+# binary round-off of a ratio computed as percent / 100 shows (1.1 / 100 = 0.011000000000000001).
+PERCENT_DIGITS = 12
 # (least, most) a record's numbers may be: far beyond any GPU or SLO (a T4 serves ~250-1,400 ResNet-50 req/s; a
 # Triton batch is at most a few thousand), near enough that sizing never meets 300-digit node counts (1e308) or
 # rates that vanish (5e-324). The rate's floor: below 0.01 req/s per GPU a record describes a broken run.
@@ -119,20 +135,36 @@ class _Bad(Exception):
 
 
 def _show(value: Any) -> str:
+    if isinstance(value, Decimal):
+        value = str(value)
+        return value if len(value) <= 40 else value[:37] + "..."
     text = json.dumps(value, ensure_ascii=True) if not isinstance(value, float) else repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
         raise _Bad(f"expected a number, got {_show(value)}")
     try:
-        number = float(value)  # a huge JSON integer overflows here
+        number = float(value)  # a huge JSON integer overflows here; a huge Decimal becomes inf
     except OverflowError:
         number = math.inf
-    if not math.isfinite(number):
-        raise _Bad(f"{_show(value)} is not a finite number")
+    if not math.isfinite(number) or (isinstance(value, Decimal) and value and not number):
+        raise _Bad(f"{_show(value)} is not a finite number a record holds")
     return number
+
+
+def _exact_decimal(check: Callable[[Any], float]) -> Callable[[Any], float]:
+    """A percentage kept as the decimal written: one a float cannot hold exactly as that decimal (more than 17
+    significant digits, 7.0000000000000000001) is refused, not silently rounded."""
+
+    def exact(value: Any) -> float:
+        number = check(value)
+        if isinstance(value, Decimal) and Decimal(repr(number)) != value:
+            raise _Bad(f"{_show(value)} has more digits than a percentage keeps exactly (write {number!r})")
+        return number
+
+    return exact
 
 
 def _positive(value: Any) -> float:
@@ -222,8 +254,8 @@ CHECKS: dict[str, Callable[[Any], Any]] = {
     "variant": _pattern(_VARIANT_RE, "a model variant name (1-64 letters, digits, '_', '-', '.')"),
     "image_tag": lambda v: _line(v, "an image tag", MAX_TEXT["image_tag"]),
     "slo_latency_ms": _bounded("slo_latency_ms", _positive),
-    "slo_percentile": _percentile,
-    "max_failure_percent": _failure_percent,
+    "slo_percentile": _exact_decimal(_percentile),
+    "max_failure_percent": _exact_decimal(_failure_percent),
     "max_rps_per_gpu": _bounded("max_rps_per_gpu", _positive),
     "batch": _bounded("batch", _optional_positive),
     "p50_ms": _bounded("p50_ms", _optional_positive),
@@ -253,10 +285,37 @@ def record_from_dict(data: Any, path: Path) -> CapacityRecord:
             values[key] = CHECKS[key](data[key])
         except _Bad as bad:
             raise CapacityError(f"{escaped(path)}: {key}: {bad}") from None
-    if values["p50_ms"] is not None and values["p95_ms"] is not None and values["p50_ms"] > values["p95_ms"]:
-        raise CapacityError(f"{escaped(path)}: p50_ms: {values['p50_ms']:g} is above p95_ms {values['p95_ms']:g}")
+    problem = _contradiction(values)
+    if problem:
+        raise CapacityError(f"{escaped(path)}: {problem}")
     values.pop("schema")
     return CapacityRecord(**values, path=path)
+
+
+def _today() -> datetime.date:
+    return datetime.datetime.now(datetime.UTC).date()
+
+
+def _contradiction(values: dict[str, Any]) -> str:
+    """The problem ("key: why") where the record contradicts itself or the clock, else "": p50 above p95, a latency
+    percentile above the SLO latency the rate was searched at (a p95 of 120 ms cannot meet p95 <= 100 ms; a p95 SLO
+    bounds p50 too), or a date after today (CLOCK_SKEW_DAYS of grace)."""
+    p50, p95, slo, percentile = (values[k] for k in ("p50_ms", "p95_ms", "slo_latency_ms", "slo_percentile"))
+    if p50 is not None and p95 is not None and p50 > p95:
+        return f"p50_ms: {number(p50)} is above p95_ms {number(p95)}"
+    for key, value, level in (("p95_ms", p95, 95), ("p50_ms", p50, 50)):
+        if value is not None and percentile >= level and value > slo:
+            return (
+                f"{key}: {number(value)} is above the record's own SLO (p{number(percentile)} <= {number(slo)} ms, "
+                "slo_latency_ms): a rate whose latency broke its SLO is no capacity at it"
+            )
+    latest = _today() + datetime.timedelta(days=CLOCK_SKEW_DAYS)
+    if datetime.date.fromisoformat(values["measured_at"]) > latest:
+        return (
+            f"measured_at: {values['measured_at']} is in the future (today is {_today().isoformat()} UTC, "
+            f"{CLOCK_SKEW_DAYS} day of clock skew allowed)"
+        )
+    return ""
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -268,37 +327,18 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
-def _no_constants(name: str) -> Any:  # NaN, Infinity: Python's json reads them, JSON does not have them
-    raise _Bad(f"{name} is not JSON")
-
-
 def load_record(path: Path) -> CapacityRecord:
-    """One record file, strictly."""
+    """One record file, strictly, through the one bounded reader (capacity/bounded_files.py): a regular UTF-8 file of
+    at most MAX_FILE_BYTES, JSON of bounded depth without NaN or Infinity, its numbers read as the decimals written
+    (a percentage a float cannot hold exactly is refused, not rounded)."""
     path = Path(path)
+    if not path.is_file():
+        raise CapacityError(f"{escaped(path)}: not a record file ({_what_is(path)})")
+    text = read_text_file(path, MAX_FILE_BYTES, "a capacity record file", CapacityError)
     try:
-        if not path.is_file():
-            raise CapacityError(f"{escaped(path)}: not a record file ({_what_is(path)})")
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise CapacityError(
-                f"{escaped(path)}: {path.stat().st_size} bytes; a record file is at most {MAX_FILE_BYTES}"
-            )
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise CapacityError(f"{escaped(path)}: not UTF-8 text") from None
-    except OSError as err:
-        raise CapacityError(f"{escaped(path)}: cannot read: {err.strerror or err}") from None
-    try:
-        data = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
-    except json.JSONDecodeError as err:
-        raise CapacityError(
-            f"{escaped(path)}: not valid JSON: {err.msg} (line {err.lineno} column {err.colno})"
-        ) from None
+        data = parse_json(text, escaped(path), CapacityError, object_pairs_hook=_no_duplicate_keys, parse_float=Decimal)
     except _Bad as bad:
         raise CapacityError(f"{escaped(path)}: {bad}") from None
-    except RecursionError:
-        raise CapacityError(f"{escaped(path)}: not valid JSON: nested too deeply") from None
-    except ValueError as err:  # e.g. an integer of more digits than Python converts (sys.set_int_max_str_digits)
-        raise CapacityError(f"{escaped(path)}: not valid JSON: {str(err).splitlines()[0]}") from None
     return record_from_dict(data, path)
 
 
@@ -379,6 +419,22 @@ def _decimal(value: float) -> Fraction:
     return Fraction(repr(float(value)))  # the decimal a file shows (0.95 x 100 = 95 exactly, as written)
 
 
+def percent_of(ratio: float) -> float:
+    """A ratio as the percentage it states, without binary round-off: 0.07 -> 7.0 (100 x 0.07 is 7.000000000000001
+    in floats, which a stack allowing 7 % would refuse), 0.011000000000000001 (1.1 / 100) -> 1.1. The ratio's
+    decimal as written, times 100, to PERCENT_DIGITS significant digits."""
+    with localcontext(Context(prec=PERCENT_DIGITS)):
+        return float(+(Decimal(repr(float(ratio))) * 100))
+
+
+def image_mismatch(record: CapacityRecord, image_tag: str | None) -> str:
+    """The empty string when the record was measured with `image_tag` (or none is asked), else the mismatch in
+    words, for the caller to show beside the figure it sizes from."""
+    if image_tag is None or record.image_tag == image_tag:
+        return ""
+    return f"measured with image {escaped(record.image_tag)}, not the stack's {escaped(image_tag)}"
+
+
 def find_record(
     gpu: str,
     variant: str,
@@ -388,7 +444,8 @@ def find_record(
     slo: tuple[float, float] | None = None,
 ) -> CapacityRecord:
     """The record for this GPU, variant and SLO latency: the one of `image_tag` if there is one, else the newest
-    of another tag (a record measured with another image is the best estimate there is; its image_tag says so).
+    of another tag (a record measured with another image is the best estimate there is; image_mismatch(record,
+    image_tag) names the difference, and the stack sizing shows it beside the record).
 
     slo: (latency percentile, failure percent) the record must match (slo_mismatch); records that do not are
     skipped, and the NoRecordError then says which and why. A broken record file of the folder is a CapacityError.
@@ -427,18 +484,62 @@ def revised(records: Sequence[CapacityRecord], against: Path = RECORDS_DIR) -> l
     return [replace(r, revision=existing[r.key].revision + 1 if r.key in existing else 1) for r in records]
 
 
+_held = threading.local()  # the folders this thread holds locked (records_lock is re-entrant within a thread)
+
+
+@contextlib.contextmanager
+def records_lock(records_dir: Path) -> Iterator[None]:
+    """Hold the records folder exclusively: an update reads the folder (revisions, taken file names) and writes it
+    under one lock, so two `bench.record --record` runs at once both land (one after the other: the second sees the
+    first's file and raises its revision) instead of one overwriting the other. flock(2) on the folder itself
+    (https://man7.org/linux/man-pages/man2/flock.2.html): no lock file is left among the records, and the lock
+    goes with the process that held it. Creates the folder. Re-entrant within a thread."""
+    folder = Path(records_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    key = os.path.realpath(folder)
+    held: set[str] = _held.__dict__.setdefault("folders", set())
+    if key in held:
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        held.add(key)
+        try:
+            yield
+        finally:
+            held.discard(key)
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+def update_records(records: Sequence[CapacityRecord], records_dir: Path = RECORDS_DIR) -> list[CapacityRecord]:
+    """revised() and write_records() under one records_lock: each record gets one more than the revision of its key
+    in the folder at the moment it is written, so concurrent updates of one key all count."""
+    with records_lock(records_dir):
+        return write_records(revised(records, records_dir), records_dir)
+
+
 def write_records(records: Sequence[CapacityRecord], records_dir: Path = RECORDS_DIR) -> list[CapacityRecord]:
     """Write the records into the folder: a key already there is overwritten in its own file, a new key gets a new
     file. Everything is checked before the first file is written (nothing half-written on bad input); each file is
-    replaced atomically. Returns the records as written (with their paths)."""
+    replaced atomically; the folder is read and written under records_lock (a concurrent writer's new file is seen,
+    never overwritten). Returns the records as written (with their paths)."""
     records_dir = Path(records_dir)
     _check_unique(records)
+    for record in records:
+        record_from_dict(record.to_dict(), record.path)  # the same checks as on reading, before the folder is made
+    with records_lock(records_dir):
+        return _write_records(records, records_dir)
+
+
+def _write_records(records: Sequence[CapacityRecord], records_dir: Path) -> list[CapacityRecord]:
     present = load_records(records_dir) if records_dir.is_dir() else []
     by_key = {r.key: r.path for r in present}
     taken = {r.path.name for r in present}
     planned: list[CapacityRecord] = []
     for record in records:
-        record_from_dict(record.to_dict(), record.path)  # the same checks as on reading
         target = by_key.get(record.key)
         if target is None:
             target = _free_name(records_dir, record_file_name(*record.key), taken)

@@ -24,9 +24,11 @@ from capacity.records import (
     NoRecordError,
     escaped,
     find_record,
+    image_mismatch,
     load_record,
     load_records,
     number,
+    percent_of,
     slo_mismatch,
 )
 from settings.errors import ConfigError
@@ -52,7 +54,9 @@ def sized(reader: Reader, settings: StackSettings) -> StackSettings:
     if record is not None:
         capacity = dataclasses.replace(
             capacity,
-            record_path=_shown_path(record.path),
+            # A record of another image tag is the best estimate there is, but never silently: the plan's capacity
+            # line and every message quoting the record name the mismatch.
+            record_path=_shown_path(record.path) + _mismatch_note(record, settings.model_repo.triton_image_tag),
             record_source=record.source,
             rps_per_gpu=record.max_rps_per_gpu,
             rps_per_node=float(per_node(record, settings.gpu_pool.accelerator_count)),
@@ -62,6 +66,11 @@ def sized(reader: Reader, settings: StackSettings) -> StackSettings:
         settings = _derive(reader, settings, record)
     check_slo_knobs(reader, settings)
     return settings
+
+
+def _mismatch_note(record: CapacityRecord, image_tag: str) -> str:
+    mismatch = image_mismatch(record, image_tag)
+    return f" ({mismatch})" if mismatch else ""
 
 
 def factor(headroom_percent: int) -> Fraction:
@@ -96,7 +105,11 @@ def lb_rate_per_pod(target_rps: int, headroom_percent: int, rps_per_node: Fracti
     A pod's capacity over the headroom factor, rounded down, so a region spills before its pods reach their SLO
     capacity; but never so low that the minimum size, `nodes` pods, accepts less than the target (5 nodes x
     floor(253 / 1.25) = 1010 < 1012: the rate becomes 203). It stays <= capacity: nodes_for makes nodes >=
-    targetRps / floor(capacity). So nodes x rate >= targetRps and rate <= capacity, always."""
+    targetRps / floor(capacity). So nodes x rate >= targetRps and rate <= capacity, always.
+
+    It is the pod's rate over both protocols: the HTTP and the gRPC backend service reach the same pods and each
+    counts only its own requests, so settings/load_balancer.py backend_rates splits it between them (even shares by
+    default) and the two maxRatePerEndpoint add up to at most this rate."""
     return max(math.floor(rps_per_node / factor(headroom_percent)), math.ceil(Fraction(target_rps, nodes)))
 
 
@@ -193,7 +206,7 @@ def stack_slo(settings: StackSettings) -> tuple[float, float]:
     """(latency percentile, failure percent) of the stack's SLO, as a record states them: 95 and 1 by default
     (SloSettings.quantile 0.95, sloMaxFailurePercent)."""
     slo = settings.monitoring.slo
-    return float(Fraction(repr(slo.quantile)) * 100), float(Fraction(repr(slo.max_failure_ratio)) * 100)
+    return percent_of(slo.quantile), percent_of(slo.max_failure_ratio)  # as bench writes them: the same decimals
 
 
 def _project_file(reader: Reader, named: str) -> Path:

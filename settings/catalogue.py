@@ -9,12 +9,29 @@ from __future__ import annotations
 import csv
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
+
+from capacity.bounded_files import one_line, read_text_file
 
 # The data stay beside the infrastructure code that deploys to those regions (infra/data/).
 DATA_DIR = Path(__file__).resolve().parent.parent / "infra" / "data"
 REGIONS_CSV = DATA_DIR / "gcp_regions.csv"
 DEFAULT_GPU_CATALOGUE = DATA_DIR / "gcp_t4_zones.csv"
+
+
+# Memory of one GPU, in bytes, by Compute Engine accelerator name: what a model repository's instances and their
+# batches must fit in (model_repo/settings.py gpu_memory_problem). NVIDIA T4: "Memory size 16 GB" GDDR6 (NVIDIA T4
+# datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf,
+# and the T4 board product brief PB-09256-001, Table 2 "Memory Specifications"). Read as 16 x 10^9 bytes, below
+# the 15,360 MiB (16.1 x 10^9) nvidia-smi reports on a T4, so a refusal is never caused by rounding.
+# An accelerator missing here has no physical bound checked (the program itself is T4-only: settings/cluster.py).
+GPU_MEMORY_BYTES = {"nvidia-tesla-t4": 16 * 10**9}
+
+
+def gpu_memory_bytes(accelerator: str) -> int | None:
+    """Memory of one `accelerator` GPU in bytes; None when this catalogue does not know it."""
+    return GPU_MEMORY_BYTES.get(accelerator)
 
 
 class CatalogueError(ValueError):
@@ -51,12 +68,53 @@ class GpuCatalogue:
         return next((o for o in self.offers if o.accelerator == accelerator and o.zone == zone), None)
 
 
-def _data_rows(path: Path) -> list[dict[str, str]]:
+# Catalogue and price files are a few KB (gcp_t4_zones.csv ~5 KB); far more is not one, and is not read whole.
+MAX_CSV_BYTES = 1024 * 1024
+# A price in USD per hour as a plain decimal (0.35, 0.0035; no sign, exponent, NaN or infinity): far above any
+# Compute Engine list price (the largest VMs cost tens of dollars an hour), so a typo of a few digits is refused.
+MAX_USD_H = Decimal(10_000)
+_PRICE = re.compile(r"(0|[1-9][0-9]{0,5})(\.[0-9]{1,9})?")
+
+
+def read_csv_table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """(the `#` comment lines, the data rows) of a catalogue CSV, read through the one bounded reader (a regular
+    UTF-8 file of at most MAX_CSV_BYTES); a row with more or fewer cells than the header, or a file that is no CSV,
+    is one CatalogueError line naming the file."""
+    text = read_text_file(path, MAX_CSV_BYTES, "a CSV catalogue", CatalogueError)
+    lines = text.splitlines()
+    comments = [line for line in lines if line.startswith("#")]
+    data = [line for line in lines if line.strip() and not line.startswith("#")]
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as err:
-        raise CatalogueError(f"{path}: cannot read ({err.strerror})") from None
-    return list(csv.DictReader(line for line in lines if line.strip() and not line.startswith("#")))
+        table = list(csv.reader(data))
+    except csv.Error as err:  # a field over csv's size limit, an unterminated quote...
+        raise CatalogueError(f"{one_line(path)}: not a CSV catalogue ({one_line(err)})") from None
+    if not table:
+        return comments, []
+    header = [name.strip() for name in table[0]]
+    rows = []
+    for number, cells in enumerate(table[1:], start=1):
+        if len(cells) != len(header):
+            raise CatalogueError(
+                f"{one_line(path)}: data row {number} has {len(cells)} cells; the header has {len(header)}"
+            )
+        rows.append(dict(zip(header, cells, strict=True)))
+    return comments, rows
+
+
+def _data_rows(path: Path) -> list[dict[str, str]]:
+    return read_csv_table(path)[1]
+
+
+def price_usd_h(cell: str | None, where: str) -> float:
+    """A price cell as the exact decimal it shows (a float whose repr is that decimal): a plain non-negative decimal
+    of at most MAX_USD_H; NaN, infinity, a sign, an exponent or more digits are one CatalogueError line (`where`
+    names the file, row and column)."""
+    text = (cell or "").strip()
+    if not _PRICE.fullmatch(text) or Decimal(text) > MAX_USD_H:
+        raise CatalogueError(
+            f"{where}: {one_line(text[:40])!r} is not a price (a plain decimal of USD per hour, 0 to {MAX_USD_H})"
+        )
+    return float(text)
 
 
 def load_regions(path: Path = REGIONS_CSV) -> dict[str, tuple[str, ...]]:
@@ -65,25 +123,28 @@ def load_regions(path: Path = REGIONS_CSV) -> dict[str, tuple[str, ...]]:
 
 
 def load_gpu_catalogue(path: Path) -> GpuCatalogue:
-    rows = _data_rows(path)
+    comments, rows = read_csv_table(path)
     required = {"accelerator", "region", "zone", "price_on_demand_usd_h", "price_spot_usd_h"}
     if not rows or not required <= set(rows[0]):
-        raise CatalogueError(f"{path}: expected CSV columns {', '.join(sorted(required))}")
+        raise CatalogueError(f"{one_line(path)}: expected CSV columns {', '.join(sorted(required))}")
     offers = []
     for number, row in enumerate(rows, start=1):
-        try:
-            offers.append(
-                ZonePrice(
-                    accelerator=row["accelerator"].strip(),
-                    region=row["region"].strip(),
-                    zone=row["zone"].strip(),
-                    on_demand_usd_h=float(row["price_on_demand_usd_h"]),
-                    spot_usd_h=float(row["price_spot_usd_h"]),
-                )
+        where = f"{one_line(path)}: data row {number}"
+        names = {key: row[key].strip() for key in ("accelerator", "region", "zone")}
+        empty = next((key for key, value in names.items() if not value), None)
+        if empty:
+            raise CatalogueError(f"{where}: {empty}: empty")
+        count = row.get("count", "1").strip()
+        if not re.fullmatch(r"[1-9][0-9]?", count):  # GPUs per offer: Compute Engine attaches 1 to 16
+            raise CatalogueError(f"{where}: count: {one_line(count[:40])!r} is not a GPU count (1 to 99)")
+        offers.append(
+            ZonePrice(
+                **names,
+                on_demand_usd_h=price_usd_h(row["price_on_demand_usd_h"], f"{where}: price_on_demand_usd_h"),
+                spot_usd_h=price_usd_h(row["price_spot_usd_h"], f"{where}: price_spot_usd_h"),
             )
-        except (TypeError, ValueError):
-            raise CatalogueError(f"{path}: data row {number} has a missing or non-numeric price") from None
-    source = next((ln for ln in path.read_text().splitlines() if ln.startswith("# Source")), "")
+        )
+    source = next((ln for ln in comments if ln.startswith("# Source")), "")
     return GpuCatalogue(source=source.lstrip("# "), offers=tuple(offers))
 
 

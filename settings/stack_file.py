@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,7 @@ import yaml
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from capacity.bounded_files import NotRegularFileError, read_regular_file
 from settings.errors import ConfigError
 
 MAX_BYTES = 256 * 1024  # a stack file of this project is ~1 KiB; Pulumi's own are rarely above a few KiB
@@ -152,43 +152,9 @@ def read_stack_file(path: Path, project: str, types: dict[str, str]) -> dict[str
     return {_full_key(path, project, key_node): _engine_string(config[key_node.value]) for key_node in keys}
 
 
-# What os.stat calls a file that is not a regular one, for the message (https://docs.python.org/3/library/stat.html).
-_KINDS = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-class NotRegularFileError(Exception):
-    """The path (links resolved) is a folder, FIFO, device or socket: reading it could hang or never end."""
-
-    def __init__(self, kind: str) -> None:
-        super().__init__(f"{kind}, not a regular file")
-        self.kind = kind
-
-
-def read_regular_file(path: Path, cap: int) -> bytes:
-    """At most cap + 1 bytes of `path`, which must be a regular file once links are resolved (so a caller sees "more
-    than cap"). NotRegularFileError otherwise, OSError when it cannot be opened.
-
-    The file's size cannot bound the read: /dev/zero and a FIFO report st_size 0 and /dev/zero never ends, a FIFO
-    blocks open(2) and read(2) until a writer comes (fifo(7), https://man7.org/linux/man-pages/man7/fifo.7.html).
-    So os.stat refuses them before anything is opened; the file is then opened O_NONBLOCK (an open that does not
-    wait for a FIFO's writer, open(2)) and checked again with fstat, in case the path was swapped in between.
-    """
-    _refuse_special(os.stat(path).st_mode)  # os.stat follows symbolic links
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as handle:
-        _refuse_special(os.fstat(fd).st_mode)
-        return handle.read(cap + 1)
-
-
-def _refuse_special(mode: int) -> None:
-    if not stat.S_ISREG(mode):
-        raise NotRegularFileError(next((kind for test, kind in _KINDS if test(mode)), "a special file"))
+# The one bounded reader of user-suppliable files (regular files only, read up to a cap), shared with the capacity
+# records, catalogues, price table and bench results; re-exported here, where the other readers import it from.
+__all__ = ["NotRegularFileError", "StackFileError", "read_regular_file", "read_stack_file"]
 
 
 def _compose(path: Path) -> Node | None:

@@ -7,6 +7,7 @@ and the key; the commands are run as a user runs them (subprocesses), and one re
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import math
 import os
@@ -126,12 +127,14 @@ def records(draw: st.DrawFn) -> CapacityRecord:
     p50, p95 = draw(OPTIONAL), draw(OPTIONAL)
     if p50 is not None and p95 is not None and p50 > p95:
         p50, p95 = p95, p50
+    # Self-consistent: no measured latency above the SLO the rate was searched at (the loader refuses that).
+    slo_latency_ms = max(draw(LATENCY), p50 or 0.0, p95 or 0.0)
     return record(
-        gpu=draw(GPUS), variant=draw(NAMES), image_tag=draw(LINE), slo_latency_ms=draw(LATENCY),
+        gpu=draw(GPUS), variant=draw(NAMES), image_tag=draw(LINE), slo_latency_ms=slo_latency_ms,
         slo_percentile=draw(st.floats(min_value=0.5, max_value=100)), max_failure_percent=draw(st.floats(0, 99.9)),
         max_rps_per_gpu=draw(RATE), batch=draw(st.none() | within("batch")), p50_ms=p50, p95_ms=p95,
         source=draw(st.sampled_from(["reference", "measured"])), method=draw(LINE),
-        measured_at=draw(st.dates()).isoformat(), revision=draw(st.integers(1, 10_000)),
+        measured_at=draw(st.dates(max_value=datetime.date.today())).isoformat(), revision=draw(st.integers(1, 10_000)),
     )  # fmt: skip
 
 
@@ -236,6 +239,8 @@ def test_a_number_outside_its_bounds_is_refused_naming_file_and_key(
     """1e308 req/s or 5e-324 req/s per GPU would size a stack of 300-digit node counts; the loader stops them."""
     value = data.draw(_beyond(key))
     changes = {key: value} | ({"p95_ms": None} if key == "p50_ms" else {"p50_ms": None} if key == "p95_ms" else {})
+    if key in ("p50_ms", "p95_ms"):  # a latency at its bound stays within the record's own SLO (the loader checks it)
+        changes["slo_latency_ms"] = BOUNDS["slo_latency_ms"][1]
     path = tmp_path_factory.mktemp("bounds") / "r.json"
     path.write_text(_as_text(VALID | changes), encoding="utf-8")
     with pytest.raises(CapacityError) as refused:
@@ -291,7 +296,7 @@ def test_find_record_prefers_the_exact_image_then_the_newest_other(tmp_path: Pat
             record(image_tag="25.06-py3", measured_at="2026-03-10", max_rps_per_gpu=200.0),
             record(image_tag="24.10-py3", measured_at="2026-05-10", max_rps_per_gpu=300.0),
             record(variant="trt_fp16", max_rps_per_gpu=900.0),
-            record(slo_latency_ms=50.0, max_rps_per_gpu=50.0),
+            record(slo_latency_ms=50.0, max_rps_per_gpu=50.0, p50_ms=20.0, p95_ms=45.0),
         ],
         tmp_path,
     )
@@ -312,7 +317,7 @@ def test_find_record_skips_records_of_another_percentile_or_failure_budget(tmp_p
     p95 = (95.0, 1.0)
     write_records(
         [
-            record(slo_percentile=50.0, max_failure_percent=99.0, measured_at="2026-12-30"),
+            record(slo_percentile=50.0, max_failure_percent=99.0, measured_at="2026-11-30"),
             record(image_tag="24.10-py3", max_failure_percent=0.5, max_rps_per_gpu=200.0, measured_at="2026-01-01"),
         ],
         tmp_path,

@@ -95,7 +95,7 @@ BAD_CONFIG = {
     "boolean that is not one": ({"gpuSpot": "yes"}, "triton-gke:gpuSpot", "'yes'", "true or false"),
     "list that is not one": ({"regions": "us-central1"}, "triton-gke:regions", "'us-central1'", "list"),
     "misspelt key": ({"gpuMaxNode": 3}, "triton-gke:gpuMaxNode", "unknown setting", "did you mean gpuMaxNodes"),
-    "missing catalogue": ({"gpuCatalogue": "no/such.csv"}, "triton-gke:gpuCatalogue", "no/such.csv", "cannot read"),
+    "missing catalogue": ({"gpuCatalogue": "no/such.csv"}, "triton-gke:gpuCatalogue", "no/such.csv", "no such file"),
     "unknown model variant": (
         {"modelVariants": ["tftrt_fp16"]},
         "triton-gke:modelVariants",

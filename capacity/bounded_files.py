@@ -1,0 +1,152 @@
+"""The one bounded reader of files a user can name: regular files only, size-capped, UTF-8 checked, JSON depth-capped.
+
+Every reader of a user-suppliable file goes through here: stack files (settings/stack_file.py re-exports
+read_regular_file), the GPU catalogue and region tables (settings/catalogue.py), the VM price table
+(infra/cost.py), capacity records (capacity/records.py) and a benchmark's results.json (bench/record.py,
+bench/results.py). A file that cannot be used is refused in ONE line naming it (read_text_file raises the
+caller's own error class with that line), never a traceback and never a hang:
+
+- not a regular file once links are resolved (a folder, a FIFO that would block open(2) and read(2) until a writer
+  comes, /dev/zero that never ends, a socket): refused before it is opened, and again after (fstat), in case the
+  path was swapped in between;
+- larger than the caller's cap: at most cap + 1 bytes are ever read, whatever the file's size claims;
+- NUL bytes (binary data) or not UTF-8;
+- JSON (parse_json): nested deeper than MAX_JSON_DEPTH (checked on the text in linear time, before the parser
+  recurses), NaN/Infinity (not JSON, though Python's json reads them), integers of more digits than Python converts.
+
+Standard library only and importing nothing of the project, so every layer (capacity, settings, infra, bench)
+imports it without an import cycle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections.abc import Callable
+from itertools import accumulate
+from pathlib import Path
+from typing import Any
+
+# Deeper than any JSON file this project writes or reads (a bench results.json nests 4 levels, a record 1), shallow
+# enough that no parser or printer recursion is ever near Python's limit.
+MAX_JSON_DEPTH = 32
+
+# What os.stat calls a file that is not a regular one, for the message (https://docs.python.org/3/library/stat.html).
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class NotRegularFileError(Exception):
+    """The path (links resolved) is a folder, FIFO, device or socket: reading it could hang or never end."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(f"{kind}, not a regular file")
+        self.kind = kind
+
+
+class UnreadableFileError(ValueError):
+    """A file that cannot be used; str() is one line naming it (the default error of read_text_file/parse_json)."""
+
+
+def one_line(text: Path | str) -> str:
+    """A path or text for a one-line message: control characters (a line break in a file name) as escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
+def read_regular_file(path: Path, cap: int) -> bytes:
+    """At most cap + 1 bytes of `path`, which must be a regular file once links are resolved (so a caller sees "more
+    than cap"). NotRegularFileError otherwise, OSError when it cannot be opened.
+
+    The file's size cannot bound the read: /dev/zero and a FIFO report st_size 0 and /dev/zero never ends, a FIFO
+    blocks open(2) and read(2) until a writer comes (fifo(7), https://man7.org/linux/man-pages/man7/fifo.7.html).
+    So os.stat refuses them before anything is opened; the file is then opened O_NONBLOCK (an open that does not
+    wait for a FIFO's writer, open(2)) and checked again with fstat, in case the path was swapped in between.
+    """
+    _refuse_special(os.stat(path).st_mode)  # os.stat follows symbolic links
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
+        _refuse_special(os.fstat(fd).st_mode)
+        return handle.read(cap + 1)
+
+
+def _refuse_special(mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        raise NotRegularFileError(next((kind for test, kind in _KINDS if test(mode)), "a special file"))
+
+
+def read_text_file(path: Path, cap: int, what: str, error: Callable[[str], Exception] = UnreadableFileError) -> str:
+    """The UTF-8 text of `path`, a regular file of at most `cap` bytes without NUL bytes; otherwise `error(line)`,
+    the line naming the file and saying what is wrong ("what": the file's kind, e.g. "a capacity record file")."""
+    shown = one_line(path)
+    try:
+        data = read_regular_file(Path(path), cap)
+    except NotRegularFileError as err:
+        real = os.path.realpath(path)
+        where = shown if one_line(real) == one_line(os.path.abspath(path)) else f"{shown} ({one_line(real)})"
+        raise error(f"{where}: {err}; {what} is a regular file") from None
+    except FileNotFoundError:
+        raise error(f"{shown}: no such file ({what})") from None
+    except OSError as err:
+        raise error(f"{shown}: cannot read it ({one_line(err.strerror or err)})") from None
+    except ValueError as err:  # a path with a NUL character: os.stat refuses it
+        raise error(f"{shown}: not a usable path ({one_line(err)})") from None
+    if len(data) > cap:
+        raise error(f"{shown}: more than {cap:,} bytes; not {what}")
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise error(f"{shown}: binary data (a NUL byte at {nul}); not {what}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise error(f"{shown}: not UTF-8 text (byte {err.start}); not {what}") from None
+
+
+# A JSON string (escapes included) or a bracket: strings are blanked before brackets are counted.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def json_depth(text: str) -> int:
+    """How deep the brackets of a JSON text nest (strings skipped), in linear time and without recursion."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (not a finite number)")
+
+
+def parse_json(
+    text: str,
+    where: Path | str,
+    error: Callable[[str], Exception] = UnreadableFileError,
+    *,
+    max_depth: int = MAX_JSON_DEPTH,
+    **options: Any,
+) -> Any:
+    """json.loads(text, **options), refusing in one line naming `where`: nesting deeper than max_depth, NaN and
+    Infinity, integers of more digits than Python converts, and anything not JSON. `options` are json.loads'
+    (parse_float=decimal.Decimal, object_pairs_hook=...); a hook or parse function may raise ValueError with one
+    line, which is passed on after the file's name."""
+    shown = one_line(where)
+    depth = json_depth(text)
+    if depth > max_depth:
+        raise error(f"{shown}: nested {depth} levels deep, more than {max_depth}; not a file this toolkit writes")
+    options.setdefault("parse_constant", _no_constant)
+    try:
+        return json.loads(text, **options)
+    except json.JSONDecodeError as err:
+        raise error(f"{shown}: not valid JSON: {err.msg} (line {err.lineno} column {err.colno})") from None
+    except RecursionError:  # depth is checked above; kept for a caller's max_depth beyond the parser's reach
+        raise error(f"{shown}: not valid JSON: nested too deeply") from None
+    except ValueError as err:  # parse_constant, a hook, or an integer of too many digits (sys.set_int_max_str_digits)
+        problem = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise error(f"{shown}: {one_line(problem)[:200]}") from None
