@@ -39,6 +39,24 @@ PRECISIONS = ("none", "FP32", "FP16", "INT8")
 # for a 224x224x3 image): less network, less (de)serialisation, lower load-balancer data cost.
 INPUT_DTYPES = ("FP32", "UINT8")
 
+# ---------------------------------------------------------------- physical bounds: what one GPU must hold
+# Every variant loads on every GPU the server sees, each with instance_count instances (instance_group KIND_GPU
+# "count" instances on each GPU, model_repo/configs.py), and each instance runs a batch of up to max_batch_size.
+# So one GPU holds at least, summed over the variants: instance_count x (weights + max_batch_size x input bytes).
+# Activations, the CUDA context and the TensorRT workspace (model_repo/configs.py TRT_WORKSPACE_BYTES, up to 1 GiB)
+# are NOT counted: the sum is a lower bound, so a configuration it refuses cannot run at all.
+# The GPU's memory: settings/catalogue.py GPU_MEMORY_BYTES (NVIDIA T4 datasheet: 16 GB); the build's GPU is the T4.
+DEFAULT_GPU = "nvidia-tesla-t4"
+# Input of the built-in ResNet-50: one 224 x 224 x 3 image (model_repo/resnet50.py IMAGE_SIZE), 4 bytes per value
+# as FP32, 1 as UINT8: 602,112 and 150,528 bytes per batch item.
+RESNET50_INPUT_VALUES = 3 * 224 * 224
+INPUT_BYTES = {"FP32": 4 * RESNET50_INPUT_VALUES, "UINT8": RESNET50_INPUT_VALUES}
+# Weights one instance keeps on the GPU, measured on the built model (build/model_repository/<variant>/1/model.onnx
+# written by `python -m model_repo`): the FP32 ResNet-50 file is 102,132,044 bytes (4 bytes x ~25.5 M parameters;
+# torchvision's ResNet50_Weights.IMAGENET1K_V1 lists 25,557,032), the INT8 (QDQ) file 26,053,398 bytes. A FP16
+# TensorRT engine holds the FP32 weights at 2 bytes each: half, 51,066,022 bytes.
+WEIGHT_BYTES = {"none": 102_132_044, "FP32": 102_132_044, "FP16": 51_066_022, "INT8": 26_053_398}
+
 # Model names become folder names locally and object prefixes in gs://; keep them portable.
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TAG_RE = re.compile(r"^(\d{2})\.(\d{2})(-[A-Za-z0-9_.-]+)?$")
@@ -168,8 +186,51 @@ def is_saved_model_dir(path: Path) -> bool:
     return path.is_dir() and any((path / n).is_file() for n in ("saved_model.pb", "saved_model.pbtxt"))
 
 
-def validate_settings(settings: ModelRepoSettings) -> None:
-    """Raise ModelRepoError (one line naming the key and value) on the first problem found."""
+def _bytes(number: int) -> str:
+    return f"{number / 1e9:,.1f} GB" if number >= 10**9 else f"{number / 1e6:,.1f} MB"
+
+
+def _footprint(settings: ModelRepoSettings, variant: VariantSettings) -> tuple[int, int]:
+    """(weight bytes per instance, input bytes per batch item) of a variant on the GPU.
+
+    The built-in ResNet-50 by the figures above; your own model by its file's size as the weights (its input shape
+    is only read at build time, so its input is not counted: the bound stays a lower bound).
+    """
+    if settings.source is None:
+        return WEIGHT_BYTES[variant.precision], INPUT_BYTES[variant.input_dtype]
+    path = Path(settings.source)
+    return (path.stat().st_size if path.is_file() else 0), 0
+
+
+def gpu_memory_problem(
+    settings: ModelRepoSettings, gpu: str, memory_bytes: int
+) -> tuple[VariantSettings, str, str] | None:
+    """(variant, field, one-line why) when the variants cannot fit in one `gpu` of `memory_bytes`; None when they can.
+
+    field: "instance_count" or "max_batch_size", whichever adds more bytes in the variant that adds the most.
+    """
+    terms = []
+    for v in settings.variants:
+        weights, item = _footprint(settings, v)
+        terms.append((v, weights, item, v.instance_count * weights, v.instance_count * v.max_batch_size * item))
+    total = sum(w + b for *_, w, b in terms)
+    if total <= memory_bytes:
+        return None
+    variant, *_, weights_total, batch_total = max(terms, key=lambda t: max(t[3], t[4]))
+    field = "instance_count" if weights_total >= batch_total else "max_batch_size"
+    formula = " + ".join(
+        f"{v.name} {v.instance_count} x ({_bytes(w)} weights + {v.max_batch_size} x {i:,} input bytes)"
+        for v, w, i, *_ in terms
+    )
+    why = f"{formula} = {_bytes(total)} is more than the {gpu}'s {memory_bytes / 1e9:g} GB of GPU memory"
+    return variant, field, why
+
+
+def validate_settings(settings: ModelRepoSettings, gpu: str | None = DEFAULT_GPU) -> None:
+    """Raise ModelRepoError (one line naming the key and value) on the first problem found.
+
+    gpu: the accelerator every variant must fit in (its memory from settings/catalogue.py); None skips that check.
+    """
     release = image_release(settings.triton_image_tag)
     if not settings.variants:
         raise ModelRepoError("variants: at least one model variant is required")
@@ -184,6 +245,14 @@ def validate_settings(settings: ModelRepoSettings) -> None:
         raise ModelRepoError(f"labels: file not found: {settings.labels}")
     if not settings.trt_cache_dir.startswith("/"):
         raise ModelRepoError(f"trt_cache_dir: {settings.trt_cache_dir!r} must be an absolute container path")
+    if gpu is not None:
+        from settings.catalogue import gpu_memory_bytes  # here, not at the top: settings imports this module
+
+        memory = gpu_memory_bytes(gpu)
+        problem = gpu_memory_problem(settings, gpu, memory) if memory else None
+        if problem:
+            variant, field, why = problem
+            raise ModelRepoError(f"variant {variant.name!r}: {field} {getattr(variant, field)}: {why}")
 
 
 def _validate_variant(v: VariantSettings) -> None:

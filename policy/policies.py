@@ -32,9 +32,9 @@ from pulumi_policy import (
 from pulumi_policy.proxy import UnknownValueError
 
 if __package__:  # imported as policy.policies: the tests, beside the program
-    from .address_space import internet_problem, parse
+    from .address_space import internet_problem, parse, show_union
 else:  # the CLI runs the pack with this folder itself on sys.path (runpy.run_path of the folder)
-    from address_space import internet_problem, parse
+    from address_space import internet_problem, parse, show_union
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -235,6 +235,23 @@ def is_whole_internet(cidr: str) -> bool:
         return False
 
 
+def firewall_source_problem(sources: list[str]) -> str | None:
+    """Why a firewall rule's sourceRanges open it to the internet; None when they stay a team's own.
+
+    The union of the rule's ranges, judged by policy/address_space.py's internet_problem: the rule the stack config
+    applies to webUiSourceRanges and web-ui-not-public to loadBalancerSourceRanges, so 0.0.0.0/1 + 128.0.0.0/1,
+    256 x /8 or ::ffff:0.0.0.0/96 are the internet here too. Entries that are not CIDRs open nothing (GCP refuses
+    the rule); host bits set are judged as the block they are in.
+    """
+    networks = []
+    for text in sources:
+        try:
+            networks.append(parse(text, strict=False))
+        except ValueError:
+            continue
+    return internet_problem(networks)
+
+
 def validate_firewall(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     props = args.props
     if args.resource_type != FIREWALL:
@@ -245,10 +262,12 @@ def validate_firewall(args: ResourceValidationArgs, report_violation: ReportViol
     # GCP applies 0.0.0.0/0 to an ingress rule that names no source at all.
     implicit = not sources and not items(get(props, "sourceTags")) and not items(get(props, "sourceServiceAccounts"))
     opened = [s for s in sources if is_whole_internet(s)] or (["0.0.0.0/0 (no source given)"] if implicit else [])
-    if opened:
+    problem = firewall_source_problem(sources)
+    if opened or problem:
+        shown = ", ".join(opened) if opened else show_union(sources)
         report_violation(
-            f"firewall rule allows ingress from {', '.join(opened)}; list the sources that need it "
-            "(the load balancer's health checks come from 35.191.0.0/16 and 130.211.0.0/22)",
+            f"firewall rule allows ingress from {shown}{f'; {problem}' if problem else ''}; list the sources that "
+            "need it (the load balancer's health checks come from 35.191.0.0/16 and 130.211.0.0/22)",
             None,
         )
 
@@ -607,7 +626,8 @@ POLICIES: list[ResourceValidationPolicy] = [
     ),
     _policy(
         "firewall-no-internet-ingress",
-        "No firewall rule allows ingress from 0.0.0.0/0 or ::/0 (stated or implied).",
+        "No firewall rule allows ingress from 0.0.0.0/0 or ::/0 (stated or implied), or from source ranges whose "
+        "union lets in more than a /8 worth of public addresses (IPv6 a /32; IPv6 that embeds IPv4 counts as IPv4).",
         validate_firewall,
         MANDATORY,
         Severity.HIGH,

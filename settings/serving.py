@@ -9,6 +9,7 @@ from model_repo.settings import (
     UINT64_MAX,
     ModelRepoSettings,
     VariantSettings,
+    gpu_memory_problem,
     image_release,
     runs_on_driver,
     validate_settings,
@@ -56,10 +57,32 @@ def model_repo(reader: Reader) -> ModelRepoSettings:
         triton_image_tag=reader.string("tritonImageTag"),
     )
     try:
-        validate_settings(settings)
+        validate_settings(settings, gpu=None)  # the GPU's memory below, naming the stack key
     except ModelRepoError as err:
         raise ConfigError(f"{reader.full(_model_key(str(err)))}: {str(err).split(': ', 1)[-1]}") from None
+    _check_fits_gpu(reader, settings)
     return settings
+
+
+def _check_fits_gpu(reader: Reader, settings: ModelRepoSettings) -> None:
+    """Every variant's instances and batches within one GPU's memory (model_repo.settings.gpu_memory_problem)."""
+    gpu = reader.string("gpuAcceleratorType")  # already checked against the GPU catalogue (settings/cluster.py)
+    memory = catalogue.gpu_memory_bytes(gpu)
+    problem = gpu_memory_problem(settings, gpu, memory) if memory else None
+    if problem:
+        variant, field, why = problem
+        small = _is_small(variant)
+        keys = {
+            "max_batch_size": "modelSmallBatchSize" if small else "modelMaxBatchSize",
+            "instance_count": "modelSmallBatchInstanceCount" if small else "modelInstanceCount",
+        }
+        raise reader.fail(keys[field], getattr(variant, field), why)
+
+
+def _is_small(variant: VariantSettings) -> bool:
+    """The variant read from modelSmallBatch* (see _variant)."""
+    reference = next(v for v in REFERENCE_VARIANTS if v.name == variant.name)
+    return reference.max_batch_size != REFERENCE_VARIANTS[0].max_batch_size
 
 
 def _model_key(message: str) -> str:

@@ -14,6 +14,7 @@ import pytest
 from conftest import PROJECT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_gpu_bounds import largest_fitting
 
 from offline.runtime import config_string
 from settings import catalogue
@@ -76,12 +77,17 @@ BOUNDS = {
     "gpuDiskSizeGb": (10, 65536, {}),
     "prometheusStorageGb": (1, 65536, {}),
     # Triton model_config.proto: int32 max_batch_size, preferred_batch_size, instance count; uint64 queue delay
-    # (https://github.com/triton-inference-server/common/blob/main/protobuf/model_config.proto).
-    "modelMaxBatchSize": (1, INT32_MAX, {"modelPreferredBatchSize": 1}),
-    "modelPreferredBatchSize": (1, INT32_MAX, {"modelMaxBatchSize": INT32_MAX}),
-    "modelSmallBatchSize": (1, INT32_MAX, {}),
-    "modelInstanceCount": (1, INT32_MAX, {}),
-    "modelSmallBatchInstanceCount": (1, INT32_MAX, {}),
+    # (https://github.com/triton-inference-server/common/blob/main/protobuf/model_config.proto). Far below int32:
+    # what fits a T4's 16 GB with the other model keys at their defaults (tests/test_gpu_bounds.py's sum).
+    "modelMaxBatchSize": (1, largest_fitting("modelMaxBatchSize"), {"modelPreferredBatchSize": 1}),
+    "modelPreferredBatchSize": (
+        1,
+        largest_fitting("modelMaxBatchSize"),
+        {"modelMaxBatchSize": largest_fitting("modelMaxBatchSize")},
+    ),
+    "modelSmallBatchSize": (1, largest_fitting("modelSmallBatchSize"), {}),
+    "modelInstanceCount": (1, largest_fitting("modelInstanceCount"), {}),
+    "modelSmallBatchInstanceCount": (1, largest_fitting("modelSmallBatchInstanceCount"), {}),
     # The SLO knobs must nest (settings/capacity.py): the delay below the HPA target, itself at most the quantity
     # limit below, so the delay's own uint64 limit lies above what can nest; the context puts the rest at the top.
     "modelMaxQueueDelayUs": (0, (2**63 - 1) // 1000 * 1000 - 1, NESTED_ABOVE | {"autoscaleQueueTimeMs": QUANTITY_MS}),
@@ -89,9 +95,10 @@ BOUNDS = {
     # (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/).
     "autoscaleQueueTimeMs": (1, (2**63 - 1) // 1000, NESTED_ABOVE | {"modelMaxQueueDelayUs": 0}),
     # GKE: 1,000 nodes per node pool per zone (https://cloud.google.com/kubernetes-engine/quotas); dev has one zone.
-    "cpuMaxNodes": (1, 1000, {"cpuMinNodes": 0}),
+    "cpuMaxNodes": (1, 1000, {"cpuMinNodes": 1}),
     "gpuMaxNodes": (1, 1000, {"gpuMinNodes": 0}),
-    "cpuMinNodes": (0, 1000, {"cpuMaxNodes": 1000}),
+    # At least 1: every zone's NEG needs a node there (settings/cluster.py CPU_MIN_NODES).
+    "cpuMinNodes": (1, 1000, {"cpuMaxNodes": 1000}),
     "gpuMinNodes": (0, 1000, {"gpuMaxNodes": 1000}),
 }
 
@@ -118,7 +125,7 @@ def fewest_zones(regions: list[str]) -> int:
 def test_node_maxima_follow_the_zones_of_each_region(total: int) -> None:
     """A pool-wide maximum needs 1,000 nodes per zone of the region with fewest zones."""
     most = 1000 * fewest_zones(["us-central1", "europe-west4", "asia-east1"])
-    refusal = outcome("prod", gpuMinNodes=0, gpuMaxNodes=total, cpuMinNodes=0, cpuMaxNodes=3)
+    refusal = outcome("prod", gpuMinNodes=0, gpuMaxNodes=total, cpuMinNodes=1, cpuMaxNodes=3)
     assert_outcome(1 <= total <= most, refusal, "gpuMaxNodes")
 
 
@@ -369,7 +376,7 @@ def test_model_settings_fit_their_model_config_fields(field: str, value: int) ->
     high = 2**64 - 1 if field == "max_queue_delay_us" else INT32_MAX
     variant = VariantSettings("original", "none", **fields)
     try:
-        validate_settings(ModelRepoSettings(variants=(variant,)))
+        validate_settings(ModelRepoSettings(variants=(variant,)), gpu=None)  # field widths; GPU memory: test_gpu_bounds
     except ModelRepoError as err:
         assert not low <= value <= high, err
         assert field in str(err) and "\n" not in str(err)
