@@ -21,7 +21,8 @@ A bucket an earlier version of the sync filled has no record: its model folders 
 numeric version folders, named like the source's models) stop the sync until --adopt takes
 ownership of them, once; nothing else under the prefix is ever adopted. A record of the earlier
 format (names only, no generations) is read too: a name it lists is claimed only if its object holds
-exactly what this sync would upload under that name; with --adopt every object it lists is claimed at
+exactly what this sync would upload under that name; with --adopt every object it lists inside a source model's
+folder (config.pbtxt, numeric version folders) is claimed at
 its current generation (a person vouches for the old record); the rest are strangers. Adopted objects
 get the mark (a metadata patch, if_generation_match on their generation) before they are recorded.
 The record is read bounded: at most RECORD_MAX_BYTES, UTF-8, nested at most _RECORD_MAX_DEPTH deep,
@@ -702,7 +703,16 @@ def resolve_ownership(
                 if name in record.legacy and is_unchanged(local, remote.get(name)):
                     record.objects[name] = _adopted(remote[name])
     if adopt:
-        record.objects.update({n: _adopted(remote[n]) for n in record.legacy if n in remote and n not in objects})
+        # As for a bucket without a record (adoptable()): only what a model folder of the source holds, its
+        # config.pbtxt and numeric version folders; whatever else an (edited) old record lists stays a stranger.
+        claimed = {n for n in record.legacy if n in remote and n not in objects and _adoptable_name(n, source)}
+        record.objects.update({n: _adopted(remote[n]) for n in claimed})
+
+
+def _adoptable_name(name: str, source: Source) -> bool:
+    """An object --adopt may claim from an old-format record: a source model's config.pbtxt or version folder."""
+    model = _model_of(name)
+    return model in source.models and (name == f"{model}/{CONFIG_NAME}" or _version_folder(name) is not None)
 
 
 # --- transfer -------------------------------------------------------------------------

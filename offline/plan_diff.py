@@ -105,6 +105,10 @@ def load_plan(path: Path) -> dict[str, dict[str, Any]]:
         raise PlanFileError(f"{path}: cannot read: {err.__class__.__name__}: {_one_line(str(err))}") from None
     except json.JSONDecodeError as err:
         raise PlanFileError(f"{path}: not JSON ({err.msg} at line {err.lineno})") from None
+    except PlanFileError:
+        raise
+    except ValueError as err:  # an integer of more digits than int() converts (sys.get_int_max_str_digits)
+        raise PlanFileError(f"{path}: not a plan: {_one_line(str(err))[:120]}") from None
     except RecursionError:  # the json module recurses once per nested array or object
         raise PlanFileError(f"{path}: not a plan: arrays and objects nested more than {MAX_NESTING} deep") from None
     return index_records(records, str(path))

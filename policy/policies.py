@@ -240,15 +240,16 @@ def firewall_source_problem(sources: list[str]) -> str | None:
 
     The union of the rule's ranges, judged by policy/address_space.py's internet_problem: the rule the stack config
     applies to webUiSourceRanges and web-ui-not-public to loadBalancerSourceRanges, so 0.0.0.0/1 + 128.0.0.0/1,
-    256 x /8 or ::ffff:0.0.0.0/96 are the internet here too. Entries that are not CIDRs open nothing (GCP refuses
-    the rule); host bits set are judged as the block they are in.
+    256 x /8 or ::ffff:0.0.0.0/96 are the internet here too. Host bits set are judged as the block they are in. An
+    entry Python cannot read as a CIDR ('0/0', '00.0.0.0/0', full-width digits) fails closed: a policy cannot know
+    how GCP reads it, so it is not allowed through unjudged.
     """
     networks = []
     for text in sources:
         try:
             networks.append(parse(text, strict=False))
         except ValueError:
-            continue
+            return f"source range {text[:60]!r} is not a CIDR this policy can judge; write it as a.b.c.d/n"
     return internet_problem(networks)
 
 

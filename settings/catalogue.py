@@ -128,6 +128,7 @@ def load_gpu_catalogue(path: Path) -> GpuCatalogue:
     if not rows or not required <= set(rows[0]):
         raise CatalogueError(f"{one_line(path)}: expected CSV columns {', '.join(sorted(required))}")
     offers = []
+    seen: dict[tuple[str, str, str], int] = {}
     for number, row in enumerate(rows, start=1):
         where = f"{one_line(path)}: data row {number}"
         names = {key: row[key].strip() for key in ("accelerator", "region", "zone")}
@@ -137,6 +138,14 @@ def load_gpu_catalogue(path: Path) -> GpuCatalogue:
         count = row.get("count", "1").strip()
         if not re.fullmatch(r"[1-9][0-9]?", count):  # GPUs per offer: Compute Engine attaches 1 to 16
             raise CatalogueError(f"{where}: count: {one_line(count[:40])!r} is not a GPU count (1 to 99)")
+        # One offer per accelerator, count and zone: a repeated zone would be listed twice in a cluster's node
+        # locations and its price would depend on which row wins.
+        offer = (names["accelerator"], count, names["zone"])
+        if offer in seen:
+            raise CatalogueError(
+                f"{where}: {one_line(' '.join(offer)[:120])} repeats data row {seen[offer]} (one row per zone)"
+            )
+        seen[offer] = number
         offers.append(
             ZonePrice(
                 **names,

@@ -14,6 +14,7 @@ DOMAIN = re.compile(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{
 # Cloud Armor throttle thresholds: 1 to 1,000,000 requests per interval
 # (https://cloud.google.com/armor/docs/rate-limiting-overview).
 MAX_RATE_LIMIT = 1_000_000
+MAX_RATE_PER_POD = 1_000_000
 
 # How lbMaxRatePerPod, a pod's capacity over both protocols, is split between the two backend services. Both send to
 # the same pods (one NEG per port over the same endpoints, infra/global_lb.py), yet a backend's balancing mode and
@@ -80,7 +81,8 @@ def load_balancer(reader: Reader) -> LoadBalancerSettings:
     return LoadBalancerSettings(
         enabled=enabled,
         domain=domain,
-        max_rate_per_pod=reader.integer("lbMaxRatePerPod", minimum=1),
+        # Bounded so the per-service split stays exact in a float (backend_rates); far above what any pod serves.
+        max_rate_per_pod=reader.integer("lbMaxRatePerPod", minimum=1, maximum=MAX_RATE_PER_POD, why="requests/s"),
         http_share_percent=reader.integer(
             "lbHttpSharePercent", minimum=1, maximum=99, why="each protocol keeps a share of the pod"
         ),

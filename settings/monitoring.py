@@ -19,7 +19,10 @@ OPERATOR_REFUSED = (
 
 
 def monitoring(reader: Reader) -> MonitoringSettings:
-    failure_percent = reader.integer("sloMaxFailurePercent", maximum=100, too_large="expected a percentage, 0 to 100")
+    # Below 100: at 100 the alert (failure ratio above it) could never fire; capacity records refuse it alike.
+    failure_percent = reader.integer(
+        "sloMaxFailurePercent", maximum=99, too_large="expected a percentage, 0 to 99 (at 100 the alert never fires)"
+    )
     slo = SloSettings(
         latency_ms=reader.integer("sloLatencyMs", minimum=1),
         for_minutes=reader.integer("sloForMinutes", minimum=1),

@@ -15,6 +15,7 @@ from conftest import PROJECT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from policy import policies
 from policy.address_space import (
     COMPATIBLE,
     MAPPED,
@@ -344,3 +345,11 @@ def test_the_settings_layer_and_the_pack_share_one_judge() -> None:
     import settings.source_ranges as config
 
     assert config.address_space is judge and pack.internet_problem is judge.internet_problem
+
+
+@pytest.mark.parametrize("text", ["0/0", "00.0.0.0/0", "000.000.000.000/0", "::ffff:00.0.0.0/96", "０.0.0.0/0"])
+def test_the_firewall_policy_fails_closed_on_a_range_it_cannot_read(text: str) -> None:
+    """Red-team finding: ranges Python's ipaddress cannot parse were skipped, so a rule of only such entries passed;
+    the stack config refuses them, and the policy cannot know how GCP reads them."""
+    assert policies.firewall_source_problem([text]) is not None
+    assert policies.firewall_source_problem(["10.0.0.0/8"]) is None

@@ -169,3 +169,20 @@ def test_generated_bad_json_is_one_line_naming_the_file(tmp_path: Path, reader: 
     with pytest.raises(ValueError) as refused:
         READERS[reader](path)
     _one_line_naming(refused, path)
+
+
+@given(zones=st.lists(st.sampled_from(["us-central1-a", "us-central1-b", "us-central1-c"]), min_size=2, max_size=5))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_gpu_catalogue_repeating_a_zone_is_refused_naming_both_rows(tmp_path: Path, zones: list[str]) -> None:
+    """Red-team finding: a repeated zone row was taken, listing the zone twice in a cluster's node locations (and
+    dropping another) with whichever price came last."""
+    rows = [f"nvidia-tesla-t4,1,us-central1,{zone},0.35,0.14" for zone in zones]
+    path = tmp_path / "gpus.csv"
+    path.write_text("\n".join([GPU_HEADER, *rows]), encoding="utf-8")
+    if len(set(zones)) == len(zones):
+        assert len(load_gpu_catalogue(path).offers) == len(zones)
+        return
+    with pytest.raises(ValueError) as refused:
+        load_gpu_catalogue(path)
+    _one_line_naming(refused, path)
+    assert "repeats data row" in str(refused.value)

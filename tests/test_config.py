@@ -180,6 +180,10 @@ BAD_CONFIG = {
         "DNS name",
     ),
     "zero LB rate": ({"lbMaxRatePerPod": 0}, "triton-gke:lbMaxRatePerPod", "0", ">= 1"),
+    # Red-team finding: 1e23 was taken and its per-service split no longer added up in a float.
+    "huge LB rate": ({"lbMaxRatePerPod": 10**23}, "triton-gke:lbMaxRatePerPod", str(10**23), "1,000,000"),
+    # Red-team finding: at 100 % the failure-ratio alert (ratio > 1.0) can never fire; records refuse 100 too.
+    "failure budget of 100 %": ({"sloMaxFailurePercent": 100}, "triton-gke:sloMaxFailurePercent", "100", "never fires"),
     "UINT8 input for an unserved variant": (
         {"modelVariants": ["original"], "modelUint8Input": ["trt_fp16"]},
         "triton-gke:modelUint8Input",

@@ -243,6 +243,7 @@ def test_the_rerun_hint_pastes_as_it_is_with_the_settings_and_names_already_give
     [
         ("{", "not JSON"),
         ("[1]", "not a plan record"),
+        ("[" + "9" * 5000 + "]", "not a plan"),  # red-team finding: int()'s digit limit was a traceback
         ('{"a": 1}', "expected a JSON array"),
     ],
 )

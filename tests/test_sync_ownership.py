@@ -192,6 +192,28 @@ def test_an_old_format_record_naming_a_changed_object_needs_adopt(gcs_client, bu
     assert not sync(small_repo, gcs_client, bucket_name).uploaded
 
 
+def test_adopt_claims_from_an_edited_old_record_only_what_a_source_model_folder_holds(
+    gcs_client, bucket_name, small_repo
+):
+    """Red-team finding: an old-format record edited to list every object, then --adopt (as the error suggests),
+    deleted a stranger model and a stranger file beside a model's config. --adopt claims, as for a bucket without a
+    record, only a source model's config.pbtxt and version folders; the rest stays and is reported."""
+    sync(small_repo, gcs_client, bucket_name)
+    strangers = {f"{PREFIX}/zzz/config.pbtxt": b'name: "zzz"', f"{PREFIX}/zzz/1/model.onnx": b"x"}
+    strangers[f"{PREFIX}/resnet50/stranger.txt"] = b"someone else's"
+    make_legacy(gcs_client, bucket_name)
+    generations = {name: put(gcs_client, bucket_name, name, data) for name, data in strangers.items()}
+    listed = sorted(b.name.removeprefix(f"{PREFIX}/") for b in gcs_client.list_blobs(bucket_name, prefix=f"{PREFIX}/"))
+    write_record_body(
+        gcs_client, bucket_name, {"format": 1, "objects": [n for n in listed if n != RECORD_NAME], "models": {}}
+    )
+
+    report = sync(small_repo, gcs_client, bucket_name, adopt=True)
+    live = snapshot(gcs_client, bucket_name)
+    assert {name: live[name][1] for name in strangers} == generations, report
+    assert not {n.removeprefix(f"{PREFIX}/") for n in strangers} & set(report.deleted)
+
+
 # --- an interrupted sync still owns what it wrote ---------------------------------------------------------
 
 
