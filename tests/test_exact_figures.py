@@ -4,7 +4,6 @@ named, record updates serialised (two at once both land)."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import threading
@@ -17,26 +16,18 @@ import pytest
 from conftest import PROJECT_DIR, stack_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_capacity_records import record  # the one record factory of the capacity tests
 
 import capacity.records as records_module
 from bench import record as bench_record
 from capacity.compare import Row, slo_group
 from capacity.from_bench import Measured, records_from_results
-from capacity.records import CapacityError, CapacityRecord, load_record, load_records, slo_mismatch, write_records
+from capacity.records import CapacityError, load_record, load_records, slo_mismatch, write_records
 from infra.cost import load_vm_prices
 from settings import load_stack_settings
 
 RUN_JSON = json.loads((PROJECT_DIR / "bench" / "results" / "dev-2026-11-30-alone" / "results.json").read_text())
 T4 = "nvidia-tesla-t4"
-
-
-def record(**changes: Any) -> CapacityRecord:
-    base = CapacityRecord(
-        gpu=T4, variant="original", image_tag="25.06-py3", slo_latency_ms=100.0, slo_percentile=95.0,
-        max_failure_percent=1.0, max_rps_per_gpu=250.0, batch=4.0, p50_ms=40.0, p95_ms=90.0, source="measured",
-        method="make bench", measured_at="2026-11-30", revision=1, path=Path("unwritten.json"),
-    )  # fmt: skip
-    return dataclasses.replace(base, **changes)
 
 
 # ---------------------------------------------------------------- percentages round-trip exactly
