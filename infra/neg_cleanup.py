@@ -47,6 +47,8 @@ class NegError(Exception):
 class Neg:
     zone: str
     name: str
+    # Its network endpoints (the listing's `size`); a live cluster's NEG holds its pods.
+    size: int = 0
 
     def __str__(self) -> str:
         return f"{self.zone}/{self.name}"
@@ -87,7 +89,7 @@ class ComputeApi:
                     zone = _last(neg.get("zone", ""))
                     # The filter narrows the listing; the name and region are checked here all the same.
                     if neg.get("name") == name and zone_region(zone) == region:
-                        found.append(Neg(zone, name))
+                        found.append(Neg(zone, name, _count(neg.get("size"))))
             token = body.get("nextPageToken")
             if not token:
                 return sorted(found, key=str)
@@ -125,6 +127,14 @@ class ComputeApi:
                 raise NegError(f"waiting for operation {operation} in {zone}: {_api_error(status, body)}")
             if time.monotonic() >= deadline:
                 raise NegError(f"operation {operation} in {zone} not done within the time allowed")
+
+
+def _count(value: object) -> int:
+    """The listing's `size` (an integer, possibly sent as text); 0 when absent or unreadable."""
+    try:
+        return max(0, int(str(value)))
+    except ValueError:
+        return 0
 
 
 def zone_region(zone: str) -> str:
@@ -167,13 +177,29 @@ def _operation_retry(operation: dict[str, Any]) -> bool | None:
 
 
 def remove(
-    api: ComputeApi, region: str, names: Sequence[str], timeout_s: float, poll_s: float, say: Callable[[str], None]
+    api: ComputeApi,
+    region: str,
+    names: Sequence[str],
+    timeout_s: float,
+    poll_s: float,
+    say: Callable[[str], None],
+    stale_only: bool = False,
 ) -> int:
-    """Delete every NEG of `names` in `region`; the number removed. Raises NegError past the deadline."""
+    """Delete every NEG of `names` in `region`; the number removed. Raises NegError past the deadline.
+
+    stale_only (on create): only what a destroyed earlier cluster left. A NEG with endpoints, or one a backend
+    service uses, belongs to a running stack (this one, upgraded to a version with this command): it is kept, and
+    never waited for. An empty, unused NEG of a live cluster may go too: its NEG controller creates it again on its
+    next sync, and the `ready` command waits for that."""
     deadline = time.monotonic() + timeout_s
-    removed = 0
+    removed, kept = 0, set()
     while True:
-        left = [neg for name in names for neg in api.list_in_region(name, region)]
+        listed = [neg for name in names for neg in api.list_in_region(name, region)]
+        for neg in listed:
+            if stale_only and neg.size and (neg.zone, neg.name) not in kept:
+                kept.add((neg.zone, neg.name))
+                say(f"kept NEG {neg}: {neg.size} endpoint(s), a running cluster's")
+        left = [neg for neg in listed if (neg.zone, neg.name) not in kept]
         if not left:
             return removed
         if time.monotonic() >= deadline:
@@ -184,6 +210,10 @@ def remove(
             operation = api.delete(neg)
             if operation and _operation_retry(api.wait_operation(neg.zone, operation, deadline)):
                 operation = None
+            if operation is None and stale_only:  # in use by a backend service: a running stack's
+                kept.add((neg.zone, neg.name))
+                say(f"kept NEG {neg}: a backend service uses it")
+                continue
             if operation is None:
                 waiting = True
                 continue
@@ -235,6 +265,11 @@ def _parser() -> OneLineParser:
         sub.add_argument("--project", required=True)
         if command == "remove":
             sub.add_argument("--region", required=True)
+            sub.add_argument(
+                "--stale-only",
+                action="store_true",
+                help="only NEGs without endpoints that no backend service uses (what a destroyed cluster left)",
+            )
         else:
             sub.add_argument("--zone", dest="zones", action="append", required=True)
         sub.add_argument("--name", dest="names", action="append", required=True, help="NEG name (repeatable)")
@@ -276,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         api = ComputeApi(_session(), args.api_root, args.project)
         if args.command == "remove":
-            count = remove(api, region, names, args.timeout_s, args.poll_s, say)
+            count = remove(api, region, names, args.timeout_s, args.poll_s, say, args.stale_only)
             say(f"{count} NEG(s) named {', '.join(names)} removed in {region}; none left")
         else:
             wait(api, zones, names, args.timeout_s, args.poll_s, say)

@@ -9,8 +9,10 @@ the NEG controller before the controller deletes the NEGs; to prevent leaked NEG
 service and delete all NEGs before you delete the cluster. A leaked NEG keeps its subnet and VPC from being deleted,
 and a later cluster of the same name cannot create its NEG under the taken name. Hence two commands per region:
 
-- `cleanup` removes every NEG of the region's names in the region's zones, on create (what a destroyed earlier
-  cluster of the same name left) and on delete. It depends on the cluster, and the NEG Service depends on it, so
+- `cleanup` removes every NEG of the region's names in the region's zones on delete, and on create only stale ones
+  (what a destroyed earlier cluster of the same name left: no endpoints, no backend service using them), so adding
+  this component to a running stack keeps its live NEGs. It depends on the cluster, and the NEG Service depends on
+  it, so
   `pulumi destroy` runs it after the Service and the backend services that use the NEGs are gone and before the
   cluster (and so the subnet and the VPC) is deleted: Pulumi deletes in the reverse order of dependencies
   (https://www.pulumi.com/docs/iac/concepts/resources/options/dependson/).
@@ -95,7 +97,8 @@ class ZonalNegs(pulumi.ComponentResource):
         )
         self.cleanup = command.local.Command(
             f"{name}-cleanup",
-            create=remove,
+            # On create only stale NEGs: a stack deployed before this component has live NEGs under these names.
+            create=f"{remove} --stale-only",
             update=UPDATE_NOTHING,
             delete=remove,
             triggers=[args.project, args.region, *args.neg_names],

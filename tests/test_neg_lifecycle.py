@@ -56,6 +56,8 @@ class FakeCompute:
     vanishing: set[tuple[str, str]] = field(default_factory=set)
     # (zone, name) -> GETs answered 404 before the NEG exists (GKE creating it)
     appears_after: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (zone, name) -> its network endpoints, as the listing's `size` says (absent: 0)
+    sizes: dict[tuple[str, str], int] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
     operations: dict[str, dict] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -117,9 +119,8 @@ def _handler(fake: FakeCompute) -> type[BaseHTTPRequestHandler]:
             for zone, name in found[page : page + 1]:
                 link = neg_url(PROJECT, zone, name)
                 zone_link = f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{zone}"
-                items[f"zones/{zone}"] = {
-                    "networkEndpointGroups": [{"name": name, "zone": zone_link, "selfLink": link}]
-                }
+                neg = {"name": name, "zone": zone_link, "selfLink": link, "size": fake.sizes.get((zone, name), 0)}
+                items[f"zones/{zone}"] = {"networkEndpointGroups": [neg]}
             body: dict = {"kind": "compute#networkEndpointGroupAggregatedList", "items": items}
             if page + 1 < len(found):
                 body["nextPageToken"] = str(page + 1)
@@ -239,6 +240,27 @@ def test_remove_deletes_stale_negs_in_every_zone_of_the_region_and_nothing_else(
     assert "3 NEG(s) named n-http, n-grpc removed in us-central1; none left" in result.stdout
     assert all(m != "DELETE" or "europe" not in p for m, p in fake.calls)
     assert any(m == "POST" and p.endswith("/wait") for m, p in fake.calls), "each delete's operation is waited for"
+
+
+def test_on_create_only_stale_negs_go_a_running_stacks_are_kept_without_waiting(compute):
+    """Found by reading the change against a stack deployed before ZonalNegs (make plan --against that plan: the
+    cleanup Command is created on a running stack): its NEGs have endpoints and the load balancer uses them, so the
+    create-time removal waited 15 minutes on them and failed the `up`, or deleted a live one. --stale-only keeps a
+    NEG with endpoints or in use, at once; an empty, unused one (a destroyed cluster's) still goes."""
+    fake, run = compute
+    live, used, stale = ("us-central1-a", "n-http"), ("us-central1-b", "n-http"), ("us-central1-c", "n-http")
+    fake.negs |= {live, used, stale}
+    fake.sizes[live] = 2
+    fake.in_use[used] = -1  # a backend service that stays
+    result = run(*remove_args("n-http"), "--stale-only")
+    assert result.returncode == 0, result.stderr
+    assert fake.negs == {live, used} and fake.deletes(*live) == 0 and fake.deletes(*used) == 1
+    assert "kept NEG us-central1-a/n-http: 2 endpoint(s)" in result.stdout
+    assert "kept NEG us-central1-b/n-http: a backend service uses it" in result.stdout
+    # Without --stale-only (destroy) the one with endpoints goes, the used one is waited for up to the bound.
+    fake.sizes.clear()
+    gone = run(*remove_args("n-http", timeout="2"))
+    assert gone.returncode == 1 and fake.negs == {used}
 
 
 def test_nothing_to_remove_is_success(compute):
@@ -380,11 +402,12 @@ def test_cleanup_runs_on_create_and_delete_and_does_nothing_on_update():
     (component,) = plan.of_type("triton-gke:infra:ZonalNegs")
     assert {r.parent_urn for r in plan.of_type(COMMAND)} == {component.urn}
     cleanup = _commands(plan)["cleanup"]
-    assert cleanup["create"] == (
+    assert cleanup["delete"] == (
         ".venv/bin/python -m infra.neg_cleanup remove --project demo-project --region us-central1"
         f" --name n-http --name n-grpc --timeout-s {CLEANUP_TIMEOUT_S}"
     )
-    assert cleanup["delete"] == cleanup["create"]
+    # On create only stale NEGs: a running stack upgraded to this component keeps its live ones.
+    assert cleanup["create"] == cleanup["delete"] + " --stale-only"
     assert "neg_cleanup" not in cleanup["update"], "an update (any changed input) must never delete live NEGs"
     assert not any("us-central1-a" in str(v) for v in cleanup.values()), "no zone in its inputs"
 
