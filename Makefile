@@ -15,7 +15,7 @@ ARGS ?=
 override STACK := $(value STACK)
 override ARGS := $(value ARGS)
 export STACK ARGS
-RUN := @$(PY) -m offline.make_args
+RUN := @$(PY) -m triton_gke.offline.make_args
 # Run directly, model-repo gets all of ARGS; as a prerequisite of plan or sandbox only their settings options
 # (--set, --config-file), so it builds the repository those goals check against. bench takes no settings options:
 # given one, make_args refuses it before model-repo builds anything (it reads the goals from MAKE_ARGS_GOALS).
@@ -33,37 +33,38 @@ system-packages:
 	    apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus iproute2 >/dev/null; \
 	  else echo "error: install Debian's prometheus and iproute2 packages: sudo apt-get install prometheus iproute2" >&2; exit 1; fi; }
 
-$(VENV)/.installed: requirements.txt requirements-nodeps.txt constraints.txt
+$(VENV)/.installed: requirements.txt requirements-nodeps.txt constraints.txt pyproject.toml
 	@echo "setup: $(VENV) with the pinned dependencies (first use, or a requirements file changed)" >&2
 	@{ test -x $(PY) || $(PYTHON) -m venv $(VENV); } >&2
 	@$(PY) -m pip install --quiet --upgrade pip==25.3 >&2
 	@$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt >&2
 	@$(PY) -m pip install --quiet --no-deps -r requirements-nodeps.txt >&2
+	@$(PY) -m pip install --quiet --no-deps --editable . >&2
 	@touch $@
 
 ## The model repository STACK serves (build/model_repository) and its CPU twins (build/model_repository_cpu). ARGS: --set KEY=VALUE, --config-file FILE
 model-repo: setup
-	$(RUN) --stack $(MODEL_REPO_MODE) offline.build_models
+	$(RUN) --stack $(MODEL_REPO_MODE) triton_gke.offline.build_models
 
 ## The offline plan of STACK (default dev): what `pulumi up -s STACK` would create. ARGS: --json, --set KEY=VALUE, --config-file FILE, --out DIR
 plan: model-repo
-	$(RUN) --stack offline.plan
+	$(RUN) --stack triton_gke.offline.plan
 
 ## The local sandbox of STACK: models on a GCS emulator, a real Triton, Prometheus and Locust, then a report. ARGS: --set KEY=VALUE, --config-file FILE, --duration S, --out DIR
 sandbox: model-repo system-packages
-	$(RUN) --stack sandbox.run
+	$(RUN) --stack triton_gke.sandbox.run
 
 ## The measure-and-tune benchmark of every variant (CSV, Markdown, PNG under bench/results/); the stack file's settings as they are (no --set, --config-file)
 bench: model-repo system-packages
-	$(RUN) --stack bench
+	$(RUN) --stack triton_gke.bench
 
 ## Compare two sets of capacity records (files or folders): ARGS='BASELINE NEW [--max-regression-percent 10]'; exit 1 on a regression
 capacity-compare: setup
-	$(RUN) capacity.compare
+	$(RUN) triton_gke.capacity.compare
 
 ## Regenerate dashboards/*.json from observability/dashboards.py
 dashboards: setup
-	$(PY) -m observability
+	$(PY) -m triton_gke.observability
 
 test: setup system-packages
 	$(PY) -m ruff check .

@@ -3,22 +3,21 @@ with Triton serving the bucket and Locust to load it; optionally one global load
 
 import pulumi
 import pulumi_random as random
-
-from contracts.workloads import GRAFANA_PORT, LOCUST_WEB_PORT, PROMETHEUS_PORT
-from infra.cluster import GkeCluster
-from infra.cluster_args import gke_cluster_args
-from infra.config import load_stack_settings
-from infra.cost import stack_cost_summary
-from infra.global_lb import GlobalLoadBalancer, GlobalLoadBalancerArgs, RegionBackend
-from infra.model_store import ModelStore, ModelStoreArgs
-from infra.model_upload import ModelUpload, ModelUploadArgs, built_repository_digest
-from infra.negs import ZonalNegs, ZonalNegsArgs
-from infra.network import Network, NetworkArgs
-from infra.project_services import ProjectServices, ProjectServicesArgs
-from k8s.autoscaling import ADAPTER_PORT, Autoscaling, AutoscalingArgs, serves_custom_metrics
-from k8s.loadtest import LOCUST_NAMESPACE, LoadTest, LoadTestArgs
-from k8s.monitoring import MONITORING_NAMESPACE, PROMETHEUS_URL, Monitoring, MonitoringArgs
-from k8s.triton import (
+from triton_gke.contracts.workloads import GRAFANA_PORT, LOCUST_WEB_PORT, PROMETHEUS_PORT
+from triton_gke.infra.cluster import GkeCluster
+from triton_gke.infra.cluster_args import gke_cluster_args
+from triton_gke.infra.config import load_stack_settings
+from triton_gke.infra.cost import stack_cost_summary
+from triton_gke.infra.global_lb import GlobalLoadBalancer, GlobalLoadBalancerArgs, RegionBackend
+from triton_gke.infra.model_store import ModelStore, ModelStoreArgs
+from triton_gke.infra.model_upload import ModelUpload, ModelUploadArgs, built_repository_digest
+from triton_gke.infra.negs import ZonalNegs, ZonalNegsArgs
+from triton_gke.infra.network import Network, NetworkArgs
+from triton_gke.infra.project_services import ProjectServices, ProjectServicesArgs
+from triton_gke.k8s.autoscaling import ADAPTER_PORT, Autoscaling, AutoscalingArgs, serves_custom_metrics
+from triton_gke.k8s.loadtest import LOCUST_NAMESPACE, LoadTest, LoadTestArgs
+from triton_gke.k8s.monitoring import MONITORING_NAMESPACE, PROMETHEUS_URL, Monitoring, MonitoringArgs
+from triton_gke.k8s.triton import (
     TRITON_NAMESPACE,
     TRITON_SERVICE_ACCOUNT,
     TritonServing,
@@ -26,7 +25,7 @@ from k8s.triton import (
     neg_names,
     triton_address,
 )
-from settings.load_balancer import backend_rates, shares_of
+from triton_gke.settings.load_balancer import backend_rates, shares_of
 
 settings = load_stack_settings()
 # The HPA scales on a metric only the adapter of builtin monitoring mode serves; without it Triton runs fixed replicas.

@@ -1,6 +1,6 @@
-"""python -m bench: the measure-and-tune benchmark of a stack's model variants.
+"""python -m triton_gke.bench: the measure-and-tune benchmark of a stack's model variants.
 
-    python -m bench [--stack dev] [--target sandbox|stack] [--variants original trt_int8] [--slo-ms 100]
+    python -m triton_gke.bench [--stack dev] [--target sandbox|stack] [--variants original trt_int8] [--slo-ms 100]
                     [--repeats 2] [--step-seconds 6] [--start-rps 2] [--max-users 32] [--out DIR] [--record]
 
 Writes results.csv, summary.csv, cost.csv, results.json, README.md and plots into --out (default
@@ -23,18 +23,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from bench import cost, machine, record, report, runner
-from bench.load_plan import LoadPlan, PlanError
-from bench.results import BenchRun
-from bench.slo_search import RateLadder, SloCriteria
-from capacity.records import RECORDS_DIR, CapacityError
-from cli.one_line import OneLineParser
-from loadtest.arrivals import MAX_RATE  # the locustfile's own cap on rates (pure module: no Locust needed)
-from sandbox import run_folder
-from sandbox.processes import run_interruptible
+from triton_gke.bench import cost, machine, record, report, runner
+from triton_gke.bench.load_plan import LoadPlan, PlanError
+from triton_gke.bench.results import BenchRun
+from triton_gke.bench.slo_search import RateLadder, SloCriteria
+from triton_gke.capacity.records import RECORDS_DIR, CapacityError
+from triton_gke.cli.one_line import OneLineParser
+from triton_gke.loadtest.arrivals import MAX_RATE  # the locustfile's own cap on rates (pure module: no Locust needed)
+from triton_gke.sandbox import run_folder
+from triton_gke.sandbox.processes import run_interruptible
 
 if TYPE_CHECKING:
-    from settings.values import StackSettings
+    from triton_gke.settings.values import StackSettings
 
 # (first rate, cap, concurrency bound) per target. 2 CPU cores run ResNet-50 at ~25-56 images/s: the
 # climb starts at 4 requests/s (and comes down if even that fails). A T4 reaches 250-2,300 RPS
@@ -59,7 +59,7 @@ def _users(text: str) -> tuple[int, ...]:
 def parser() -> argparse.ArgumentParser:
     # A bad option is raised as a BenchError: main() prints it like every other refusal, one line, exit 2.
     p = OneLineParser(
-        prog="python -m bench",
+        prog="python -m triton_gke.bench",
         description="Measure-and-tune benchmark of the stack's model variants.",
         hint=None,
         raise_as=runner.BenchError,
@@ -305,9 +305,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _bench(argv: list[str] | None) -> int:
-    from model_repo.errors import ModelRepoError
-    from settings import ConfigError
-    from settings.stack import check_stack_name
+    from triton_gke.model_repo.errors import ModelRepoError
+    from triton_gke.settings import ConfigError
+    from triton_gke.settings.stack import check_stack_name
 
     started, stamp = time.monotonic(), datetime.datetime.now().astimezone()
     argv = sys.argv[1:] if argv is None else argv
@@ -333,7 +333,7 @@ def _bench(argv: list[str] | None) -> int:
     facts["triton"] = "2.51.0 (nvidia-pytriton 0.7.0 wheel)" if config.target == "sandbox" else "the stack's image"
     cost_rows, pricing = costs(settings, outcome.summaries, config.target)
     run = BenchRun(
-        command=" ".join(["python -m bench", shlex.join(argv)]).strip(),
+        command=" ".join(["python -m triton_gke.bench", shlex.join(argv)]).strip(),
         stack=args.stack,
         target=config.target,
         started=stamp.isoformat(timespec="seconds"),

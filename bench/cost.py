@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from infra.cost import VmPrice, load_vm_prices, region_costs
+from triton_gke.infra.cost import VmPrice, load_vm_prices, region_costs
 
 if TYPE_CHECKING:
-    from settings.values import StackSettings
+    from triton_gke.settings.values import StackSettings
 
 # ResNet-50 on one T4 at p95 <= 100 ms, from the reference tutorial ("Measure and tune performance
 # of a TensorFlow inference system"); its TF-TRT variants map to this project's ORT+TensorRT ones.

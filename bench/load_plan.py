@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from bench.slo_search import MAX_TRIES, RateLadder, SloCriteria
+from triton_gke.bench.slo_search import MAX_TRIES, RateLadder, SloCriteria
 
 _PREFIX = "BENCH_"
 STRETCH = 4.0  # a step lasts at most this many times step_s while waiting for min_requests
@@ -112,7 +112,7 @@ class LoadPlan:
         def get(key: str) -> str:
             value = env.get(_PREFIX + key)
             if value is None:
-                raise PlanError(f"{_PREFIX}{key} is not set (the shape is started by `python -m bench`)")
+                raise PlanError(f"{_PREFIX}{key} is not set (the shape is started by `python -m triton_gke.bench`)")
             return value
 
         try:

@@ -1,4 +1,4 @@
-"""Locust load shape of `python -m bench`: a warm-up, the rate search, then closed-loop saturation.
+"""Locust load shape of `python -m triton_gke.bench`: a warm-up, the rate search, then closed-loop saturation.
 
 Loaded beside the project's own locustfile, which supplies the users, the open-loop arrivals
 (`environment.arrivals`) and reads its usual locust-config keys (model, saddr, protocol,
@@ -26,9 +26,8 @@ from typing import Any
 
 import numpy as np
 from locust import LoadTestShape, events
-
-from bench.load_plan import SATURATION_GAIN, LoadPlan
-from bench.slo_search import Step, next_rate
+from triton_gke.bench.load_plan import SATURATION_GAIN, LoadPlan
+from triton_gke.bench.slo_search import Step, next_rate
 
 WARMUP, SEARCH, SATURATION = "warm-up", "search", "saturation"
 SPAWN_RATE = 10_000.0  # users started or stopped per second: every level change at once

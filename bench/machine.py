@@ -8,8 +8,7 @@ import subprocess
 from pathlib import Path
 
 import onnxruntime
-
-from bench.probes import cpu_count
+from triton_gke.bench.probes import cpu_count
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 

@@ -1,6 +1,6 @@
 """perf_analyzer alone at fixed open-loop rates: what p95 does NVIDIA's own tool see at each rate?
 
-    .venv/bin/python -m bench.pa_rates --model original --rates 25,30,35,40 --out DIR
+    .venv/bin/python -m triton_gke.bench.pa_rates --model original --rates 25,30,35,40 --out DIR
 
 A check of the benchmark that shares none of its code paths for load or latency: a fresh sandbox
 tritonserver serving the model `make bench` built (build/bench/<stack>/cpu), one perf_analyzer run per
@@ -21,14 +21,14 @@ import shlex
 import sys
 from pathlib import Path
 
-from bench import machine, perf_analyzer
-from bench.runner import sandbox_server, writable_folder
-from cli.one_line import OneLineParser
-from sandbox.processes import run_interruptible
-from sandbox.triton_wheel import TritonStartError
-from settings.errors import ConfigError
-from settings.schema import PROJECT_DIR
-from settings.stack import check_stack_name
+from triton_gke.bench import machine, perf_analyzer
+from triton_gke.bench.runner import sandbox_server, writable_folder
+from triton_gke.cli.one_line import OneLineParser
+from triton_gke.sandbox.processes import run_interruptible
+from triton_gke.sandbox.triton_wheel import TritonStartError
+from triton_gke.settings.errors import ConfigError
+from triton_gke.settings.schema import PROJECT_DIR
+from triton_gke.settings.stack import check_stack_name
 
 FIELDS = ("mode", "requested_rps", "delivered_rps", "p50_ms", "p95_ms", "server_queue_ms", "server_compute_ms")
 
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _pa_rates(argv: list[str] | None) -> int:
-    parser = OneLineParser(prog="python -m bench.pa_rates", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m triton_gke.bench.pa_rates", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="original", help="a variant `make bench` built (default original)")
     parser.add_argument("--rates", default="25,30,35,40", help="comma-separated requests/s")
     parser.add_argument("--stack", default="dev", help="the stack whose bench build to serve (default dev)")
@@ -153,7 +153,7 @@ def _write(out: Path, rows: list[dict], argv: list[str], started: datetime.datet
 def write_meta(path: Path, argv: list[str], started: datetime.datetime) -> None:
     """How the folder was made: command, start (UTC), commit and machine facts (cores, CPU, versions)."""
     meta = {
-        "command": " ".join(["python -m bench.pa_rates", shlex.join(argv)]).strip(),
+        "command": " ".join(["python -m triton_gke.bench.pa_rates", shlex.join(argv)]).strip(),
         "started_utc": started.isoformat(timespec="seconds"),
         **machine.facts(),  # its "commit" is the git commit, "(uncommitted changes)" when the tree differs
         "load_end": machine.load_average(),

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-
-from bench.probes import cpu_count
+from triton_gke.bench.probes import cpu_count
 
 _NUMPY = {"tensor(float)": np.float32, "tensor(uint8)": np.uint8}
 

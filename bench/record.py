@@ -4,7 +4,7 @@ Every run writes them into `OUT/records/`, each with the revision it would get i
 the record there of the same GPU, variant, image tag and SLO, else 1); `--record` also writes them into
 capacity/records/ (`--records-dir` for another folder). For a finished run, from its results.json:
 
-    python -m bench.record RESULTS_DIR [--record] [--records-dir DIR]
+    python -m triton_gke.bench.record RESULTS_DIR [--record] [--records-dir DIR]
 
 What a record says the run cannot say itself: the sandbox measures one CPU twin server (gpu `cpu-twin`, the image
 tag of the tritonserver release the nvidia-pytriton wheel ships); the stack target measures the stack's GPU and
@@ -27,10 +27,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.results import MAX_RESULTS_BYTES
-from capacity.bounded_files import one_line, parse_json, read_text_file
-from capacity.from_bench import Measured, records_from_results
-from capacity.records import (
+from triton_gke.bench.results import MAX_RESULTS_BYTES
+from triton_gke.capacity.bounded_files import one_line, parse_json, read_text_file
+from triton_gke.capacity.from_bench import Measured, records_from_results
+from triton_gke.capacity.records import (
     RECORDS_DIR,
     TWIN_GPU,
     CapacityError,
@@ -40,10 +40,10 @@ from capacity.records import (
     revised,
     write_records,
 )
-from cli.one_line import OneLineParser
+from triton_gke.cli.one_line import OneLineParser
 
 if TYPE_CHECKING:
-    from settings.values import StackSettings
+    from triton_gke.settings.values import StackSettings
 
 OUT_RECORDS = "records"  # the folder of a run's records inside its --out
 # A run's results.json is ~100 KB (bench/results/); far more is not one, and is not read into memory whole.
@@ -68,7 +68,7 @@ def check_before_run(target: str, saddr: str | None, record: bool, records_dir: 
         load_records(records_dir)
     if out is not None and (out / OUT_RECORDS).exists():
         load_records(out / OUT_RECORDS)
-    from bench.runner import writable_folder  # tritonclient and friends: only when a run is checked
+    from triton_gke.bench.runner import writable_folder  # tritonclient and friends: only when a run is checked
 
     folders = ([("--records-dir", records_dir)] if record else []) + ([("--out", out / OUT_RECORDS)] if out else [])
     for option, folder in folders:  # nothing is written anywhere when one of them cannot be
@@ -79,8 +79,8 @@ def check_before_run(target: str, saddr: str | None, record: bool, records_dir: 
 
 def stack_settings(stack: str, what: str) -> StackSettings:
     """The stack's settings; a bad name or a missing or unreadable stack file is one line naming it."""
-    from settings import from_stack_file
-    from settings.stack import check_stack_name
+    from triton_gke.settings import from_stack_file
+    from triton_gke.settings.stack import check_stack_name
 
     check_stack_name(stack, what)  # the one rule and wording of every command (a ConfigError, one line)
     try:
@@ -221,7 +221,7 @@ def describe(record: CapacityRecord) -> str:
 def parser() -> argparse.ArgumentParser:
     # A bad option is raised as a CapacityError: main() prints it like every other refusal, one line, exit 2.
     p = OneLineParser(
-        prog="python -m bench.record",
+        prog="python -m triton_gke.bench.record",
         description="Capacity records from a finished bench run.",
         hint=None,
         raise_as=CapacityError,
@@ -304,7 +304,7 @@ MACHINE_FACTS: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    from settings import ConfigError
+    from triton_gke.settings import ConfigError
 
     try:
         args = parser().parse_args(sys.argv[1:] if argv is None else argv)

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from bench.slo_search import Step
-from capacity.bounded_files import UnreadableFileError, one_line, parse_json, read_text_file
+from triton_gke.bench.slo_search import Step
+from triton_gke.capacity.bounded_files import UnreadableFileError, one_line, parse_json, read_text_file
 
 
 @dataclass(frozen=True)

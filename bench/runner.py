@@ -37,16 +37,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from google.protobuf import text_format
+from triton_gke.bench import perf_analyzer, raw_ort
+from triton_gke.bench.load_plan import LoadPlan
+from triton_gke.bench.probes import Sampler
+from triton_gke.bench.results import PerfAnalyzerOpinion, StepRow, VariantSummary
+from triton_gke.bench.slo_search import SloCriteria, SloResult, Step, rate_search, spread
+from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LOCUSTFILE, LocustEnvironment
+from triton_gke.contracts.triton import READY_PATH
+from triton_gke.model_repo.settings import ModelRepoSettings, VariantSettings
 from tritonclient.grpc import model_config_pb2 as mc
-
-from bench import perf_analyzer, raw_ort
-from bench.load_plan import LoadPlan
-from bench.probes import Sampler
-from bench.results import PerfAnalyzerOpinion, StepRow, VariantSummary
-from bench.slo_search import SloCriteria, SloResult, Step, rate_search, spread
-from contracts.loadtest import LOCUST_ENV_KEYS, LOCUSTFILE, LocustEnvironment
-from contracts.triton import READY_PATH
-from model_repo.settings import ModelRepoSettings, VariantSettings
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 SHAPE_FILE = Path(__file__).resolve().parent / "locust_steps.py"
@@ -211,7 +210,7 @@ def payload_copies(deployed: Sequence[VariantSettings], names: Sequence[str]) ->
 
 def build_sandbox_repository(repo: ModelRepoSettings, variants: list[VariantSettings], root: Path) -> Path:
     """The CPU twins to serve (the GPU folder beside them is what the stack would upload)."""
-    from model_repo.build import build_repository  # onnx and onnxruntime: only when building
+    from triton_gke.model_repo.build import build_repository  # onnx and onnxruntime: only when building
 
     result = build_repository(dataclasses.replace(repo, variants=tuple(variants)), root / "gpu", root / "cpu")
     return result.cpu_out
@@ -234,7 +233,7 @@ def read_model(settings: VariantSettings, folder: Path | None) -> Model:
 def sandbox_server(repository: Path, model: str) -> Iterator[Endpoint]:
     """A fresh tritonserver with only `model` loaded. Not in a network namespace: its port relay
     runs in this process and would add its own CPU use and latency to every request."""
-    from sandbox.triton import TritonServer
+    from triton_gke.sandbox.triton import TritonServer
 
     started = time.monotonic()
     args = ["--model-control-mode=explicit", f"--load-model={model}"]
@@ -600,7 +599,7 @@ def run_all(config: BenchConfig, models: list[Model], serve: Serve, log: Log) ->
     A variant whose server does not start or whose Locust run breaks is reported and skipped:
     the other variants' measurements are still worth their minutes.
     """
-    from sandbox.triton import TritonStartError
+    from triton_gke.sandbox.triton import TritonStartError
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-"))  # in the run folder bench/__main__ opened (sandbox.run_folder)
     runs, failed = [], []

@@ -1,4 +1,4 @@
-"""python -m capacity compare BASELINE NEW [--max-regression-percent 10]: did capacity drop?
+"""python -m triton_gke.capacity compare BASELINE NEW [--max-regression-percent 10]: did capacity drop?
 
 BASELINE and NEW are record files or folders of them (capacity/records/, or the records/ folder `make bench`
 writes into its --out; in a folder only the files named as records are read). Records are paired only at the same
@@ -20,7 +20,7 @@ from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 
-from capacity.records import (
+from triton_gke.capacity.records import (
     RECORD_NAME,
     CapacityError,
     CapacityRecord,
@@ -30,7 +30,7 @@ from capacity.records import (
     number,
     record_files,
 )
-from cli.one_line import OneLineParser
+from triton_gke.cli.one_line import OneLineParser
 
 __all__ = ["RECORD_NAME", "main"]
 
@@ -91,7 +91,7 @@ class Row:
 def parser() -> argparse.ArgumentParser:
     # A bad option is raised as a CapacityError: main() prints it like every other refusal, one line, exit 2.
     p = OneLineParser(
-        prog="python -m capacity compare",
+        prog="python -m triton_gke.capacity compare",
         description=__doc__.split("\n\n")[0],
         hint=None,
         raise_as=CapacityError,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from capacity.records import MAX_TEXT, CapacityError, CapacityRecord, percent_of, record_from_dict
+from triton_gke.capacity.records import MAX_TEXT, CapacityError, CapacityRecord, percent_of, record_from_dict
 
 # bench/slo_search.py judges every step on the p95 of its successful requests: the records' percentile.
 SEARCH_PERCENTILE = 95.0

@@ -30,7 +30,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from capacity.bounded_files import parse_json, read_text_file
+from triton_gke.capacity.bounded_files import parse_json, read_text_file
 
 try:  # POSIX; elsewhere record updates are not serialised between processes (threads still are)
     import fcntl

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as kubernetes
-
-from infra.naming import gcp_name
-from k8s.common import CPU_NODES, GPU_NODES, NodePoolPlacement
-from k8s.nvidia_driver import NvidiaDriverInstaller, NvidiaDriverInstallerArgs
+from triton_gke.infra.naming import gcp_name
+from triton_gke.k8s.common import CPU_NODES, GPU_NODES, NodePoolPlacement
+from triton_gke.k8s.nvidia_driver import NvidiaDriverInstaller, NvidiaDriverInstallerArgs
 
 # GKE's NodeTaint enum spells Kubernetes' effects differently
 # (https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/NodeTaint: NO_SCHEDULE, PREFER_NO_SCHEDULE,

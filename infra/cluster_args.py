@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pulumi
-
-from infra.cluster import GkeClusterArgs, GpuNodePoolArgs, NodePoolArgs
-from infra.network import PODS_RANGE, SERVICES_RANGE, SubnetPlan
-from settings.values import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
+from triton_gke.infra.cluster import GkeClusterArgs, GpuNodePoolArgs, NodePoolArgs
+from triton_gke.infra.network import PODS_RANGE, SERVICES_RANGE, SubnetPlan
+from triton_gke.settings.values import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
 
 
 def gke_cluster_args(

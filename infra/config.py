@@ -15,9 +15,9 @@ from collections.abc import Iterator, Mapping
 
 import pulumi
 from pulumi.runtime import config as runtime_config
+from triton_gke.settings.values import StackSettings
 
-import settings
-from settings.values import StackSettings
+from triton_gke import settings
 
 
 class ConfigError(settings.ConfigError, pulumi.RunError):

@@ -26,10 +26,9 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_gcp as gcp
-
-from contracts.triton import INFERENCE_PORTS, LIVE_PATH, READY_PATH, SERVER_METADATA_PATH
-from infra.naming import gcp_name
-from infra.negs import neg_url
+from triton_gke.contracts.triton import INFERENCE_PORTS, LIVE_PATH, READY_PATH, SERVER_METADATA_PATH
+from triton_gke.infra.naming import gcp_name
+from triton_gke.infra.negs import neg_url
 
 # Google's health-check and global front-end ranges: the only sources the firewall opens.
 HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
-
-from contracts.naming import model_bucket_name
-from infra.naming import gcp_name
+from triton_gke.contracts.naming import model_bucket_name
+from triton_gke.infra.naming import gcp_name
 
 READER_ROLES = ("roles/storage.objectViewer", "roles/storage.legacyBucketReader")
 # Old model versions stay recoverable for a while after a sync replaces them, then go.

@@ -21,13 +21,12 @@ from pathlib import Path
 
 import pulumi
 import pulumi_command as command
-
-from infra.config import ConfigError
-from model_repo.errors import ModelRepoError
-from model_repo.manifest import MANIFEST, REBUILD, verify_repository
-from model_repo.settings import ModelRepoSettings
-from model_repo.sync import hash_local, scan_local
-from settings.schema import PROJECT_DIR
+from triton_gke.infra.config import ConfigError
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.manifest import MANIFEST, REBUILD, verify_repository
+from triton_gke.model_repo.settings import ModelRepoSettings
+from triton_gke.model_repo.sync import hash_local, scan_local
+from triton_gke.settings.schema import PROJECT_DIR
 
 BUILT_REPOSITORY = PROJECT_DIR / "build" / "model_repository"
 # Relative to the project directory, where Pulumi runs the command; Pulumi.yaml names this venv.
@@ -86,7 +85,7 @@ class ModelUpload(pulumi.ComponentResource):
         )
         sync = pulumi.Output.from_input(args.bucket).apply(
             lambda bucket: shlex.join(
-                [VENV_PYTHON, "-m", "model_repo.sync", str(local_dir), f"gs://{bucket}/{args.prefix}"]
+                [VENV_PYTHON, "-m", "triton_gke.model_repo.sync", str(local_dir), f"gs://{bucket}/{args.prefix}"]
             )
         )
         self.sync = command.local.Command(

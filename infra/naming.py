@@ -6,6 +6,6 @@ the infra components.
 
 from __future__ import annotations
 
-from contracts.naming import gcp_name
+from triton_gke.contracts.naming import gcp_name
 
 __all__ = ["gcp_name"]

@@ -2,8 +2,8 @@
 
 `pulumi up` runs this module through the project venv (infra/negs.py), like the model sync:
 
-    python -m infra.neg_cleanup remove --project P --region R --name NEG [--name NEG ...]
-    python -m infra.neg_cleanup wait --project P --zone Z [--zone Z ...] --name NEG [--name NEG ...]
+    python -m triton_gke.infra.neg_cleanup remove --project P --region R --name NEG [--name NEG ...]
+    python -m triton_gke.infra.neg_cleanup wait --project P --zone Z [--zone Z ...] --name NEG [--name NEG ...]
 
 `remove` deletes every NEG of those names in any zone of the region (found with the Compute API's aggregated list,
 so a zone added or dropped since never matters), waits for each zonal delete operation, counts 404 as gone and
@@ -25,11 +25,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cli.one_line import OneLineParser
+from triton_gke.cli.one_line import OneLineParser
 
 API_ROOT = "https://compute.googleapis.com/compute/v1"
 SCOPES = ("https://www.googleapis.com/auth/compute",)
-PROG = "python -m infra.neg_cleanup"
+PROG = "python -m triton_gke.infra.neg_cleanup"
 # Errors that mean "not now" rather than "never": a backend service still references the NEG (the API refuses to
 # delete it: https://cloud.google.com/compute/docs/reference/rest/v1/networkEndpointGroups/delete), or another
 # operation (the NEG controller's own delete) is running on it.

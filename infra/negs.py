@@ -38,10 +38,9 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_command as command
+from triton_gke.infra.model_upload import VENV_PYTHON
 
-from infra.model_upload import VENV_PYTHON
-
-MODULE = "infra.neg_cleanup"
+MODULE = "triton_gke.infra.neg_cleanup"
 # Bounds of the two waits: deleting waits out backend services that still use a NEG and the NEG controller's own
 # deletes; readiness waits for a new zone's first node (node pool scale-up) and the controller.
 CLEANUP_TIMEOUT_S = 900

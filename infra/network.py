@@ -7,8 +7,7 @@ from ipaddress import IPv4Network
 
 import pulumi
 import pulumi_gcp as gcp
-
-from settings.values import RegionSettings
+from triton_gke.settings.values import RegionSettings
 
 PODS_RANGE = "pods"
 SERVICES_RANGE = "services"

@@ -20,9 +20,8 @@ from urllib.parse import urlsplit
 import pulumi
 import pulumi_kubernetes as kubernetes
 import yaml
-
-from k8s.common import non_root_container_security
-from k8s.monitoring.shapes import NOBODY, Scope, config_map_volume, meta, service, single_pod_deployment
+from triton_gke.k8s.common import non_root_container_security
+from triton_gke.k8s.monitoring.shapes import NOBODY, Scope, config_map_volume, meta, service, single_pod_deployment
 
 # Pods metric served by the adapter: rate(queue time) / rate(successes), never the cumulative counter.
 QUEUE_TIME_METRIC = "triton_queue_time_per_request_us"

@@ -6,8 +6,14 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as kubernetes
-
-from contracts.placement import CPU_POOL, GPU_POOL, GPU_TAINT_EFFECT_K8S, GPU_TAINT_KEY, GPU_TAINT_VALUE, POOL_LABEL
+from triton_gke.contracts.placement import (
+    CPU_POOL,
+    GPU_POOL,
+    GPU_TAINT_EFFECT_K8S,
+    GPU_TAINT_KEY,
+    GPU_TAINT_VALUE,
+    POOL_LABEL,
+)
 
 # The effects a Kubernetes taint may have, in the Kubernetes spelling
 # (https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/); GKE's node-pool API spells

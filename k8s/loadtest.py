@@ -11,9 +11,8 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as kubernetes
-
-from contracts.loadtest import ARRIVALS_FILE, LOCUST_METRICS_PORT, LOCUSTFILE, LocustEnvironment
-from contracts.workloads import (
+from triton_gke.contracts.loadtest import ARRIVALS_FILE, LOCUST_METRICS_PORT, LOCUSTFILE, LocustEnvironment
+from triton_gke.contracts.workloads import (
     LOCUST_APP,
     LOCUST_MASTER,
     LOCUST_NAMESPACE,
@@ -21,7 +20,7 @@ from contracts.workloads import (
     LOCUST_WORKER,
     pod_labels,
 )
-from k8s.common import CPU_NODES, non_root_container_security, non_root_pod_security, restricted_namespace
+from triton_gke.k8s.common import CPU_NODES, non_root_container_security, non_root_pod_security, restricted_namespace
 
 LOCUST_IMAGE = "locustio/locust:2.47.0"
 LOCUST_UID = 1000  # the locust user of the image

@@ -16,9 +16,15 @@ import pulumi_kubernetes as kubernetes
 
 # Names, ports, health paths and the TensorRT cache path other rooms must agree on live in contracts/; the model store
 # binds TRITON_NAMESPACE/TRITON_SERVICE_ACCOUNT to its bucket reader by Workload Identity.
-from contracts.triton import LIVE_PATH, PORTS, READY_PATH, TRT_CACHE_DIR
-from contracts.workloads import TRITON_APP, TRITON_COMPONENT, TRITON_NAMESPACE, TRITON_SERVICE_ACCOUNT, pod_labels
-from k8s.common import (
+from triton_gke.contracts.triton import LIVE_PATH, PORTS, READY_PATH, TRT_CACHE_DIR
+from triton_gke.contracts.workloads import (
+    TRITON_APP,
+    TRITON_COMPONENT,
+    TRITON_NAMESPACE,
+    TRITON_SERVICE_ACCOUNT,
+    pod_labels,
+)
+from triton_gke.k8s.common import (
     GPU_NODES,
     http_probe,
     non_root_container_security,

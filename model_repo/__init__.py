@@ -1,7 +1,7 @@
 """Build Triton model repositories (GPU configs + CPU twins) for the reference variants."""
 
-from model_repo.errors import ModelRepoError
-from model_repo.settings import (
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.settings import (
     REFERENCE_VARIANTS,
     TRITON_IMAGE_TAG,
     ModelRepoSettings,

@@ -1,4 +1,4 @@
-"""CLI: python -m model_repo --out build/model_repository [--cpu-out ...] [--onnx PATH] ...
+"""CLI: python -m triton_gke.model_repo --out build/model_repository [--cpu-out ...] [--onnx PATH] ...
 
 Bad input prints ONE line on stderr and exits 2; nothing is written.
 """
@@ -11,10 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-from cli.one_line import OneLineParser
-from contracts.triton import TRT_CACHE_DIR
-from model_repo.errors import ModelRepoError
-from model_repo.settings import REFERENCE_VARIANTS, TRITON_IMAGE_TAG, ModelRepoSettings, VariantSettings
+from triton_gke.cli.one_line import OneLineParser
+from triton_gke.contracts.triton import TRT_CACHE_DIR
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.settings import REFERENCE_VARIANTS, TRITON_IMAGE_TAG, ModelRepoSettings, VariantSettings
 
 _SETTABLE = ("precision", "max_batch_size", "preferred_batch_size", "max_queue_delay_us", "instance_count")
 
@@ -22,7 +22,7 @@ _SETTABLE = ("precision", "max_batch_size", "preferred_batch_size", "max_queue_d
 def _parser() -> argparse.ArgumentParser:
     # A bad option is raised as a ModelRepoError: main() prints it like every other refusal, one line, exit 2.
     p = OneLineParser(
-        prog="python -m model_repo", description="Build a Triton model repository.", hint=None, raise_as=ModelRepoError
+        prog="python -m triton_gke.model_repo", description="Build a Triton model repository.", hint=None, raise_as=ModelRepoError
     )
     p.add_argument("--out", required=True, type=Path, help="GPU model repository folder")
     p.add_argument("--cpu-out", type=Path, help="also write CPU twins (python backend) here")
@@ -86,7 +86,7 @@ def settings_from_args(args: argparse.Namespace) -> ModelRepoSettings:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from model_repo.build import build_repository  # heavy imports (onnx, onnxruntime) only when building
+    from triton_gke.model_repo.build import build_repository  # heavy imports (onnx, onnxruntime) only when building
 
     started = time.monotonic()
     try:

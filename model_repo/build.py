@@ -24,11 +24,10 @@ from pathlib import Path
 
 import onnx
 import onnxruntime
-
-from model_repo import configs, cpu_twin, quantize, resnet50
-from model_repo.errors import ModelRepoError
-from model_repo.manifest import FILES, MANIFEST, REBUILD, file_digests
-from model_repo.settings import ModelRepoSettings, VariantSettings, is_saved_model_dir, validate_settings
+from triton_gke.model_repo import configs, cpu_twin, quantize, resnet50
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.manifest import FILES, MANIFEST, REBUILD, file_digests
+from triton_gke.model_repo.settings import ModelRepoSettings, VariantSettings, is_saved_model_dir, validate_settings
 
 DEFAULT_CACHE_DIR = Path(__file__).resolve().parent.parent / "build" / "cache"
 # Beside each cached KEY.onnx: the SHA-256 it had when it was produced, checked whenever the file is reused.

@@ -19,10 +19,9 @@ import onnx
 import onnxruntime
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.settings import VariantSettings
 from tritonclient.grpc import model_config_pb2 as mc
-
-from model_repo.errors import ModelRepoError
-from model_repo.settings import VariantSettings
 
 ONNX_FILENAME = "model.onnx"
 PYTHON_FILENAME = "model.py"

@@ -17,11 +17,10 @@ import os
 import shutil
 from pathlib import Path
 
+from triton_gke.model_repo.configs import PYTHON_FILENAME, ModelIO, base_config, render, validate_config_text
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.settings import VariantSettings
 from tritonclient.grpc import model_config_pb2 as mc
-
-from model_repo.configs import PYTHON_FILENAME, ModelIO, base_config, render, validate_config_text
-from model_repo.errors import ModelRepoError
-from model_repo.settings import VariantSettings
 
 TEMPLATE = Path(__file__).with_name("twin_model.py")
 DELAY_PARAMETER = "inject_delay_ms"  # read by twin_model.py

@@ -1,7 +1,7 @@
 """The build manifest: which settings a model repository was built from and the SHA-256 of every file in it.
 
 The builder writes it last (`.model_repo.json` at the repository root); the upload (infra/model_upload.py's
-digest, `python -m model_repo.sync`) checks the files against it first, so a model file edited after the
+digest, `python -m triton_gke.model_repo.sync`) checks the files against it first, so a model file edited after the
 build, by hand or by a tool, is refused instead of uploaded. Light on purpose (no onnx import): the sync and
 the Pulumi program load it.
 """
@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from model_repo.errors import ModelRepoError
+from triton_gke.model_repo.errors import ModelRepoError
 
 MANIFEST = ".model_repo.json"  # marks folders this builder owns (and may replace)
 FILES = "files"  # manifest key: POSIX path below the root -> SHA-256 (hex) of the file

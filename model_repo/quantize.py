@@ -26,9 +26,8 @@ from onnxruntime.quantization import (
     QuantType,
     quantize_static,
 )
-
-from model_repo.errors import ModelRepoError
-from model_repo.resnet50 import IMAGE_SIZE, synthetic_images
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.resnet50 import IMAGE_SIZE, synthetic_images
 
 CALIBRATION_IMAGES = 16
 CALIBRATION_BATCH = 4

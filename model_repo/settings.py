@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from contracts.triton import TRT_CACHE_DIR
-from model_repo.errors import ModelRepoError
+from triton_gke.contracts.triton import TRT_CACHE_DIR
+from triton_gke.model_repo.errors import ModelRepoError
 
 # Triton 25.06 (2.59): the last releases on CUDA 12 (12.9). It runs on every driver GKE installs for a
 # T4: R535 (DEFAULT) through the forward-compatibility package, R550/R570 through CUDA 12 minor-version
@@ -52,7 +52,7 @@ DEFAULT_GPU = "nvidia-tesla-t4"
 RESNET50_INPUT_VALUES = 3 * 224 * 224
 INPUT_BYTES = {"FP32": 4 * RESNET50_INPUT_VALUES, "UINT8": RESNET50_INPUT_VALUES}
 # Weights one instance keeps on the GPU, measured on the built model (build/model_repository/<variant>/1/model.onnx
-# written by `python -m model_repo`): the FP32 ResNet-50 file is 102,132,044 bytes (4 bytes x ~25.5 M parameters;
+# written by `python -m triton_gke.model_repo`): the FP32 ResNet-50 file is 102,132,044 bytes (4 bytes x ~25.5 M parameters;
 # torchvision's ResNet50_Weights.IMAGENET1K_V1 lists 25,557,032), the INT8 (QDQ) file 26,053,398 bytes. A FP16
 # TensorRT engine holds the FP32 weights at 2 bytes each: half, 51,066,022 bytes.
 WEIGHT_BYTES = {"none": 102_132_044, "FP32": 102_132_044, "FP16": 51_066_022, "INT8": 26_053_398}
@@ -246,7 +246,7 @@ def validate_settings(settings: ModelRepoSettings, gpu: str | None = DEFAULT_GPU
     if not settings.trt_cache_dir.startswith("/"):
         raise ModelRepoError(f"trt_cache_dir: {settings.trt_cache_dir!r} must be an absolute container path")
     if gpu is not None:
-        from settings.catalogue import gpu_memory_bytes  # here, not at the top: settings imports this module
+        from triton_gke.settings.catalogue import gpu_memory_bytes  # here, not at the top: settings imports this module
 
         memory = gpu_memory_bytes(gpu)
         problem = gpu_memory_problem(settings, gpu, memory) if memory else None

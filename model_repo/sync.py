@@ -1,6 +1,6 @@
 """Copy a local Triton model repository into gs://BUCKET/PREFIX without ever losing data it does not own.
 
-    python -m model_repo.sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt]
+    python -m triton_gke.model_repo.sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt]
 
 Ownership. The destination needs a prefix (a bare bucket is refused). The sync keeps a record,
 PREFIX/.triton-gke-sync.json, of every object it wrote there (name, the generation GCS gave that
@@ -83,10 +83,8 @@ from google.cloud import storage
 from google.cloud.storage import exceptions as storage_exceptions
 from google.cloud.storage.fileio import BlobWriter
 from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2 as mc
-
-from cli.one_line import OneLineParser
-from model_repo.sync_source import (
+from triton_gke.cli.one_line import OneLineParser
+from triton_gke.model_repo.sync_source import (
     CONFIG_NAME,
     IGNORED_DIRS,
     LocalFile,
@@ -100,6 +98,7 @@ from model_repo.sync_source import (
     show,
     version_number,
 )
+from tritonclient.grpc import model_config_pb2 as mc
 
 __all__ = [
     "CONFIG_NAME",
@@ -583,8 +582,8 @@ def _check_mass_delete(plan: SyncPlan, kept: int, allow: bool) -> None:
 
 def check_against_manifest(source: Source) -> None:
     """A folder model_repo built holds a manifest: send exactly the files it lists, refuse any other (one line)."""
-    from model_repo.errors import ModelRepoError
-    from model_repo.manifest import FILES, MANIFEST, read_manifest
+    from triton_gke.model_repo.errors import ModelRepoError
+    from triton_gke.model_repo.manifest import FILES, MANIFEST, read_manifest
 
     if not (source.root / MANIFEST).is_file():
         return
@@ -1045,7 +1044,7 @@ def _notes(report: SyncReport, shown: int = 5) -> list[str]:
 def _parser() -> argparse.ArgumentParser:
     # A bad option is raised as a SyncError, so main() prints it like every other refusal: one line, exit 2.
     parser = OneLineParser(
-        prog="python -m model_repo.sync",
+        prog="python -m triton_gke.model_repo.sync",
         description="Upload a local Triton model repository to gs://BUCKET/PREFIX.",
         hint="usage: {prog} LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt]",
         raise_as=SyncError,
@@ -1071,7 +1070,7 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         bucket, prefix = parse_gs_url(args.destination)
         # A folder model_repo built holds a manifest of SHA-256 digests: files changed since the build are refused.
-        from model_repo.manifest import verify_if_present
+        from triton_gke.model_repo.manifest import verify_if_present
 
         verify_if_present(Path(args.local_dir), error=SyncError)
         client = client_from_environment()

@@ -4,7 +4,7 @@ Three dashboards: the inference service (Triton), its GPUs (DCGM exporter) and t
 (Locust). Panels read the recording rules of monitoring.rules where one exists, so a dashboard
 and an alert always agree on what "p95" or "queue time" means. The Prometheus data source is
 chosen by the `datasource` variable (its uid); `region` filters every query.
-`python -m observability` regenerates dashboards/*.json.
+`python -m triton_gke.observability` regenerates dashboards/*.json.
 """
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ from grafana_foundation_sdk.builders import prometheus, stat, timeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import dashboard as model
-
-from observability.rules import quantile_label, recorded
-from observability.settings import SloSettings, validate_slo
+from triton_gke.observability.rules import quantile_label, recorded
+from triton_gke.observability.settings import SloSettings, validate_slo
 
 DASHBOARD_DIR = Path(__file__).resolve().parent.parent / "dashboards"
 DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="${datasource}")

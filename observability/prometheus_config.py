@@ -15,8 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
-
-from observability.settings import (
+from triton_gke.observability.settings import (
     POD_SELECTORS,
     PodSelector,
     validate_duration,

@@ -15,8 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-
-from observability.settings import TRITON_PODS, SloSettings, minutes_duration, validate_label_value, validate_slo
+from triton_gke.observability.settings import (
+    TRITON_PODS,
+    SloSettings,
+    minutes_duration,
+    validate_label_value,
+    validate_slo,
+)
 
 TRITON_BY = "region, namespace, pod, node, model"
 MODEL_BY = "region, model"

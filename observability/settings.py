@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from contracts.workloads import (
+from triton_gke.contracts.workloads import (
     COMPONENT_LABEL,
     DCGM_APP,
     DCGM_NAMESPACE,

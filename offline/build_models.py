@@ -1,6 +1,6 @@
 """Build the model repository a stack serves: `make model-repo STACK=dev`.
 
-    python -m offline.build_models --stack dev [--set KEY=VALUE] [--config-file FILE]
+    python -m triton_gke.offline.build_models --stack dev [--set KEY=VALUE] [--config-file FILE]
 
 Writes build/model_repository (what `pulumi up` uploads to the bucket) and
 build/model_repository_cpu (CPU twins for local runs). Bad input: one line on stderr, exit 2.
@@ -14,13 +14,13 @@ import argparse
 import sys
 import time
 
-from cli.one_line import SEE_MAKE_HELP, OneLineParser, file_path
-from infra.model_upload import BUILT_REPOSITORY
-from model_repo.build import build_repository
-from model_repo.errors import ModelRepoError
-from offline.plan import EXIT_BAD_CONFIG, overrides_from
-from settings import ConfigError, from_stack_file
-from settings.schema import PROJECT_DIR
+from triton_gke.cli.one_line import SEE_MAKE_HELP, OneLineParser, file_path
+from triton_gke.infra.model_upload import BUILT_REPOSITORY
+from triton_gke.model_repo.build import build_repository
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.offline.plan import EXIT_BAD_CONFIG, overrides_from
+from triton_gke.settings import ConfigError, from_stack_file
+from triton_gke.settings.schema import PROJECT_DIR
 
 CPU_TWINS = PROJECT_DIR / "build" / "model_repository_cpu"
 

@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from settings.schema import PROJECT_DIR
+from triton_gke.settings.schema import PROJECT_DIR
 
 RULES_FILE = PROJECT_DIR / "infra" / "data" / "replacement_rules.yaml"
 ACTIONS = ("create", "update", "replace", "delete", "unchanged")

@@ -1,6 +1,6 @@
 """The ARGS of the make targets: `make plan ARGS='--set regions=["europe-west4"]'`.
 
-    python -m offline.make_args [--stack] [--prerequisite] MODULE
+    python -m triton_gke.offline.make_args [--stack] [--prerequisite] MODULE
 
 The Makefile exports ARGS and STACK unexpanded (`$(value ...)`), so they reach this program exactly as typed
 after the shell removed the outer quotes; it never lets a shell see them again. This program splits ARGS
@@ -105,7 +105,7 @@ def model_repo_hint(stack: str, words: Sequence[str]) -> str:
 def with_model_repo_args(message: str, stack: str, words: Sequence[str]) -> str:
     """`message` with its `make model-repo STACK=...` hint extended by the settings options the caller used.
 
-    Run directly, `python -m offline.plan --set ...` plans with overrides the hint must repeat, or the pasted
+    Run directly, `python -m triton_gke.offline.plan --set ...` plans with overrides the hint must repeat, or the pasted
     command would build the repository the plan just refused again.
     """
     if not words:
@@ -115,7 +115,7 @@ def with_model_repo_args(message: str, stack: str, words: Sequence[str]) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m offline.make_args", description=__doc__.split("\n\n")[0], allow_abbrev=False
+        prog="python -m triton_gke.offline.make_args", description=__doc__.split("\n\n")[0], allow_abbrev=False
     )
     parser.add_argument("--stack", action="store_true", help="pass --stack $STACK (default dev) before ARGS")
     parser.add_argument(

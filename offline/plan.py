@@ -1,8 +1,8 @@
 """The offline plan: what `pulumi up` would create for a stack, without the CLI or a cloud account.
 
-    python -m offline.plan --stack dev            # resource tree, key properties, count per type
-    python -m offline.plan --stack prod --json    # JSON: type, name, parent, dependsOn, customTimeouts, inputs...
-    python -m offline.plan --stack dev --out DIR  # also every Kubernetes object as YAML
+    python -m triton_gke.offline.plan --stack dev            # resource tree, key properties, count per type
+    python -m triton_gke.offline.plan --stack prod --json    # JSON: type, name, parent, dependsOn, customTimeouts, inputs...
+    python -m triton_gke.offline.plan --stack dev --out DIR  # also every Kubernetes object as YAML
 
 Invalid stack config: one line on stderr, exit code 2.
 """
@@ -22,18 +22,17 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
-
-from cli.one_line import SEE_MAKE_HELP, OneLineParser, file_path
-from infra.cost import load_vm_prices, region_costs, usd_per_million
-from k8s.schema import ManifestError, validate_manifest
-from offline.lifecycle import applied_state, compare, refused, stack_of, summary, unknown_names
-from offline.make_args import settings_words, with_model_repo_args
-from offline.plan_diff import PlanFileError, index_records, load_plan
-from offline.runtime import PROJECT_DIR, Plan, PlannedResource, run_program
-from settings import ConfigError, StackSettings, from_stack_file, stack_config
-from settings.load_balancer import describe_split, shares_of
-from settings.schema import config_schema
-from settings.stack import check_stack_name
+from triton_gke.cli.one_line import SEE_MAKE_HELP, OneLineParser, file_path
+from triton_gke.infra.cost import load_vm_prices, region_costs, usd_per_million
+from triton_gke.k8s.schema import ManifestError, validate_manifest
+from triton_gke.offline.lifecycle import applied_state, compare, refused, stack_of, summary, unknown_names
+from triton_gke.offline.make_args import settings_words, with_model_repo_args
+from triton_gke.offline.plan_diff import PlanFileError, index_records, load_plan
+from triton_gke.offline.runtime import PROJECT_DIR, Plan, PlannedResource, run_program
+from triton_gke.settings import ConfigError, StackSettings, from_stack_file, stack_config
+from triton_gke.settings.load_balancer import describe_split, shares_of
+from triton_gke.settings.schema import config_schema
+from triton_gke.settings.stack import check_stack_name
 
 EXIT_BAD_CONFIG = 2
 EXIT_BAD_MANIFEST = 3
@@ -206,7 +205,7 @@ def report_lifecycle(
         keys = ", ".join(c.key for c in blocked)
         # The direct command, quoted for the shell, so a --set value with spaces or quotes pastes as it is.
         rerun = shlex.join(
-            [".venv/bin/python", "-m", "offline.plan", "--stack", stack, "--against", str(path), *words]
+            [".venv/bin/python", "-m", "triton_gke.offline.plan", "--stack", stack, "--against", str(path), *words]
             + [word for name in names for word in ("--allow-disruption", name)]
         )
         print(

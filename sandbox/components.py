@@ -1,4 +1,4 @@
-"""The parts of the local sandbox (python -m sandbox.run), each started as it runs on GKE.
+"""The parts of the local sandbox (python -m triton_gke.sandbox.run), each started as it runs on GKE.
 
 Every start_* function either returns a running part or raises ComponentError, whose message is
 one line naming the part and the reason; the caller owns the cleanup of what was returned.
@@ -22,17 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-
-from contracts.loadtest import LOCUST_ENV_KEYS, LOCUSTFILE, LocustEnvironment
-from k8s.triton import triton_server_args
-from model_repo.sync import SyncError, SyncReport, sync_repository
-from observability.settings import LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
-from sandbox.gcs_emulator import TRITON_ENV, EmulatorError, GcsEmulator
-from sandbox.netns import NetworkNamespace
-from sandbox.private_tmp import PrivateTmp, private_tmp_available
-from sandbox.processes import free_port, stop_process
-from sandbox.prometheus import LocalPrometheus, PrometheusError, local_pod, local_prometheus_config
-from sandbox.triton import REDACTED, TritonServer, TritonStartError, redact_command
+from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LOCUSTFILE, LocustEnvironment
+from triton_gke.k8s.triton import triton_server_args
+from triton_gke.model_repo.sync import SyncError, SyncReport, sync_repository
+from triton_gke.observability.settings import LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
+from triton_gke.sandbox.gcs_emulator import TRITON_ENV, EmulatorError, GcsEmulator
+from triton_gke.sandbox.netns import NetworkNamespace
+from triton_gke.sandbox.private_tmp import PrivateTmp, private_tmp_available
+from triton_gke.sandbox.processes import free_port, stop_process
+from triton_gke.sandbox.prometheus import LocalPrometheus, PrometheusError, local_pod, local_prometheus_config
+from triton_gke.sandbox.triton import REDACTED, TritonServer, TritonStartError, redact_command
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 REGION = "sandbox"

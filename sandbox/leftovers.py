@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-
-from sandbox import run_folder
+from triton_gke.sandbox import run_folder
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 STATE_DIR = PROJECT_DIR / "build" / "sandbox" / ".runs"

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from sandbox.processes import wait_or_kill
+from triton_gke.sandbox.processes import wait_or_kill
 
 # setns(2) flag for a network namespace (https://man7.org/linux/man-pages/man2/setns.2.html).
 CLONE_NEWNET = 0x40000000

@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from sandbox.netns import NetworkNamespace
+from triton_gke.sandbox.netns import NetworkNamespace
 
 TMP = Path("/tmp")
 # $1 work folder, $2 its private tmp, $3 the work folder's path below /tmp ("" when outside it).

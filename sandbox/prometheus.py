@@ -28,10 +28,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from observability.prometheus_config import META_PREFIX, meta_label, prometheus_config, render_yaml
-from observability.rules import rules_yaml
-from observability.settings import DCGM_PODS, LOCUST_MASTER_PODS, TRITON_PODS, MonitoringError, PodSelector, SloSettings
-from sandbox.processes import free_port, stop_process
+from triton_gke.observability.prometheus_config import META_PREFIX, meta_label, prometheus_config, render_yaml
+from triton_gke.observability.rules import rules_yaml
+from triton_gke.observability.settings import (
+    DCGM_PODS,
+    LOCUST_MASTER_PODS,
+    TRITON_PODS,
+    MonitoringError,
+    PodSelector,
+    SloSettings,
+)
+from triton_gke.sandbox.processes import free_port, stop_process
 
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 # Seconds between SIGTERM and SIGKILL (the grace it always had); its TSDB is removed on close anyway.

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from observability.rules import quantile_label, recorded
-from observability.settings import SloSettings
-from sandbox.prometheus import LocalPrometheus, PrometheusError
-from settings.stack_file import NotRegularFileError, read_regular_file
+from triton_gke.observability.rules import quantile_label, recorded
+from triton_gke.observability.settings import SloSettings
+from triton_gke.sandbox.prometheus import LocalPrometheus, PrometheusError
+from triton_gke.settings.stack_file import NotRegularFileError, read_regular_file
 
 MAX_LOCUST_JSON_BYTES = 64 << 20  # Locust's stats of one run: a few KiB per request name
 

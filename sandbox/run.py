@@ -1,6 +1,6 @@
 """The stack's serving path on this machine, with real software: `make sandbox`.
 
-    python -m sandbox.run [--stack dev] [--duration 20] [--users N] [--keep-data] [--no-isolation]
+    python -m triton_gke.sandbox.run [--stack dev] [--duration 20] [--users N] [--keep-data] [--no-isolation]
                           [--out build/sandbox] [--set KEY=VALUE]
 
 1. builds the stack's model repository (CPU twins in build/model_repository_cpu);
@@ -28,26 +28,25 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-
-from cli.one_line import SEE_MAKE_HELP, OneLineParser, file_path
-from contracts.naming import model_bucket_name
-from infra.model_upload import BUILT_REPOSITORY
-from k8s.triton import ADMIN_KEY_HEADER
-from model_repo.build import build_repository
-from model_repo.errors import ModelRepoError
-from observability.settings import TRITON_PODS
-from offline.build_models import CPU_TWINS
-from offline.plan import overrides_from
-from sandbox import components as parts
-from sandbox import leftovers, single_run
-from sandbox import report as reporting
-from sandbox.components import ComponentError, LoadSettings, LocustLoad, ScrapeTargets
-from sandbox.netns import NetworkNamespace, isolation_available
-from sandbox.processes import Interrupted, InterruptSignals
-from sandbox.prometheus import LocalPrometheus
-from sandbox.triton import TritonServer
-from settings import ConfigError, StackSettings, from_stack_file
-from settings.schema import PROJECT_DIR
+from triton_gke.cli.one_line import SEE_MAKE_HELP, OneLineParser, file_path
+from triton_gke.contracts.naming import model_bucket_name
+from triton_gke.infra.model_upload import BUILT_REPOSITORY
+from triton_gke.k8s.triton import ADMIN_KEY_HEADER
+from triton_gke.model_repo.build import build_repository
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.observability.settings import TRITON_PODS
+from triton_gke.offline.build_models import CPU_TWINS
+from triton_gke.offline.plan import overrides_from
+from triton_gke.sandbox import components as parts
+from triton_gke.sandbox import leftovers, single_run
+from triton_gke.sandbox import report as reporting
+from triton_gke.sandbox.components import ComponentError, LoadSettings, LocustLoad, ScrapeTargets
+from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
+from triton_gke.sandbox.processes import Interrupted, InterruptSignals
+from triton_gke.sandbox.prometheus import LocalPrometheus
+from triton_gke.sandbox.triton import TritonServer
+from triton_gke.settings import ConfigError, StackSettings, from_stack_file
+from triton_gke.settings.schema import PROJECT_DIR
 
 DEFAULT_OUT = PROJECT_DIR / "build" / "sandbox"
 SCRAPE_INTERVAL_S = 2  # short, so a run of a few seconds still gets a dozen samples

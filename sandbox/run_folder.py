@@ -46,7 +46,7 @@ _active: list[RunFolder] = []  # open run folders of this process, innermost las
 
 
 def _start_time(pid: int) -> int | None:
-    from sandbox.leftovers import start_time  # leftovers imports this module
+    from triton_gke.sandbox.leftovers import start_time  # leftovers imports this module
 
     return start_time(pid)
 

@@ -27,10 +27,10 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from contracts.triton import HEALTH_PATHS, PORTS
-from sandbox.netns import NetworkNamespace
-from sandbox.processes import free_port, send_signal, stop_process
-from sandbox.triton_wheel import TritonStartError, library_dir, prepare_backends, tritonserver_binary
+from triton_gke.contracts.triton import HEALTH_PATHS, PORTS
+from triton_gke.sandbox.netns import NetworkNamespace
+from triton_gke.sandbox.processes import free_port, send_signal, stop_process
+from triton_gke.sandbox.triton_wheel import TritonStartError, library_dir, prepare_backends, tritonserver_binary
 
 _SHM_DIR = Path("/dev/shm")
 _counter = itertools.count()

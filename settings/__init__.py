@@ -4,8 +4,8 @@ One entry, `load_stack_settings(config, stack=..., secret_keys=...)`, turns a co
 StackSettings or one ConfigError line. docs/architecture.md says who calls it and where each setting acts.
 """
 
-from settings.errors import ConfigError
-from settings.stack import from_stack_file, load_stack_settings, stack_config
-from settings.values import StackSettings
+from triton_gke.settings.errors import ConfigError
+from triton_gke.settings.stack import from_stack_file, load_stack_settings, stack_config
+from triton_gke.settings.values import StackSettings
 
 __all__ = ["ConfigError", "StackSettings", "from_stack_file", "load_stack_settings", "stack_config"]

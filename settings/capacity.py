@@ -17,7 +17,7 @@ from fractions import Fraction
 from itertools import pairwise
 from pathlib import Path
 
-from capacity.records import (
+from triton_gke.capacity.records import (
     RECORDS_DIR,
     CapacityError,
     CapacityRecord,
@@ -31,10 +31,10 @@ from capacity.records import (
     percent_of,
     slo_mismatch,
 )
-from settings.errors import ConfigError
-from settings.reader import Reader
-from settings.schema import PROJECT_DIR
-from settings.values import CapacitySettings, StackSettings
+from triton_gke.settings.errors import ConfigError
+from triton_gke.settings.reader import Reader
+from triton_gke.settings.schema import PROJECT_DIR
+from triton_gke.settings.values import CapacitySettings, StackSettings
 
 # The keys a target derives: set beside targetRps they would give the stack two answers, so both are refused.
 DERIVED_KEYS = ("gpuMinNodes", "lbMaxRatePerPod", "autoscaleQueueTimeMs")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from capacity.bounded_files import one_line, read_text_file
+from triton_gke.capacity.bounded_files import one_line, read_text_file
 
 # The data stay beside the infrastructure code that deploys to those regions (infra/data/).
 DATA_DIR = Path(__file__).resolve().parent.parent / "infra" / "data"

@@ -6,13 +6,13 @@ import difflib
 import re
 from collections.abc import Mapping
 
-from settings import catalogue
-from settings.catalogue import CatalogueError, GpuCatalogue
-from settings.errors import ConfigError
-from settings.reader import Reader, show
-from settings.schema import PROJECT_DIR
-from settings.source_ranges import cidr_ranges
-from settings.values import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
+from triton_gke.settings import catalogue
+from triton_gke.settings.catalogue import CatalogueError, GpuCatalogue
+from triton_gke.settings.errors import ConfigError
+from triton_gke.settings.reader import Reader, show
+from triton_gke.settings.schema import PROJECT_DIR
+from triton_gke.settings.source_ranges import cidr_ranges
+from triton_gke.settings.values import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
 
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
 DRIVER_VERSIONS = ("DEFAULT", "LATEST", "INSTALLATION_DISABLED")

@@ -6,9 +6,9 @@ import math
 import re
 from collections.abc import Mapping
 
-from settings.reader import Reader
-from settings.source_ranges import source_ranges
-from settings.values import LoadBalancerSettings
+from triton_gke.settings.reader import Reader
+from triton_gke.settings.source_ranges import source_ranges
+from triton_gke.settings.values import LoadBalancerSettings
 
 DOMAIN = re.compile(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}")
 # Cloud Armor throttle thresholds: 1 to 1,000,000 requests per interval

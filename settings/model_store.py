@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from settings import catalogue
-from settings.reader import Reader
-from settings.values import ModelStoreSettings, RegionSettings
+from triton_gke.settings import catalogue
+from triton_gke.settings.reader import Reader
+from triton_gke.settings.values import ModelStoreSettings, RegionSettings
 
 
 def model_store(reader: Reader, regions: tuple[RegionSettings, ...]) -> ModelStoreSettings:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from observability.settings import MonitoringError, SloSettings, validate_duration, validate_slo
-from settings.cluster import DISK_MAX_GB
-from settings.reader import Reader
-from settings.values import MonitoringSettings
+from triton_gke.observability.settings import MonitoringError, SloSettings, validate_duration, validate_slo
+from triton_gke.settings.cluster import DISK_MAX_GB
+from triton_gke.settings.reader import Reader
+from triton_gke.settings.values import MonitoringSettings
 
 # Operator mode declares PodMonitors and a PrometheusRule (monitoring.coreos.com/v1) for a Prometheus Operator the
 # cluster already runs; this program creates its clusters in the same `up`, and a new GKE cluster has neither the

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from settings.errors import ConfigError
-from settings.schema import Key
+from triton_gke.settings.errors import ConfigError
+from triton_gke.settings.schema import Key
 
 
 class Reader:

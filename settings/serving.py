@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from loadtest import arrivals
-from model_repo.errors import ModelRepoError
-from model_repo.settings import (
+from triton_gke.loadtest import arrivals
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.settings import (
     REFERENCE_VARIANTS,
     UINT64_MAX,
     ModelRepoSettings,
@@ -14,11 +14,11 @@ from model_repo.settings import (
     runs_on_driver,
     validate_settings,
 )
-from settings import catalogue
-from settings.errors import ConfigError
-from settings.reader import Reader
-from settings.schema import PROJECT_DIR
-from settings.values import ClusterSettings, GpuPoolSettings, LoadTestSettings, ServingSettings
+from triton_gke.settings import catalogue
+from triton_gke.settings.errors import ConfigError
+from triton_gke.settings.reader import Reader
+from triton_gke.settings.schema import PROJECT_DIR
+from triton_gke.settings.values import ClusterSettings, GpuPoolSettings, LoadTestSettings, ServingSettings
 
 # Kubernetes API counts (replicas, HPA min/maxReplicas, ports) are "integer (int32)", e.g.
 # https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/deployment-v1/; the node limits

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from policy import address_space
-from settings.errors import ConfigError
-from settings.reader import Reader
+from triton_gke.policy import address_space
+from triton_gke.settings.errors import ConfigError
+from triton_gke.settings.reader import Reader
 
 
 def cidr_ranges(reader: Reader, key: str, public_allowed: bool = False) -> tuple[str, ...]:

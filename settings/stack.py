@@ -11,13 +11,13 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from settings import capacity, cluster, keys, load_balancer, model_store, monitoring, serving
-from settings.errors import ConfigError
-from settings.reader import Reader
-from settings.schema import PROJECT_DIR, config_schema
-from settings.source_ranges import cidr_ranges
-from settings.stack_file import read_stack_file
-from settings.values import StackSettings
+from triton_gke.settings import capacity, cluster, keys, load_balancer, model_store, monitoring, serving
+from triton_gke.settings.errors import ConfigError
+from triton_gke.settings.reader import Reader
+from triton_gke.settings.schema import PROJECT_DIR, config_schema
+from triton_gke.settings.source_ranges import cidr_ranges
+from triton_gke.settings.stack_file import read_stack_file
+from triton_gke.settings.values import StackSettings
 
 
 def load_stack_settings(

@@ -40,11 +40,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from triton_gke.capacity.bounded_files import NotRegularFileError, read_regular_file
+from triton_gke.settings.errors import ConfigError
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
-
-from capacity.bounded_files import NotRegularFileError, read_regular_file
-from settings.errors import ConfigError
 
 MAX_BYTES = 256 * 1024  # a stack file of this project is ~1 KiB; Pulumi's own are rarely above a few KiB
 MAX_DEPTH = 32

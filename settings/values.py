@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model_repo.settings import ModelRepoSettings
-from observability.settings import SloSettings
-from settings.catalogue import GpuCatalogue
+from triton_gke.model_repo.settings import ModelRepoSettings
+from triton_gke.observability.settings import SloSettings
+from triton_gke.settings.catalogue import GpuCatalogue
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,8 @@ from pathlib import Path
 import onnx
 import pytest
 from onnx import TensorProto, helper
-
-from model_repo.cpu_twin import TEMPLATE
-from sandbox.triton import TritonServer
+from triton_gke.model_repo.cpu_twin import TEMPLATE
+from triton_gke.sandbox.triton import TritonServer
 
 SLOW_MODEL = "slow"
 SERVICE_MS = 40  # per request: capacity 25 requests/s (less Triton's ~1 ms of overhead)

@@ -12,9 +12,9 @@ import pytest
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_DIR))
 
-from offline.runtime import Plan, config_string, run_program, run_under_mocks  # noqa: E402
-from settings import stack_config  # noqa: E402
-from settings.schema import config_schema  # noqa: E402
+from triton_gke.offline.runtime import Plan, config_string, run_program, run_under_mocks  # noqa: E402
+from triton_gke.settings import stack_config  # noqa: E402
+from triton_gke.settings.schema import config_schema  # noqa: E402
 
 PROJECT = config_schema()[0]
 
@@ -42,7 +42,7 @@ def evaluate_component(declare: Callable[[], Any], stack: str = "dev", **overrid
 @pytest.fixture(scope="session", autouse=True)
 def built_model_repository() -> None:
     """The program refuses to plan without the repository it uploads; dev and prod share the reference settings."""
-    from offline import build_models
+    from triton_gke.offline import build_models
 
     assert build_models.main(["--stack", "dev"]) == 0
 

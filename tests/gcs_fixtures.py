@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from google.cloud import storage
+from triton_gke.sandbox.gcs_emulator import PYTHON_CLIENT_ENV, GcsEmulator
 
-from sandbox.gcs_emulator import PYTHON_CLIENT_ENV, GcsEmulator
 from tests.onnx_models import onnx_model
 
 BIG_FILE_SIZE = 30 * 1000 * 1000

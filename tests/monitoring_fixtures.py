@@ -21,14 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from model_repo.build import build_repository
-from model_repo.cpu_twin import delayed_copy
-from model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings
-from observability.settings import LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
-from sandbox.processes import free_port, stop_process
-from sandbox.prometheus import LocalPod, LocalPrometheus, local_pod, local_prometheus_config
-from sandbox.triton import TritonServer
+from triton_gke.model_repo.build import build_repository
+from triton_gke.model_repo.cpu_twin import delayed_copy
+from triton_gke.model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings
+from triton_gke.observability.settings import LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
+from triton_gke.sandbox.processes import free_port, stop_process
+from triton_gke.sandbox.prometheus import LocalPod, LocalPrometheus, local_pod, local_prometheus_config
+from triton_gke.sandbox.triton import TritonServer
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 LOCUSTFILE = PROJECT_DIR / "loadtest" / "locustfile.py"
@@ -58,7 +57,7 @@ class LiveStack:
 
 def triton_metrics_args() -> list[str]:
     """The metrics flags of the GKE deployment's command line, nothing else of it."""
-    from k8s.triton import triton_server_args
+    from triton_gke.k8s.triton import triton_server_args
 
     args = triton_server_args("unused", gpu=False)
     return [a for a in args if a.startswith(("--metrics-config=", "--allow-metrics="))]

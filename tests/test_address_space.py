@@ -14,9 +14,8 @@ import pytest
 from conftest import PROJECT
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from policy import policies
-from policy.address_space import (
+from triton_gke.policy import policies
+from triton_gke.policy.address_space import (
     COMPATIBLE,
     MAPPED,
     MAX_PUBLIC_IPV4,
@@ -32,11 +31,11 @@ from policy.address_space import (
     internet_problem,
     parse,
 )
-from policy.policies import source_range_problem
-from settings.errors import ConfigError
-from settings.reader import Reader
-from settings.schema import config_schema
-from settings.source_ranges import cidr_ranges
+from triton_gke.policy.policies import source_range_problem
+from triton_gke.settings.errors import ConfigError
+from triton_gke.settings.reader import Reader
+from triton_gke.settings.schema import config_schema
+from triton_gke.settings.source_ranges import cidr_ranges
 
 V4_ALL = (1 << 32) - 1
 Interval = tuple[int, int]
@@ -282,7 +281,7 @@ def firewall_problem(ranges: list[str]) -> str | None:
     """The firewall-no-internet-ingress policy on an ingress allow rule with these sourceRanges."""
     from types import SimpleNamespace
 
-    from policy.policies import FIREWALL, POLICIES
+    from triton_gke.policy.policies import FIREWALL, POLICIES
 
     policy = next(p for p in POLICIES if p.name == "firewall-no-internet-ingress")
     props = {"direction": "INGRESS", "allows": [{"protocol": "tcp", "ports": ["8000"]}], "sourceRanges": ranges}
@@ -340,10 +339,9 @@ def test_the_firewall_policy_decides_as_the_config_and_the_web_ui_policy(network
 
 
 def test_the_settings_layer_and_the_pack_share_one_judge() -> None:
-    import policy.address_space as judge
-    import policy.policies as pack
-    import settings.source_ranges as config
-
+    import triton_gke.policy.address_space as judge
+    import triton_gke.policy.policies as pack
+    import triton_gke.settings.source_ranges as config
     assert config.address_space is judge and pack.internet_problem is judge.internet_problem
 
 

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from loadtest.arrivals import (
+from triton_gke.loadtest.arrivals import (
     ArrivalError,
     ArrivalProcess,
     Segment,

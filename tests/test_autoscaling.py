@@ -9,9 +9,8 @@ import pytest
 from conftest import PROJECT, evaluate_component, stack_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from k8s.autoscaling import INT32_MAX, QUEUE_TIME_METRIC, Autoscaling, AutoscalingArgs
-from offline.runtime import CloudMocks, Plan, PlannedResource, RecordingMonitor, run_program, run_under_mocks
+from triton_gke.k8s.autoscaling import INT32_MAX, QUEUE_TIME_METRIC, Autoscaling, AutoscalingArgs
+from triton_gke.offline.runtime import CloudMocks, Plan, PlannedResource, RecordingMonitor, run_program, run_under_mocks
 
 AUTOSCALING = "triton-gke:k8s:Autoscaling"
 HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"

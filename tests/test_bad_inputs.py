@@ -121,14 +121,14 @@ def _fill(text: str, values: dict[str, str]) -> str:
 def _command(case: dict[str, Any], args: list[str], tmp: Path) -> list[str]:
     cli = case["cli"]
     if cli == "plan":
-        return [sys.executable, "-m", "offline.plan", "--out", str(tmp / "plan"), *args]
+        return [sys.executable, "-m", "triton_gke.offline.plan", "--out", str(tmp / "plan"), *args]
     if cli == "model_repo":
         out = ["--out", str(tmp / "out"), "--cpu-out", str(tmp / "cpu"), "--cache-dir", str(tmp / "cache")]
-        return [sys.executable, "-m", "model_repo", *out, *args]
+        return [sys.executable, "-m", "triton_gke.model_repo", *out, *args]
     if cli == "locust":
         run = ["--headless", "-u", "1", "-r", "1", "-t", "5s", "--only-summary", "--csv", str(tmp / "run")]
         return [str(LOCUST), "-f", str(PROJECT_DIR / "loadtest" / "locustfile.py"), *run]
-    return [sys.executable, "-m", "model_repo.sync", *args]
+    return [sys.executable, "-m", "triton_gke.model_repo.sync", *args]
 
 
 def _environment(case: dict[str, Any], values: dict[str, str], ctx: Context) -> dict[str, str]:

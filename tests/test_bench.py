@@ -17,13 +17,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from bench import cost, perf_analyzer, report, runner
-from bench.__main__ import main
-from bench.load_plan import LoadPlan, PlanError
-from bench.probes import Sample, window_stats
-from bench.results import BenchRun, PerfAnalyzerOpinion, StepRow, VariantSummary, load_run, payload_pairs
-from bench.slo_search import (
+from triton_gke.bench import cost, perf_analyzer, report, runner
+from triton_gke.bench.__main__ import main
+from triton_gke.bench.load_plan import LoadPlan, PlanError
+from triton_gke.bench.probes import Sample, window_stats
+from triton_gke.bench.results import BenchRun, PerfAnalyzerOpinion, StepRow, VariantSummary, load_run, payload_pairs
+from triton_gke.bench.slo_search import (
     NOT_REACHED,
     PASS,
     WARMUP,
@@ -38,9 +37,9 @@ from bench.slo_search import (
     spread,
     verdict,
 )
-from model_repo.settings import REFERENCE_VARIANTS
-from sandbox.triton import TritonStartError
-from settings import from_stack_file as load_settings
+from triton_gke.model_repo.settings import REFERENCE_VARIANTS
+from triton_gke.sandbox.triton import TritonStartError
+from triton_gke.settings import from_stack_file as load_settings
 
 SLO = SloCriteria(slo_ms=100, max_failure_ratio=0.01, stop_after=2, min_requests=20)
 
@@ -56,7 +55,7 @@ def curve(*points: tuple, first_is_warmup: bool = True) -> list[Step]:
 
 
 # Recorded on this project's 2-core machine while other jobs ran (load average ~2):
-# `python -m bench --variants original --slo-ms 400 --users 2,4,6,8,10,12,14,16 --repeats 1`.
+# `python -m triton_gke.bench --variants original --slo-ms 400 --users 2,4,6,8,10,12,14,16 --repeats 1`.
 RECORDED_ORIGINAL_CPU = [
     Step(2, 1.9967, 209.3, 284.6, 8, 0, 2.0, warmup=True),
     Step(2, 1.9986, 140.9, 184.2, 20, 0, 2.0),
@@ -440,7 +439,7 @@ def recorded_run() -> BenchRun:
     prices = cost.pricings(load_settings("dev"))
     costs = cost.cost_rows(prices, {"original": 4.0}, {"original": 602_112}, "measured (CPU twin)")
     return BenchRun(
-        command="python -m bench --variants original --slo-ms 400",
+        command="python -m triton_gke.bench --variants original --slo-ms 400",
         stack="dev",
         target="sandbox",
         started="2026-11-29T12:51:44+00:00",

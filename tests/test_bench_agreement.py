@@ -27,11 +27,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from bench import perf_analyzer, runner
-from bench.load_plan import LoadPlan
-from bench.slo_search import RateLadder, SloCriteria, rate_search
-from model_repo.settings import REFERENCE_VARIANTS
-from sandbox.triton import TritonServer
+from triton_gke.bench import perf_analyzer, runner
+from triton_gke.bench.load_plan import LoadPlan
+from triton_gke.bench.slo_search import RateLadder, SloCriteria, rate_search
+from triton_gke.model_repo.settings import REFERENCE_VARIANTS
+from triton_gke.sandbox.triton import TritonServer
 
 pytest_plugins = ("tests.bench_fixtures",)
 

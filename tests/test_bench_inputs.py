@@ -1,4 +1,4 @@
-"""Bad inputs to `python -m bench` and to the locustfile's rate settings (issue 13 red-team findings).
+"""Bad inputs to `python -m triton_gke.bench` and to the locustfile's rate settings (issue 13 red-team findings).
 
 Each refusal is one line naming the option or key, exit 2, before anything starts. The bench checks run
 in-process with `prepare` (which builds the CPU twins and would start tritonserver) replaced by a tripwire;
@@ -17,14 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import triton_gke.bench.__main__ as bench_main
 from conftest import PROJECT_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import bench.__main__ as bench_main
-from bench import pa_rates, runner
-from loadtest import arrivals
-from settings.stack import STACK_NAME
+from triton_gke.bench import pa_rates, runner
+from triton_gke.loadtest import arrivals
+from triton_gke.settings.stack import STACK_NAME
 
 
 @pytest.fixture
@@ -82,7 +81,7 @@ def test_out_that_is_or_lies_under_a_file_is_refused(below: str, tmp_path: Path,
 
 
 def test_command_line_refusal_has_no_traceback() -> None:
-    command = [sys.executable, "-m", "bench", "--max-rps", "1e12"]
+    command = [sys.executable, "-m", "triton_gke.bench", "--max-rps", "1e12"]
     done = subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr == "error: --max-rps 1e+12: expected a rate of at most 1e+06 requests/s\n"
@@ -149,7 +148,7 @@ def test_pa_rates_refuses_rates_outside_the_range(rate: float) -> None:
 
 def test_pa_rates_bad_option_is_one_line() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "bench.pa_rates", "--rates", "25,,30", "--out", "unused"],
+        [sys.executable, "-m", "triton_gke.bench.pa_rates", "--rates", "25,,30", "--out", "unused"],
         cwd=PROJECT_DIR,
         capture_output=True,
         text=True,
@@ -157,7 +156,7 @@ def test_pa_rates_bad_option_is_one_line() -> None:
     )
     assert result.returncode == 2 and not Path(PROJECT_DIR / "unused").exists()
     assert result.stderr.splitlines() == [
-        "error: python -m bench.pa_rates: --rates '25,,30': expected comma-separated numbers (see --help)"
+        "error: python -m triton_gke.bench.pa_rates: --rates '25,,30': expected comma-separated numbers (see --help)"
     ]
 
 
@@ -191,7 +190,7 @@ def test_a_missing_stack_file_is_one_line_naming_it(tmp_path: Path, capsys) -> N
 
 
 def test_a_missing_stack_file_has_no_traceback_in_a_real_process(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "bench", "--stack", "nope", "--out", str(tmp_path / "out")]
+    command = [sys.executable, "-m", "triton_gke.bench", "--stack", "nope", "--out", str(tmp_path / "out")]
     done = subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr) == (2, "error: --stack 'nope': Pulumi.nope.yaml: no such stack file\n")
 
@@ -300,7 +299,7 @@ def test_an_unreachable_or_unready_saddr_is_refused_before_any_locust(tmp_path: 
     import http.server
     import threading
 
-    from sandbox.processes import free_port
+    from triton_gke.sandbox.processes import free_port
 
     closed = free_port()
     with pytest.raises(runner.BenchError, match=rf"^--saddr 127.0.0.1:{closed}: Triton is not reachable"):
@@ -328,7 +327,7 @@ def test_an_unreachable_or_unready_saddr_is_refused_before_any_locust(tmp_path: 
     finally:
         server.shutdown()
         server.server_close()
-    command = [sys.executable, "-m", "bench", "--target", "stack", "--saddr", f"127.0.0.1:{closed}"]
+    command = [sys.executable, "-m", "triton_gke.bench", "--target", "stack", "--saddr", f"127.0.0.1:{closed}"]
     done = subprocess.run(
         [*command, "--out", str(tmp_path / "o")], cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120
     )
@@ -338,7 +337,7 @@ def test_an_unreachable_or_unready_saddr_is_refused_before_any_locust(tmp_path: 
 
 @pytest.fixture(scope="module")
 def dev_settings() -> object:
-    from settings import from_stack_file
+    from triton_gke.settings import from_stack_file
 
     return from_stack_file("dev")
 
@@ -361,7 +360,7 @@ def test_the_default_uint8_copy_follows_the_variants_benched(chosen: list[str], 
 def _pa_rates(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     assert pa_rates.main(argv) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("error: python -m bench.pa_rates: ")
+    assert err.count("\n") == 1 and err.startswith("error: python -m triton_gke.bench.pa_rates: ")
     return err
 
 
@@ -389,6 +388,6 @@ def test_pa_rates_meta_says_how_the_folder_was_made(tmp_path: Path) -> None:
     started = datetime.datetime(2026, 11, 30, 10, 0, tzinfo=datetime.UTC)
     pa_rates.write_meta(tmp_path / "meta.json", ["--rates", "25,30", "--out", "a b"], started)
     meta = json.loads((tmp_path / "meta.json").read_text())
-    assert meta["command"] == "python -m bench.pa_rates --rates 25,30 --out 'a b'"
+    assert meta["command"] == "python -m triton_gke.bench.pa_rates --rates 25,30 --out 'a b'"
     assert meta["started_utc"] == "2026-11-30T10:00:00+00:00"
     assert meta["commit"] and meta["cores"] >= 1 and meta["cpu_model"] and meta["onnxruntime"]

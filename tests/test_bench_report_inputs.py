@@ -1,4 +1,4 @@
-"""Bad inputs to `python -m bench.report` and `python -m bench.record` (issue 13 follow-up, the tester's findings).
+"""Bad inputs to `python -m triton_gke.bench.report` and `python -m triton_gke.bench.record` (issue 13 follow-up, the tester's findings).
 
 Each refusal is one line, exit 2, and leaves every file as it was: report reads results.json strictly before it
 renders, and renders into a temporary folder moved into place at the end; record checks its folders and the records
@@ -20,10 +20,9 @@ import pytest
 from conftest import PROJECT_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from bench import record, report
-from bench.results import MAX_RESULTS_BYTES, StepRow, VariantSummary
-from capacity.records import CapacityError, load_records
+from triton_gke.bench import record, report
+from triton_gke.bench.results import MAX_RESULTS_BYTES, StepRow, VariantSummary
+from triton_gke.capacity.records import CapacityError, load_records
 
 RUN = PROJECT_DIR / "bench" / "results" / "dev-2026-11-30-alone"
 RUN_JSON = json.loads((RUN / "results.json").read_text())
@@ -45,7 +44,7 @@ def _report_refuses(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     assert report.main(argv) == 2
     captured = capsys.readouterr()
     assert captured.err.count("\n") == 1 and "Traceback" not in captured.err and captured.out == ""
-    assert captured.err.startswith("error: python -m bench.report: ")
+    assert captured.err.startswith("error: python -m triton_gke.bench.report: ")
     return captured.err
 
 
@@ -135,7 +134,7 @@ def test_a_good_run_is_rerendered_with_the_same_tables(tmp_path: Path, capsys) -
 
 
 def _record(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "bench.record", *argv]
+    command = [sys.executable, "-m", "triton_gke.bench.record", *argv]
     return subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
 
 
@@ -154,7 +153,7 @@ def test_record_into_an_unwritable_records_dir_writes_nothing(tmp_path: Path) ->
 
 @pytest.mark.parametrize("stack", ["nope", "../../etc/passwd"])
 def test_record_of_a_stack_run_with_an_unknown_stack_is_one_line(stack: str, tmp_path: Path) -> None:
-    run = RUN_JSON | {"target": "stack", "stack": stack, "command": "python -m bench --saddr 127.0.0.1:8000"}
+    run = RUN_JSON | {"target": "stack", "stack": stack, "command": "python -m triton_gke.bench --saddr 127.0.0.1:8000"}
     out = _folder(tmp_path, json.dumps(run))
     line = _one_line(_record([str(out)]))
     assert line.startswith(f"error: {out / 'results.json'}: stack {stack!r}: ")

@@ -1,4 +1,4 @@
-"""`python -m bench` stopped by SIGTERM (a `kill`, a CI job's timeout) or SIGINT (Ctrl-C) stops every process it
+"""`python -m triton_gke.bench` stopped by SIGTERM (a `kill`, a CI job's timeout) or SIGINT (Ctrl-C) stops every process it
 started: Python's default SIGTERM ends a process without running `finally` or `__exit__`, so before the handler a
 killed bench left tritonserver and Locust running (seen: both still serving after the bench was gone)."""
 
@@ -13,8 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-
-from sandbox.processes import Interrupted, InterruptSignals, stop_process, wait_for
+from triton_gke.sandbox.processes import Interrupted, InterruptSignals, stop_process, wait_for
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -43,8 +42,8 @@ def test_a_signalled_bench_stops_triton_and_locust_and_says_so_in_one_line(signu
             "--min-requests", "4", "--slo-ms", "10000", "--raw-seconds", "1", "--no-perf-analyzer",
             "--build-dir", str(tmp_path / "build"), "--out", str(tmp_path / "out")]  # fmt: skip
     bench = subprocess.Popen(
-        [sys.executable, "-m", "bench", *args], cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-m", "triton_gke.bench", *args], cwd=PROJECT, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     seen: list[psutil.Process] = []
 

@@ -12,12 +12,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from bench.record import read_results
-from bench.results import load_run
-from capacity.records import load_record
-from infra.cost import load_vm_prices
-from settings.catalogue import load_gpu_catalogue
+from triton_gke.bench.record import read_results
+from triton_gke.bench.results import load_run
+from triton_gke.capacity.records import load_record
+from triton_gke.infra.cost import load_vm_prices
+from triton_gke.settings.catalogue import load_gpu_catalogue
 
 GPU_HEADER = "accelerator,count,region,zone,price_on_demand_usd_h,price_spot_usd_h"
 VM_HEADER = "machine_type,region,price_on_demand_usd_h,price_spot_usd_h"

@@ -13,13 +13,12 @@ from google.cloud import storage
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_model_repo import small_onnx
-
-from infra.model_upload import built_repository_digest
-from model_repo.build import DIGEST_SUFFIX, BuildResult, build_repository
-from model_repo.errors import ModelRepoError
-from model_repo.manifest import FILES, MANIFEST, ManifestMismatch, sha256_file, verify_repository
-from model_repo.settings import ModelRepoSettings, default_settings
-from settings.errors import ConfigError
+from triton_gke.infra.model_upload import built_repository_digest
+from triton_gke.model_repo.build import DIGEST_SUFFIX, BuildResult, build_repository
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.manifest import FILES, MANIFEST, ManifestMismatch, sha256_file, verify_repository
+from triton_gke.model_repo.settings import ModelRepoSettings, default_settings
+from triton_gke.settings.errors import ConfigError
 
 pytest_plugins = ("tests.gcs_fixtures",)
 
@@ -127,7 +126,7 @@ def test_the_sync_cli_uploads_nothing_from_an_edited_repository(
 ) -> None:
     result = build_small(tmp_path)
     edit_in_place(result.cpu_out / "trt_int8" / "1" / "model.onnx")
-    command = [sys.executable, "-m", "model_repo.sync", str(result.cpu_out), f"gs://{bucket_name}/models"]
+    command = [sys.executable, "-m", "triton_gke.model_repo.sync", str(result.cpu_out), f"gs://{bucket_name}/models"]
 
     sync = subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
 

@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from capacity.compare import RECORD_NAME, main
-from capacity.records import RECORDS_DIR, record_file_name
+from triton_gke.capacity.compare import RECORD_NAME, main
+from triton_gke.capacity.records import RECORDS_DIR, record_file_name
 
 
 def test_a_bench_results_folder_has_no_capacity_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

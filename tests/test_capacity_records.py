@@ -21,9 +21,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from capacity.from_bench import Measured, records_from_results
-from capacity.records import (
+from triton_gke.capacity.from_bench import Measured, records_from_results
+from triton_gke.capacity.records import (
     BOUNDS,
     RECORDS_DIR,
     CapacityError,
@@ -38,7 +37,7 @@ from capacity.records import (
     slo_mismatch,
     write_records,
 )
-from model_repo.settings import REFERENCE_VARIANTS
+from triton_gke.model_repo.settings import REFERENCE_VARIANTS
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 RESULTS = PROJECT_DIR / "bench" / "results"
@@ -398,26 +397,30 @@ def test_bench_record_writes_the_run_folder_and_updates_the_records(tmp_path: Pa
     out = tmp_path / "run"
     shutil.copytree(RESULTS / "dev-2026-11-30-alone", out)
     records_dir = tmp_path / "records"
-    done = run(sys.executable, "-m", "bench.record", str(out), "--record", "--records-dir", str(records_dir))
+    done = run(sys.executable, "-m", "triton_gke.bench.record", str(out), "--record", "--records-dir", str(records_dir))
     assert done.returncode == 0, done.stderr
     (stored,) = load_records(records_dir)
     assert (stored.gpu, stored.image_tag, stored.revision, stored.source) == ("cpu-twin", "24.10-py3", 1, "measured")
     assert load_records(out / "records") == [dataclasses.replace(stored, path=out / "records" / stored.path.name)]
     assert f"{stored.path} (original: 27.1 req/s per GPU at p95 <= 100 ms, revision 1)" in done.stdout
-    again = run(sys.executable, "-m", "bench.record", str(out), "--record", "--records-dir", str(records_dir))
+    again = run(
+        sys.executable, "-m", "triton_gke.bench.record", str(out), "--record", "--records-dir", str(records_dir)
+    )
     # the same run again is the same figures: no new revision (issue 13 follow-up), and it says so
     assert again.returncode == 0 and [r.revision for r in load_records(records_dir)] == [1]
     assert f"original: unchanged: {stored.path} holds the same figures (revision 1)" in again.stderr
 
 
 def test_bench_record_refuses_what_gives_no_per_gpu_rate(tmp_path: Path) -> None:
-    run_json = _results("dev-2026-11-30-alone") | {"target": "stack", "command": "python -m bench --target stack"}
+    run_json = _results("dev-2026-11-30-alone") | {"target": "stack", "command": "python -m triton_gke.bench --target stack"}
     (tmp_path / "results.json").write_text(json.dumps(run_json))
-    refused = run(sys.executable, "-m", "bench.record", str(tmp_path), "--record", "--records-dir", str(tmp_path / "r"))
+    refused = run(
+        sys.executable, "-m", "triton_gke.bench.record", str(tmp_path), "--record", "--records-dir", str(tmp_path / "r")
+    )
     assert refused.returncode == 2 and "no --saddr" in one_line_error(refused)
     assert not (tmp_path / "r").exists() and not (tmp_path / "records").exists()
     (tmp_path / "results.json").write_text('{"target": "sandbox"')
-    broken = run(sys.executable, "-m", "bench.record", str(tmp_path))
+    broken = run(sys.executable, "-m", "triton_gke.bench.record", str(tmp_path))
     assert broken.returncode == 2 and f"{tmp_path / 'results.json'}: not a readable results.json" in one_line_error(
         broken
     )
@@ -432,7 +435,7 @@ def _folder(path: Path, *contents: CapacityRecord) -> Path:
 
 
 def compare(*argv: str) -> subprocess.CompletedProcess[str]:
-    return run(sys.executable, "-m", "capacity", "compare", *argv)
+    return run(sys.executable, "-m", "triton_gke.capacity", "compare", *argv)
 
 
 def test_compare_passes_an_unchanged_and_a_small_drop_and_fails_a_large_one(tmp_path: Path) -> None:
@@ -482,7 +485,7 @@ def test_compare_refuses_bad_input_in_one_line_with_exit_2(tmp_path: Path, argv:
 
 
 def test_capacity_without_a_command_is_one_line() -> None:
-    done = run(sys.executable, "-m", "capacity", "comapre")
+    done = run(sys.executable, "-m", "triton_gke.capacity", "comapre")
     assert done.returncode == 2 and "'comapre' is not a command; commands: compare" in one_line_error(done)
 
 
@@ -499,7 +502,7 @@ def test_make_capacity_compare_passes_args_through(tmp_path: Path) -> None:
 
 def test_a_bench_run_writes_records_and_record_updates_the_folder(tmp_path: Path) -> None:
     """One short real run (tritonserver, Locust): OUT/records always; --record also into --records-dir."""
-    from bench.__main__ import main
+    from triton_gke.bench.__main__ import main
 
     out, records_dir = tmp_path / "out", tmp_path / "records"
     args = ["--variants", "original", "--uint8", "--repeats", "1", "--start-rps", "2", "--max-rps", "4",
@@ -514,4 +517,4 @@ def test_a_bench_run_writes_records_and_record_updates_the_folder(tmp_path: Path
     summary = json.loads((out / "results.json").read_text())["summaries"][0]
     assert stored.max_rps_per_gpu == summary["max_rps"] and stored.slo_latency_ms == 10000.0
     assert (stored.gpu, stored.variant, stored.revision) == ("cpu-twin", "original", 1)
-    assert "command: python -m bench --variants original" in stored.method and not math.isnan(stored.max_rps_per_gpu)
+    assert "command: python -m triton_gke.bench --variants original" in stored.method and not math.isnan(stored.max_rps_per_gpu)

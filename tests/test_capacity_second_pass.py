@@ -16,15 +16,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import triton_gke.settings.capacity as sizing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_capacity_sizing import _capacity_rows, plan_refusal, write_record
-
-import settings.capacity as sizing
-from capacity.compare import main as compare_main
-from capacity.records import RECORDS_DIR, CapacityError, CapacityRecord, load_record, load_records, write_records
-from offline import plan as plan_command
-from offline.runtime import PROJECT_DIR
+from triton_gke.capacity.compare import main as compare_main
+from triton_gke.capacity.records import (
+    RECORDS_DIR,
+    CapacityError,
+    CapacityRecord,
+    load_record,
+    load_records,
+    write_records,
+)
+from triton_gke.offline import plan as plan_command
+from triton_gke.offline.runtime import PROJECT_DIR
 
 T4 = "nvidia-tesla-t4"
 BASE = CapacityRecord(

@@ -9,12 +9,18 @@ import pytest
 from conftest import evaluate_component
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from contracts.placement import CPU_POOL, GPU_POOL, GPU_TAINT_EFFECT_GKE, GPU_TAINT_KEY, GPU_TAINT_VALUE, POOL_LABEL
-from infra.cluster import GPU_DRIVER_VERSIONS, GkeCluster, GkeClusterArgs, GpuNodePoolArgs, NodePoolArgs
-from infra.cluster_args import gke_cluster_args
-from infra.network import PODS_RANGE, SERVICES_RANGE, SubnetPlan
-from settings.values import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
+from triton_gke.contracts.placement import (
+    CPU_POOL,
+    GPU_POOL,
+    GPU_TAINT_EFFECT_GKE,
+    GPU_TAINT_KEY,
+    GPU_TAINT_VALUE,
+    POOL_LABEL,
+)
+from triton_gke.infra.cluster import GPU_DRIVER_VERSIONS, GkeCluster, GkeClusterArgs, GpuNodePoolArgs, NodePoolArgs
+from triton_gke.infra.cluster_args import gke_cluster_args
+from triton_gke.infra.network import PODS_RANGE, SERVICES_RANGE, SubnetPlan
+from triton_gke.settings.values import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CIDRS = ["203.0.113.0/24", "198.51.100.0/24", "192.0.2.0/24"]

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from conftest import evaluate_component
-
-from infra.cluster import GkeCluster, GkeClusterArgs, GpuNodePoolArgs, NodePoolArgs, build_kubeconfig
-from infra.network import Network, NetworkArgs, SubnetPlan
-from k8s.nvidia_driver import NvidiaDriverInstaller, NvidiaDriverInstallerArgs
-from settings.values import RegionSettings
+from triton_gke.infra.cluster import GkeCluster, GkeClusterArgs, GpuNodePoolArgs, NodePoolArgs, build_kubeconfig
+from triton_gke.infra.network import Network, NetworkArgs, SubnetPlan
+from triton_gke.k8s.nvidia_driver import NvidiaDriverInstaller, NvidiaDriverInstallerArgs
+from triton_gke.settings.values import RegionSettings
 
 US = RegionSettings(name="us-central1", zones=("us-central1-a", "us-central1-b"), index=30)
 EU = RegionSettings(name="europe-west4", zones=("europe-west4-a",), index=17)

@@ -7,9 +7,8 @@ import sys
 
 import pytest
 from conftest import PROJECT, PROJECT_DIR, stack_settings
-
-from offline.runtime import CloudMocks, RecordingMonitor, run_program
-from settings.errors import ConfigError
+from triton_gke.offline.runtime import CloudMocks, RecordingMonitor, run_program
+from triton_gke.settings.errors import ConfigError
 
 BAD_CONFIG = {
     "unknown region": (
@@ -248,10 +247,10 @@ def test_catalogue_override_is_used(tmp_path):
 
 
 def refused_plan(setting: str) -> list[str]:
-    """`python -m offline.plan --stack dev --set SETTING`, which must be refused (exit 2, nothing on stdout, no
+    """`python -m triton_gke.offline.plan --stack dev --set SETTING`, which must be refused (exit 2, nothing on stdout, no
     traceback): its stderr lines."""
     result = subprocess.run(
-        [sys.executable, "-m", "offline.plan", "--stack", "dev", "--set", setting],
+        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev", "--set", setting],
         cwd=PROJECT_DIR,
         capture_output=True,
         text=True,

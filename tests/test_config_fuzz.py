@@ -2,7 +2,7 @@
 
 Generated values (wrong types, huge and negative numbers, unicode, empty, nested lists and maps, YAML special
 scalars) for every setting must either plan or be refused with ONE line naming a config key: a ConfigError
-in-process, exit code 2 and one stderr line from the real `python -m offline.plan` in a subprocess. Never a
+in-process, exit code 2 and one stderr line from the real `python -m triton_gke.offline.plan` in a subprocess. Never a
 traceback, and within bounded time and memory. Stack files go through settings/stack_file.py's strict reading.
 """
 
@@ -24,13 +24,12 @@ from conftest import PROJECT, PROJECT_DIR, stack_settings
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pulumi.runtime.config import set_all_config
-
-from infra.config import load_stack_settings
-from offline.runtime import config_string, run_under_mocks
-from settings.errors import ConfigError
-from settings.keys import provider_config_keys
-from settings.schema import config_schema
-from settings.stack_file import MAX_BYTES, MAX_CHARS, MAX_NODES, StackFileError, read_stack_file
+from triton_gke.infra.config import load_stack_settings
+from triton_gke.offline.runtime import config_string, run_under_mocks
+from triton_gke.settings.errors import ConfigError
+from triton_gke.settings.keys import provider_config_keys
+from triton_gke.settings.schema import config_schema
+from triton_gke.settings.stack_file import MAX_BYTES, MAX_CHARS, MAX_NODES, StackFileError, read_stack_file
 
 KEYS = config_schema()[1]
 TYPES = {f"{PROJECT}:{name}": spec.type for name, spec in KEYS.items()}
@@ -351,7 +350,7 @@ def _aliased_strings(length: int, copies: int) -> str:
 _MEASURE = """
 import resource, sys, time
 from pathlib import Path
-from settings.stack_file import StackFileError, read_stack_file
+from triton_gke.settings.stack_file import StackFileError, read_stack_file
 started = time.monotonic()
 try:
     read_stack_file(Path(sys.argv[1]), sys.argv[2], {})
@@ -460,7 +459,7 @@ def _limit_memory() -> None:
 
 
 def _plan(args: list[str], out: Path) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "offline.plan", "--stack", "dev", "--out", str(out), *args]
+    command = [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev", "--out", str(out), *args]
     return subprocess.run(
         command,
         cwd=PROJECT_DIR,
@@ -507,7 +506,9 @@ def test_plan_command_with_any_stack_file_plans_or_exits_2(tmp_path_factory: Any
     _assert_planned_or_refused(done, config_file.read_text())
 
 
-@pytest.mark.parametrize("module,prog", [("offline.plan", "make plan"), ("sandbox.run", "make sandbox")])
+@pytest.mark.parametrize(
+    "module,prog", [("triton_gke.offline.plan", "make plan"), ("triton_gke.sandbox.run", "make sandbox")]
+)
 @pytest.mark.parametrize("option", ["--bogus", "--stack", "--json=1"])
 def test_a_bad_option_is_one_line_and_exit_2(module: str, prog: str, option: str) -> None:
     done = subprocess.run(

@@ -15,11 +15,10 @@ from conftest import PROJECT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_gpu_bounds import largest_fitting
-
-from offline.runtime import config_string
-from settings import catalogue
-from settings import from_stack_file as load_settings
-from settings.errors import ConfigError
+from triton_gke.offline.runtime import config_string
+from triton_gke.settings import catalogue
+from triton_gke.settings import from_stack_file as load_settings
+from triton_gke.settings.errors import ConfigError
 
 INT32_MAX = 2**31 - 1
 EXAMPLES = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -367,8 +366,8 @@ def test_every_bucket_location_name_for_each_stack() -> None:
 )
 def test_model_settings_fit_their_model_config_fields(field: str, value: int) -> None:
     """The model_repo CLI path (--set) too: int32 counts, uint64 queue delay (model_config.proto, above)."""
-    from model_repo.errors import ModelRepoError
-    from model_repo.settings import ModelRepoSettings, VariantSettings, validate_settings
+    from triton_gke.model_repo.errors import ModelRepoError
+    from triton_gke.model_repo.settings import ModelRepoSettings, VariantSettings, validate_settings
 
     fields = {"max_batch_size": INT32_MAX, "preferred_batch_size": 1, "instance_count": 1, "max_queue_delay_us": 0}
     fields[field] = value

@@ -24,16 +24,15 @@ from conftest import PROJECT_DIR
 from google.protobuf import text_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LOCUST_METRICS_PORT, LOCUSTFILE, LocustEnvironment
+from triton_gke.contracts.naming import BUCKET_NAME_MAX, model_bucket_name
+from triton_gke.contracts.placement import GPU_TAINT_EFFECT_GKE, GPU_TAINT_KEY
+from triton_gke.contracts.triton import INFERENCE_PORTS, LIVE_PATH, PORTS, READY_PATH, TRT_CACHE_DIR
+from triton_gke.infra.model_upload import BUILT_REPOSITORY
+from triton_gke.loadtest import arrivals
+from triton_gke.observability.settings import POD_SELECTORS
+from triton_gke.offline.runtime import Plan, PlannedResource
 from tritonclient.grpc import model_config_pb2 as mc
-
-from contracts.loadtest import LOCUST_ENV_KEYS, LOCUST_METRICS_PORT, LOCUSTFILE, LocustEnvironment
-from contracts.naming import BUCKET_NAME_MAX, model_bucket_name
-from contracts.placement import GPU_TAINT_EFFECT_GKE, GPU_TAINT_KEY
-from contracts.triton import INFERENCE_PORTS, LIVE_PATH, PORTS, READY_PATH, TRT_CACHE_DIR
-from infra.model_upload import BUILT_REPOSITORY
-from loadtest import arrivals
-from observability.settings import POD_SELECTORS
-from offline.runtime import Plan, PlannedResource
 
 FEW = settings(max_examples=40, deadline=None)
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
@@ -114,7 +113,7 @@ def test_the_locustfiles_default_ports_are_tritons_inference_ports() -> None:
 
 def test_the_policy_packs_gpu_taint_is_the_pools_taint() -> None:
     """The policy pack runs with only policy/ on sys.path, so it copies the taint; the copy must equal it."""
-    from policy import policies
+    from triton_gke.policy import policies
 
     assert policies.GPU_TAINT_KEY == GPU_TAINT_KEY
     assert GPU_TAINT_EFFECT_GKE in policies.GPU_TAINT_EFFECTS
@@ -253,8 +252,8 @@ def test_every_project_and_stack_gets_a_valid_bucket_name(project: str, stack: s
 
 def test_the_plans_bucket_is_the_one_the_sandbox_fills(dev_plan: Plan) -> None:
     """pulumi up creates model_bucket_name(project, stack); the sandbox uploads to the same name on its emulator."""
-    from sandbox import run as sandbox_run
-    from settings import from_stack_file
+    from triton_gke.sandbox import run as sandbox_run
+    from triton_gke.settings import from_stack_file
 
     (bucket,) = dev_plan.of_type("gcp:storage/bucket:Bucket")
     assert bucket.inputs["name"] == model_bucket_name(from_stack_file("dev").project, "dev")
@@ -361,11 +360,11 @@ def test_the_locustfiles_settings_table_documents_every_key(field: str) -> None:
 def test_local_runs_hand_the_locustfile_only_what_they_mean(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The sandbox and the benchmark start Locust from this process's environment: a variable left over in the shell
     under a locustfile key (model=..., rate=...) must never reach their run; what they set reads back as meant."""
-    from bench import runner
-    from bench.load_plan import LoadPlan
-    from bench.slo_search import RateLadder, SloCriteria
-    from model_repo.settings import REFERENCE_VARIANTS
-    from sandbox.components import LoadSettings, LocustLoad
+    from triton_gke.bench import runner
+    from triton_gke.bench.load_plan import LoadPlan
+    from triton_gke.bench.slo_search import RateLadder, SloCriteria
+    from triton_gke.model_repo.settings import REFERENCE_VARIANTS
+    from triton_gke.sandbox.components import LoadSettings, LocustLoad
 
     for key in LOCUST_ENV_KEYS:
         monkeypatch.setenv(key, "left-over")
@@ -400,7 +399,7 @@ def test_local_runs_hand_the_locustfile_only_what_they_mean(monkeypatch: pytest.
 )
 def test_the_sandbox_runs_the_stacks_rate_and_arrival_process(rate: int, arrival: str, rps: int, users: int) -> None:
     """The sandbox's Locust gets the stack's locustRate and locustArrival, as the cluster's ConfigMap does."""
-    from sandbox.components import LoadSettings, LocustLoad
+    from triton_gke.sandbox.components import LoadSettings, LocustLoad
 
     triton = SimpleNamespace(http_url="127.0.0.1:18000", grpc_url="127.0.0.1:18001")
     settings = LoadSettings("original", "http", "fp32", rps, users, 5, rate=rate, arrival=arrival)

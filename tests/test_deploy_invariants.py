@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 from conftest import evaluate
-
-from offline.runtime import Plan, PlannedResource
+from triton_gke.offline.runtime import Plan, PlannedResource
 
 # name -> (stack file, overrides): every shipped stack.
 STACKS: dict[str, tuple[str, dict[str, Any]]] = {

@@ -25,13 +25,13 @@ from google.cloud import storage
 
 # Locust runner helpers shared with the load-test tests (plain functions, not tests).
 from test_locust import STARTUP_MARGIN_S, client_successes, locust_processes, start_locust, start_triton
+from triton_gke.k8s.triton import ADMIN_KEY_HEADER, triton_server_args
+from triton_gke.model_repo.build import BuildResult
+from triton_gke.sandbox.gcs_emulator import PYTHON_CLIENT_ENV, TRITON_ENV, GcsEmulator
+from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
+from triton_gke.sandbox.processes import free_port, wait_for
+from triton_gke.sandbox.triton import TritonServer, TritonStartError
 
-from k8s.triton import ADMIN_KEY_HEADER, triton_server_args
-from model_repo.build import BuildResult
-from sandbox.gcs_emulator import PYTHON_CLIENT_ENV, TRITON_ENV, GcsEmulator
-from sandbox.netns import NetworkNamespace, isolation_available
-from sandbox.processes import free_port, wait_for
-from sandbox.triton import TritonServer, TritonStartError
 from tests.gcs_proxy import PausingProxy
 
 pytest_plugins = ("tests.triton_fixtures", "tests.gcs_fixtures")
@@ -147,7 +147,7 @@ def _fake_emulator_package(folder: Path) -> Path:
 def test_sandbox_run_names_the_emulator_failure_in_one_line(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": f"{_fake_emulator_package(tmp_path / 'inject')}{os.pathsep}{REPO_ROOT}"}
     run = subprocess.run(
-        [sys.executable, "-m", "sandbox.run", "--duration", "1", "--out", str(tmp_path / "out")],
+        [sys.executable, "-m", "triton_gke.sandbox.run", "--duration", "1", "--out", str(tmp_path / "out")],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
@@ -185,7 +185,7 @@ def _local_md5s(root: Path) -> dict[str, str]:
 # process has not changed it"), so the sync would ignore the signal and finish.
 _SYNC_WITH_CTRL_C = (
     "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-    "runpy.run_module('model_repo.sync', run_name='__main__', alter_sys=True)"
+    "runpy.run_module('triton_gke.model_repo.sync', run_name='__main__', alter_sys=True)"
 )
 
 

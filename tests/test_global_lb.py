@@ -13,18 +13,17 @@ import pytest
 from conftest import PROJECT, PROJECT_DIR, evaluate, evaluate_component
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from infra.global_lb import (
+from triton_gke.infra.global_lb import (
     HEALTH_CHECK_RANGES,
     GlobalLoadBalancer,
     GlobalLoadBalancerArgs,
     RegionBackend,
     certificate_name,
 )
-from offline.runtime import Plan
-from settings import from_stack_file as load_settings
-from settings.errors import ConfigError
-from settings.load_balancer import DOMAIN, MAX_RATE_LIMIT
+from triton_gke.offline.runtime import Plan
+from triton_gke.settings import from_stack_file as load_settings
+from triton_gke.settings.errors import ConfigError
+from triton_gke.settings.load_balancer import DOMAIN, MAX_RATE_LIMIT
 
 BACKEND = "gcp:compute/backendService:BackendService"
 URL_MAP = "gcp:compute/uRLMap:URLMap"
@@ -421,7 +420,15 @@ def test_pointless_or_orphan_allowlists_are_refused(ranges, stack, hint):
 
 def test_plan_command_refuses_a_bad_allowlist_in_one_line_with_exit_2():
     result = subprocess.run(
-        [sys.executable, "-m", "offline.plan", "--stack", "staging", "--set", 'lbSourceRanges=["10.0.0.300/24"]'],
+        [
+            sys.executable,
+            "-m",
+            "triton_gke.offline.plan",
+            "--stack",
+            "staging",
+            "--set",
+            'lbSourceRanges=["10.0.0.300/24"]',
+        ],
         cwd=PROJECT_DIR,
         capture_output=True,
         text=True,

@@ -15,13 +15,12 @@ import pytest
 from conftest import PROJECT, PROJECT_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from model_repo.errors import ModelRepoError
-from model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings, VariantSettings, validate_settings
-from offline.runtime import config_string
-from settings import catalogue
-from settings import from_stack_file as load_settings
-from settings.errors import ConfigError
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings, VariantSettings, validate_settings
+from triton_gke.offline.runtime import config_string
+from triton_gke.settings import catalogue
+from triton_gke.settings import from_stack_file as load_settings
+from triton_gke.settings.errors import ConfigError
 
 T4_BYTES = 16 * 10**9  # NVIDIA T4 datasheet: 16 GB GDDR6
 IMAGE_VALUES = 224 * 224 * 3
@@ -87,7 +86,7 @@ def test_a_batch_of_100000_is_refused_naming_the_key_and_figures() -> None:
 @pytest.mark.parametrize("setting", ["modelMaxBatchSize=100000", "modelInstanceCount=1000"])
 def test_the_plan_refuses_in_one_line_with_exit_2(setting: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "offline.plan", "--stack", "dev", "--set", setting],
+        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev", "--set", setting],
         cwd=PROJECT_DIR,
         capture_output=True,
         text=True,
@@ -134,7 +133,7 @@ def test_accepted_iff_the_bytes_fit_and_a_refusal_names_key_and_figures(values: 
 @EXAMPLES
 @given(batch=sizes(), count=sizes(), dtype=st.sampled_from(["FP32", "UINT8"]), precision=st.sampled_from(list(WEIGHTS)))
 def test_the_model_repo_build_path_applies_the_same_bound(batch: int, count: int, dtype: str, precision: str) -> None:
-    """`python -m model_repo --set` builds for the T4 through validate_settings: the same sum, per variant."""
+    """`python -m triton_gke.model_repo --set` builds for the T4 through validate_settings: the same sum, per variant."""
     variant = VariantSettings("m", precision, batch, 1, 0, count, dtype)
     fits = count * (WEIGHTS[precision] + batch * INPUT[dtype]) <= T4_BYTES
     try:

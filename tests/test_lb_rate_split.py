@@ -13,14 +13,13 @@ import math
 from fractions import Fraction
 
 import pytest
+import triton_gke.settings.capacity as sizing
 from conftest import evaluate, stack_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_capacity_sizing import per_pod_rates
-
-import settings.capacity as sizing
-from settings import load_stack_settings
-from settings.load_balancer import PROTOCOL_SHARE_PERCENT, backend_rates, describe_split
+from triton_gke.settings import load_stack_settings
+from triton_gke.settings.load_balancer import PROTOCOL_SHARE_PERCENT, backend_rates, describe_split
 
 
 def test_a_sized_pod_is_offered_at_most_its_capacity_over_both_backend_services() -> None:
@@ -109,7 +108,7 @@ def test_a_share_that_leaves_a_protocol_nothing_is_refused_in_one_line(share: in
     from conftest import PROJECT_DIR
 
     result = subprocess.run(
-        [sys.executable, "-m", "offline.plan", "--stack", "staging", "--set", f"lbHttpSharePercent={share}"],
+        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "staging", "--set", f"lbHttpSharePercent={share}"],
         cwd=PROJECT_DIR, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 2 and result.stdout == ""

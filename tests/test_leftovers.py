@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from sandbox import leftovers
-from sandbox.leftovers import RunState, clean_leftovers, command_line, start_time
+from triton_gke.sandbox import leftovers
+from triton_gke.sandbox.leftovers import RunState, clean_leftovers, command_line, start_time
 
 # A command line like the sandbox's own children (a python -m module), but nobody's sandbox.
 LOOKALIKE = [sys.executable, "-c", "import time; time.sleep(600)", "gcp_storage_emulator", "start"]

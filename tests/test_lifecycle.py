@@ -16,9 +16,8 @@ import yaml
 from conftest import PROJECT_DIR, evaluate
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from offline import lifecycle_table
-from offline.lifecycle import (
+from triton_gke.offline import lifecycle_table
+from triton_gke.offline.lifecycle import (
     PROVIDER_READ_BACK,
     RULES_FILE,
     applied_state,
@@ -29,9 +28,9 @@ from offline.lifecycle import (
     normalize,
     refused,
 )
-from offline.plan import EXIT_DISRUPTIVE, plan_records
-from offline.plan_diff import index_records
-from offline.runtime import Plan
+from triton_gke.offline.plan import EXIT_DISRUPTIVE, plan_records
+from triton_gke.offline.plan_diff import index_records
+from triton_gke.offline.runtime import Plan
 
 SHIPPED_STACKS = ("dev", "staging", "prod")
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -164,7 +163,11 @@ def test_removing_a_region_deletes_its_cluster_and_is_refused(shipped_plans):
 
 def run_plan(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "offline.plan", *args], cwd=PROJECT_DIR, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "triton_gke.offline.plan", *args],
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -232,7 +235,7 @@ def test_the_rerun_hint_pastes_as_it_is_with_the_settings_and_names_already_give
     assert result.returncode == EXIT_DISRUPTIVE, result.stderr
     hint = result.stderr.split("or allow them: ", 1)[1].strip()
     words = shlex.split(hint)
-    assert words[:3] == [".venv/bin/python", "-m", "offline.plan"] and f"regions={regions}" in words
+    assert words[:3] == [".venv/bin/python", "-m", "triton_gke.offline.plan"] and f"regions={regions}" in words
     assert "gke-asia-east1" in words and "gke-asia-east1-gpu" in words
     rerun = subprocess.run(words, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
@@ -310,7 +313,7 @@ def test_the_read_back_paths_are_force_new_so_ignoring_them_matters():
 
 
 def test_the_lifecycle_table_in_the_docs_is_what_the_code_gives():
-    assert lifecycle_table.main(["--check"]) == 0, "run python -m offline.lifecycle_table"
+    assert lifecycle_table.main(["--check"]) == 0, "run python -m triton_gke.offline.lifecycle_table"
 
 
 # ---- properties ----------------------------------------------------------------------------------------------------

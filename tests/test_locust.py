@@ -22,12 +22,11 @@ from pathlib import Path
 import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-
-from model_repo.build import BuildResult
-from sandbox.netns import isolation_available
-from sandbox.processes import free_port, wait_for
-from sandbox.report import locust_results
-from sandbox.triton import TritonServer
+from triton_gke.model_repo.build import BuildResult
+from triton_gke.sandbox.netns import isolation_available
+from triton_gke.sandbox.processes import free_port, wait_for
+from triton_gke.sandbox.report import locust_results
+from triton_gke.sandbox.triton import TritonServer
 
 pytest_plugins = ("tests.triton_fixtures", "tests.bench_fixtures")
 

@@ -14,10 +14,9 @@ import pytest
 from conftest import PROJECT_DIR, evaluate, stack_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from loadtest import arrivals
-from settings import load_stack_settings
-from settings.errors import ConfigError
+from triton_gke.loadtest import arrivals
+from triton_gke.settings import load_stack_settings
+from triton_gke.settings.errors import ConfigError
 
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 

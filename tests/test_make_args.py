@@ -19,9 +19,8 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-
-from offline import make_args
-from offline.make_args import (
+from triton_gke.offline import make_args
+from triton_gke.offline.make_args import (
     join_args,
     make_command,
     model_repo_hint,
@@ -36,10 +35,10 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 TRICKY = st.sampled_from(list(" \t\n'\"\\$`#;&|<>()[]{}*?~=,:%-_.") + ["é", "\u2028"])
 WORD = st.text(st.one_of(TRICKY, st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")), max_size=12)
 TARGETS_WITH_ARGS = {
-    "plan": ["--stack", "offline.plan"],
-    "sandbox": ["--stack", "sandbox.run"],
-    "bench": ["--stack", "bench"],
-    "model-repo": ["--stack", "offline.build_models"],
+    "plan": ["--stack", "triton_gke.offline.plan"],
+    "sandbox": ["--stack", "triton_gke.sandbox.run"],
+    "bench": ["--stack", "triton_gke.bench"],
+    "model-repo": ["--stack", "triton_gke.offline.build_models"],
     "test": ["pytest"],
 }
 
@@ -79,7 +78,7 @@ def test_documented_splitting(text: str, words: list[str]) -> None:
 @pytest.mark.parametrize("text", ['--set \'regions=["a"]', "--out dir\\"])
 def test_unbalanced_args_get_one_line_and_exit_2(text: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "offline.make_args", "--stack", "offline.plan"],
+        [sys.executable, "-m", "triton_gke.offline.make_args", "--stack", "triton_gke.offline.plan"],
         cwd=PROJECT_DIR,
         env=make_env(ARGS=text),
         capture_output=True,
@@ -94,7 +93,7 @@ def test_unbalanced_args_get_one_line_and_exit_2(text: str) -> None:
 
 def test_empty_stack_is_refused_in_one_line() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "offline.make_args", "--stack", "offline.plan"],
+        [sys.executable, "-m", "triton_gke.offline.make_args", "--stack", "triton_gke.offline.plan"],
         cwd=PROJECT_DIR,
         env=make_env(STACK=""),
         capture_output=True,
@@ -131,15 +130,15 @@ def _launch(monkeypatch: pytest.MonkeyPatch, argv: list[str], **env: str) -> lis
 @settings(max_examples=40, deadline=None)
 def test_the_program_gets_exactly_the_words(words: list[str], stack: str) -> None:
     with pytest.MonkeyPatch.context() as monkeypatch:
-        launched = _launch(monkeypatch, ["--stack", "offline.plan"], ARGS=join_args(words), STACK=stack)
-    assert launched == ["offline.plan", "--stack", stack, *words]
+        launched = _launch(monkeypatch, ["--stack", "triton_gke.offline.plan"], ARGS=join_args(words), STACK=stack)
+    assert launched == ["triton_gke.offline.plan", "--stack", stack, *words]
 
 
 def test_a_prerequisite_gets_only_the_settings_options(monkeypatch: pytest.MonkeyPatch) -> None:
     text = '--json --set modelMaxBatchSize=32 --out x --set=regions=["us-east4"] --users 8 --config-file f.yaml'
-    launched = _launch(monkeypatch, ["--stack", "--prerequisite", "offline.build_models"], ARGS=text)
+    launched = _launch(monkeypatch, ["--stack", "--prerequisite", "triton_gke.offline.build_models"], ARGS=text)
     assert launched == [
-        "offline.build_models",
+        "triton_gke.offline.build_models",
         "--stack",
         "dev",
         "--set",
@@ -238,5 +237,5 @@ def test_make_hands_args_to_the_program_exactly_as_typed(
     # make drops leading whitespace (C isspace) from a variable's value, nothing else; splitting ignores it anyway.
     assert seen["ARGS"] == text.lstrip(" \t\n\v\f\r")
     assert seen["STACK"] == "prod"
-    assert seen["argv"][:2] == ["-m", "offline.make_args"]
+    assert seen["argv"][:2] == ["-m", "triton_gke.offline.make_args"]
     assert seen["argv"][2:] == TARGETS_WITH_ARGS[target]

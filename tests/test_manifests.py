@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 from conftest import evaluate
-
-from k8s.schema import ManifestError, validate_manifest
-from offline.plan import invalid_kubernetes_objects, kubernetes_objects
+from triton_gke.k8s.schema import ManifestError, validate_manifest
+from triton_gke.offline.plan import invalid_kubernetes_objects, kubernetes_objects
 
 
 @pytest.mark.parametrize("version", ["1.33", "1.37"])

@@ -17,22 +17,21 @@ import pytest
 import tritonclient.http as httpclient
 from google.protobuf import text_format
 from onnx import TensorProto, helper, numpy_helper
-from tritonclient.grpc import model_config_pb2 as mc
-
-from model_repo.__main__ import main
-from model_repo.build import BuildResult, build_repository, lock_path
-from model_repo.configs import validate_config_text
-from model_repo.errors import ModelRepoError
-from model_repo.resnet50 import with_uint8_input
-from model_repo.settings import (
+from triton_gke.model_repo.__main__ import main
+from triton_gke.model_repo.build import BuildResult, build_repository, lock_path
+from triton_gke.model_repo.configs import validate_config_text
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.resnet50 import with_uint8_input
+from triton_gke.model_repo.settings import (
     REFERENCE_VARIANTS,
     ModelRepoSettings,
     VariantSettings,
     default_settings,
     validate_settings,
 )
-from sandbox.processes import wait_for
-from sandbox.triton import TritonServer
+from triton_gke.sandbox.processes import wait_for
+from triton_gke.sandbox.triton import TritonServer
+from tritonclient.grpc import model_config_pb2 as mc
 
 pytest_plugins = ("tests.triton_fixtures",)
 
@@ -353,7 +352,15 @@ def test_bad_input_is_refused_in_one_line_and_nothing_is_written(
 
 def test_cli_exits_2_without_traceback(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "model_repo", "--out", str(tmp_path / "repo"), "--onnx", str(tmp_path / "nope.onnx")],
+        [
+            sys.executable,
+            "-m",
+            "triton_gke.model_repo",
+            "--out",
+            str(tmp_path / "repo"),
+            "--onnx",
+            str(tmp_path / "nope.onnx"),
+        ],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -441,7 +448,15 @@ def test_validate_config_text_rejects_what_triton_would(model_repos: BuildResult
 
 
 def start_build(tmp_path: Path, model: Path, stderr: IO[str] | int = subprocess.PIPE) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "model_repo", "--out", str(tmp_path / "out" / "repo"), "--variants", "original"]
+    command = [
+        sys.executable,
+        "-m",
+        "triton_gke.model_repo",
+        "--out",
+        str(tmp_path / "out" / "repo"),
+        "--variants",
+        "original",
+    ]
     command += ["--cpu-out", str(tmp_path / "out" / "cpu"), "--onnx", str(model), "--cache-dir", str(tmp_path / "c")]
     return subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
 
@@ -468,6 +483,7 @@ def test_a_build_waits_while_another_holds_the_target_then_both_finish(tmp_path:
             with log.open("w") as err:  # the build writes its own copy of the handle
                 builds.append(start_build(tmp_path, model, stderr=err))
         waiting = f"waiting for another build of {tmp_path / 'out' / 'cpu'} (pid {os.getpid()}) to finish"
+
         # Until both say they wait at the lock (build.py prints it with flush=True), not a fixed sleep that a
         # slow import on 2 busy cores could outlast; 120 s only bounds a build that never gets there.
         def both_waiting_or_one_exited() -> bool:

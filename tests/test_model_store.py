@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from conftest import evaluate_component
-
-from infra.config import load_stack_settings
-from infra.model_store import ModelStore, ModelStoreArgs
+from triton_gke.infra.config import load_stack_settings
+from triton_gke.infra.model_store import ModelStore, ModelStoreArgs
 
 BUCKET = "gcp:storage/bucket:Bucket"
 BUCKET_IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"

@@ -7,11 +7,10 @@ import shutil
 
 import pytest
 from conftest import evaluate_component
-
-from infra.model_upload import BUILT_REPOSITORY, ModelUpload, ModelUploadArgs, built_repository_digest
-from model_repo.build import build_repository
-from model_repo.settings import default_settings
-from settings.errors import ConfigError
+from triton_gke.infra.model_upload import BUILT_REPOSITORY, ModelUpload, ModelUploadArgs, built_repository_digest
+from triton_gke.model_repo.build import build_repository
+from triton_gke.model_repo.settings import default_settings
+from triton_gke.settings.errors import ConfigError
 
 
 @pytest.fixture()
@@ -57,7 +56,7 @@ def test_the_sync_command_targets_the_bucket_prefix_and_is_triggered_by_the_dige
     plan = evaluate_component(lambda: ModelUpload("upload", args))
     (sync,) = plan.of_type("command:local:Command")
     assert (
-        sync.inputs["create"] == ".venv/bin/python -m model_repo.sync build/model_repository gs://demo-bucket/models/v1"
+        sync.inputs["create"] == ".venv/bin/python -m triton_gke.model_repo.sync build/model_repository gs://demo-bucket/models/v1"
     )
     assert sync.inputs["update"] == sync.inputs["create"]
     assert sync.inputs["triggers"] == ["abc123"]

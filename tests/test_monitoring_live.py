@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 import tritonclient.http as httpclient
-
-from model_repo.cpu_twin import DELAY_PARAMETER, delayed_copy, inject_delay
-from model_repo.errors import ModelRepoError
-from observability.dashboards import dashboards, panel_queries
-from observability.rules import quantile_label
+from triton_gke.model_repo.cpu_twin import DELAY_PARAMETER, delayed_copy, inject_delay
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.observability.dashboards import dashboards, panel_queries
+from triton_gke.observability.rules import quantile_label
 
 if TYPE_CHECKING:  # imported by pytest_plugins; importing it here first would skip its assert rewriting
     from tests.monitoring_fixtures import LiveStack

@@ -16,12 +16,16 @@ from typing import Any
 
 import pytest
 import yaml
-
-from observability.dashboards import DASHBOARD_DIR, dashboards, panel_queries, stale_dashboards
-from observability.prometheus_config import meta_label, prometheus_config, prometheus_config_yaml, render_yaml
-from observability.rules import alert_names, rules, rules_yaml
-from observability.settings import TRITON_PODS, MonitoringError, SloSettings, minutes_duration, validate_slo
-from sandbox.prometheus import LocalPod, pod_target_groups, to_file_sd, write_file_sd_targets
+from triton_gke.observability.dashboards import DASHBOARD_DIR, dashboards, panel_queries, stale_dashboards
+from triton_gke.observability.prometheus_config import (
+    meta_label,
+    prometheus_config,
+    prometheus_config_yaml,
+    render_yaml,
+)
+from triton_gke.observability.rules import alert_names, rules, rules_yaml
+from triton_gke.observability.settings import TRITON_PODS, MonitoringError, SloSettings, minutes_duration, validate_slo
+from triton_gke.sandbox.prometheus import LocalPod, pod_target_groups, to_file_sd, write_file_sd_targets
 
 REGION = "europe-west4"
 PROMTOOL = shutil.which("promtool")
@@ -146,7 +150,7 @@ def test_slo_settings_are_validated_with_one_line_naming_the_field(field: str, v
 
 
 def test_slo_quantile_is_one_triton_is_started_with() -> None:
-    from k8s.triton import SUMMARY_QUANTILES, triton_server_args
+    from triton_gke.k8s.triton import SUMMARY_QUANTILES, triton_server_args
 
     served = {float(pair.split(":")[0]) for pair in SUMMARY_QUANTILES.split(",")}
     assert SloSettings().quantile in served
@@ -375,7 +379,7 @@ def test_every_dashboard_query_parses(tmp_path: Path) -> None:
 
 
 def test_committed_dashboards_equal_what_the_code_generates() -> None:
-    assert stale_dashboards(DASHBOARD_DIR) == [], "run `python -m observability` and commit dashboards/"
+    assert stale_dashboards(DASHBOARD_DIR) == [], "run `python -m triton_gke.observability` and commit dashboards/"
 
 
 def test_dashboards_have_titles_panels_and_variables() -> None:

@@ -1,6 +1,6 @@
 """The zonal NEGs GKE creates from Triton's NEG Service: removed around the cluster's life, waited for, never looked up.
 
-Two halves. infra/neg_cleanup.py runs (as `pulumi up` runs it, `python -m infra.neg_cleanup`) against a small local
+Two halves. infra/neg_cleanup.py runs (as `pulumi up` runs it, `python -m triton_gke.infra.neg_cleanup`) against a small local
 fake of the Compute API: aggregated list, delete returning a zonal operation, operation wait, NEG GET, 404s and
 "in use" answers. Then the plan: the order `pulumi destroy` deletes in (the reverse of the dependency graph:
 https://www.pulumi.com/docs/iac/concepts/resources/options/dependson/) in every shipped stack, no NEG lookup anywhere,
@@ -24,10 +24,9 @@ from urllib.parse import parse_qs, urlsplit
 import pulumi
 import pytest
 from conftest import PROJECT_DIR, evaluate, evaluate_component
-
-from infra.negs import CLEANUP_TIMEOUT_S, ZonalNegs, ZonalNegsArgs, neg_url
-from offline.plan import plan_records
-from offline.runtime import Plan
+from triton_gke.infra.negs import CLEANUP_TIMEOUT_S, ZonalNegs, ZonalNegsArgs, neg_url
+from triton_gke.offline.plan import plan_records
+from triton_gke.offline.runtime import Plan
 
 PROJECT = "demo-project"
 TOKEN = "fake-access-token"
@@ -172,7 +171,7 @@ def _handler(fake: FakeCompute) -> type[BaseHTTPRequestHandler]:
 
 @pytest.fixture
 def compute(tmp_path: Path):
-    """(fake, run): run(*args) runs `python -m infra.neg_cleanup ARGS` against the fake with an ADC file."""
+    """(fake, run): run(*args) runs `python -m triton_gke.infra.neg_cleanup ARGS` against the fake with an ADC file."""
     fake = FakeCompute()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -200,7 +199,7 @@ def compute(tmp_path: Path):
         env["CLOUDSDK_CONFIG"] = str(tmp_path / "no-gcloud")  # never the machine's gcloud configuration
         extra = ["--api-root", api_root, "--poll-s", "0.05"] if api else []
         return subprocess.run(
-            [sys.executable, "-m", "infra.neg_cleanup", *args, *extra],
+            [sys.executable, "-m", "triton_gke.infra.neg_cleanup", *args, *extra],
             cwd=PROJECT_DIR,
             env=env,
             capture_output=True,
@@ -221,7 +220,7 @@ def remove_args(*names: str, region: str = "us-central1", timeout: str = "30") -
 def one_error_line(result: subprocess.CompletedProcess) -> str:
     assert "Traceback" not in result.stderr, result.stderr
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("error: python -m infra.neg_cleanup"), line
+    assert line.startswith("error: python -m triton_gke.infra.neg_cleanup"), line
     return line
 
 
@@ -403,7 +402,7 @@ def test_cleanup_runs_on_create_and_delete_and_does_nothing_on_update():
     assert {r.parent_urn for r in plan.of_type(COMMAND)} == {component.urn}
     cleanup = _commands(plan)["cleanup"]
     assert cleanup["delete"] == (
-        ".venv/bin/python -m infra.neg_cleanup remove --project demo-project --region us-central1"
+        ".venv/bin/python -m triton_gke.infra.neg_cleanup remove --project demo-project --region us-central1"
         f" --name n-http --name n-grpc --timeout-s {CLEANUP_TIMEOUT_S}"
     )
     # On create only stale NEGs: a running stack upgraded to this component keeps its live ones.

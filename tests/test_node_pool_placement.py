@@ -14,8 +14,7 @@ import pytest
 from conftest import evaluate
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-
-from contracts.placement import (
+from triton_gke.contracts.placement import (
     CPU_POOL,
     GPU_POOL,
     GPU_TAINT_EFFECT_GKE,
@@ -24,9 +23,9 @@ from contracts.placement import (
     GPU_TAINT_VALUE,
     POOL_LABEL,
 )
-from infra.cluster import GKE_TAINT_EFFECTS, gke_taint
-from k8s.common import CPU_NODES, GPU_NODES, TAINT_EFFECTS, NodePoolPlacement, NodeTaint
-from offline.runtime import Plan, PlannedResource
+from triton_gke.infra.cluster import GKE_TAINT_EFFECTS, gke_taint
+from triton_gke.k8s.common import CPU_NODES, GPU_NODES, TAINT_EFFECTS, NodePoolPlacement, NodeTaint
+from triton_gke.offline.runtime import Plan, PlannedResource
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 # The label GKE puts on every node with a GPU (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus,

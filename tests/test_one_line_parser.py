@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-
-from cli.one_line import SEE_MAKE_HELP, OneLineParser
+from triton_gke.cli.one_line import SEE_MAKE_HELP, OneLineParser
 
 PROG = "make demo"
 KNOWN = ("--stack", "--json", "--help")  # argparse takes any unambiguous prefix of these (allow_abbrev)
@@ -108,24 +107,36 @@ def _main(module: str) -> Callable[[list[str]], object]:
     return importlib.import_module(module).main
 
 
-SYNC_USAGE = "usage: python -m model_repo.sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt]"
+SYNC_USAGE = "usage: python -m triton_gke.model_repo.sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt]"
 
 
 @pytest.mark.parametrize(
     "module,argv,expected",
     [
-        ("offline.plan", [], "error: make plan: unrecognized arguments: --bogus (see make plan ARGS=--help)"),
         (
-            "offline.build_models",
+            "triton_gke.offline.plan",
+            [],
+            "error: make plan: unrecognized arguments: --bogus (see make plan ARGS=--help)",
+        ),
+        (
+            "triton_gke.offline.build_models",
             [],
             "error: make model-repo: unrecognized arguments: --bogus (see make model-repo ARGS=--help)",
         ),
-        ("sandbox.run", [], "error: make sandbox: unrecognized arguments: --bogus (see make sandbox ARGS=--help)"),
-        ("model_repo.__main__", ["--out", "unused"], "error: unrecognized arguments: --bogus"),
-        ("model_repo.sync", ["unused", "gs://b/p"], f"error: unrecognized arguments: --bogus ({SYNC_USAGE})"),
-        ("bench.__main__", [], "error: unrecognized arguments: --bogus"),
-        ("bench.record", ["unused"], "error: unrecognized arguments: --bogus"),
-        ("capacity.compare", ["unused", "unused"], "error: unrecognized arguments: --bogus"),
+        (
+            "triton_gke.sandbox.run",
+            [],
+            "error: make sandbox: unrecognized arguments: --bogus (see make sandbox ARGS=--help)",
+        ),
+        ("triton_gke.model_repo.__main__", ["--out", "unused"], "error: unrecognized arguments: --bogus"),
+        (
+            "triton_gke.model_repo.sync",
+            ["unused", "gs://b/p"],
+            f"error: unrecognized arguments: --bogus ({SYNC_USAGE})",
+        ),
+        ("triton_gke.bench.__main__", [], "error: unrecognized arguments: --bogus"),
+        ("triton_gke.bench.record", ["unused"], "error: unrecognized arguments: --bogus"),
+        ("triton_gke.capacity.compare", ["unused", "unused"], "error: unrecognized arguments: --bogus"),
     ],
 )
 def test_each_command_refuses_a_bad_option_with_its_own_line(module: str, argv: list[str], expected: str) -> None:

@@ -1,6 +1,6 @@
 """bench.pa_rates in both modes (issue 20, item 8).
 
-`python -m bench.pa_rates` ended in a traceback in its `--async` phase and wrote nothing: in rate mode
+`python -m triton_gke.bench.pa_rates` ended in a traceback in its `--async` phase and wrote nothing: in rate mode
 perf_analyzer measured time windows of 3 s, and it fails a run whose window holds no answer ("No valid requests
 recorded within time interval"). Past the server's capacity the open loop's queue grows, the dynamic batcher runs
 full batches, and one batch outlasted the window; the PerfAnalyzerError then escaped pa_rates. Reproduced with the
@@ -17,9 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from triton_gke.bench import pa_rates, perf_analyzer
+from triton_gke.sandbox.triton import TritonServer
 
-from bench import pa_rates, perf_analyzer
-from sandbox.triton import TritonServer
 from tests.bench_fixtures import slow_twin
 
 SLOW_BATCH_MS = 6000  # per execution, whatever its batch size: answers arrive in bursts 6 s apart
@@ -84,7 +84,7 @@ def test_a_perf_analyzer_failure_is_one_line_and_keeps_the_rows_measured(
     assert pa_rates.main(["--rates", "20,30", "--out", str(built)]) == 1
     err = capsys.readouterr().err
     assert err.splitlines() == [
-        "error: python -m bench.pa_rates: async at 20 requests/s: perf_analyzer failed: No valid requests recorded "
+        "error: python -m triton_gke.bench.pa_rates: async at 20 requests/s: perf_analyzer failed: No valid requests recorded "
         f"(2 of 4 rows in {built / 'pa_rates.csv'})"
     ]
     with (built / "pa_rates.csv").open(newline="") as handle:

@@ -12,8 +12,7 @@ import pytest
 from conftest import PROJECT_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from offline.plan_diff import EXIT_BAD_INPUT, EXIT_DIFFERENT, diff_plans, load_plan, main
+from triton_gke.offline.plan_diff import EXIT_BAD_INPUT, EXIT_DIFFERENT, diff_plans, load_plan, main
 
 COMPONENT = "triton-gke:k8s:Old"
 NEW_COMPONENT = "triton-gke:k8s:New"
@@ -230,7 +229,10 @@ def test_the_command_line_refuses_a_missing_file_and_an_unknown_option_in_one_li
     }
     for expected, argv in cases.items():
         done = subprocess.run(
-            [sys.executable, "-m", "offline.plan_diff", *argv], cwd=PROJECT_DIR, capture_output=True, text=True
+            [sys.executable, "-m", "triton_gke.offline.plan_diff", *argv],
+            cwd=PROJECT_DIR,
+            capture_output=True,
+            text=True,
         )
         assert done.returncode == EXIT_BAD_INPUT and done.stdout == ""
         assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("error: "), done.stderr

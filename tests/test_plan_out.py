@@ -1,4 +1,4 @@
-"""`python -m offline.plan --out DIR`: the plan removes only files it wrote itself, and writes no secret."""
+"""`python -m triton_gke.offline.plan --out DIR`: the plan removes only files it wrote itself, and writes no secret."""
 
 from __future__ import annotations
 
@@ -13,10 +13,9 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from offline.plan import WRITTEN_LIST, kubernetes_objects, write_kubernetes_objects
-from offline.runtime import Plan
-from settings.errors import ConfigError
+from triton_gke.offline.plan import WRITTEN_LIST, kubernetes_objects, write_kubernetes_objects
+from triton_gke.offline.runtime import Plan
+from triton_gke.settings.errors import ConfigError
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 # What the offline mocks return for a random provider's password (offline/runtime.py _COMPUTED); the SDK marks
@@ -25,7 +24,7 @@ MOCK_SECRET = "offline-plan-"
 
 
 def run_plan(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "offline.plan", "--stack", "dev", *args]
+    command = [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev", *args]
     return subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=300)
 
 

@@ -32,9 +32,8 @@ from pulumi_policy import (
 )
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import unknown_checking_proxy
-
-from offline.runtime import Plan, PlannedResource
-from policy.policies import (
+from triton_gke.offline.runtime import Plan, PlannedResource
+from triton_gke.policy.policies import (
     BUCKET,
     CLUSTER,
     FIREWALL,
@@ -50,7 +49,7 @@ from policy.policies import (
     stack_of,
     web_ui_of,
 )
-from settings.errors import ConfigError
+from triton_gke.settings.errors import ConfigError
 
 BY_NAME = {p.name: p for p in POLICIES}
 STACK_BY_NAME = {p.name: p for p in STACK_POLICIES}

@@ -15,8 +15,7 @@ import psutil
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from sandbox.processes import free_port, run_interruptible, stop_process, wait_for
+from triton_gke.sandbox.processes import free_port, run_interruptible, stop_process, wait_for
 
 # Each child says "ready" once its SIGTERM disposition is set, so no signal arrives before it.
 EXITS_ON_TERM = (

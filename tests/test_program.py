@@ -8,8 +8,7 @@ import sys
 
 import pytest
 from conftest import PROJECT_DIR, evaluate
-
-from offline.runtime import Plan
+from triton_gke.offline.runtime import Plan
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -175,7 +174,7 @@ def test_kubeconfigs_are_exported_as_secrets_and_use_the_gke_auth_plugin(dev_pla
 
 def test_plan_json_lists_every_resource_with_type_name_parent_inputs():
     result = subprocess.run(
-        [sys.executable, "-m", "offline.plan", "--stack", "prod", "--json"],
+        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "prod", "--json"],
         cwd=PROJECT_DIR,
         capture_output=True,
         text=True,
@@ -192,7 +191,7 @@ def test_plan_json_lists_every_resource_with_type_name_parent_inputs():
 
 def test_plan_text_shows_the_tree_and_counts():
     result = subprocess.run(
-        [sys.executable, "-m", "offline.plan", "--stack", "dev"],
+        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev"],
         cwd=PROJECT_DIR,
         capture_output=True,
         text=True,

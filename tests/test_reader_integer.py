@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-
-from settings import ConfigError
-from settings.reader import Reader
-from settings.schema import Key
+from triton_gke.settings import ConfigError
+from triton_gke.settings.reader import Reader
+from triton_gke.settings.schema import Key
 
 PROJECT = "demo"
 KEY = "someCount"

@@ -48,7 +48,7 @@ NOT_RUN: dict[str, str] = {
     "make capacity-compare ARGS='capacity/records build/bench-new/records'": (
         "needs the records of the benchmark above; tests/test_capacity_records.py runs make capacity-compare"
     ),
-    ".venv/bin/python -m bench.record build/bench-new --record": (
+    ".venv/bin/python -m triton_gke.bench.record build/bench-new --record": (
         "rewrites the committed capacity/records/ from the benchmark above; tests/test_capacity_records.py "
         "runs it into a temporary folder"
     ),
@@ -387,12 +387,12 @@ def test_model_settings_in_args_reach_the_model_repository_and_the_hint_pastes(p
     assert "queue delay 12345 us" in planned.output  # the repository was built with the plan's override
 
     assert run_pasted("make model-repo STACK=dev", project_copy).returncode == 0  # the stack's own settings again
-    refused = run_pasted(f".venv/bin/python -m offline.plan --stack dev {override}", project_copy)
+    refused = run_pasted(f".venv/bin/python -m triton_gke.offline.plan --stack dev {override}", project_copy)
     assert refused.returncode == 2, refused.output
     hint = HINT.search(refused.output)
     assert hint, refused.output
     assert hint[1] == f"make model-repo STACK=dev ARGS='{override}'"
     rebuilt = run_pasted(hint[1], project_copy)
     assert rebuilt.returncode == 0 and "queue delay 12345 us" in rebuilt.output, rebuilt.output
-    again = run_pasted(f".venv/bin/python -m offline.plan --stack dev {override}", project_copy)
+    again = run_pasted(f".venv/bin/python -m triton_gke.offline.plan --stack dev {override}", project_copy)
     assert again.returncode == 0, again.output

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-
-from k8s.triton import ADMIN_KEY_HEADER, RESTRICTED_APIS, triton_server_args
-from sandbox.triton import REDACTED, redact_command
+from triton_gke.k8s.triton import ADMIN_KEY_HEADER, RESTRICTED_APIS, triton_server_args
+from triton_gke.sandbox.triton import REDACTED, redact_command
 
 # Keys as a user might set them: anything printable without whitespace, ':' and '=' included.
 _keys = st.text(st.characters(codec="ascii", categories=("L", "N", "P", "S")), min_size=8, max_size=40)

@@ -19,10 +19,9 @@ import psutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from sandbox import run_folder
-from sandbox.leftovers import start_time
-from sandbox.run_folder import MARKER, MARKER_KIND, PREFIX, RunFolder, remove_orphans
+from triton_gke.sandbox import run_folder
+from triton_gke.sandbox.leftovers import start_time
+from triton_gke.sandbox.run_folder import MARKER, MARKER_KIND, PREFIX, RunFolder, remove_orphans
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -32,7 +31,7 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 RUN = r"""
 import json, sys, time
 from pathlib import Path
-from sandbox import components as parts, leftovers
+from triton_gke.sandbox import components as parts, leftovers
 state_dir, mode = Path(sys.argv[1]), sys.argv[2]
 if mode == "start":
     cleaned = leftovers.clean_leftovers(state_dir)
@@ -252,8 +251,8 @@ def test_the_run_folder_is_the_default_temporary_directory_until_closed(tmp_path
 
 SIGTERMED = r"""
 import sys, time
-from sandbox import run_folder
-from sandbox.processes import run_interruptible
+from triton_gke.sandbox import run_folder
+from triton_gke.sandbox.processes import run_interruptible
 def body():
     print(run_folder.RunFolder().base, run_folder._active[-1].path, flush=True)
     time.sleep(600)

@@ -1,4 +1,4 @@
-"""`python -m sandbox.run` end to end: real tritonserver, GCS emulator, Prometheus and Locust.
+"""`python -m triton_gke.sandbox.run` end to end: real tritonserver, GCS emulator, Prometheus and Locust.
 
 Each run is a subprocess marked by an environment variable that every process it starts
 inherits, so anything left behind is found by that mark, by the shared-memory prefix of its
@@ -25,14 +25,13 @@ from pathlib import Path
 
 import psutil
 import pytest
-
-from infra.naming import gcp_name
-from k8s.triton import ADMIN_KEY_HEADER, triton_server_args
-from sandbox import components as parts
-from sandbox import leftovers
-from sandbox.components import ComponentError, gke_flags
-from sandbox.netns import NetworkNamespace, isolation_available
-from settings import from_stack_file as load_settings
+from triton_gke.infra.naming import gcp_name
+from triton_gke.k8s.triton import ADMIN_KEY_HEADER, triton_server_args
+from triton_gke.sandbox import components as parts
+from triton_gke.sandbox import leftovers
+from triton_gke.sandbox.components import ComponentError, gke_flags
+from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
+from triton_gke.settings import from_stack_file as load_settings
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 MARK_KEY = "SANDBOX_TEST_RUN"
@@ -44,7 +43,7 @@ pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None, reason="prom
 
 @dataclass
 class SandboxRun:
-    """A running `python -m sandbox.run`, with every process it started as seen while it ran."""
+    """A running `python -m triton_gke.sandbox.run`, with every process it started as seen while it ran."""
 
     process: subprocess.Popen[bytes]
     folder: Path
@@ -137,7 +136,7 @@ def sandbox(tmp_path: Path) -> Iterator[Start]:
         folder = tmp_path / f"run{len(runs)}"
         folder.mkdir()
         environment = {**os.environ, **(env or {}), MARK_KEY: mark}
-        command = [sys.executable, "-m", "sandbox.run", "--out", str(folder / "out"), *args]
+        command = [sys.executable, "-m", "triton_gke.sandbox.run", "--out", str(folder / "out"), *args]
         with (folder / "stdout").open("wb") as out, (folder / "stderr").open("wb") as err:
             # Its own process group, as in a terminal: Ctrl-C reaches every process of the group.
             process = subprocess.Popen(

@@ -9,16 +9,15 @@ import time
 from pathlib import Path
 
 import pytest
-
-from sandbox import single_run
-from sandbox.gcs_emulator import NAMESPACE_PORT, GcsEmulator
-from sandbox.netns import NetworkNamespace, isolation_available
+from triton_gke.sandbox import single_run
+from triton_gke.sandbox.gcs_emulator import NAMESPACE_PORT, GcsEmulator
+from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
 def sandbox(out: Path) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "sandbox.run", "--duration", "5", "--users", "1", "--out", str(out)]
+    command = [sys.executable, "-m", "triton_gke.sandbox.run", "--duration", "5", "--users", "1", "--out", str(out)]
     return subprocess.Popen(command, cwd=PROJECT_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -39,7 +38,7 @@ def test_a_second_sandbox_is_refused_in_one_line_naming_the_running_one(tmp_path
         since = holder_of(single_run.LOCK_FILE).split()[1]
 
         second = subprocess.run(
-            [sys.executable, "-m", "sandbox.run", "--out", str(tmp_path / "two")],
+            [sys.executable, "-m", "triton_gke.sandbox.run", "--out", str(tmp_path / "two")],
             cwd=PROJECT_DIR,
             capture_output=True,
             text=True,

@@ -6,8 +6,7 @@ import json
 
 import pytest
 from conftest import PROJECT_DIR, evaluate
-
-from offline.runtime import Plan, PlannedResource
+from triton_gke.offline.runtime import Plan, PlannedResource
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 SERVICE = "kubernetes:core/v1:Service"

@@ -15,17 +15,16 @@ import sys
 
 import pulumi
 import pytest
+import triton_gke.infra.config as infra_config
 from conftest import PROJECT, PROJECT_DIR, stack_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pulumi_kubernetes.provider import ProviderArgs
-
-import infra.config
-from offline.runtime import config_string, run_under_mocks
-from settings import from_stack_file, load_stack_settings
-from settings.errors import ConfigError
-from settings.keys import provider_config_keys
-from settings.schema import config_schema
+from triton_gke.offline.runtime import config_string, run_under_mocks
+from triton_gke.settings import from_stack_file, load_stack_settings
+from triton_gke.settings.errors import ConfigError
+from triton_gke.settings.keys import provider_config_keys
+from triton_gke.settings.schema import config_schema
 
 KEYS = config_schema()[1]
 
@@ -35,8 +34,8 @@ def test_the_settings_layer_imports_no_pulumi() -> None:
     modules = sorted(path.stem for path in (PROJECT_DIR / "settings").glob("*.py") if path.stem != "__init__")
     code = (
         "import importlib, sys\n"
-        f"for name in {modules!r}: importlib.import_module('settings.' + name)\n"
-        "import settings\n"
+        f"for name in {modules!r}: importlib.import_module('triton_gke.settings.' + name)\n"
+        "from triton_gke import settings\n"
         "for stack in ('dev', 'staging', 'prod'): settings.from_stack_file(stack)\n"
         "loaded = sorted(m for m in sys.modules if m == 'pulumi' or m.startswith(('pulumi.', 'pulumi_')))\n"
         "print(loaded)\n"
@@ -58,7 +57,7 @@ def _through_adapter(stack: str, config: dict[str, str]) -> object:
     """The settings as `pulumi up` reads them (infra/config.py under the engine), or the refusal's text."""
     captured: list[object] = []
     try:
-        run_under_mocks(lambda: captured.append(infra.config.load_stack_settings()), stack, config, PROJECT)
+        run_under_mocks(lambda: captured.append(infra_config.load_stack_settings()), stack, config, PROJECT)
     except ConfigError as err:
         assert isinstance(err, pulumi.RunError), type(err)  # `pulumi up` prints it without a traceback
         return f"refused: {err}"

@@ -16,17 +16,16 @@ import sys
 from pathlib import Path
 
 import pytest
+import triton_gke.bench.__main__ as bench_main
 from conftest import PROJECT_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import bench.__main__ as bench_main
-from bench import pa_rates, record
-from cli.one_line import OneLineParser
-from offline import make_args
-from sandbox import run as sandbox_run
-from settings import ConfigError, stack_config
-from settings.stack_file import MAX_BYTES, NotRegularFileError, read_regular_file
+from triton_gke.bench import pa_rates, record
+from triton_gke.cli.one_line import OneLineParser
+from triton_gke.offline import make_args
+from triton_gke.sandbox import run as sandbox_run
+from triton_gke.settings import ConfigError, stack_config
+from triton_gke.settings.stack_file import MAX_BYTES, NotRegularFileError, read_regular_file
 
 RUN = PROJECT_DIR / "bench" / "results" / "dev-2026-11-30-alone" / "results.json"
 
@@ -56,7 +55,7 @@ def fifo(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
 def test_a_special_config_file_is_refused_in_one_line_before_reading(special: str, fifo: Path) -> None:
     path = str(fifo) if special == "fifo" else special
-    line = _one_line(_python("offline.plan", "--stack", "dev", "--config-file", path))
+    line = _one_line(_python("triton_gke.offline.plan", "--stack", "dev", "--config-file", path))
     kind = "a FIFO (named pipe)" if special == "fifo" else "a character device"
     assert line == f"error: {Path(path).name} ({path}): {kind}, not a regular file; a stack file is a regular YAML file"
 
@@ -74,7 +73,7 @@ def test_a_stack_file_that_is_a_fifo_is_refused_without_waiting(tmp_path: Path) 
 
 
 def test_an_empty_config_file_path_says_empty_path() -> None:
-    line = _one_line(_python("offline.plan", "--config-file", ""))
+    line = _one_line(_python("triton_gke.offline.plan", "--config-file", ""))
     assert line == "error: make plan: argument --config-file: empty path; name a file (see make plan ARGS=--help)"
 
 
@@ -109,7 +108,7 @@ def test_an_oversized_stack_file_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
 def test_bench_record_refuses_special_results(special: str, fifo: Path) -> None:
     path = str(fifo) if special == "fifo" else special
-    line = _one_line(_python("bench.record", path))
+    line = _one_line(_python("triton_gke.bench.record", path))
     assert line.startswith(f"error: {path}: ") and "not a regular file" in line
 
 
@@ -148,7 +147,14 @@ _settings_words = st.lists(
 @given(words=_settings_words, other=st.sampled_from(["plan", "sandbox", "model-repo"]))
 def test_make_bench_is_refused_settings_options_before_model_repo(words: list[str], other: str) -> None:
     env = {**os.environ, "ARGS": make_args.join_args(words), "MAKE_ARGS_GOALS": f"{other} bench", "STACK": "dev"}
-    command = [sys.executable, "-m", "offline.make_args", "--stack", "--prerequisite", "offline.no_such_module"]
+    command = [
+        sys.executable,
+        "-m",
+        "triton_gke.offline.make_args",
+        "--stack",
+        "--prerequisite",
+        "offline.no_such_module",
+    ]
     done = subprocess.run(command, cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=60)
     line = _one_line(done)  # exit 2 before the exec: the (missing) module would fail with 1 and a traceback
     assert line.startswith(f"error: ARGS: {words[0].split('=')[0]}: make bench takes no settings options")
@@ -176,7 +182,7 @@ def test_pa_rates_refuses_a_model_that_is_not_a_name(name: str, tmp_path_factory
         pa_rates.main([f"--model={name}", "--out", str(out)])
     err = capsys.readouterr().err
     assert done.value.code == 2 and err.count("\n") == 1
-    assert err.startswith(f"error: python -m bench.pa_rates: --model {name!r}: not a model name")
+    assert err.startswith(f"error: python -m triton_gke.bench.pa_rates: --model {name!r}: not a model name")
     assert not out.exists()
 
 
@@ -187,7 +193,7 @@ def test_pa_rates_refuses_a_stack_that_is_not_a_name(stack: str, tmp_path: Path,
     err = capsys.readouterr().err
     assert done.value.code == 2
     assert err == (
-        f"error: python -m bench.pa_rates: --stack {stack!r}: not a Pulumi stack name (letters, digits, '-', '_' and "
+        f"error: python -m triton_gke.bench.pa_rates: --stack {stack!r}: not a Pulumi stack name (letters, digits, '-', '_' and "
         "'.', not starting with '.', at most 100 characters) (see --help)\n"
     )
 

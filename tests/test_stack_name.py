@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from offline.plan import WRITTEN_LIST, _previously_written, check_out_dir, default_out_dir
-from settings import ConfigError, stack_config
-from settings.stack import check_stack_name
+from triton_gke.offline.plan import WRITTEN_LIST, _previously_written, check_out_dir, default_out_dir
+from triton_gke.settings import ConfigError, stack_config
+from triton_gke.settings.stack import check_stack_name
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 ALLOWED = set(string.ascii_letters + string.digits + "-_.")
@@ -66,7 +65,7 @@ def test_the_testers_command_is_refused_and_the_yaml_outside_kept(tmp_path: Path
     (victim / "configs" / "keep.yaml").write_text("mine: true\n")
     stack = os.path.relpath(victim, PROJECT_DIR / "build" / "plan")  # build/plan/<stack> is the victim folder
 
-    result = run("offline.plan", "--stack", stack, "--config-file", "Pulumi.dev.yaml")
+    result = run("triton_gke.offline.plan", "--stack", stack, "--config-file", "Pulumi.dev.yaml")
 
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.splitlines() == [
@@ -76,7 +75,7 @@ def test_the_testers_command_is_refused_and_the_yaml_outside_kept(tmp_path: Path
     assert (victim / "configs" / "keep.yaml").read_text() == "mine: true\n"
 
 
-@pytest.mark.parametrize("module", ["offline.plan", "offline.build_models"])
+@pytest.mark.parametrize("module", ["triton_gke.offline.plan", "triton_gke.offline.build_models"])
 def test_a_path_as_stack_is_a_stack_name_error_not_a_missing_file(module: str) -> None:
     result = run(module, "--stack", "../etc/passwd")
 

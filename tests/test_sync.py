@@ -28,14 +28,14 @@ from google.cloud import storage
 from google.protobuf import text_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from triton_gke.model_repo.build import BuildResult
+from triton_gke.model_repo.sync import RECORD_NAME, SyncError, sync_repository
+from triton_gke.sandbox.gcs_emulator import PYTHON_CLIENT_ENV, TRITON_ENV, GcsEmulator
+from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
+from triton_gke.sandbox.processes import wait_for
+from triton_gke.sandbox.triton import TritonServer
 from tritonclient.grpc import model_config_pb2 as mc
 
-from model_repo.build import BuildResult
-from model_repo.sync import RECORD_NAME, SyncError, sync_repository
-from sandbox.gcs_emulator import PYTHON_CLIENT_ENV, TRITON_ENV, GcsEmulator
-from sandbox.netns import NetworkNamespace, isolation_available
-from sandbox.processes import wait_for
-from sandbox.triton import TritonServer
 from tests.gcs_fixtures import write_small_repo
 from tests.gcs_proxy import PausingProxy
 from tests.onnx_models import onnx_model
@@ -580,7 +580,7 @@ def test_sync_interrupted_inside_a_large_file_leaves_no_partial_object(gcs_clien
 def run_cli(*args: str, endpoint: str) -> subprocess.Popen[str]:
     env = {**os.environ, PYTHON_CLIENT_ENV: endpoint, "PYTHONPATH": str(REPO_ROOT)}
     return subprocess.Popen(
-        [sys.executable, "-m", "model_repo.sync", *args],
+        [sys.executable, "-m", "triton_gke.model_repo.sync", *args],
         cwd=REPO_ROOT,
         env=env,
         text=True,
@@ -740,7 +740,7 @@ def test_a_link_inside_a_model_leading_outside_the_source_is_refused(gcs_client,
 
 
 def test_a_built_repository_sends_exactly_the_files_its_manifest_lists(gcs_client, bucket_name, small_repo):
-    from model_repo.manifest import FILES, MANIFEST, file_digests
+    from triton_gke.model_repo.manifest import FILES, MANIFEST, file_digests
 
     (small_repo / MANIFEST).write_text(json.dumps({FILES: file_digests(small_repo)}))
     # A link that stays inside the source, so only the manifest can tell the file was not built.
@@ -791,7 +791,7 @@ def test_a_model_file_that_does_not_parse_is_refused(gcs_client, bucket_name, sm
 
 
 def test_the_onnx_check_is_fast_on_a_large_model(tmp_path) -> None:
-    from model_repo.sync_source import check_model_file
+    from triton_gke.model_repo.sync_source import check_model_file
 
     big = tmp_path / "model.onnx"
     big.write_bytes(onnx_model(os.urandom(100 * 1000 * 1000)))
@@ -841,8 +841,8 @@ ODD_NAMES = st.one_of(
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=ODD_NAMES)
 def test_every_refusal_is_one_line_whatever_the_file_name(gcs_client, bucket_name, tmp_path, capsys, built, name):
-    from model_repo.manifest import FILES, MANIFEST, file_digests
-    from model_repo.sync import main
+    from triton_gke.model_repo.manifest import FILES, MANIFEST, file_digests
+    from triton_gke.model_repo.sync import main
 
     repo = write_small_repo(Path(tempfile.mkdtemp(dir=tmp_path)) / "repo")
     if built:

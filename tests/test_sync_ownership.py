@@ -17,9 +17,9 @@ from google.api_core import exceptions as api_exceptions
 from google.cloud import storage
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from triton_gke.model_repo import sync as sync_module
+from triton_gke.model_repo.sync import OWNER_KEY, RECORD_NAME, SyncError, main, sync_repository
 
-from model_repo import sync as sync_module
-from model_repo.sync import OWNER_KEY, RECORD_NAME, SyncError, main, sync_repository
 from tests.gcs_fixtures import write_small_repo
 from tests.onnx_models import onnx_model
 
@@ -267,7 +267,7 @@ def test_a_delete_racing_another_writer_leaves_their_object():
 
 
 def test_an_upload_racing_another_writer_stops_in_one_line(tmp_path):
-    from model_repo.sync_source import bytes_file
+    from triton_gke.model_repo.sync_source import bytes_file
 
     local = bytes_file("m/config.pbtxt", tmp_path / "config.pbtxt", b"x")
     with pytest.raises(SyncError) as caught:

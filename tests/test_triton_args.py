@@ -10,11 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
-
-from k8s.triton import ADMIN_KEY_HEADER, PORTS, triton_server_args
-from model_repo.build import BuildResult
-from sandbox.netns import isolation_available
-from sandbox.triton import TritonServer
+from triton_gke.k8s.triton import ADMIN_KEY_HEADER, PORTS, triton_server_args
+from triton_gke.model_repo.build import BuildResult
+from triton_gke.sandbox.netns import isolation_available
+from triton_gke.sandbox.triton import TritonServer
 
 pytest_plugins = ("tests.triton_fixtures",)
 ADMIN_KEY = "test-admin-key"

@@ -18,13 +18,12 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.http as httpclient
-
-from model_repo.build import BuildResult
-from model_repo.resnet50 import synthetic_images
-from model_repo.sync import SyncReport, sync_repository
-from sandbox.gcs_emulator import TRITON_ENV, GcsEmulator
-from sandbox.netns import NetworkNamespace, isolation_available
-from sandbox.triton import TritonServer
+from triton_gke.model_repo.build import BuildResult
+from triton_gke.model_repo.resnet50 import synthetic_images
+from triton_gke.model_repo.sync import SyncReport, sync_repository
+from triton_gke.sandbox.gcs_emulator import TRITON_ENV, GcsEmulator
+from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
+from triton_gke.sandbox.triton import TritonServer
 
 pytest_plugins = ("tests.triton_fixtures",)
 

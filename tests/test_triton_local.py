@@ -17,12 +17,11 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.http as httpclient
-
-from model_repo.build import BuildResult
-from model_repo.resnet50 import synthetic_images
-from sandbox.netns import NetworkNamespace, isolation_available
-from sandbox.processes import free_port, stop_process
-from sandbox.triton import TritonServer, TritonStartError
+from triton_gke.model_repo.build import BuildResult
+from triton_gke.model_repo.resnet50 import synthetic_images
+from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
+from triton_gke.sandbox.processes import free_port, stop_process
+from triton_gke.sandbox.triton import TritonServer, TritonStartError
 
 pytest_plugins = ("tests.triton_fixtures",)
 

@@ -17,8 +17,7 @@ from conftest import PROJECT, PROJECT_DIR, evaluate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_deploy_invariants import rollout_waves
-
-from k8s.triton import (
+from triton_gke.k8s.triton import (
     ADMIN_KEY_HEADER,
     MODEL_DIGEST_ANNOTATION,
     STARTUP_PROBE_PERIOD_S,
@@ -26,10 +25,10 @@ from k8s.triton import (
     triton_server_args,
     triton_timeouts,
 )
-from model_repo.build import BuildResult
-from sandbox.triton import TritonServer
-from settings.errors import ConfigError
-from settings.serving import MAX_STARTUP_MINUTES
+from triton_gke.model_repo.build import BuildResult
+from triton_gke.sandbox.triton import TritonServer
+from triton_gke.settings.errors import ConfigError
+from triton_gke.settings.serving import MAX_STARTUP_MINUTES
 
 pytest_plugins = ("tests.triton_fixtures",)
 
@@ -77,7 +76,7 @@ def test_a_bad_budget_is_refused_in_one_line_naming_the_key(value):
 
 def test_the_plan_command_refuses_a_bad_budget_with_exit_code_2():
     result = subprocess.run(
-        [sys.executable, "-m", "offline.plan", "--stack", "dev", "--set", "tritonStartupMinutes=5"],
+        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev", "--set", "tritonStartupMinutes=5"],
         cwd=PROJECT_DIR,
         capture_output=True,
         text=True,
@@ -127,11 +126,10 @@ def test_a_surge_completes_when_the_autoscaler_may_add_a_node(replicas, spare):
 
 def test_a_model_change_changes_the_pod_template_and_nothing_else_in_it(monkeypatch):
     """The digest is the only template difference between two model repositories: a rollout, and only then."""
-    import infra.model_upload
-
+    import triton_gke.infra.model_upload as model_upload
     templates = {}
     for digest in ("a" * 64, "b" * 64):
-        monkeypatch.setattr(infra.model_upload, "built_repository_digest", lambda *_a, d=digest, **_k: d)
+        monkeypatch.setattr(model_upload, "built_repository_digest", lambda *_a, d=digest, **_k: d)
         templates[digest] = _triton(evaluate("dev")).inputs["spec"]["template"]
     first, second = templates.values()
     assert first["metadata"]["annotations"][MODEL_DIGEST_ANNOTATION] == "a" * 64
@@ -180,7 +178,7 @@ def test_a_running_triton_with_the_gke_flags_never_changes_its_models(model_repo
 
 def test_plan_json_prints_each_resources_dependencies_and_timeouts():
     result = subprocess.run(
-        [sys.executable, "-m", "offline.plan", "--stack", "dev", "--json"],
+        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev", "--json"],
         cwd=PROJECT_DIR,
         capture_output=True,
         text=True,

@@ -8,11 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
-from model_repo.build import BuildResult, build_repository
-from model_repo.settings import default_settings
-from sandbox.netns import isolation_available
-from sandbox.triton import TritonServer
+from triton_gke.model_repo.build import BuildResult, build_repository
+from triton_gke.model_repo.settings import default_settings
+from triton_gke.sandbox.netns import isolation_available
+from triton_gke.sandbox.triton import TritonServer
 
 
 @pytest.fixture(scope="session")

@@ -18,10 +18,9 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as kubernetes
-
-from k8s.common import restricted_namespace
-from k8s.monitoring.dcgm import DCGM_CRITICAL_PODS, DCGM_IMAGE, DCGM_PRIORITY_CLASS, dcgm_exporter
-from k8s.monitoring.grafana import (
+from triton_gke.k8s.common import restricted_namespace
+from triton_gke.k8s.monitoring.dcgm import DCGM_CRITICAL_PODS, DCGM_IMAGE, DCGM_PRIORITY_CLASS, dcgm_exporter
+from triton_gke.k8s.monitoring.grafana import (
     DATASOURCE_UID,
     GRAFANA_IMAGE,
     GRAFANA_UID,
@@ -29,10 +28,16 @@ from k8s.monitoring.grafana import (
     grafana,
     grafana_datasources,
 )
-from k8s.monitoring.operator import operator_objects
-from k8s.monitoring.prometheus import MONITORING_NAMESPACE, PROMETHEUS_IMAGE, PROMETHEUS_URL, RULES_DIR, prometheus
-from k8s.monitoring.shapes import NOBODY, Scope
-from observability.settings import DCGM_PODS, SloSettings
+from triton_gke.k8s.monitoring.operator import operator_objects
+from triton_gke.k8s.monitoring.prometheus import (
+    MONITORING_NAMESPACE,
+    PROMETHEUS_IMAGE,
+    PROMETHEUS_URL,
+    RULES_DIR,
+    prometheus,
+)
+from triton_gke.k8s.monitoring.shapes import NOBODY, Scope
+from triton_gke.observability.settings import DCGM_PODS, SloSettings
 
 __all__ = [
     "DATASOURCE_UID",

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pulumi_kubernetes as kubernetes
-
-from k8s.common import GPU_NODES, required_node_affinity
-from k8s.monitoring.shapes import Scope, meta
-from observability.settings import DCGM_PODS
+from triton_gke.k8s.common import GPU_NODES, required_node_affinity
+from triton_gke.k8s.monitoring.shapes import Scope, meta
+from triton_gke.observability.settings import DCGM_PODS
 
 DCGM_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.5-3.4.1-ubuntu22.04"
 # GKE ships a ResourceQuota in kube-system scoped to the system-*-critical PriorityClasses; once such a quota

@@ -7,13 +7,12 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as kubernetes
 import yaml
-
-from contracts.workloads import GRAFANA_PORT
-from k8s.common import http_probe, non_root_container_security
-from k8s.monitoring.prometheus import PROMETHEUS_URL
-from k8s.monitoring.shapes import Scope, config_map_volume, meta, service, single_pod_deployment
-from observability.dashboards import dashboard_text, dashboards
-from observability.settings import SloSettings
+from triton_gke.contracts.workloads import GRAFANA_PORT
+from triton_gke.k8s.common import http_probe, non_root_container_security
+from triton_gke.k8s.monitoring.prometheus import PROMETHEUS_URL
+from triton_gke.k8s.monitoring.shapes import Scope, config_map_volume, meta, service, single_pod_deployment
+from triton_gke.observability.dashboards import dashboard_text, dashboards
+from triton_gke.observability.settings import SloSettings
 
 GRAFANA_IMAGE = "docker.io/grafana/grafana:11.6.0"
 GRAFANA_UID = 472  # the grafana user of Grafana's image

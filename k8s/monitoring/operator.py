@@ -9,10 +9,9 @@ from collections.abc import Mapping
 
 import pulumi
 import pulumi_kubernetes as kubernetes
-
-from k8s.monitoring.shapes import Scope, meta
-from observability.rules import rules
-from observability.settings import POD_SELECTORS, TRITON_PODS, SloSettings
+from triton_gke.k8s.monitoring.shapes import Scope, meta
+from triton_gke.observability.rules import rules
+from triton_gke.observability.settings import POD_SELECTORS, TRITON_PODS, SloSettings
 
 # The Prometheus Operator's API group and version of PodMonitor and PrometheusRule
 # (https://github.com/prometheus-operator/prometheus-operator/blob/master/Documentation/api.md); its CRDs must exist

@@ -6,13 +6,12 @@ from collections.abc import Mapping
 
 import pulumi
 import pulumi_kubernetes as kubernetes
-
-from contracts.workloads import MONITORING_NAMESPACE, PROMETHEUS_PORT
-from k8s.common import http_probe, non_root_container_security
-from k8s.monitoring.shapes import NOBODY, Scope, config_map_volume, meta, service, single_pod_deployment
-from observability.prometheus_config import prometheus_config_yaml
-from observability.rules import rules_yaml
-from observability.settings import POD_SELECTORS, SloSettings
+from triton_gke.contracts.workloads import MONITORING_NAMESPACE, PROMETHEUS_PORT
+from triton_gke.k8s.common import http_probe, non_root_container_security
+from triton_gke.k8s.monitoring.shapes import NOBODY, Scope, config_map_volume, meta, service, single_pod_deployment
+from triton_gke.observability.prometheus_config import prometheus_config_yaml
+from triton_gke.observability.rules import rules_yaml
+from triton_gke.observability.settings import POD_SELECTORS, SloSettings
 
 PROMETHEUS_IMAGE = "quay.io/prometheus/prometheus:v3.5.0"
 # The Prometheus Service below, as Grafana and the metrics adapter reach it inside the cluster.

@@ -12,8 +12,7 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as kubernetes
-
-from k8s.common import CPU_NODES, non_root_pod_security
+from triton_gke.k8s.common import CPU_NODES, non_root_pod_security
 
 # The `nobody` user: Prometheus' image runs as it, and prometheus-adapter needs no user of its own.
 NOBODY = 65534

@@ -1,0 +1,1 @@
+"""The CrossGuard policy pack (run by `pulumi up --policy-pack policy`); address_space.py is plain Python."""

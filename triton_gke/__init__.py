@@ -1,0 +1,35 @@
+"""triton-gke: Pulumi components that serve NVIDIA Triton on GKE with T4 GPUs.
+
+Installed, every room of the repository is a subpackage (`triton_gke.infra`, `triton_gke.k8s`, ...). The public
+components are importable from here; they load on first use, so the command line does not pay for Pulumi's SDKs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.2.0"
+
+# Public name -> module that defines it.
+_PUBLIC: dict[str, str] = {
+    "GkeCluster": "triton_gke.infra.cluster",
+    "GkeClusterArgs": "triton_gke.infra.cluster",
+    "GlobalLoadBalancer": "triton_gke.infra.global_lb",
+    "GlobalLoadBalancerArgs": "triton_gke.infra.global_lb",
+    "ModelStore": "triton_gke.infra.model_store",
+    "ModelStoreArgs": "triton_gke.infra.model_store",
+    "Network": "triton_gke.infra.network",
+    "NetworkArgs": "triton_gke.infra.network",
+    "TritonServing": "triton_gke.k8s.triton",
+    "TritonServingArgs": "triton_gke.k8s.triton",
+}
+
+__all__ = ["__version__", *sorted(_PUBLIC)]
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'triton_gke' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
