@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from triton_gke.contracts.gpus import gpu_memory_bytes
 from triton_gke.contracts.triton import TRT_CACHE_DIR
 from triton_gke.model_repo.errors import ModelRepoError
 
@@ -45,7 +46,7 @@ INPUT_DTYPES = ("FP32", "UINT8")
 # So one GPU holds at least, summed over the variants: instance_count x (weights + max_batch_size x input bytes).
 # Activations, the CUDA context and the TensorRT workspace (model_repo/configs.py TRT_WORKSPACE_BYTES, up to 1 GiB)
 # are NOT counted: the sum is a lower bound, so a configuration it refuses cannot run at all.
-# The GPU's memory: settings/catalogue.py GPU_MEMORY_BYTES (NVIDIA T4 datasheet: 16 GB); the build's GPU is the T4.
+# The GPU's memory: contracts/gpus.py GPU_MEMORY_BYTES (NVIDIA T4 datasheet: 16 GB); the build's GPU is the T4.
 DEFAULT_GPU = "nvidia-tesla-t4"
 # Input of the built-in ResNet-50: one 224 x 224 x 3 image (model_repo/resnet50.py IMAGE_SIZE), 4 bytes per value
 # as FP32, 1 as UINT8: 602,112 and 150,528 bytes per batch item.
@@ -229,7 +230,7 @@ def gpu_memory_problem(
 def validate_settings(settings: ModelRepoSettings, gpu: str | None = DEFAULT_GPU) -> None:
     """Raise ModelRepoError (one line naming the key and value) on the first problem found.
 
-    gpu: the accelerator every variant must fit in (its memory from settings/catalogue.py); None skips that check.
+    gpu: the accelerator every variant must fit in (its memory from contracts/gpus.py); None skips that check.
     """
     release = image_release(settings.triton_image_tag)
     if not settings.variants:
@@ -246,8 +247,6 @@ def validate_settings(settings: ModelRepoSettings, gpu: str | None = DEFAULT_GPU
     if not settings.trt_cache_dir.startswith("/"):
         raise ModelRepoError(f"trt_cache_dir: {settings.trt_cache_dir!r} must be an absolute container path")
     if gpu is not None:
-        from triton_gke.settings.catalogue import gpu_memory_bytes  # here, not at the top: settings imports this module
-
         memory = gpu_memory_bytes(gpu)
         problem = gpu_memory_problem(settings, gpu, memory) if memory else None
         if problem:

@@ -13,6 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from triton_gke.capacity.bounded_files import one_line, read_text_file
+from triton_gke.contracts.gpus import GPU_MEMORY_BYTES, gpu_memory_bytes  # noqa: F401 (re-exported)
 
 # The data stay beside the infrastructure code that deploys to those regions (infra/data/).
 DATA_DIR = Path(__file__).resolve().parent.parent / "infra" / "data"
@@ -20,18 +21,7 @@ REGIONS_CSV = DATA_DIR / "gcp_regions.csv"
 DEFAULT_GPU_CATALOGUE = DATA_DIR / "gcp_t4_zones.csv"
 
 
-# Memory of one GPU, in bytes, by Compute Engine accelerator name: what a model repository's instances and their
-# batches must fit in (model_repo/settings.py gpu_memory_problem). NVIDIA T4: "Memory size 16 GB" GDDR6 (NVIDIA T4
-# datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf,
-# and the T4 board product brief PB-09256-001, Table 2 "Memory Specifications"). Read as 16 x 10^9 bytes, below
-# the 15,360 MiB (16.1 x 10^9) nvidia-smi reports on a T4, so a refusal is never caused by rounding.
-# An accelerator missing here has no physical bound checked (the program itself is T4-only: settings/cluster.py).
-GPU_MEMORY_BYTES = {"nvidia-tesla-t4": 16 * 10**9}
-
-
-def gpu_memory_bytes(accelerator: str) -> int | None:
-    """Memory of one `accelerator` GPU in bytes; None when this catalogue does not know it."""
-    return GPU_MEMORY_BYTES.get(accelerator)
+# Memory of one GPU by accelerator name: contracts/gpus.py (model_repo/settings.py checks variants against it too).
 
 
 class CatalogueError(ValueError):
