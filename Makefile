@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+# The console script of the editable install (pyproject.toml [project.scripts]): every program is a subcommand.
+TRITON_GKE := $(VENV)/bin/triton-gke
 STACK ?= dev
 ARGS ?=
 # STACK and ARGS reach the programs through the environment, exactly as typed: $(value) keeps make from expanding
@@ -12,10 +14,16 @@ ARGS ?=
 # https://www.gnu.org/software/make/manual/html_node/Value-Function.html).
 # offline/make_args.py splits ARGS (spaces separate words, 'single quotes' group, double quotes are literal, so
 # JSON needs no escaping) and runs the program; every target below that takes ARGS uses it, with the same rules.
+# It execs the program, so the recipe's exit status is the program's. make's own is not: GNU make exits 2 when any
+# recipe fails ("The exit status is two if make encounters any errors", GNU make manual, "How to Run make":
+# https://www.gnu.org/software/make/manual/html_node/Running.html), and reports the program's status on its last
+# line, `make: *** [Makefile:NN: capacity-compare] Error 1`. A script that must tell 1 from 2 runs
+# $(TRITON_GKE) itself.
 override STACK := $(value STACK)
 override ARGS := $(value ARGS)
 export STACK ARGS
-RUN := @$(PY) -m triton_gke.offline.make_args
+# Recursive (=): $@ is the target whose recipe runs it; the program's messages then name `make TARGET`.
+RUN = @$(PY) -m triton_gke.offline.make_args --target $@
 # Run directly, model-repo gets all of ARGS; as a prerequisite of plan or sandbox only their settings options
 # (--set, --config-file), so it builds the repository those goals check against. bench takes no settings options:
 # given one, make_args refuses it before model-repo builds anything (it reads the goals from MAKE_ARGS_GOALS).
@@ -44,31 +52,31 @@ $(VENV)/.installed: requirements.txt requirements-nodeps.txt constraints.txt pyp
 
 ## The model repository STACK serves (build/model_repository) and its CPU twins (build/model_repository_cpu). ARGS: --set KEY=VALUE, --config-file FILE
 model-repo: setup
-	$(RUN) --stack $(MODEL_REPO_MODE) triton_gke.offline.build_models
+	$(RUN) --stack $(MODEL_REPO_MODE) $(TRITON_GKE) model-repo
 
 ## The offline plan of STACK (default dev): what `pulumi up -s STACK` would create. ARGS: --json, --set KEY=VALUE, --config-file FILE, --out DIR
 plan: model-repo
-	$(RUN) --stack triton_gke.offline.plan
+	$(RUN) --stack $(TRITON_GKE) plan
 
 ## The local sandbox of STACK: models on a GCS emulator, a real Triton, Prometheus and Locust, then a report. ARGS: --set KEY=VALUE, --config-file FILE, --duration S, --out DIR
 sandbox: model-repo system-packages
-	$(RUN) --stack triton_gke.sandbox.run
+	$(RUN) --stack $(TRITON_GKE) sandbox
 
 ## The measure-and-tune benchmark of every variant (CSV, Markdown, PNG under bench/results/); the stack file's settings as they are (no --set, --config-file)
 bench: model-repo system-packages
-	$(RUN) --stack triton_gke.bench
+	$(RUN) --stack $(TRITON_GKE) bench
 
-## Compare two sets of capacity records (files or folders): ARGS='BASELINE NEW [--max-regression-percent 10]'; exit 1 on a regression
+## Compare two sets of capacity records (files or folders): ARGS='BASELINE NEW [--max-regression-percent 10]'. A regression ends in `Error 1`, bad input in `Error 2`; make itself exits 2 either way
 capacity-compare: setup
-	$(RUN) triton_gke.capacity.compare
+	$(RUN) $(TRITON_GKE) capacity compare
 
 ## Regenerate dashboards/*.json from observability/dashboards.py
 dashboards: setup
-	$(PY) -m triton_gke.observability
+	$(TRITON_GKE) dashboards
 
 test: setup system-packages
 	$(PY) -m ruff check .
-	$(RUN) pytest
+	$(RUN) $(PY) -m pytest
 
 lint: setup
 	$(PY) -m ruff check .

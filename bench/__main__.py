@@ -1,7 +1,7 @@
-"""python -m triton_gke.bench: the measure-and-tune benchmark of a stack's model variants.
+"""triton-gke bench: the measure-and-tune benchmark of a stack's model variants.
 
-    python -m triton_gke.bench [--stack dev] [--target sandbox|stack] [--variants original trt_int8] [--slo-ms 100]
-                    [--repeats 2] [--step-seconds 6] [--start-rps 2] [--max-users 32] [--out DIR] [--record]
+    triton-gke bench [--stack dev] [--target sandbox|stack] [--variants original trt_int8] [--slo-ms 100]
+                   [--repeats 2] [--step-seconds 6] [--start-rps 2] [--max-users 32] [--out DIR] [--record]
 
 Writes results.csv, summary.csv, cost.csv, results.json, README.md and plots into --out (default
 bench/results/<stack>-<date>/), and the run's capacity records into its records/ (--record: also into
@@ -59,8 +59,11 @@ def _users(text: str) -> tuple[int, ...]:
 def parser() -> argparse.ArgumentParser:
     # A bad option is raised as a BenchError: main() prints it like every other refusal, one line, exit 2.
     p = OneLineParser(
-        prog="python -m triton_gke.bench",
+        prog="triton-gke bench",
         description="Measure-and-tune benchmark of the stack's model variants.",
+        epilog="Also: triton-gke bench record (capacity records from a run's results.json), triton-gke bench report "
+        "(re-render a run from its results.json), triton-gke bench pa-rates (perf_analyzer at fixed rates); "
+        "each with --help. Exit 0 measured, 1 no variant could be measured, 2 bad input, 128+N stopped by signal N.",
         hint=None,
         raise_as=runner.BenchError,
     )
@@ -333,7 +336,7 @@ def _bench(argv: list[str] | None) -> int:
     facts["triton"] = "2.51.0 (nvidia-pytriton 0.7.0 wheel)" if config.target == "sandbox" else "the stack's image"
     cost_rows, pricing = costs(settings, outcome.summaries, config.target)
     run = BenchRun(
-        command=" ".join(["python -m triton_gke.bench", shlex.join(argv)]).strip(),
+        command=" ".join(["triton-gke bench", shlex.join(argv)]).strip(),
         stack=args.stack,
         target=config.target,
         started=stamp.isoformat(timespec="seconds"),

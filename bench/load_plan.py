@@ -112,7 +112,7 @@ class LoadPlan:
         def get(key: str) -> str:
             value = env.get(_PREFIX + key)
             if value is None:
-                raise PlanError(f"{_PREFIX}{key} is not set (the shape is started by `python -m triton_gke.bench`)")
+                raise PlanError(f"{_PREFIX}{key} is not set (the shape is started by `triton-gke bench`)")
             return value
 
         try:

@@ -1,4 +1,4 @@
-"""Locust load shape of `python -m triton_gke.bench`: a warm-up, the rate search, then closed-loop saturation.
+"""Locust load shape of `triton-gke bench`: a warm-up, the rate search, then closed-loop saturation.
 
 Loaded beside the project's own locustfile, which supplies the users, the open-loop arrivals
 (`environment.arrivals`) and reads its usual locust-config keys (model, saddr, protocol,

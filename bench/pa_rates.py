@@ -1,6 +1,6 @@
 """perf_analyzer alone at fixed open-loop rates: what p95 does NVIDIA's own tool see at each rate?
 
-    .venv/bin/python -m triton_gke.bench.pa_rates --model original --rates 25,30,35,40 --out DIR
+    .venv/bin/triton-gke bench pa-rates --model original --rates 25,30,35,40 --out DIR
 
 A check of the benchmark that shares none of its code paths for load or latency: a fresh sandbox
 tritonserver serving the model `make bench` built (build/bench/<stack>/cpu), one perf_analyzer run per
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _pa_rates(argv: list[str] | None) -> int:
-    parser = OneLineParser(prog="python -m triton_gke.bench.pa_rates", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="triton-gke bench pa-rates", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="original", help="a variant `make bench` built (default original)")
     parser.add_argument("--rates", default="25,30,35,40", help="comma-separated requests/s")
     parser.add_argument("--stack", default="dev", help="the stack whose bench build to serve (default dev)")
@@ -153,7 +153,7 @@ def _write(out: Path, rows: list[dict], argv: list[str], started: datetime.datet
 def write_meta(path: Path, argv: list[str], started: datetime.datetime) -> None:
     """How the folder was made: command, start (UTC), commit and machine facts (cores, CPU, versions)."""
     meta = {
-        "command": " ".join(["python -m triton_gke.bench.pa_rates", shlex.join(argv)]).strip(),
+        "command": " ".join(["triton-gke bench pa-rates", shlex.join(argv)]).strip(),
         "started_utc": started.isoformat(timespec="seconds"),
         **machine.facts(),  # its "commit" is the git commit, "(uncommitted changes)" when the tree differs
         "load_end": machine.load_average(),

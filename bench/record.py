@@ -4,7 +4,7 @@ Every run writes them into `OUT/records/`, each with the revision it would get i
 the record there of the same GPU, variant, image tag and SLO, else 1); `--record` also writes them into
 capacity/records/ (`--records-dir` for another folder). For a finished run, from its results.json:
 
-    python -m triton_gke.bench.record RESULTS_DIR [--record] [--records-dir DIR]
+    triton-gke bench record RESULTS_DIR [--record] [--records-dir DIR]
 
 What a record says the run cannot say itself: the sandbox measures one CPU twin server (gpu `cpu-twin`, the image
 tag of the tritonserver release the nvidia-pytriton wheel ships); the stack target measures the stack's GPU and
@@ -221,7 +221,7 @@ def describe(record: CapacityRecord) -> str:
 def parser() -> argparse.ArgumentParser:
     # A bad option is raised as a CapacityError: main() prints it like every other refusal, one line, exit 2.
     p = OneLineParser(
-        prog="python -m triton_gke.bench.record",
+        prog="triton-gke bench record",
         description="Capacity records from a finished bench run.",
         hint=None,
         raise_as=CapacityError,

@@ -1,6 +1,6 @@
 """Write a benchmark run: results.csv, summary.csv, cost.csv, results.json, README.md and PNG plots.
 
-python -m triton_gke.bench.report bench/results/dev-2026-11-30   # re-render from its results.json
+triton-gke bench report bench/results/dev-2026-11-30   # re-render from its results.json
 
 The files are rendered into a temporary folder inside the run's folder and moved into place only when all of them
 are written (os.replace is atomic within a file system: https://docs.python.org/3/library/os.html#os.replace);
@@ -425,7 +425,7 @@ def recommend(summaries: Sequence[VariantSummary], settings: dict[str, Any]) -> 
     lines.append(
         "On a T4 the reference ranking is `trt_int8_bs16_count4` > `trt_int8` ~ `trt_fp16` > `trt_fp32` > "
         "`original` (2236.6 / 1085.4 / 1072.5 / 381 / 253 RPS); CPU twins cannot show TensorRT's gains. "
-        "Run `python -m triton_gke.bench --target stack` against the deployed stack to rank the GPU variants, then set "
+        "Run `triton-gke bench --target stack` against the deployed stack to rank the GPU variants, then set "
         "`lbMaxRatePerPod` to the best variant's max RPS at the SLO per pod, less headroom."
     )
     return lines
@@ -486,7 +486,7 @@ def files_text() -> str:
             "- `results.csv`: one row per variant x repeat x step (warm-up steps included, marked), with the verdict.",
             "- `summary.csv`: one row per variant (the table above, unrounded).",
             "- `cost.csv`: $/h and $/1M per variant x RPS source x region x pricing.",
-            "- `results.json`: everything, including settings and machine facts (`python -m triton_gke.bench.report DIR` "
+            "- `results.json`: everything, including settings and machine facts (`triton-gke bench report DIR` "
             "re-renders this page from it).",
             "- `rps_vs_p95.png`, `ranking.png`: the plots above.",
         ]
@@ -681,7 +681,7 @@ def read_run(path: Path) -> BenchRun:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineParser(prog="python -m triton_gke.bench.report", description="Re-render a bench run from its results.json.")
+    parser = OneLineParser(prog="triton-gke bench report", description="Re-render a bench run from its results.json.")
     parser.add_argument("results", type=Path, help="a bench --out folder holding results.json")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)  # a bad option: one line, exit 2
     out: Path = args.results
@@ -692,14 +692,14 @@ def main(argv: list[str] | None = None) -> int:
         run = read_run(out / "results.json")
         paths = write_all(run, out)
     except ReportError as err:
-        print(f"error: python -m triton_gke.bench.report: {err}", file=sys.stderr)
+        print(f"error: triton-gke bench report: {err}", file=sys.stderr)
         return 2
     except (KeyError, TypeError, ValueError, AttributeError) as err:  # a settings or machine value of odd shape
-        line = f"error: python -m triton_gke.bench.report: {out / 'results.json'}: does not render ({err!r})"
+        line = f"error: triton-gke bench report: {out / 'results.json'}: does not render ({err!r})"
         print(line[:300], file=sys.stderr)
         return 2
     except OSError as err:
-        print(f"error: python -m triton_gke.bench.report: {out}: cannot write ({err.strerror or err})", file=sys.stderr)
+        print(f"error: triton-gke bench report: {out}: cannot write ({err.strerror or err})", file=sys.stderr)
         return 2
     for path in paths:
         print(path)

@@ -1,5 +1,5 @@
 """Capacity records: the requests/s one GPU sustains at an SLO, measured by `make bench` or published.
 
-`capacity.records` reads, finds and writes them (standard library only); `python -m triton_gke.capacity compare` reports
+`capacity.records` reads, finds and writes them (standard library only); `triton-gke capacity compare` reports
 regressions between two sets of records.
 """

@@ -1,8 +1,8 @@
-"""python -m triton_gke.capacity COMMAND ...: the capacity records' commands.
+"""triton-gke capacity COMMAND ...: the capacity records' commands.
 
-    python -m triton_gke.capacity compare BASELINE NEW [--max-regression-percent 10]   # see capacity/compare.py
+    triton-gke capacity compare BASELINE NEW [--max-regression-percent 10]   # see capacity/compare.py
 
-Records are written by the benchmark: `make bench ARGS=--record`, or `python -m triton_gke.bench.record RESULTS_DIR` for a
+Records are written by the benchmark: `make bench ARGS=--record`, or `triton-gke bench record RESULTS_DIR` for a
 finished run (bench/record.py).
 """
 
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not argv or argv[0] not in COMMANDS:
         given = f"{argv[0]!r} is not a command" if argv else "a command is needed"
-        print(f"error: python -m triton_gke.capacity: {given}; commands: {', '.join(COMMANDS)}", file=sys.stderr)
+        print(f"error: triton-gke capacity: {given}; commands: {', '.join(COMMANDS)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     return COMMANDS[argv[0]](argv[1:])
 

@@ -1,4 +1,4 @@
-"""python -m triton_gke.capacity compare BASELINE NEW [--max-regression-percent 10]: did capacity drop?
+"""triton-gke capacity compare BASELINE NEW [--max-regression-percent 10]: did capacity drop?
 
 BASELINE and NEW are record files or folders of them (capacity/records/, or the records/ folder `make bench`
 writes into its --out; in a folder only the files named as records are read). Records are paired only at the same
@@ -91,7 +91,7 @@ class Row:
 def parser() -> argparse.ArgumentParser:
     # A bad option is raised as a CapacityError: main() prints it like every other refusal, one line, exit 2.
     p = OneLineParser(
-        prog="python -m triton_gke.capacity compare",
+        prog="triton-gke capacity compare",
         description=__doc__.split("\n\n")[0],
         hint=None,
         raise_as=CapacityError,

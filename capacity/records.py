@@ -1,7 +1,7 @@
 """Capacity records: how many requests/s one GPU sustains at an SLO, per GPU type, model variant, image and SLO.
 
 One JSON file per record under capacity/records/ (`"schema": 1` and the fields of CapacityRecord but `path`).
-`make bench` writes and updates them (bench/record.py); the stack sizing reads them with find_record; `python -m
+`make bench` writes and updates them (bench/record.py); the stack sizing reads them with find_record; `triton-gke
 capacity compare` reports regressions between two sets. Pure: the standard library only, no Pulumi, no other room
 of the project, so every layer may read records.
 

@@ -9,6 +9,7 @@ still exits through `error()` (https://github.com/python/cpython/issues/121018, 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -18,6 +19,22 @@ EXIT_USAGE = 2
 SEE_HELP = "see --help"
 # A `make` target takes its options through ARGS (Makefile): `make plan ARGS=--help`.
 SEE_MAKE_HELP = "see {prog} ARGS=--help"
+# The console script every command runs under (pyproject.toml [project.scripts], cli/main.py).
+CONSOLE_SCRIPT = "triton-gke"
+# offline/make_args.py sets this to the make target it runs a command for (`plan`), in that command's environment
+# only. A command make runs then names itself as the user typed it: `make plan`, options through ARGS.
+MAKE_TARGET_ENV = "TRITON_GKE_MAKE_TARGET"
+
+
+def invoked_as(subcommand: str, make_target: str) -> dict[str, str]:
+    """prog and hint of a command a make target runs: `make TARGET` under that target, else `triton-gke SUBCOMMAND`.
+
+    The value must name this very target, so a variable inherited by some other program (`make test` runs pytest
+    under target `test`) changes nothing there.
+    """
+    if os.environ.get(MAKE_TARGET_ENV) == make_target:
+        return {"prog": f"make {make_target}", "hint": SEE_MAKE_HELP}
+    return {"prog": f"{CONSOLE_SCRIPT} {subcommand}", "hint": SEE_HELP}
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -32,7 +32,8 @@ class ModelStoreArgs:
     # The Workload Identity clusters: GKE creates the project's pool (PROJECT.svc.id.goog) with the first of them,
     # and IAM refuses a binding to a pool that does not exist yet ("Identity Pool does not exist",
     # terraform-google-modules/terraform-google-kubernetes-engine#916; the module orders the two since #301).
-    workload_identity_clusters: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    # An Output where the clusters are declared after this component (infra/system.py: a deferred Output).
+    workload_identity_clusters: pulumi.Input[Sequence[pulumi.Resource]] = field(default_factory=tuple)
 
 
 class ModelStore(pulumi.ComponentResource):
@@ -88,7 +89,14 @@ class ModelStore(pulumi.ComponentResource):
                 role="roles/iam.workloadIdentityUser",
                 member=f"serviceAccount:{args.project}.svc.id.goog"
                 f"[{args.kubernetes_namespace}/{args.kubernetes_service_account}]",
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.workload_identity_clusters)),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=_resources(args.workload_identity_clusters)),
             )
         )
         self.register_outputs({"bucket": self.bucket.name, "reader": self.reader.email})
+
+
+def _resources(resources: pulumi.Input[Sequence[pulumi.Resource]]) -> pulumi.Input[list[pulumi.Resource]]:
+    """depends_on takes a list of resources or an Output of one (pulumi.ResourceOptions.depends_on)."""
+    if isinstance(resources, pulumi.Output):
+        return resources.apply(list)
+    return list(resources)  # type: ignore[arg-type]

@@ -29,7 +29,13 @@ from triton_gke.model_repo.sync import hash_local, scan_local
 from triton_gke.settings.schema import PROJECT_DIR
 
 BUILT_REPOSITORY = PROJECT_DIR / "build" / "model_repository"
-# Relative to the project directory, where Pulumi runs the command; Pulumi.yaml names this venv.
+# The Python the two Commands (this sync, infra/negs.py) run the package's modules with. Relative to the project
+# directory, where pulumi-command runs a local command by default ("dir: the directory from which to run the command
+# ... defaults to the directory of the Pulumi program",
+# https://www.pulumi.com/registry/packages/command/api-docs/local/command/): this repository's venv (Pulumi.yaml
+# names it). A program that installed triton-gke passes its own interpreter instead (TritonGkeSystemArgs.python,
+# e.g. sys.executable): the default only exists inside this repository. Kept relative here, so the command text in
+# the state does not change with the folder a deployer checked the repository out to.
 VENV_PYTHON = ".venv/bin/python"
 
 
@@ -71,6 +77,8 @@ class ModelUploadArgs:
     prefix: str
     digest: str
     local_dir: Path = BUILT_REPOSITORY
+    # The interpreter that runs triton_gke.model_repo.sync (VENV_PYTHON: why this default).
+    python: str = VENV_PYTHON
 
 
 class ModelUpload(pulumi.ComponentResource):
@@ -85,7 +93,7 @@ class ModelUpload(pulumi.ComponentResource):
         )
         sync = pulumi.Output.from_input(args.bucket).apply(
             lambda bucket: shlex.join(
-                [VENV_PYTHON, "-m", "triton_gke.model_repo.sync", str(local_dir), f"gs://{bucket}/{args.prefix}"]
+                [args.python, "-m", "triton_gke.model_repo.sync", str(local_dir), f"gs://{bucket}/{args.prefix}"]
             )
         )
         self.sync = command.local.Command(

@@ -74,10 +74,12 @@ class ZonalNegsArgs:
     neg_service: pulumi.Input[pulumi.Resource]
     cleanup_timeout_s: int = CLEANUP_TIMEOUT_S
     ready_timeout_s: int = READY_TIMEOUT_S
+    # The interpreter that runs triton_gke.infra.neg_cleanup (infra/model_upload.py VENV_PYTHON: why this default).
+    python: str = VENV_PYTHON
 
 
-def _command_line(subcommand: str, options: Sequence[tuple[str, str | int]]) -> str:
-    words = [VENV_PYTHON, "-m", MODULE, subcommand]
+def _command_line(python: str, subcommand: str, options: Sequence[tuple[str, str | int]]) -> str:
+    words = [python, "-m", MODULE, subcommand]
     for option, value in options:
         words += [f"--{option}", str(value)]
     return shlex.join(words)
@@ -91,6 +93,7 @@ class ZonalNegs(pulumi.ComponentResource):
         super().__init__("triton-gke:infra:ZonalNegs", name, None, opts)
         names = [("name", n) for n in args.neg_names]
         remove = _command_line(
+            args.python,
             "remove",
             [("project", args.project), ("region", args.region), *names, ("timeout-s", args.cleanup_timeout_s)],
         )
@@ -104,6 +107,7 @@ class ZonalNegs(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[args.cluster]),
         )
         wait = _command_line(
+            args.python,
             "wait",
             [
                 ("project", args.project),

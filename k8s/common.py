@@ -128,3 +128,13 @@ def http_probe(
         failure_threshold=failures,
         timeout_seconds=timeout,
     )
+
+
+class ArgsError(ValueError, pulumi.RunError):
+    """Bad Args of a public component: one line naming the component, the field and what is allowed.
+
+    A pulumi.RunError, so `pulumi up` prints the line without a traceback, as it does for a bad stack key
+    (infra/config.py; RunError is "a clean exit rather than the usual verbose unhandled error logic",
+    https://www.pulumi.com/docs/reference/pkg/nodejs/pulumi/pulumi/classes/RunError.html). Raised before the
+    component declares any child, so nothing is half-declared.
+    """

@@ -8,7 +8,7 @@ answer only requests that carry the admin key header, which inference clients ne
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -83,7 +83,9 @@ def triton_server_args(model_repository: str, gpu: bool = True, admin_key: str =
 class TritonServingArgs:
     image: str
     model_repository: pulumi.Input[str]
-    reader_email: pulumi.Input[str]
+    # The Google service account the pods act as through Workload Identity; None: no annotation (the cluster's
+    # own way to reach the bucket, e.g. the nodes' service account).
+    reader_email: pulumi.Input[str] | None
     admin_key: pulumi.Input[str]
     accelerator_type: str
     gpus_per_node: int
@@ -107,6 +109,10 @@ class TritonServingArgs:
     # What the NEG Service waits for: the removal of NEGs an earlier cluster of the same name left (infra/negs.py,
     # ZonalNegs.cleanup), which, depending on the cluster, is so also deleted after this Service and before the cluster.
     neg_cleanup: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    # Where the pods run: None selects GKE's accelerator label for `accelerator_type` and tolerates the GPU taint
+    # (contracts/placement.py); a cluster with other GPU node labels or taints names its own.
+    node_selector: pulumi.Input[Mapping[str, str]] | None = None
+    toleration_key: pulumi.Input[str] | None = None
 
 
 def startup_probe_failures(startup_minutes: int) -> int:
@@ -147,7 +153,9 @@ class TritonServing(pulumi.ComponentResource):
             metadata=kubernetes.meta.v1.ObjectMetaArgs(
                 name=TRITON_SERVICE_ACCOUNT,
                 namespace=ns,
-                annotations={"iam.gke.io/gcp-service-account": args.reader_email},
+                annotations=None
+                if args.reader_email is None
+                else {"iam.gke.io/gcp-service-account": args.reader_email},
             ),
             automount_service_account_token=False,
             opts=child,
@@ -191,6 +199,15 @@ class TritonServing(pulumi.ComponentResource):
         self.register_outputs({"namespace": ns, "service": self.service.metadata.name})
 
     @property
+    def _toleration(self) -> kubernetes.core.v1.TolerationArgs:
+        default = GPU_NODES.toleration
+        if self._args.toleration_key is None:
+            return default
+        return kubernetes.core.v1.TolerationArgs(
+            key=self._args.toleration_key, operator=default.operator, effect=default.effect
+        )
+
+    @property
     def labels(self) -> dict[str, str]:
         return pod_labels(TRITON_APP, TRITON_COMPONENT)
 
@@ -214,8 +231,8 @@ class TritonServing(pulumi.ComponentResource):
             spec=kubernetes.core.v1.PodSpecArgs(
                 service_account_name=service_account.metadata.name,
                 automount_service_account_token=False,
-                node_selector={"cloud.google.com/gke-accelerator": a.accelerator_type},
-                tolerations=[GPU_NODES.toleration],
+                node_selector=a.node_selector or {"cloud.google.com/gke-accelerator": a.accelerator_type},
+                tolerations=[self._toleration],
                 # One pod per GPU node: it takes every GPU of the node, and never shares a node with another.
                 affinity=_one_pod_per_node(self.labels),
                 security_context=non_root_pod_security(TRITON_UID),

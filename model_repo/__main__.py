@@ -1,4 +1,4 @@
-"""CLI: python -m triton_gke.model_repo --out build/model_repository [--cpu-out ...] [--onnx PATH] ...
+"""CLI: triton-gke model-repo custom --out build/model_repository [--cpu-out ...] [--onnx PATH] ...
 
 Bad input prints ONE line on stderr and exits 2; nothing is written.
 """
@@ -22,7 +22,10 @@ _SETTABLE = ("precision", "max_batch_size", "preferred_batch_size", "max_queue_d
 def _parser() -> argparse.ArgumentParser:
     # A bad option is raised as a ModelRepoError: main() prints it like every other refusal, one line, exit 2.
     p = OneLineParser(
-        prog="python -m triton_gke.model_repo", description="Build a Triton model repository.", hint=None, raise_as=ModelRepoError
+        prog="triton-gke model-repo custom",
+        description="Build a Triton model repository from these options alone (no stack file).",
+        hint=None,
+        raise_as=ModelRepoError,
     )
     p.add_argument("--out", required=True, type=Path, help="GPU model repository folder")
     p.add_argument("--cpu-out", type=Path, help="also write CPU twins (python backend) here")

@@ -1,7 +1,7 @@
 """The build manifest: which settings a model repository was built from and the SHA-256 of every file in it.
 
 The builder writes it last (`.model_repo.json` at the repository root); the upload (infra/model_upload.py's
-digest, `python -m triton_gke.model_repo.sync`) checks the files against it first, so a model file edited after the
+digest, `triton-gke sync`) checks the files against it first, so a model file edited after the
 build, by hand or by a tool, is refused instead of uploaded. Light on purpose (no onnx import): the sync and
 the Pulumi program load it.
 """

@@ -53,9 +53,9 @@ DEFAULT_GPU = "nvidia-tesla-t4"
 RESNET50_INPUT_VALUES = 3 * 224 * 224
 INPUT_BYTES = {"FP32": 4 * RESNET50_INPUT_VALUES, "UINT8": RESNET50_INPUT_VALUES}
 # Weights one instance keeps on the GPU, measured on the built model (build/model_repository/<variant>/1/model.onnx
-# written by `python -m triton_gke.model_repo`): the FP32 ResNet-50 file is 102,132,044 bytes (4 bytes x ~25.5 M parameters;
-# torchvision's ResNet50_Weights.IMAGENET1K_V1 lists 25,557,032), the INT8 (QDQ) file 26,053,398 bytes. A FP16
-# TensorRT engine holds the FP32 weights at 2 bytes each: half, 51,066,022 bytes.
+# written by `triton-gke model-repo custom`): the FP32 ResNet-50 file is 102,132,044 bytes (4 bytes x ~25.5 M
+# parameters; torchvision's ResNet50_Weights.IMAGENET1K_V1 lists 25,557,032), the INT8 (QDQ) file 26,053,398 bytes.
+# A FP16 TensorRT engine holds the FP32 weights at 2 bytes each: half, 51,066,022 bytes.
 WEIGHT_BYTES = {"none": 102_132_044, "FP32": 102_132_044, "FP16": 51_066_022, "INT8": 26_053_398}
 
 # Model names become folder names locally and object prefixes in gs://; keep them portable.

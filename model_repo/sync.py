@@ -1,6 +1,6 @@
 """Copy a local Triton model repository into gs://BUCKET/PREFIX without ever losing data it does not own.
 
-    python -m triton_gke.model_repo.sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt]
+    triton-gke sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt]
 
 Ownership. The destination needs a prefix (a bare bucket is refused). The sync keeps a record,
 PREFIX/.triton-gke-sync.json, of every object it wrote there (name, the generation GCS gave that
@@ -1044,7 +1044,7 @@ def _notes(report: SyncReport, shown: int = 5) -> list[str]:
 def _parser() -> argparse.ArgumentParser:
     # A bad option is raised as a SyncError, so main() prints it like every other refusal: one line, exit 2.
     parser = OneLineParser(
-        prog="python -m triton_gke.model_repo.sync",
+        prog="triton-gke sync",
         description="Upload a local Triton model repository to gs://BUCKET/PREFIX.",
         hint="usage: {prog} LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt]",
         raise_as=SyncError,

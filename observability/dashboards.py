@@ -4,7 +4,7 @@ Three dashboards: the inference service (Triton), its GPUs (DCGM exporter) and t
 (Locust). Panels read the recording rules of monitoring.rules where one exists, so a dashboard
 and an alert always agree on what "p95" or "queue time" means. The Prometheus data source is
 chosen by the `datasource` variable (its uid); `region` filters every query.
-`python -m triton_gke.observability` regenerates dashboards/*.json.
+`triton-gke dashboards` regenerates dashboards/*.json.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Build the model repository a stack serves: `make model-repo STACK=dev`.
 
-    python -m triton_gke.offline.build_models --stack dev [--set KEY=VALUE] [--config-file FILE]
+    triton-gke model-repo --stack dev [--set KEY=VALUE] [--config-file FILE]
 
 Writes build/model_repository (what `pulumi up` uploads to the bucket) and
 build/model_repository_cpu (CPU twins for local runs). Bad input: one line on stderr, exit 2.
@@ -14,7 +14,7 @@ import argparse
 import sys
 import time
 
-from triton_gke.cli.one_line import SEE_MAKE_HELP, OneLineParser, file_path
+from triton_gke.cli.one_line import OneLineParser, file_path, invoked_as
 from triton_gke.infra.model_upload import BUILT_REPOSITORY
 from triton_gke.model_repo.build import build_repository
 from triton_gke.model_repo.errors import ModelRepoError
@@ -26,8 +26,12 @@ CPU_TWINS = PROJECT_DIR / "build" / "model_repository_cpu"
 
 
 def _parser() -> argparse.ArgumentParser:
-    # A bad option: one line, with the same hint as make plan and make sandbox.
-    parser = OneLineParser(prog="make model-repo", description=__doc__.split("\n\n")[0], hint=SEE_MAKE_HELP)
+    # A bad option: one line, with the same hint as plan and sandbox (`make model-repo ARGS=--help` under make).
+    parser = OneLineParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="triton-gke model-repo custom --help: a repository from options alone (your ONNX model), no stack.",
+        **invoked_as("model-repo", "model-repo"),
+    )
     parser.add_argument("--stack", default="dev", help="stack whose model settings are built (default dev)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a stack setting (JSON for lists)"

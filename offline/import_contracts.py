@@ -46,8 +46,10 @@ def lint(root: Path) -> int:
         view = installed_view(root, Path(tmp))
         # The view first on the path, so grimp locates triton_gke there and not through the editable install.
         env = {**os.environ, "PYTHONPATH": str(view)}
-        code = "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports(" \
+        code = (
+            "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports("
             f"config_filename={str(root / '.importlinter')!r}, no_cache=True, no_logo=True))"
+        )
         return subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp, check=False).returncode
 
 

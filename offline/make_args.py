@@ -1,11 +1,13 @@
 """The ARGS of the make targets: `make plan ARGS='--set regions=["europe-west4"]'`.
 
-    python -m triton_gke.offline.make_args [--stack] [--prerequisite] MODULE
+    .venv/bin/python -m triton_gke.offline.make_args --target TARGET [--stack] [--prerequisite] PROGRAM [WORD...]
 
-The Makefile exports ARGS and STACK unexpanded (`$(value ...)`), so they reach this program exactly as typed
-after the shell removed the outer quotes; it never lets a shell see them again. This program splits ARGS
-into words and replaces itself (exec, same process: Ctrl-C reaches the program directly) with
-`python -m MODULE [--stack STACK] WORDS...`.
+The Makefile runs every target that takes ARGS through this program, e.g. `--target plan --stack
+.venv/bin/triton-gke plan`. The Makefile exports ARGS and STACK unexpanded (`$(value ...)`), so they reach this
+program exactly as typed after the shell removed the outer quotes; it never lets a shell see them again. This
+program splits ARGS into words and replaces itself (exec, same process: Ctrl-C reaches the program directly, and
+the program's exit status is the recipe's) with `PROGRAM [WORD...] [--stack STACK] ARGS-WORDS...`, telling it the
+make TARGET in TRITON_GKE_MAKE_TARGET (its messages then name `make TARGET`, cli/one_line.py).
 
 How ARGS is split (one rule for every target): at spaces, tabs and newlines; text in single quotes is one
 word and kept literally; a backslash outside single quotes keeps the next character. Double quotes are ordinary
@@ -27,6 +29,10 @@ import os
 import shlex
 import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from triton_gke.cli.one_line import MAKE_TARGET_ENV
 
 EXIT_BAD_ARGS = 2
 _SPECIAL = frozenset(" \t\r\n'\\")
@@ -105,8 +111,8 @@ def model_repo_hint(stack: str, words: Sequence[str]) -> str:
 def with_model_repo_args(message: str, stack: str, words: Sequence[str]) -> str:
     """`message` with its `make model-repo STACK=...` hint extended by the settings options the caller used.
 
-    Run directly, `python -m triton_gke.offline.plan --set ...` plans with overrides the hint must repeat, or the pasted
-    command would build the repository the plan just refused again.
+    Run directly, `triton-gke plan --set ...` plans with overrides the hint must repeat, or the pasted command
+    would build the repository the plan just refused again.
     """
     if not words:
         return message
@@ -115,18 +121,29 @@ def with_model_repo_args(message: str, stack: str, words: Sequence[str]) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m triton_gke.offline.make_args", description=__doc__.split("\n\n")[0], allow_abbrev=False
+        prog="triton_gke.offline.make_args", description=__doc__.split("\n\n")[0], allow_abbrev=False
     )
+    parser.add_argument("--target", required=True, help="the make target that runs PROGRAM ($@)")
     parser.add_argument("--stack", action="store_true", help="pass --stack $STACK (default dev) before ARGS")
     parser.add_argument(
         "--prerequisite", action="store_true", help="only the settings options of ARGS; output on stderr"
     )
-    parser.add_argument("module", help="the module to run with python -m")
+    # REMAINDER: the program's own words may start with '-' (`.venv/bin/python -m pytest`).
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="PROGRAM [WORD...]: what to run, ARGS after it")
     return parser
+
+
+def launch(target: str, command: list[str]) -> NoReturn:
+    """Echo the command as a user would type it (the program's name, not its path) and exec it, naming TARGET."""
+    print(shlex.join([Path(command[0]).name, *command[1:]]), file=sys.stderr, flush=True)
+    os.execve(command[0], command, os.environ | {MAKE_TARGET_ENV: target})
 
 
 def main(argv: list[str] | None = None) -> int:
     opts = _parser().parse_args(argv)
+    if not opts.command:
+        print("error: make_args: name the program to run after the options", file=sys.stderr)
+        return EXIT_BAD_ARGS
     text = os.environ.get("ARGS", "")
     try:
         words = split_args(text)
@@ -145,12 +162,9 @@ def main(argv: list[str] | None = None) -> int:
             print("error: STACK is empty; name a stack file Pulumi.<STACK>.yaml, e.g. STACK=dev", file=sys.stderr)
             return EXIT_BAD_ARGS
         words = ["--stack", stack, *words]
-    command = [sys.executable, "-m", opts.module, *words]
-    print(shlex.join(["python", *command[1:]]), file=sys.stderr, flush=True)
     if opts.prerequisite:
         os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    os.execv(sys.executable, command)
-    return 0  # not reached: execv replaces this process
+    launch(opts.target, [*opts.command, *words])
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
 """The offline plan: what `pulumi up` would create for a stack, without the CLI or a cloud account.
 
-    python -m triton_gke.offline.plan --stack dev            # resource tree, key properties, count per type
-    python -m triton_gke.offline.plan --stack prod --json    # JSON: type, name, parent, dependsOn, customTimeouts, inputs...
-    python -m triton_gke.offline.plan --stack dev --out DIR  # also every Kubernetes object as YAML
+    triton-gke plan --stack dev            # resource tree, key properties, count per type
+    triton-gke plan --stack prod --json    # JSON: type, name, parent, dependsOn, customTimeouts, inputs...
+    triton-gke plan --stack dev --out DIR  # also every Kubernetes object as YAML
 
-Invalid stack config: one line on stderr, exit code 2.
+Invalid stack config or option: one line on stderr, exit code 2; an invalid generated Kubernetes manifest: exit 3;
+--against, a change that takes a region down and --allow-disruption does not name: exit 4.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
-from triton_gke.cli.one_line import SEE_MAKE_HELP, OneLineParser, file_path
+from triton_gke.cli.one_line import OneLineParser, file_path, invoked_as
 from triton_gke.infra.cost import load_vm_prices, region_costs, usd_per_million
 from triton_gke.k8s.schema import ManifestError, validate_manifest
 from triton_gke.offline.lifecycle import applied_state, compare, refused, stack_of, summary, unknown_names
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = OneLineParser(
-        prog="make plan", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, hint=SEE_MAKE_HELP
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, **invoked_as("plan", "plan")
     )
     parser.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default dev)")
     parser.add_argument("--json", action="store_true", help="print only a JSON array of resources on stdout")
@@ -205,7 +206,7 @@ def report_lifecycle(
         keys = ", ".join(c.key for c in blocked)
         # The direct command, quoted for the shell, so a --set value with spaces or quotes pastes as it is.
         rerun = shlex.join(
-            [".venv/bin/python", "-m", "triton_gke.offline.plan", "--stack", stack, "--against", str(path), *words]
+            [".venv/bin/triton-gke", "plan", "--stack", stack, "--against", str(path), *words]
             + [word for name in names for word in ("--allow-disruption", name)]
         )
         print(

@@ -1,9 +1,9 @@
 """Compare two offline plans resource by resource, to show what a refactoring changed.
 
-    python -m triton_gke.offline.plan --stack dev --json > before.json      # before the change
-    python -m triton_gke.offline.plan --stack dev --json > after.json       # after it
-    python -m triton_gke.offline.plan_diff before.json after.json
-    python -m triton_gke.offline.plan_diff before.json after.json --allow-new-type triton-gke:k8s:Autoscaling --allow-reparent
+    triton-gke plan --stack dev --json > before.json      # before the change
+    triton-gke plan --stack dev --json > after.json       # after it
+    triton-gke plan-diff before.json after.json
+    triton-gke plan-diff before.json after.json --allow-new-type triton-gke:k8s:Autoscaling --allow-reparent
 
 Resources are matched by type and name (`TYPE::NAME`), which a move to another parent keeps. Each difference is
 one line: `added`, `removed`, `reparented` (parent, hence URN), `changed FIELD` (provider, dependsOn,
@@ -230,7 +230,7 @@ def _one_line(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineParser(prog="python -m triton_gke.offline.plan_diff", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="triton-gke plan-diff", description=__doc__.split("\n\n")[0])
     parser.add_argument("before", type=Path, help="plan JSON before the change (make plan ARGS=--json)")
     parser.add_argument("after", type=Path, help="plan JSON after the change")
     parser.add_argument(

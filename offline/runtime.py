@@ -15,19 +15,25 @@ upgrade breaks any assumption made below.
 from __future__ import annotations
 
 import base64
+import contextlib
 import importlib.metadata
 import itertools
 import json
 import runpy
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pulumi
+import yaml
 from pulumi.runtime import mocks as pulumi_mocks
+from triton_gke.cli.one_line import OneLineParser
 
+# The repository (in a checkout or an editable install); run_program reads its __main__.py. Installed from a wheel
+# there is no stack program: run_program_folder evaluates any program folder and needs no repository path.
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 # Orders registrations and invokes of one run, so tests can check what happened before what.
 _sequence = itertools.count()
@@ -263,14 +269,18 @@ def run_under_mocks(
     config: dict[str, str],
     project_name: str,
     monitor: RecordingMonitor | None = None,
+    secret_keys: Sequence[str] = (),
 ) -> Plan:
-    """Run `declare` (a program or a single component) under the mock runtime and record what it registers."""
+    """Run `declare` (a program or a single component) under the mock runtime and record what it registers.
+
+    secret_keys: config keys the engine would mark secret (pulumi.Config.get returns them as secret Outputs' text).
+    """
     # A fresh root Stack per run: set_mocks makes one only while get_root_resource() is None, and reset_options is
     # the public call that clears it (pulumi/runtime/settings.py). Without it two runs in one process share a stack.
     pulumi.runtime.reset_options()
     monitor = monitor or RecordingMonitor(CloudMocks())
     pulumi.runtime.set_mocks(monitor.mocks, project=project_name, stack=stack, preview=False, monitor=monitor)
-    pulumi.runtime.set_all_config(config)
+    pulumi.runtime.set_all_config(config, list(secret_keys))
 
     @pulumi.runtime.test
     def program() -> None:
@@ -284,3 +294,123 @@ def run_under_mocks(
     # stack.py), which has no public accessor; if it moves, Plan.outputs comes back empty (contract test catches it).
     outputs = dict(getattr(pulumi.runtime.get_root_resource(), "outputs", {}))
     return Plan(stack=stack, resources=monitor.records, outputs=outputs, invokes=list(monitor.cloud.calls))
+
+
+# --- Any Pulumi program folder (Pulumi.yaml, Pulumi.<stack>.yaml, the program), e.g. examples/on-cluster-python ------
+
+
+@dataclass(frozen=True)
+class ProgramFolder:
+    """A Python Pulumi project: its name, the file the language host runs, and its stack's config as the engine
+    would pass it (namespace:key -> text; lists and maps as JSON), with the keys it would mark secret."""
+
+    folder: Path
+    project: str
+    main: Path
+    config: dict[str, str]
+    secret_keys: list[str]
+
+
+def read_program_folder(folder: Path | str, stack: str, overrides: Mapping[str, Any] | None = None) -> ProgramFolder:
+    """Read `folder`'s Pulumi.yaml and Pulumi.<stack>.yaml; `overrides` (KEY or namespace:KEY) win over both.
+
+    Pulumi.yaml: `name`, `runtime` (python only: the program runs in this process), `main` (a file or a folder
+    holding __main__.py) and `config` (project keys with `default`, or `value` for a provider's namespaced key),
+    https://www.pulumi.com/docs/iac/concepts/projects/project-file/. A stack's `secure:` value cannot be decrypted
+    offline: it becomes "[secret]", still marked secret, as config_string writes it.
+    """
+    folder = Path(folder).resolve()
+    project = yaml.safe_load((folder / "Pulumi.yaml").read_text()) or {}
+    runtime = project.get("runtime")
+    runtime_name = runtime.get("name") if isinstance(runtime, dict) else runtime
+    if runtime_name != "python":
+        raise ValueError(f"{folder}: runtime {runtime_name!r}: only python programs run under the offline mocks")
+    name = str(project["name"])
+    config: dict[str, str] = {}
+    secret_keys: list[str] = []
+    for key, spec in (project.get("config") or {}).items():
+        spec = spec if isinstance(spec, dict) else {"value": spec}
+        value = spec.get("value", spec.get("default"))
+        if value is not None:
+            config[_qualified(name, key)] = config_string(value)
+        if spec.get("secret"):
+            secret_keys.append(_qualified(name, key))
+    stack_file = folder / f"Pulumi.{stack}.yaml"
+    stack_config = (yaml.safe_load(stack_file.read_text()) or {}).get("config") or {} if stack_file.exists() else {}
+    for key, value in {**stack_config, **dict(overrides or {})}.items():
+        config[_qualified(name, key)] = config_string(value)
+        if isinstance(value, dict) and "secure" in value:
+            secret_keys.append(_qualified(name, key))
+    return ProgramFolder(folder, name, _main_file(folder, project.get("main")), config, sorted(set(secret_keys)))
+
+
+def _qualified(project: str, key: str) -> str:
+    """Pulumi's rule: a config key without a namespace belongs to the project."""
+    return key if ":" in key else f"{project}:{key}"
+
+
+def _main_file(folder: Path, main: str | None) -> Path:
+    target = folder / main if main else folder
+    return target / "__main__.py" if target.is_dir() else target
+
+
+@contextlib.contextmanager
+def _as_language_host(folder: Path) -> Iterator[None]:
+    """Run as the python language host runs a program: from its folder, which heads sys.path."""
+    sys.path.insert(0, str(folder))
+    try:
+        with contextlib.chdir(folder):
+            yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(str(folder))
+
+
+def run_program_folder(folder: Path | str, stack: str = "dev", overrides: Mapping[str, Any] | None = None) -> Plan:
+    """Evaluate the Python program in `folder` for `stack` under the mocks and record what it registers."""
+    program = read_program_folder(folder, stack, overrides)
+
+    def declare() -> None:
+        with _as_language_host(program.folder):
+            runpy.run_path(str(program.main), run_name="__main__")
+
+    return run_under_mocks(declare, stack, program.config, program.project, secret_keys=program.secret_keys)
+
+
+def plan_summary(plan: Plan) -> list[dict[str, Any]]:
+    """One JSON-friendly row per resource: type, name, parent (TYPE::NAME or null), inputs."""
+    return [
+        {
+            "type": r.type,
+            "name": r.name,
+            "parent": f"{r.parent.type}::{r.parent.name}" if r.parent else None,
+            "inputs": r.inputs,
+        }
+        for r in plan.resources
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """python -m triton_gke.offline.runtime FOLDER [--stack S] [--config KEY=VALUE ...] [--json]"""
+    parser = OneLineParser(prog="python -m triton_gke.offline.runtime", description=main.__doc__)
+    parser.add_argument("folder", type=Path, help="a Python Pulumi program folder (with Pulumi.yaml)")
+    parser.add_argument("--stack", default="dev", help="the stack whose Pulumi.<stack>.yaml is read (default dev)")
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="a config value")
+    parser.add_argument("--json", action="store_true", help="print the resources as JSON")
+    args = parser.parse_args(argv)
+    overrides = dict(item.split("=", 1) for item in args.config if "=" in item)
+    if len(overrides) != len(args.config):
+        parser.error("--config takes KEY=VALUE")
+    plan = run_program_folder(args.folder, args.stack, overrides)
+    rows = plan_summary(plan)
+    if args.json:
+        # The stack outputs' names only: their values are Outputs of a finished run (no public way to read them).
+        print(json.dumps({"resources": rows, "outputs": sorted(plan.outputs)}, indent=2, default=str))
+    else:
+        for row in rows:
+            print(f"{row['type']}  {row['name']}" + (f"  (in {row['parent']})" if row["parent"] else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

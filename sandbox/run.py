@@ -1,7 +1,7 @@
 """The stack's serving path on this machine, with real software: `make sandbox`.
 
-    python -m triton_gke.sandbox.run [--stack dev] [--duration 20] [--users N] [--keep-data] [--no-isolation]
-                          [--out build/sandbox] [--set KEY=VALUE]
+    triton-gke sandbox [--stack dev] [--duration 20] [--users N] [--keep-data] [--no-isolation]
+                   [--out build/sandbox] [--set KEY=VALUE] [--config-file FILE]
 
 1. builds the stack's model repository (CPU twins in build/model_repository_cpu);
 2. starts a GCS emulator and uploads the twins with model_repo.sync into gs://BUCKET/PREFIX;
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from triton_gke.cli.one_line import SEE_MAKE_HELP, OneLineParser, file_path
+from triton_gke.cli.one_line import OneLineParser, file_path, invoked_as
 from triton_gke.contracts.naming import model_bucket_name
 from triton_gke.infra.model_upload import BUILT_REPOSITORY
 from triton_gke.k8s.triton import ADMIN_KEY_HEADER
@@ -310,7 +310,7 @@ def run(args: argparse.Namespace, settings: StackSettings, progress: Progress, c
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="make sandbox", description=__doc__.split("\n\n")[0], hint=SEE_MAKE_HELP)
+    parser = OneLineParser(description=__doc__.split("\n\n")[0], **invoked_as("sandbox", "sandbox"))
     parser.add_argument("--stack", default="dev", help="stack whose settings are used (default: dev)")
     parser.add_argument("--duration", type=_positive, default=20, help="seconds of load (default: 20)")
     parser.add_argument("--users", type=_positive, default=4, help="simulated Locust users (default: 4)")

@@ -55,7 +55,7 @@ def curve(*points: tuple, first_is_warmup: bool = True) -> list[Step]:
 
 
 # Recorded on this project's 2-core machine while other jobs ran (load average ~2):
-# `python -m triton_gke.bench --variants original --slo-ms 400 --users 2,4,6,8,10,12,14,16 --repeats 1`.
+# `triton-gke bench --variants original --slo-ms 400 --users 2,4,6,8,10,12,14,16 --repeats 1`.
 RECORDED_ORIGINAL_CPU = [
     Step(2, 1.9967, 209.3, 284.6, 8, 0, 2.0, warmup=True),
     Step(2, 1.9986, 140.9, 184.2, 20, 0, 2.0),
@@ -439,7 +439,7 @@ def recorded_run() -> BenchRun:
     prices = cost.pricings(load_settings("dev"))
     costs = cost.cost_rows(prices, {"original": 4.0}, {"original": 602_112}, "measured (CPU twin)")
     return BenchRun(
-        command="python -m triton_gke.bench --variants original --slo-ms 400",
+        command="triton-gke bench --variants original --slo-ms 400",
         stack="dev",
         target="sandbox",
         started="2026-11-29T12:51:44+00:00",

@@ -1,4 +1,4 @@
-"""Bad inputs to `python -m triton_gke.bench` and to the locustfile's rate settings (issue 13 red-team findings).
+"""Bad inputs to `triton-gke bench` and to the locustfile's rate settings (issue 13 red-team findings).
 
 Each refusal is one line naming the option or key, exit 2, before anything starts. The bench checks run
 in-process with `prepare` (which builds the CPU twins and would start tritonserver) replaced by a tripwire;
@@ -156,7 +156,7 @@ def test_pa_rates_bad_option_is_one_line() -> None:
     )
     assert result.returncode == 2 and not Path(PROJECT_DIR / "unused").exists()
     assert result.stderr.splitlines() == [
-        "error: python -m triton_gke.bench.pa_rates: --rates '25,,30': expected comma-separated numbers (see --help)"
+        "error: triton-gke bench pa-rates: --rates '25,,30': expected comma-separated numbers (see --help)"
     ]
 
 
@@ -360,7 +360,7 @@ def test_the_default_uint8_copy_follows_the_variants_benched(chosen: list[str], 
 def _pa_rates(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     assert pa_rates.main(argv) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("error: python -m triton_gke.bench.pa_rates: ")
+    assert err.count("\n") == 1 and err.startswith("error: triton-gke bench pa-rates: ")
     return err
 
 
@@ -388,6 +388,6 @@ def test_pa_rates_meta_says_how_the_folder_was_made(tmp_path: Path) -> None:
     started = datetime.datetime(2026, 11, 30, 10, 0, tzinfo=datetime.UTC)
     pa_rates.write_meta(tmp_path / "meta.json", ["--rates", "25,30", "--out", "a b"], started)
     meta = json.loads((tmp_path / "meta.json").read_text())
-    assert meta["command"] == "python -m triton_gke.bench.pa_rates --rates 25,30 --out 'a b'"
+    assert meta["command"] == "triton-gke bench pa-rates --rates 25,30 --out 'a b'"
     assert meta["started_utc"] == "2026-11-30T10:00:00+00:00"
     assert meta["commit"] and meta["cores"] >= 1 and meta["cpu_model"] and meta["onnxruntime"]

@@ -1,4 +1,4 @@
-"""Bad inputs to `python -m triton_gke.bench.report` and `python -m triton_gke.bench.record` (issue 13 follow-up, the tester's findings).
+"""Bad inputs to `triton-gke bench report` and `triton-gke bench record` (issue 13 follow-up, the tester's findings).
 
 Each refusal is one line, exit 2, and leaves every file as it was: report reads results.json strictly before it
 renders, and renders into a temporary folder moved into place at the end; record checks its folders and the records
@@ -44,7 +44,7 @@ def _report_refuses(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     assert report.main(argv) == 2
     captured = capsys.readouterr()
     assert captured.err.count("\n") == 1 and "Traceback" not in captured.err and captured.out == ""
-    assert captured.err.startswith("error: python -m triton_gke.bench.report: ")
+    assert captured.err.startswith("error: triton-gke bench report: ")
     return captured.err
 
 
@@ -153,7 +153,7 @@ def test_record_into_an_unwritable_records_dir_writes_nothing(tmp_path: Path) ->
 
 @pytest.mark.parametrize("stack", ["nope", "../../etc/passwd"])
 def test_record_of_a_stack_run_with_an_unknown_stack_is_one_line(stack: str, tmp_path: Path) -> None:
-    run = RUN_JSON | {"target": "stack", "stack": stack, "command": "python -m triton_gke.bench --saddr 127.0.0.1:8000"}
+    run = RUN_JSON | {"target": "stack", "stack": stack, "command": "triton-gke bench --saddr 127.0.0.1:8000"}
     out = _folder(tmp_path, json.dumps(run))
     line = _one_line(_record([str(out)]))
     assert line.startswith(f"error: {out / 'results.json'}: stack {stack!r}: ")

@@ -1,4 +1,4 @@
-"""`python -m triton_gke.bench` stopped by SIGTERM (a `kill`, a CI job's timeout) or SIGINT (Ctrl-C) stops every process it
+"""`triton-gke bench` stopped by SIGTERM (a `kill`, a CI job's timeout) or SIGINT (Ctrl-C) stops every process it
 started: Python's default SIGTERM ends a process without running `finally` or `__exit__`, so before the handler a
 killed bench left tritonserver and Locust running (seen: both still serving after the bench was gone)."""
 

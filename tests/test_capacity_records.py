@@ -412,7 +412,7 @@ def test_bench_record_writes_the_run_folder_and_updates_the_records(tmp_path: Pa
 
 
 def test_bench_record_refuses_what_gives_no_per_gpu_rate(tmp_path: Path) -> None:
-    run_json = _results("dev-2026-11-30-alone") | {"target": "stack", "command": "python -m triton_gke.bench --target stack"}
+    run_json = _results("dev-2026-11-30-alone") | {"target": "stack", "command": "triton-gke bench --target stack"}
     (tmp_path / "results.json").write_text(json.dumps(run_json))
     refused = run(
         sys.executable, "-m", "triton_gke.bench.record", str(tmp_path), "--record", "--records-dir", str(tmp_path / "r")
@@ -517,4 +517,4 @@ def test_a_bench_run_writes_records_and_record_updates_the_folder(tmp_path: Path
     summary = json.loads((out / "results.json").read_text())["summaries"][0]
     assert stored.max_rps_per_gpu == summary["max_rps"] and stored.slo_latency_ms == 10000.0
     assert (stored.gpu, stored.variant, stored.revision) == ("cpu-twin", "original", 1)
-    assert "command: python -m triton_gke.bench --variants original" in stored.method and not math.isnan(stored.max_rps_per_gpu)
+    assert "command: triton-gke bench --variants original" in stored.method and not math.isnan(stored.max_rps_per_gpu)

@@ -247,7 +247,7 @@ def test_catalogue_override_is_used(tmp_path):
 
 
 def refused_plan(setting: str) -> list[str]:
-    """`python -m triton_gke.offline.plan --stack dev --set SETTING`, which must be refused (exit 2, nothing on stdout, no
+    """`triton-gke plan --stack dev --set SETTING`, which must be refused (exit 2, nothing on stdout, no
     traceback): its stderr lines."""
     result = subprocess.run(
         [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev", "--set", setting],

@@ -2,7 +2,7 @@
 
 Generated values (wrong types, huge and negative numbers, unicode, empty, nested lists and maps, YAML special
 scalars) for every setting must either plan or be refused with ONE line naming a config key: a ConfigError
-in-process, exit code 2 and one stderr line from the real `python -m triton_gke.offline.plan` in a subprocess. Never a
+in-process, exit code 2 and one stderr line from the real `triton-gke plan` in a subprocess. Never a
 traceback, and within bounded time and memory. Stack files go through settings/stack_file.py's strict reading.
 """
 

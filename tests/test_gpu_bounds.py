@@ -133,7 +133,7 @@ def test_accepted_iff_the_bytes_fit_and_a_refusal_names_key_and_figures(values: 
 @EXAMPLES
 @given(batch=sizes(), count=sizes(), dtype=st.sampled_from(["FP32", "UINT8"]), precision=st.sampled_from(list(WEIGHTS)))
 def test_the_model_repo_build_path_applies_the_same_bound(batch: int, count: int, dtype: str, precision: str) -> None:
-    """`python -m triton_gke.model_repo --set` builds for the T4 through validate_settings: the same sum, per variant."""
+    """`triton-gke model-repo custom --set` builds for the T4 through validate_settings: the same sum, per variant."""
     variant = VariantSettings("m", precision, batch, 1, 0, count, dtype)
     fits = count * (WEIGHTS[precision] + batch * INPUT[dtype]) <= T4_BYTES
     try:

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from triton_gke.offline.import_contracts import package_dirs
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent

@@ -235,7 +235,7 @@ def test_the_rerun_hint_pastes_as_it_is_with_the_settings_and_names_already_give
     assert result.returncode == EXIT_DISRUPTIVE, result.stderr
     hint = result.stderr.split("or allow them: ", 1)[1].strip()
     words = shlex.split(hint)
-    assert words[:3] == [".venv/bin/python", "-m", "triton_gke.offline.plan"] and f"regions={regions}" in words
+    assert words[:2] == [".venv/bin/triton-gke", "plan"] and f"regions={regions}" in words
     assert "gke-asia-east1" in words and "gke-asia-east1-gpu" in words
     rerun = subprocess.run(words, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
@@ -313,7 +313,7 @@ def test_the_read_back_paths_are_force_new_so_ignoring_them_matters():
 
 
 def test_the_lifecycle_table_in_the_docs_is_what_the_code_gives():
-    assert lifecycle_table.main(["--check"]) == 0, "run python -m triton_gke.offline.lifecycle_table"
+    assert lifecycle_table.main(["--check"]) == 0, "run triton-gke lifecycle-table"
 
 
 # ---- properties ----------------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from triton_gke.cli.one_line import MAKE_TARGET_ENV
 from triton_gke.offline import make_args
 from triton_gke.offline.make_args import (
     join_args,
@@ -34,12 +35,15 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 # Characters a shell, make or JSON treats specially, plus ordinary ones; NUL cannot be in an environment variable.
 TRICKY = st.sampled_from(list(" \t\n'\"\\$`#;&|<>()[]{}*?~=,:%-_.") + ["é", "\u2028"])
 WORD = st.text(st.one_of(TRICKY, st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")), max_size=12)
+TRITON_GKE = ".venv/bin/triton-gke"
+# What the Makefile hands make_args for each target: its options, then the program and its first words.
 TARGETS_WITH_ARGS = {
-    "plan": ["--stack", "triton_gke.offline.plan"],
-    "sandbox": ["--stack", "triton_gke.sandbox.run"],
-    "bench": ["--stack", "triton_gke.bench"],
-    "model-repo": ["--stack", "triton_gke.offline.build_models"],
-    "test": ["pytest"],
+    "plan": ["--target", "plan", "--stack", TRITON_GKE, "plan"],
+    "sandbox": ["--target", "sandbox", "--stack", TRITON_GKE, "sandbox"],
+    "bench": ["--target", "bench", "--stack", TRITON_GKE, "bench"],
+    "model-repo": ["--target", "model-repo", "--stack", TRITON_GKE, "model-repo"],
+    "capacity-compare": ["--target", "capacity-compare", TRITON_GKE, "capacity", "compare"],
+    "test": ["--target", "test", "{PY}", "-m", "pytest"],
 }
 
 PREREQUISITES = ("setup", ".venv/.installed", "model-repo", "system-packages")
@@ -78,7 +82,7 @@ def test_documented_splitting(text: str, words: list[str]) -> None:
 @pytest.mark.parametrize("text", ['--set \'regions=["a"]', "--out dir\\"])
 def test_unbalanced_args_get_one_line_and_exit_2(text: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "triton_gke.offline.make_args", "--stack", "triton_gke.offline.plan"],
+        [sys.executable, "-m", "triton_gke.offline.make_args", "--target", "plan", "--stack", TRITON_GKE, "plan"],
         cwd=PROJECT_DIR,
         env=make_env(ARGS=text),
         capture_output=True,
@@ -93,7 +97,7 @@ def test_unbalanced_args_get_one_line_and_exit_2(text: str) -> None:
 
 def test_empty_stack_is_refused_in_one_line() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "triton_gke.offline.make_args", "--stack", "triton_gke.offline.plan"],
+        [sys.executable, "-m", "triton_gke.offline.make_args", "--target", "plan", "--stack", TRITON_GKE, "plan"],
         cwd=PROJECT_DIR,
         env=make_env(STACK=""),
         capture_output=True,
@@ -107,38 +111,51 @@ def test_empty_stack_is_refused_in_one_line() -> None:
 
 
 def _launch(monkeypatch: pytest.MonkeyPatch, argv: list[str], **env: str) -> list[str]:
-    """main()'s exec'd command line, captured instead of replacing the test process."""
+    """main()'s exec'd command line, captured instead of replacing the test process; it must be told the target."""
     for key in ("ARGS", "STACK"):
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     launched: list[list[str]] = []
 
-    def fake_execv(path: str, command: list[str]) -> None:
+    def fake_execve(path: str, command: list[str], environment: dict[str, str]) -> None:
+        assert path == command[0] and environment[MAKE_TARGET_ENV] == argv[argv.index("--target") + 1]
         launched.append(command)
         raise SystemExit(0)
 
-    monkeypatch.setattr(make_args.os, "execv", fake_execv)
+    monkeypatch.setattr(make_args.os, "execve", fake_execve)
     monkeypatch.setattr(make_args.os, "dup2", lambda *_: None)
     with pytest.raises(SystemExit):
         make_args.main(argv)
-    assert launched[0][:2] == [sys.executable, "-m"]
-    return launched[0][2:]
+    return launched[0]
 
 
 @given(words=st.lists(WORD, max_size=5), stack=st.sampled_from(["dev", "prod", "my stack"]))
 @settings(max_examples=40, deadline=None)
 def test_the_program_gets_exactly_the_words(words: list[str], stack: str) -> None:
     with pytest.MonkeyPatch.context() as monkeypatch:
-        launched = _launch(monkeypatch, ["--stack", "triton_gke.offline.plan"], ARGS=join_args(words), STACK=stack)
-    assert launched == ["triton_gke.offline.plan", "--stack", stack, *words]
+        launched = _launch(monkeypatch, TARGETS_WITH_ARGS["plan"], ARGS=join_args(words), STACK=stack)
+    assert launched == [TRITON_GKE, "plan", "--stack", stack, *words]
+
+
+def test_a_program_without_stack_gets_the_words_after_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    launched = _launch(monkeypatch, TARGETS_WITH_ARGS["capacity-compare"], ARGS="'a b' c --max-regression-percent 5")
+    assert launched == [TRITON_GKE, "capacity", "compare", "a b", "c", "--max-regression-percent", "5"]
+    # The program's own words may start with '-': they are its words, not make_args' options.
+    launched = _launch(
+        monkeypatch, ["--target", "test", sys.executable, "-m", "pytest"], ARGS="-k 'readme and not slow'"
+    )
+    assert launched == [sys.executable, "-m", "pytest", "-k", "readme and not slow"]
 
 
 def test_a_prerequisite_gets_only_the_settings_options(monkeypatch: pytest.MonkeyPatch) -> None:
     text = '--json --set modelMaxBatchSize=32 --out x --set=regions=["us-east4"] --users 8 --config-file f.yaml'
-    launched = _launch(monkeypatch, ["--stack", "--prerequisite", "triton_gke.offline.build_models"], ARGS=text)
+    launched = _launch(
+        monkeypatch, ["--target", "model-repo", "--stack", "--prerequisite", TRITON_GKE, "model-repo"], ARGS=text
+    )
     assert launched == [
-        "triton_gke.offline.build_models",
+        TRITON_GKE,
+        "model-repo",
         "--stack",
         "dev",
         "--set",
@@ -197,7 +214,8 @@ def _recorder(tmp_path: Path) -> Path:
     script.write_text(
         f"#!{sys.executable}\n"
         "import json, os, sys\n"
-        'record = {"argv": sys.argv[1:], "ARGS": os.environ.get("ARGS"), "STACK": os.environ.get("STACK")}\n'
+        'record = {"argv": sys.argv[1:], "ARGS": os.environ.get("ARGS"), "STACK": os.environ.get("STACK"), '
+        '"PY": sys.argv[0]}\n'
         f"open({str(seen)!r}, 'w').write(json.dumps(record))\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
@@ -238,4 +256,5 @@ def test_make_hands_args_to_the_program_exactly_as_typed(
     assert seen["ARGS"] == text.lstrip(" \t\n\v\f\r")
     assert seen["STACK"] == "prod"
     assert seen["argv"][:2] == ["-m", "triton_gke.offline.make_args"]
-    assert seen["argv"][2:] == TARGETS_WITH_ARGS[target]
+    expected = [str(seen["PY"]) if word == "{PY}" else word for word in TARGETS_WITH_ARGS[target]]
+    assert seen["argv"][2:] == expected

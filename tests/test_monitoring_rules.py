@@ -379,7 +379,7 @@ def test_every_dashboard_query_parses(tmp_path: Path) -> None:
 
 
 def test_committed_dashboards_equal_what_the_code_generates() -> None:
-    assert stale_dashboards(DASHBOARD_DIR) == [], "run `python -m triton_gke.observability` and commit dashboards/"
+    assert stale_dashboards(DASHBOARD_DIR) == [], "run `triton-gke dashboards` and commit dashboards/"
 
 
 def test_dashboards_have_titles_panels_and_variables() -> None:

@@ -1,8 +1,8 @@
 """The zonal NEGs GKE creates from Triton's NEG Service: removed around the cluster's life, waited for, never looked up.
 
-Two halves. infra/neg_cleanup.py runs (as `pulumi up` runs it, `python -m triton_gke.infra.neg_cleanup`) against a small local
-fake of the Compute API: aggregated list, delete returning a zonal operation, operation wait, NEG GET, 404s and
-"in use" answers. Then the plan: the order `pulumi destroy` deletes in (the reverse of the dependency graph:
+Two halves. infra/neg_cleanup.py runs (as `pulumi up` runs it: its module, triton_gke.infra.neg_cleanup) against a
+small local fake of the Compute API: aggregated list, delete returning a zonal operation, operation wait, NEG GET,
+404s and "in use" answers. Then the plan: the order `pulumi destroy` deletes in (the reverse of the dependency graph:
 https://www.pulumi.com/docs/iac/concepts/resources/options/dependson/) in every shipped stack, no NEG lookup anywhere,
 and what adding a zone changes.
 """

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from triton_gke.cli.one_line import SEE_MAKE_HELP, OneLineParser
+from triton_gke.cli.one_line import MAKE_TARGET_ENV, SEE_MAKE_HELP, OneLineParser
 
 PROG = "make demo"
 KNOWN = ("--stack", "--json", "--help")  # argparse takes any unambiguous prefix of these (allow_abbrev)
@@ -107,27 +107,19 @@ def _main(module: str) -> Callable[[list[str]], object]:
     return importlib.import_module(module).main
 
 
-SYNC_USAGE = "usage: python -m triton_gke.model_repo.sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt]"
+SYNC_USAGE = "usage: triton-gke sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt]"
 
 
 @pytest.mark.parametrize(
     "module,argv,expected",
     [
-        (
-            "triton_gke.offline.plan",
-            [],
-            "error: make plan: unrecognized arguments: --bogus (see make plan ARGS=--help)",
-        ),
+        ("triton_gke.offline.plan", [], "error: triton-gke plan: unrecognized arguments: --bogus (see --help)"),
         (
             "triton_gke.offline.build_models",
             [],
-            "error: make model-repo: unrecognized arguments: --bogus (see make model-repo ARGS=--help)",
+            "error: triton-gke model-repo: unrecognized arguments: --bogus (see --help)",
         ),
-        (
-            "triton_gke.sandbox.run",
-            [],
-            "error: make sandbox: unrecognized arguments: --bogus (see make sandbox ARGS=--help)",
-        ),
+        ("triton_gke.sandbox.run", [], "error: triton-gke sandbox: unrecognized arguments: --bogus (see --help)"),
         ("triton_gke.model_repo.__main__", ["--out", "unused"], "error: unrecognized arguments: --bogus"),
         (
             "triton_gke.model_repo.sync",
@@ -139,6 +131,32 @@ SYNC_USAGE = "usage: python -m triton_gke.model_repo.sync LOCAL_DIR gs://BUCKET/
         ("triton_gke.capacity.compare", ["unused", "unused"], "error: unrecognized arguments: --bogus"),
     ],
 )
-def test_each_command_refuses_a_bad_option_with_its_own_line(module: str, argv: list[str], expected: str) -> None:
+def test_each_command_refuses_a_bad_option_with_its_own_line(
+    module: str, argv: list[str], expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(MAKE_TARGET_ENV, raising=False)  # run as the console script runs it, not under make
     code, stderr = _exit_and_stderr(lambda: _main(module)([*argv, "--bogus"]))
     assert code == 2 and _assert_one_line(stderr) == expected
+
+
+@pytest.mark.parametrize(
+    "module,target",
+    [
+        ("triton_gke.offline.plan", "plan"),
+        ("triton_gke.offline.build_models", "model-repo"),
+        ("triton_gke.sandbox.run", "sandbox"),
+    ],
+)
+@pytest.mark.parametrize("inherited", ["test", "model-repo", "sandbox", "plan"])
+def test_under_its_make_target_a_command_names_the_target(
+    module: str, target: str, inherited: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """make_args names the target it runs (offline/make_args.py); only that very target's command takes the make
+    names, so the variable inherited by another program (`make test`'s pytest) changes nothing."""
+    monkeypatch.setenv(MAKE_TARGET_ENV, inherited)
+    code, stderr = _exit_and_stderr(lambda: _main(module)(["--bogus"]))
+    # The make targets and the subcommands share their names: plan, model-repo, sandbox.
+    prog, hint = (
+        (f"make {target}", f"make {target} ARGS=--help") if inherited == target else (f"triton-gke {target}", "--help")
+    )
+    assert code == 2 and _assert_one_line(stderr) == f"error: {prog}: unrecognized arguments: --bogus (see {hint})"

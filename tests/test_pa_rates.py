@@ -1,6 +1,6 @@
 """bench.pa_rates in both modes (issue 20, item 8).
 
-`python -m triton_gke.bench.pa_rates` ended in a traceback in its `--async` phase and wrote nothing: in rate mode
+`triton-gke bench pa-rates` ended in a traceback in its `--async` phase and wrote nothing: in rate mode
 perf_analyzer measured time windows of 3 s, and it fails a run whose window holds no answer ("No valid requests
 recorded within time interval"). Past the server's capacity the open loop's queue grows, the dynamic batcher runs
 full batches, and one batch outlasted the window; the PerfAnalyzerError then escaped pa_rates. Reproduced with the
@@ -84,7 +84,7 @@ def test_a_perf_analyzer_failure_is_one_line_and_keeps_the_rows_measured(
     assert pa_rates.main(["--rates", "20,30", "--out", str(built)]) == 1
     err = capsys.readouterr().err
     assert err.splitlines() == [
-        "error: python -m triton_gke.bench.pa_rates: async at 20 requests/s: perf_analyzer failed: No valid requests recorded "
+        "error: triton-gke bench pa-rates: async at 20 requests/s: perf_analyzer failed: No valid requests recorded "
         f"(2 of 4 rows in {built / 'pa_rates.csv'})"
     ]
     with (built / "pa_rates.csv").open(newline="") as handle:

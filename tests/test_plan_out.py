@@ -1,4 +1,4 @@
-"""`python -m triton_gke.offline.plan --out DIR`: the plan removes only files it wrote itself, and writes no secret."""
+"""`triton-gke plan --out DIR`: the plan removes only files it wrote itself, and writes no secret."""
 
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ NOT_RUN: dict[str, str] = {
     "make capacity-compare ARGS='capacity/records build/bench-new/records'": (
         "needs the records of the benchmark above; tests/test_capacity_records.py runs make capacity-compare"
     ),
-    ".venv/bin/python -m triton_gke.bench.record build/bench-new --record": (
+    ".venv/bin/triton-gke bench record build/bench-new --record": (
         "rewrites the committed capacity/records/ from the benchmark above; tests/test_capacity_records.py "
         "runs it into a temporary folder"
     ),
@@ -258,7 +258,18 @@ def check_against_applied_plan(result: Result) -> None:
     assert "0 to create, 0 to update, 1 to replace, 0 to delete" in result.output
 
 
+def check_console_script_help(result: Result) -> None:
+    """'every subcommand, one line each, and the exit statuses'."""
+    from triton_gke.cli.main import COMMANDS
+
+    assert result.returncode == 0, result.output
+    for name in COMMANDS:
+        assert re.search(rf"^  {re.escape(name)}  +\S", result.output, flags=re.M), name
+    assert "exit status" in result.output and "Error N" in result.output
+
+
 RUN: dict[str, Callable[[Result], None]] = {
+    ".venv/bin/triton-gke --help": check_console_script_help,
     "make sandbox": check_sandbox,
     "make model-repo STACK=dev": check_model_repo,
     "make plan STACK=prod": check_prod_plan,
@@ -387,12 +398,12 @@ def test_model_settings_in_args_reach_the_model_repository_and_the_hint_pastes(p
     assert "queue delay 12345 us" in planned.output  # the repository was built with the plan's override
 
     assert run_pasted("make model-repo STACK=dev", project_copy).returncode == 0  # the stack's own settings again
-    refused = run_pasted(f".venv/bin/python -m triton_gke.offline.plan --stack dev {override}", project_copy)
+    refused = run_pasted(f".venv/bin/triton-gke plan --stack dev {override}", project_copy)
     assert refused.returncode == 2, refused.output
     hint = HINT.search(refused.output)
     assert hint, refused.output
     assert hint[1] == f"make model-repo STACK=dev ARGS='{override}'"
     rebuilt = run_pasted(hint[1], project_copy)
     assert rebuilt.returncode == 0 and "queue delay 12345 us" in rebuilt.output, rebuilt.output
-    again = run_pasted(f".venv/bin/python -m triton_gke.offline.plan --stack dev {override}", project_copy)
+    again = run_pasted(f".venv/bin/triton-gke plan --stack dev {override}", project_copy)
     assert again.returncode == 0, again.output

@@ -1,4 +1,4 @@
-"""`python -m triton_gke.sandbox.run` end to end: real tritonserver, GCS emulator, Prometheus and Locust.
+"""`triton-gke sandbox` end to end: real tritonserver, GCS emulator, Prometheus and Locust.
 
 Each run is a subprocess marked by an environment variable that every process it starts
 inherits, so anything left behind is found by that mark, by the shared-memory prefix of its
@@ -43,7 +43,7 @@ pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None, reason="prom
 
 @dataclass
 class SandboxRun:
-    """A running `python -m triton_gke.sandbox.run`, with every process it started as seen while it ran."""
+    """A running `triton-gke sandbox`, with every process it started as seen while it ran."""
 
     process: subprocess.Popen[bytes]
     folder: Path

@@ -21,7 +21,7 @@ from conftest import PROJECT_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from triton_gke.bench import pa_rates, record
-from triton_gke.cli.one_line import OneLineParser
+from triton_gke.cli.one_line import MAKE_TARGET_ENV, OneLineParser
 from triton_gke.offline import make_args
 from triton_gke.sandbox import run as sandbox_run
 from triton_gke.settings import ConfigError, stack_config
@@ -34,6 +34,15 @@ def _python(*args: str) -> subprocess.CompletedProcess[str]:
     # A real process with a timeout: before the fix a FIFO blocked forever and /dev/zero filled the memory.
     command = [sys.executable, "-m", *args]
     return subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
+
+
+def _triton_gke(*args: str, make_target: str = "") -> subprocess.CompletedProcess[str]:
+    """The console script, as a user runs it (make_target: as make_args runs it for that make target)."""
+    env = {k: v for k, v in os.environ.items() if k != MAKE_TARGET_ENV}
+    if make_target:
+        env[MAKE_TARGET_ENV] = make_target
+    command = [str(Path(sys.executable).parent / "triton-gke"), *args]
+    return subprocess.run(command, cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=120)
 
 
 def _one_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -73,8 +82,10 @@ def test_a_stack_file_that_is_a_fifo_is_refused_without_waiting(tmp_path: Path) 
 
 
 def test_an_empty_config_file_path_says_empty_path() -> None:
-    line = _one_line(_python("triton_gke.offline.plan", "--config-file", ""))
-    assert line == "error: make plan: argument --config-file: empty path; name a file (see make plan ARGS=--help)"
+    line = _one_line(_triton_gke("plan", "--config-file", ""))
+    assert line == "error: triton-gke plan: argument --config-file: empty path; name a file (see --help)"
+    under_make = _one_line(_triton_gke("plan", "--config-file", "", make_target="plan"))  # as make_args runs it
+    assert under_make == "error: make plan: argument --config-file: empty path; name a file (see make plan ARGS=--help)"
 
 
 @settings(max_examples=40, deadline=None)
@@ -151,12 +162,14 @@ def test_make_bench_is_refused_settings_options_before_model_repo(words: list[st
         sys.executable,
         "-m",
         "triton_gke.offline.make_args",
+        "--target",
+        "model-repo",
         "--stack",
         "--prerequisite",
-        "offline.no_such_module",
+        "no-such-program",
     ]
     done = subprocess.run(command, cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=60)
-    line = _one_line(done)  # exit 2 before the exec: the (missing) module would fail with 1 and a traceback
+    line = _one_line(done)  # exit 2 before the exec: the (missing) program would fail with a traceback
     assert line.startswith(f"error: ARGS: {words[0].split('=')[0]}: make bench takes no settings options")
     assert make_args.refused_settings(words, [other]) is None  # plan, sandbox, model-repo take them
 
@@ -182,7 +195,7 @@ def test_pa_rates_refuses_a_model_that_is_not_a_name(name: str, tmp_path_factory
         pa_rates.main([f"--model={name}", "--out", str(out)])
     err = capsys.readouterr().err
     assert done.value.code == 2 and err.count("\n") == 1
-    assert err.startswith(f"error: python -m triton_gke.bench.pa_rates: --model {name!r}: not a model name")
+    assert err.startswith(f"error: triton-gke bench pa-rates: --model {name!r}: not a model name")
     assert not out.exists()
 
 
@@ -193,8 +206,8 @@ def test_pa_rates_refuses_a_stack_that_is_not_a_name(stack: str, tmp_path: Path,
     err = capsys.readouterr().err
     assert done.value.code == 2
     assert err == (
-        f"error: python -m triton_gke.bench.pa_rates: --stack {stack!r}: not a Pulumi stack name (letters, digits, '-', '_' and "
-        "'.', not starting with '.', at most 100 characters) (see --help)\n"
+        f"error: triton-gke bench pa-rates: --stack {stack!r}: not a Pulumi stack name (letters, digits, '-', '_' "
+        "and '.', not starting with '.', at most 100 characters) (see --help)\n"
     )
 
 

@@ -11,7 +11,9 @@ from typing import Any
 
 __version__ = "0.2.0"
 
-# Public name -> module that defines it.
+# Public name -> module that defines it. Three levels of composition: TritonOnCluster (Triton onto an existing GKE
+# cluster), TritonGkeRegion (a region's cluster, serving and NEGs), TritonGkeSystem (every region from one settings
+# object); the building blocks below them stay public too.
 _PUBLIC: dict[str, str] = {
     "GkeCluster": "triton_gke.infra.cluster",
     "GkeClusterArgs": "triton_gke.infra.cluster",
@@ -21,6 +23,13 @@ _PUBLIC: dict[str, str] = {
     "ModelStoreArgs": "triton_gke.infra.model_store",
     "Network": "triton_gke.infra.network",
     "NetworkArgs": "triton_gke.infra.network",
+    "ClusterWiring": "triton_gke.k8s.on_cluster",
+    "TritonGkeRegion": "triton_gke.infra.region",
+    "TritonGkeRegionArgs": "triton_gke.infra.region",
+    "TritonGkeSystem": "triton_gke.infra.system",
+    "TritonGkeSystemArgs": "triton_gke.infra.system",
+    "TritonOnCluster": "triton_gke.k8s.on_cluster",
+    "TritonOnClusterArgs": "triton_gke.k8s.on_cluster",
     "TritonServing": "triton_gke.k8s.triton",
     "TritonServingArgs": "triton_gke.k8s.triton",
 }

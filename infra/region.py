@@ -1,0 +1,130 @@
+"""TritonGkeRegion: one region of the system: its GKE cluster (CPU and T4 pools), Triton on it (TritonOnCluster,
+with its HPA, monitoring and Locust as asked) and the lifecycle of the zonal NEGs GKE creates for Triton.
+
+Given the shared pieces: the project, the VPC and the region's subnet (in `cluster`), the model repository and the
+identity that reads it (in `serving` and `wiring`). Children are named `<role>-<name>` with the region as the name
+(gke-REGION, negs-REGION, and TritonOnCluster's triton-REGION, ...): the names the stack's resources had before this
+component existed (see TritonGkeSystem for the aliases that keep their identity).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import NotRequired, TypedDict
+
+import pulumi
+from triton_gke.infra.cluster import GkeCluster, GkeClusterArgs
+from triton_gke.infra.model_upload import VENV_PYTHON
+from triton_gke.infra.negs import ZonalNegs, ZonalNegsArgs
+from triton_gke.k8s.common import ArgsError
+from triton_gke.k8s.on_cluster import ClusterWiring, TritonOnCluster, TritonOnClusterArgs, check_args
+from triton_gke.k8s.triton import neg_names
+
+TYPE_TOKEN = "triton-gke:index:TritonGkeRegion"
+
+
+class TritonGkeRegionArgs(TypedDict):
+    """The inputs of TritonGkeRegion."""
+
+    project: str
+    """The Google Cloud project."""
+    cluster: GkeClusterArgs
+    """The region's cluster on the shared VPC and the region's subnet (infra/cluster_args.py maps a stack's settings
+    onto it); its region and zones are the region's."""
+    serving: TritonOnClusterArgs
+    """Triton and its add-ons on the cluster (kubeconfig left out: the cluster's own provider is used)."""
+    wiring: NotRequired[ClusterWiring]
+    """What Triton waits for (bucket access, enabled APIs) and the stack's load-test and monitoring choices."""
+    python: NotRequired[str]
+    """The Python that runs the NEG cleanup commands; default `.venv/bin/python` (infra/model_upload.py)."""
+
+
+class TritonGkeRegion(pulumi.ComponentResource):
+    """One region: a GKE cluster with a T4 pool, Triton serving on it, and its zonal NEGs' lifecycle."""
+
+    cluster_name: pulumi.Output[str]
+    """The GKE cluster's name."""
+    endpoint: pulumi.Output[str]
+    """The cluster's control-plane endpoint."""
+    kubeconfig: pulumi.Output[str]
+    """A kubeconfig for the cluster (secret)."""
+
+    def __init__(
+        self,
+        name: str,
+        args: TritonGkeRegionArgs,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        child_aliases: Sequence[pulumi.Alias] = (),
+    ) -> None:
+        _check(name, args)
+        super().__init__(TYPE_TOKEN, name, None, opts)
+        moved = pulumi.ResourceOptions(parent=self, aliases=list(child_aliases))
+        cluster_args = args["cluster"]
+        self._cluster = GkeCluster(f"gke-{name}", cluster_args, opts=moved)
+        # `ready` waits for Triton's NEG Service, which is declared below (it waits for `cleanup`): a deferred
+        # Output hands it over.
+        neg_service, resolve_neg_service = pulumi.deferred_output()
+        self._negs = ZonalNegs(
+            f"negs-{name}",
+            ZonalNegsArgs(
+                project=args["project"],
+                region=cluster_args.region,
+                zones=tuple(cluster_args.zones),
+                neg_names=tuple(neg_names(self._cluster.cluster_name).values()),
+                cluster=self._cluster,
+                neg_service=neg_service,
+                python=args.get("python", VENV_PYTHON),
+            ),
+            opts=moved,
+        )
+        wiring = dataclasses.replace(
+            args.get("wiring") or ClusterWiring(),
+            neg_cleanup=[self._negs.cleanup],
+            neg_name_prefix=self._cluster.cluster_name,
+            child_aliases=tuple(child_aliases),
+        )
+        self._triton = TritonOnCluster(
+            name,
+            args["serving"],
+            opts=pulumi.ResourceOptions(parent=self, providers=[self._cluster.provider]),
+            wiring=wiring,
+        )
+        resolve_neg_service(pulumi.Output.from_input(self._triton.serving.neg_service))
+        self.cluster_name = pulumi.Output.from_input(self._cluster.cluster.name)
+        self.endpoint = pulumi.Output.from_input(self._cluster.cluster.endpoint)
+        self.kubeconfig = pulumi.Output.secret(self._cluster.kubeconfig)
+        self.register_outputs(
+            {"cluster_name": self.cluster_name, "endpoint": self.endpoint, "kubeconfig": self.kubeconfig}
+        )
+
+    @property
+    def cluster(self) -> GkeCluster:
+        return self._cluster
+
+    @property
+    def negs(self) -> ZonalNegs:
+        return self._negs
+
+    @property
+    def triton(self) -> TritonOnCluster:
+        return self._triton
+
+
+def _check(name: str, args: TritonGkeRegionArgs) -> None:
+    """One ArgsError line naming the field, before any child is declared."""
+    where = f"TritonGkeRegion {name!r}"
+    if not isinstance(args.get("cluster"), GkeClusterArgs):
+        raise ArgsError(f"{where}: cluster: expected GkeClusterArgs (infra/cluster_args.py gke_cluster_args)")
+    if not isinstance(args.get("project"), str) or not args["project"]:
+        raise ArgsError(f"{where}: project: expected the Google Cloud project ID")
+    if args["cluster"].region != name:
+        raise ArgsError(f"{where}: cluster: its region {args['cluster'].region!r} is not this component's name")
+    serving = args.get("serving")
+    if isinstance(serving, dict) and "kubeconfig" in serving:
+        raise ArgsError(f"{where}: serving.kubeconfig: leave it out; the region's own cluster provider is used")
+    try:
+        check_args(name, serving)
+    except ArgsError as err:
+        raise ArgsError(f"{where}: serving: {str(err).split(': ', 1)[1]}") from None

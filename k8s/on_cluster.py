@@ -1,0 +1,406 @@
+"""TritonOnCluster: Triton serving a GCS model repository on an EXISTING GKE cluster, optionally with its HPA,
+monitoring (DCGM exporter, Prometheus, Grafana) and a Locust load test.
+
+The commonest user is a team that has a GKE cluster with a T4 node pool: it passes the model repository and,
+optionally, a kubeconfig (or its own kubernetes Provider in `opts.providers`). The stack's own program composes the
+same component per region (infra/system.py), so the two users share one path.
+
+Child resources are named `<role>-<name>` (triton-NAME, locust-NAME, monitoring-NAME, autoscaling-NAME): the names
+the stack's resources had before this component existed, so `pulumi up` on an existing stack moves them in its state
+(see `child_aliases`) instead of replacing them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NotRequired, TypedDict
+
+import pulumi
+import pulumi_kubernetes as kubernetes
+import pulumi_random as random
+from triton_gke.contracts.triton import PORTS
+from triton_gke.contracts.workloads import TRITON_APP
+from triton_gke.k8s.autoscaling import Autoscaling, AutoscalingArgs, serves_custom_metrics
+from triton_gke.k8s.common import ArgsError
+from triton_gke.k8s.loadtest import LOCUST_NAMESPACE, LoadTest, LoadTestArgs
+from triton_gke.k8s.monitoring import MONITORING_NAMESPACE, PROMETHEUS_URL, Monitoring, MonitoringArgs
+from triton_gke.k8s.triton import TRITON_NAMESPACE, TritonServing, TritonServingArgs, triton_address
+from triton_gke.observability.settings import SloSettings
+
+# The component provider host names a component `<package>:index:<ClassName>` (pulumi/provider/experimental/
+# component.py validate_resource_type accepts only the `index` module; analyzer.py: "all the Pulumi types have the
+# typestring `<provider>:index:<type>`"): the in-process token is the same, so both paths give one URN.
+TYPE_TOKEN = "triton-gke:index:TritonOnCluster"
+TRITON_IMAGE = "nvcr.io/nvidia/tritonserver"
+# The stack's defaults (Pulumi.yaml: tritonImageTag, gpuAcceleratorType, gpuMinNodes, gpuMaxNodes, ...): k8s/ may not
+# read settings/, so tests/test_public_components.py checks these equal the schema's defaults.
+DEFAULT_IMAGE_TAG = "25.06-py3"
+DEFAULT_ACCELERATOR = "nvidia-tesla-t4"
+DEFAULT_MIN_REPLICAS, DEFAULT_MAX_REPLICAS = 1, 3
+DEFAULT_STARTUP_MINUTES = 40
+DEFAULT_QUEUE_TIME_TARGET_US = 30_000
+DEFAULT_LOAD_TEST = LoadTestArgs(
+    triton_address=triton_address("http"), model="original", rps_per_user=1, protocol="http", payload="fp32", workers=10
+)
+# GKE labels every GPU node with its accelerator type (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus,
+# "cloud.google.com/gke-accelerator") and taints it nvidia.com/gpu (same page: "GKE automatically taints the GPU
+# nodes"), so these defaults fit any GKE cluster with a T4 pool.
+GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+# A Docker tag: "up to 128 characters ... word characters, periods and dashes, not starting with a period or dash"
+# (https://docs.docker.com/reference/cli/docker/image/tag/).
+IMAGE_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+# A bucket name: 3-63 lowercase letters, digits, dashes, underscores and dots
+# (https://cloud.google.com/storage/docs/buckets#naming).
+GCS_URL = re.compile(r"gs://[a-z0-9][a-z0-9._-]{1,61}[a-z0-9](/[^\s]*)?")
+MAX_REPLICAS_LIMIT = 1000
+
+
+class TritonOnClusterArgs(TypedDict):
+    """The inputs of TritonOnCluster."""
+
+    model_repository: pulumi.Input[str]
+    """gs://BUCKET/PREFIX holding a Triton model repository (one folder per model, each with its config.pbtxt)."""
+    kubeconfig: NotRequired[pulumi.Input[str]]
+    """A kubeconfig for the cluster; absent: the kubernetes provider passed in opts (providers=...) is used."""
+    gpu_node_selector: NotRequired[pulumi.Input[Mapping[str, str]]]
+    """The node labels the Triton pods select; default GKE's accelerator label for a T4."""
+    gpu_toleration_key: NotRequired[pulumi.Input[str]]
+    """The key of the GPU nodes' taint the Triton pods tolerate (any value, NoSchedule); default nvidia.com/gpu."""
+    min_replicas: NotRequired[int]
+    """Triton pods at least (one per GPU node); the fixed count without autoscaling. Default 1."""
+    max_replicas: NotRequired[int]
+    """Triton pods at most, the HPA's bound; also sizes the rollout wait. Default 3 (or min_replicas if more)."""
+    image_tag: NotRequired[str]
+    """The tag of nvcr.io/nvidia/tritonserver; default: the toolkit's pinned Triton tag."""
+    model_reader_service_account: NotRequired[pulumi.Input[str]]
+    """The Google service account email the pods act as through Workload Identity to read the bucket; absent: none."""
+    autoscaling: NotRequired[bool]
+    """An HPA on Triton's queue time (needs monitoring: its adapter serves the metric). Default false."""
+    monitoring: NotRequired[bool]
+    """The DCGM exporter, Prometheus and Grafana in the cluster (needs load_test: Prometheus scrapes Locust too).
+    Default false."""
+    load_test: NotRequired[bool]
+    """A Locust master and workers that load Triton. Default false."""
+    gpus_per_pod: NotRequired[int]
+    """GPUs each Triton pod takes (all of its node's). Default 1."""
+    startup_minutes: NotRequired[int]
+    """How long one pod may take from scheduling to Ready (model load, TensorRT builds). Default 40."""
+    queue_time_target_us: NotRequired[int]
+    """The average queue time per request (microseconds) the HPA holds each pod to. Default 30000."""
+    admin_key: NotRequired[pulumi.Input[str]]
+    """The key that unlocks Triton's admin APIs; absent: a random one (the admin_key output)."""
+    grafana_admin_password: NotRequired[pulumi.Input[str]]
+    """Grafana's admin password (monitoring only); absent: a random one."""
+    region: NotRequired[str]
+    """The region label of this cluster's metrics and alerts (monitoring only); default the component's name."""
+
+
+@dataclass(frozen=True)
+class ClusterWiring:
+    """What a composing Python component hands TritonOnCluster beyond its Args: resources to wait for and the
+    stack's typed choices, which a component provider (plain Inputs only) cannot carry. Defaults: a standalone use.
+    """
+
+    # IAM members, Workload Identity bindings, enabled APIs: Triton's Deployment waits for them.
+    bucket_access: Sequence[pulumi.Resource] = ()
+    # What Triton's NEG Service waits for (infra/negs.py ZonalNegs.cleanup).
+    neg_cleanup: Sequence[pulumi.Resource] = ()
+    neg_name_prefix: str | None = None
+    model_digest: str = ""
+    load_test: LoadTestArgs = DEFAULT_LOAD_TEST
+    # The monitoring choices (watched namespaces and the password are filled in here); None: builtin defaults.
+    monitoring: MonitoringArgs | None = None
+    # Where the direct children lived before (e.g. [pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)]); the engine
+    # derives their descendants' aliases from these (https://www.pulumi.com/docs/iac/concepts/resources/options/aliases/:
+    # "the engine combines a parent's aliases with each child's own name and type").
+    child_aliases: Sequence[pulumi.Alias] = ()
+
+
+class TritonOnCluster(pulumi.ComponentResource):
+    """Triton serving a GCS model repository on an existing GKE cluster, with optional HPA, monitoring and Locust."""
+
+    namespace: pulumi.Output[str]
+    """The namespace Triton runs in."""
+    http_endpoint: pulumi.Output[str]
+    """Triton's HTTP/REST endpoint inside the cluster (http://HOST:PORT)."""
+    grpc_endpoint: pulumi.Output[str]
+    """Triton's gRPC endpoint inside the cluster (HOST:PORT, as gRPC clients take it)."""
+    admin_key: pulumi.Output[str]
+    """The key of Triton's admin APIs (secret)."""
+
+    def __init__(
+        self,
+        name: str,
+        args: TritonOnClusterArgs,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        wiring: ClusterWiring | None = None,
+    ) -> None:
+        check_args(name, args)  # before any child: a refusal leaves nothing half-declared
+        super().__init__(TYPE_TOKEN, name, None, opts)
+        wiring = wiring or ClusterWiring()
+        a = _with_defaults(args)
+        child = self._child_options(name, a)
+        self.admin_key = pulumi.Output.secret(self._secret(a.get("admin_key"), f"triton-admin-key-{name}"))
+        self._serving = TritonServing(
+            f"triton-{name}", self._serving_args(name, a, wiring), opts=self._with_aliases(child, wiring)
+        )
+        namespaces: dict[str, pulumi.Input[str]] = {TRITON_NAMESPACE: self._serving.namespace.metadata.name}
+        self._load_test = self._locust(name, a, wiring, child)
+        if self._load_test is not None:
+            namespaces[LOCUST_NAMESPACE] = self._load_test.namespace.metadata.name
+        self._monitoring = self._monitor(name, a, wiring, namespaces, child)
+        self._autoscaling = self._autoscaler(name, a, wiring, child)
+        self.namespace = pulumi.Output.from_input(self._serving.namespace.metadata.name)
+        self.http_endpoint = self.namespace.apply(lambda ns: f"http://{_host(ns)}:{PORTS['http']}")
+        self.grpc_endpoint = self.namespace.apply(lambda ns: f"{_host(ns)}:{PORTS['grpc']}")
+        self.register_outputs(
+            {
+                "namespace": self.namespace,
+                "http_endpoint": self.http_endpoint,
+                "grpc_endpoint": self.grpc_endpoint,
+                "admin_key": self.admin_key,
+            }
+        )
+
+    @property
+    def serving(self) -> TritonServing:
+        """The Triton Deployment and Services (the global load balancer reads its NEG Service and names)."""
+        return self._serving
+
+    @property
+    def load_test(self) -> LoadTest | None:
+        return self._load_test
+
+    @property
+    def monitoring(self) -> Monitoring | None:
+        return self._monitoring
+
+    @property
+    def autoscaling(self) -> Autoscaling | None:
+        return self._autoscaling
+
+    def _child_options(self, name: str, a: dict[str, Any]) -> pulumi.ResourceOptions:
+        # Without a kubeconfig the children inherit the provider the caller put in opts (providers=...): a child
+        # takes its parent's provider for the package (https://www.pulumi.com/docs/iac/concepts/resources/options/providers/).
+        if "kubeconfig" not in a:
+            return pulumi.ResourceOptions(parent=self)
+        provider = kubernetes.Provider(
+            f"k8s-{name}", kubeconfig=a["kubeconfig"], opts=pulumi.ResourceOptions(parent=self)
+        )
+        return pulumi.ResourceOptions(parent=self, providers=[provider])
+
+    def _secret(self, given: pulumi.Input[str] | None, resource_name: str) -> pulumi.Input[str]:
+        if given is not None:
+            return given
+        return random.RandomPassword(
+            resource_name, length=40, special=False, opts=pulumi.ResourceOptions(parent=self)
+        ).result
+
+    def _serving_args(self, name: str, a: dict[str, Any], wiring: ClusterWiring) -> TritonServingArgs:
+        return TritonServingArgs(
+            image=f"{TRITON_IMAGE}:{a['image_tag']}",
+            model_repository=a["model_repository"],
+            reader_email=a.get("model_reader_service_account"),
+            admin_key=self.admin_key,
+            accelerator_type=DEFAULT_ACCELERATOR,
+            gpus_per_node=a["gpus_per_pod"],
+            min_replicas=a["min_replicas"],
+            max_replicas=a["max_replicas"],
+            neg_name_prefix=wiring.neg_name_prefix or name,
+            autoscale=a["autoscaling"],
+            bucket_access=tuple(wiring.bucket_access),
+            model_digest=wiring.model_digest,
+            startup_minutes=a["startup_minutes"],
+            neg_cleanup=tuple(wiring.neg_cleanup),
+            node_selector=a.get("gpu_node_selector"),
+            toleration_key=a.get("gpu_toleration_key"),
+        )
+
+    def _with_aliases(self, child: pulumi.ResourceOptions, wiring: ClusterWiring) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(aliases=list(wiring.child_aliases)))
+
+    def _locust(
+        self, name: str, a: dict[str, Any], wiring: ClusterWiring, child: pulumi.ResourceOptions
+    ) -> LoadTest | None:
+        if not a["load_test"]:
+            return None
+        return LoadTest(f"locust-{name}", wiring.load_test, opts=self._with_aliases(child, wiring))
+
+    def _monitor(
+        self,
+        name: str,
+        a: dict[str, Any],
+        wiring: ClusterWiring,
+        namespaces: dict[str, pulumi.Input[str]],
+        child: pulumi.ResourceOptions,
+    ) -> Monitoring | None:
+        if not a["monitoring"]:
+            return None
+        password = self._secret(a.get("grafana_admin_password"), f"grafana-admin-password-{name}")
+        template = wiring.monitoring or MonitoringArgs(
+            region=a.get("region", name),
+            stack=pulumi.get_stack(),
+            slo=SloSettings(),
+            mode="builtin",
+            retention="15d",
+            storage_gb=20,
+            grafana_admin_password="",
+            watched_namespaces={},
+        )
+        args = dataclasses.replace(template, grafana_admin_password=password, watched_namespaces=namespaces)
+        return Monitoring(f"monitoring-{name}", args, opts=self._with_aliases(child, wiring))
+
+    def _autoscaler(
+        self, name: str, a: dict[str, Any], wiring: ClusterWiring, child: pulumi.ResourceOptions
+    ) -> Autoscaling | None:
+        if not a["autoscaling"] or self._monitoring is None or self._monitoring.namespace is None:
+            return None
+        serving, monitoring = self._serving, self._monitoring
+        return Autoscaling(
+            f"autoscaling-{name}",
+            AutoscalingArgs(
+                deployment=serving.deployment.metadata.name,
+                namespace=serving.namespace.metadata.name,
+                min_replicas=a["min_replicas"],
+                max_replicas=a["max_replicas"],
+                queue_time_target_us=a["queue_time_target_us"],
+                prometheus_url=PROMETHEUS_URL,
+                adapter_namespace=MONITORING_NAMESPACE,
+                adapter_namespace_output=monitoring.namespace.metadata.name,
+                # The names the HPA and the adapter's objects had inside TritonServing and Monitoring before the
+                # Autoscaling component existed; those parents as aliases, so stacks that old move them too.
+                hpa_name_prefix=f"triton-{name}",
+                hpa_aliases=[pulumi.Alias(parent=serving)],
+                adapter_name_prefix=f"monitoring-{name}",
+                adapter_aliases=[pulumi.Alias(parent=monitoring)],
+            ),
+            opts=self._with_aliases(child, wiring),
+        )
+
+
+def _host(namespace: str) -> str:
+    return f"{TRITON_APP}.{namespace}.svc.cluster.local"
+
+
+# ---- the Args checks: one line naming the field, before any child is declared ---------------------------------
+
+
+def _with_defaults(args: Mapping[str, Any]) -> dict[str, Any]:
+    defaults = {
+        "min_replicas": DEFAULT_MIN_REPLICAS,
+        "max_replicas": DEFAULT_MAX_REPLICAS,
+        "image_tag": DEFAULT_IMAGE_TAG,
+        "autoscaling": False,
+        "monitoring": False,
+        "load_test": False,
+        "gpus_per_pod": 1,
+        "startup_minutes": DEFAULT_STARTUP_MINUTES,
+        "queue_time_target_us": DEFAULT_QUEUE_TIME_TARGET_US,
+    }
+    given = {k: v for k, v in args.items() if v is not None}
+    # A min_replicas above the default bound raises the default max_replicas with it (an explicit one is checked).
+    if isinstance(given.get("min_replicas"), int) and "max_replicas" not in given:
+        defaults["max_replicas"] = max(DEFAULT_MAX_REPLICAS, given["min_replicas"])
+    return defaults | given
+
+
+def check_args(name: str, args: Any) -> None:
+    """Refuse bad TritonOnClusterArgs with one ArgsError line naming the field; Outputs are checked by the cluster."""
+    where = f"TritonOnCluster {name!r}"
+    if not isinstance(args, Mapping):
+        raise ArgsError(f"{where}: args: expected a TritonOnClusterArgs mapping, got {type(args).__name__}")
+    for problem in _problems(args):
+        raise ArgsError(f"{where}: {problem}")
+
+
+def _problems(args: Mapping[str, Any]) -> list[str]:
+    known = TritonOnClusterArgs.__annotations__
+    unknown = [key for key in args if key not in known]
+    if unknown:
+        close = difflib.get_close_matches(str(unknown[0]), known, n=1)
+        hint = f"did you mean {close[0]}?" if close else f"expected one of {', '.join(known)}"
+        return [f"{unknown[0]}: unknown field; {hint}"]
+    a = _with_defaults(args)
+    return [p for p in (_field_problem(key, a) for key in known) if p]
+
+
+def _field_problem(key: str, a: Mapping[str, Any]) -> str | None:
+    value = a.get(key)
+    if key == "model_repository":
+        return _repository_problem(value)
+    if key in ("min_replicas", "max_replicas", "gpus_per_pod", "startup_minutes", "queue_time_target_us"):
+        return _whole_number_problem(key, value, a)
+    if key in ("autoscaling", "monitoring", "load_test"):
+        return _flag_problem(key, value, a)
+    if key == "image_tag" and not (isinstance(value, str) and IMAGE_TAG.fullmatch(value)):
+        return f"image_tag: {value!r} is not a Docker tag (letters, digits, _ . -, at most 128)"
+    if key == "gpu_node_selector" and value is not None:
+        return _selector_problem(value)
+    if key in ("kubeconfig", "gpu_toleration_key", "model_reader_service_account", "admin_key", "region"):
+        return _text_problem(key, value)
+    return None
+
+
+def _repository_problem(value: Any) -> str | None:
+    if value is None:
+        return "model_repository: required; expected gs://BUCKET/PREFIX"
+    if isinstance(value, str) and not GCS_URL.fullmatch(value):
+        return f"model_repository: {value!r} is not a gs://BUCKET/PREFIX URL"
+    return None if isinstance(value, str | pulumi.Output) else f"model_repository: expected text, got {value!r}"
+
+
+LIMITS = {
+    "min_replicas": (1, MAX_REPLICAS_LIMIT),
+    "max_replicas": (1, MAX_REPLICAS_LIMIT),
+    "gpus_per_pod": (1, 8),  # GKE attaches at most 8 GPUs to a node (A2/A3 shapes; a T4 node at most 4)
+    "startup_minutes": (1, 180),  # the stack's tritonStartupMinutes bound (settings/serving.py)
+    "queue_time_target_us": (1, 60_000_000),
+}
+
+
+def _whole_number_problem(key: str, value: Any, a: Mapping[str, Any]) -> str | None:
+    low, high = LIMITS[key]
+    if key == "max_replicas" and isinstance(a.get("min_replicas"), int):
+        low = max(low, a["min_replicas"])
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        return f"{key}: {value!r} is not valid; expected a whole number from {low} to {high}"
+    return None
+
+
+def _flag_problem(key: str, value: Any, a: Mapping[str, Any]) -> str | None:
+    if not isinstance(value, bool):
+        return f"{key}: {value!r} is not valid; expected true or false"
+    # An HPA on a metric nobody serves never scales (FailedGetPodsMetric): the metric comes from monitoring's adapter.
+    if key == "autoscaling" and value and not (a.get("monitoring") is True and serves_custom_metrics("builtin")):
+        return "autoscaling: needs monitoring: true (its adapter serves the HPA's queue-time metric)"
+    # Prometheus reads pods in Triton's, Locust's and the exporter's namespaces (k8s/monitoring/prometheus.py
+    # POD_SELECTORS): its Roles need the Locust namespace to exist.
+    if key == "monitoring" and value and a.get("load_test") is not True:
+        return "monitoring: needs load_test: true (Prometheus also scrapes Locust's namespace)"
+    return None
+
+
+def _selector_problem(value: Any) -> str | None:
+    if isinstance(value, pulumi.Output):
+        return None
+    if not isinstance(value, Mapping) or not value:
+        return f"gpu_node_selector: {value!r} is not valid; expected a non-empty map of label to value"
+    for label, text in value.items():
+        if not isinstance(label, str) or not label or not isinstance(text, str | pulumi.Output):
+            return f"gpu_node_selector: {label!r}: {text!r} is not valid; expected text labels and values"
+    return None
+
+
+def _text_problem(key: str, value: Any) -> str | None:
+    if value is None or isinstance(value, pulumi.Output):
+        return None
+    if not isinstance(value, str) or not value.strip():
+        return f"{key}: {value!r} is not valid; expected non-empty text"
+    if key == "model_reader_service_account" and "@" not in value:
+        return f"{key}: {value!r} is not a service account email (NAME@PROJECT.iam.gserviceaccount.com)"
+    return None

@@ -1,0 +1,11 @@
+"""Entry point the python language host runs for the plugin: `python <this folder> ENGINE_ADDRESS [flags]`.
+
+It holds no logic: triton_gke.provider is the provider (the same module `python -m triton_gke.provider` runs).
+"""
+
+import sys
+
+from triton_gke.provider import main
+
+if __name__ == "__main__":
+    sys.exit(main())

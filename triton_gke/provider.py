@@ -1,0 +1,153 @@
+"""The Pulumi component provider: the public components, for TypeScript, Go, YAML and every other Pulumi language.
+
+Pulumi's Python component provider host infers the package schema from the components' type annotations and
+serves them over the ResourceProvider gRPC interface (Construct, GetSchema); `pulumi package add` runs it from the
+plugin folder `triton_gke/plugin/` (PulumiPlugin.yaml, __main__.py, requirements.txt) and generates an SDK from
+the schema. Docs: "Build a Component" https://www.pulumi.com/docs/iac/using-pulumi/extending-pulumi/build-a-component/,
+"Authoring a Source-Based Plugin Package"
+https://www.pulumi.com/docs/iac/guides/building-extending/packages/source-based-plugin/, and the host itself,
+pulumi/provider/experimental/host.py (component_provider_host) in the pinned SDK.
+
+Run by the language host as `python triton_gke/plugin ENGINE_ADDRESS`; `python -m triton_gke.provider --schema`
+prints the inferred schema (tests/test_provider.py compares it with the committed triton_gke/schema.json).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pulumi
+
+import triton_gke
+
+# The package name: the first part of every type token (triton-gke:index:TritonOnCluster). The host puts every
+# component in the `index` module (pulumi/provider/experimental/analyzer.py, Analyzer docstring).
+PROVIDER_NAME = "triton-gke"
+# THE list of hosted components (public name -> module): main(), the schema and the tests all read it.
+# TritonGkeRegion and TritonGkeSystem are public in Python only: their Args carry Python-only values the schema
+# cannot describe (the analyzer refuses `tuple[str, ...]` in GkeClusterArgs.zones, and StackSettings' tuples of
+# dataclasses; ClusterWiring holds pulumi.Resource objects), and a provider's Construct receives plain values only.
+COMPONENTS: dict[str, str] = {"TritonOnCluster": "triton_gke.k8s.on_cluster"}
+SCHEMA_FILE = Path(__file__).resolve().with_name("schema.json")
+
+
+def component_classes(components: Mapping[str, str] = COMPONENTS) -> list[type[pulumi.ComponentResource]]:
+    """The hosted component classes, imported on demand (the CLI does not pay for Pulumi's SDKs), analyzable."""
+    return [evaluate_annotations(getattr(importlib.import_module(module), name)) for name, module in components.items()]
+
+
+def evaluate_annotations(component: type[pulumi.ComponentResource]) -> type[pulumi.ComponentResource]:
+    """Give `component`, its __init__ and its Args type the annotations Python makes without postponed evaluation.
+
+    Why: the analyzer reads annotations as stored (inspect.get_annotations without eval_str, analyzer.py
+    analyze_component/analyze_type), so under `from __future__ import annotations` (PEP 563) it gets the text
+    'TritonOnClusterArgs' and fails ("'str' object has no attribute '__mro__'"); a TypedDict keeps each as a
+    ForwardRef. Each text is evaluated once in its own module, as the interpreter would have at definition time;
+    typing.get_type_hints cannot stand in: pulumi.Input's own forward reference ('Output[T]') would not resolve.
+    Idempotent; a component written without the future import passes through unchanged.
+    """
+    _evaluate_own(component, component)
+    _evaluate_own(component.__init__, component)
+    args = component.__init__.__annotations__.get("args")
+    if isinstance(args, type):
+        _evaluate_own(args, args)
+    return component
+
+
+def _evaluate_own(owner: typing.Any, home: type) -> None:
+    namespace = vars(sys.modules[home.__module__])
+    # A class's own annotations only (its bases' are theirs); a function keeps them on the function object.
+    annotations = owner.__dict__.get("__annotations__", {}) if isinstance(owner, type) else owner.__annotations__
+    for key, value in annotations.items():
+        text = value.__forward_arg__ if isinstance(value, typing.ForwardRef) else value
+        if isinstance(text, str):
+            annotations[key] = eval(text, namespace)  # noqa: S307 - the component's own annotation text
+
+
+def infer_schema(components: Sequence[type[pulumi.ComponentResource]] | None = None) -> dict[str, Any]:
+    """The package schema as the host infers it: the same analyzer and generator ComponentProvider.__init__ calls.
+
+    Raises the analyzer's own error (e.g. a component whose `args` annotation is a string, as under
+    `from __future__ import annotations`: the analyzer reads annotations without evaluating them).
+    """
+    # Imported here: the experimental modules pull in the provider server (grpc), which the CLI does not need.
+    from pulumi.provider.experimental.analyzer import Analyzer
+    from pulumi.provider.experimental.schema import generate_schema
+
+    classes = list(components) if components is not None else component_classes()
+    result = Analyzer(PROVIDER_NAME).analyze(classes)
+    dependencies = sorted(result["dependencies"], key=lambda d: f"{d.name}{d.version}")
+    spec = generate_schema(
+        PROVIDER_NAME,
+        triton_gke.__version__,
+        None,
+        result["component_definitions"],
+        result["type_definitions"],
+        dependencies,
+    )
+    return spec.to_json()
+
+
+def schema_text(components: Sequence[type[pulumi.ComponentResource]] | None = None) -> str:
+    """The schema as committed in triton_gke/schema.json: sorted keys, two-space indent, final newline."""
+    return json.dumps(infer_schema(components), indent=2, sort_keys=True) + "\n"
+
+
+def host(components: Sequence[type[pulumi.ComponentResource]] | None = None) -> None:
+    """Serve `components` (default: COMPONENTS) until the engine stops the process.
+
+    What component_provider_host does (pulumi/provider/experimental/host.py), with WholeNumbers for its
+    ComponentProvider: pulumi.provider.main reads the engine address from sys.argv, prints the port it listens on,
+    as every provider plugin does, and blocks.
+    """
+    from pulumi.provider import main as serve
+
+    classes = list(components) if components is not None else component_classes()
+    serve(_provider_class()(classes, PROVIDER_NAME, None, triton_gke.__version__), sys.argv[1:])
+
+
+def _provider_class() -> type:
+    """ComponentProvider, handing integer inputs to the components as int (imported here: grpc, see above)."""
+    from pulumi.provider.experimental.analyzer import PropertyType
+    from pulumi.provider.experimental.component import ComponentProvider
+
+    class WholeNumbers(ComponentProvider):
+        # Why: numbers cross the wire as protobuf doubles, and ComponentProvider.map_input_properties of pulumi
+        # 3.272.0 computes int(value) for an `integer` property but then stores the original float (no `continue`
+        # after the conversion, pulumi/provider/experimental/component.py), so `max_replicas: 2` reached the
+        # component as 2.0 and its whole-number check refused it. Only integral floats are converted: 2.5 still
+        # reaches the component, which refuses it with its own message.
+        def map_inputs(self, inputs: Any, component_def: Any) -> Any:
+            mapped = super().map_inputs(inputs, component_def)
+            for schema_name, prop in component_def.inputs.items():
+                key = component_def.inputs_mapping[schema_name]
+                value = mapped.get(key)
+                if prop.type == PropertyType.INTEGER and isinstance(value, float) and value.is_integer():
+                    mapped[key] = int(value)
+            return mapped
+
+    return WholeNumbers
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`--schema`: print the inferred schema; `--write-schema`: rewrite schema.json; else host the components."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--schema"]:
+        sys.stdout.write(schema_text())
+        return 0
+    if args[:1] == ["--write-schema"]:
+        SCHEMA_FILE.write_text(schema_text())
+        print(f"wrote {SCHEMA_FILE}")
+        return 0
+    host()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
