@@ -74,13 +74,14 @@ capacity-compare: setup
 dashboards: setup
 	$(TRITON_GKE) dashboards
 
-test: setup system-packages
-	$(PY) -m ruff check .
+test: lint system-packages
 	$(RUN) $(PY) -m pytest
 
+## ruff, and the rooms' import rules (.importlinter, checked over the installed package's layout)
 lint: setup
 	$(PY) -m ruff check .
-	$(PY) -m ruff format --check infra offline k8s __main__.py
+	$(PY) -m ruff format --check infra offline k8s cli triton_gke __main__.py
+	$(PY) -m triton_gke.offline.import_contracts
 
 clean:
 	rm -rf build

@@ -4,7 +4,7 @@ grimp, import-linter's graph builder, finds a package's modules by walking the p
 package-dir map (pyproject.toml) installs the rooms as triton_gke.<room> from folders beside triton_gke/, so the
 walk would see none of them. This builds that installed view, a folder of links, and lints it.
 
-    triton-gke-lint-imports [--root DIR]   (or: python -m triton_gke.offline.import_contracts)
+    make lint   (it runs this module; --root DIR checks another checkout)
 Exit 0 when every contract is kept, 1 when one is broken (import-linter's report names it and the import).
 """
 
@@ -54,7 +54,7 @@ def lint(root: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m triton_gke.offline.import_contracts", description=__doc__)
+    parser = argparse.ArgumentParser(prog="make lint (import contracts)", description=__doc__)
     parser.add_argument("--root", type=Path, default=PROJECT_DIR, help="the repository to check (default: this one)")
     args = parser.parse_args(argv)
     return lint(args.root.resolve())
