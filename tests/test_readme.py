@@ -1,14 +1,17 @@
-"""Every command the README shows works when pasted.
+"""Every command the README and the pages of docs/ show works when pasted.
 
-The commands come from the README itself: each line of a ```sh block, and each `$ ` line of a ```text block
-(the lines after it are the output it promises; `...` stands for any text). Each is run verbatim with
-`bash -c` from the project root, once per module, and checked for its exit code and what the README says it
-prints. Commands that cannot run here are listed in NOT_RUN with the reason; a command that is in neither list
-fails the test, so a new README command gets a check (or a reason) before it ships.
+The commands come from the documents themselves (README.md, then docs/*.md): each line of a ```sh block, and each
+`$ ` line of a ```text block (the lines after it are the output it promises; `...` stands for any text). Each is
+run verbatim with `bash -c` from the project root, once per module (a command shown on several pages once, where
+it first appears), and checked for its exit code and what the documents say it prints. Commands that cannot run
+here (most need a Google Cloud account) are listed in NOT_RUN with the reason; a command that is in neither list
+fails the test, so a new command gets a check (or a reason) before it ships. Shell blocks under another name
+(```bash, ```shell, ```console) are refused, so none slips past the parser.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -22,9 +25,20 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from triton_gke.offline.import_contracts import installed_view
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 README = PROJECT_DIR / "README.md"
+DOCS = PROJECT_DIR / "docs"
+MODEL_TABLE_PAGE = DOCS / "model-repository.md"
+SHELL_FENCES_NOT_PARSED = ("bash", "shell", "console", "shell-session", "zsh")
+
+
+def documents() -> list[Path]:
+    """The README first, then every page of docs/ by name: the order commands run in."""
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
 TIMEOUT_S = 600
 
 _NO_PULUMI = "needs the Pulumi CLI, a backend and a Google Cloud project (none here)"
@@ -35,7 +49,20 @@ NOT_RUN: dict[str, str] = {
         _NO_CLUSTER
     ),
     "kubectl -n load port-forward svc/locust-master 8089:8089": _NO_CLUSTER,
-    "pulumi stack select dev": _NO_PULUMI,
+    "gcloud billing projects link YOUR_PROJECT --billing-account=YOUR_BILLING_ACCOUNT": _NO_PULUMI,
+    "gcloud compute regions describe us-central1 --project YOUR_PROJECT": _NO_PULUMI,
+    "gcloud components install gke-gcloud-auth-plugin": "installs a gcloud component; needs the Google Cloud SDK",
+    "gcloud auth application-default login": "a browser login to a Google account (none here)",
+    "pulumi login": _NO_PULUMI,
+    "pulumi stack init dev": _NO_PULUMI,
+    "pulumi preview -s dev": _NO_PULUMI,
+    "pulumi package add ../triton-gke/triton_gke/plugin": (
+        "needs the Pulumi CLI and a consuming program; tests/test_provider.py calls the same provider over gRPC"
+    ),
+    ".venv/bin/python -m triton_gke.provider --write-schema": (
+        "rewrites the committed triton_gke/schema.json; the --schema line beside it is run, and "
+        "tests/test_provider.py fails when the two differ"
+    ),
     "pulumi config set gcp:project YOUR_PROJECT": _NO_PULUMI,
     "pulumi up -s dev": _NO_PULUMI,
     "pulumi destroy -s dev": _NO_PULUMI,
@@ -60,6 +87,11 @@ class Example:
     command: str  # the line as the README shows it, comment included: what a user pastes
     line: int
     promised: tuple[str, ...] = ()  # output lines a ```text block shows after the command
+    source: str = "README.md"  # the document that shows it, relative to the project
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.line}"
 
     @property
     def key(self) -> str:
@@ -86,7 +118,7 @@ def without_comment(command: str) -> str:
     return command.rstrip()
 
 
-def readme_examples(text: str) -> list[Example]:
+def readme_examples(text: str, source: str = "README.md") -> list[Example]:
     examples: list[Example] = []
     for block in re.finditer(r"^```(\w*)\n(.*?)^```", text, flags=re.M | re.S):
         first_line = text.count("\n", 0, block.start(2)) + 1
@@ -95,6 +127,22 @@ def readme_examples(text: str) -> list[Example]:
             examples += _sh_commands(lines, first_line)
         elif block.group(1) == "text":
             examples += _transcript(lines, first_line)
+    return [dataclasses.replace(e, source=source) for e in examples]
+
+
+def unparsed_shell_blocks(text: str) -> list[int]:
+    """Lines of fenced blocks in a shell language this test does not read (```bash, ...): use ```sh."""
+    return [
+        text.count("\n", 0, block.start()) + 1
+        for block in re.finditer(r"^```(\w[\w-]*)\n", text, flags=re.M)
+        if block.group(1) in SHELL_FENCES_NOT_PARSED
+    ]
+
+
+def documented_examples() -> list[Example]:
+    examples: list[Example] = []
+    for path in documents():
+        examples += readme_examples(path.read_text(encoding="utf-8"), str(path.relative_to(PROJECT_DIR)))
     return examples
 
 
@@ -137,10 +185,14 @@ def make_env() -> dict[str, str]:
 
 def run_pasted(command: str, cwd: Path = PROJECT_DIR) -> Result:
     """The command as pasted into bash in the project root; output interleaved as on a terminal."""
+    env = make_env()
+    view = cwd / COPY_VIEW
+    if view.is_dir():  # a project copy: its own code, not the checkout the shared venv's editable install maps
+        env["PYTHONPATH"] = str(view)
     done = subprocess.run(
         ["bash", "-c", command],
         cwd=cwd,
-        env=make_env(),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -167,15 +219,16 @@ def _resource_counts(output: str) -> Counter[str]:
 
 
 def _readme_model_table() -> dict[str, tuple[int, int, int, int]]:
-    """README's model table: name -> (max batch, preferred batch, queue delay us, instances)."""
-    rows = re.findall(r"^\| (\w+) \| [^|]+ \| (\d+) \| (\d+) \| (\d+) us \| (\d+) GPU \|$", README.read_text(), re.M)
+    """The model table of docs/model-repository.md: name -> (max batch, preferred batch, queue delay us, instances)."""
+    text = MODEL_TABLE_PAGE.read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\w+) \| [^|]+ \| (\d+) \| (\d+) \| (\d+) us \| (\d+) GPU \|$", text, re.M)
     return {name: (int(a), int(b), int(c), int(d)) for name, a, b, c, d in rows}
 
 
 def check_model_repo(result: Result) -> None:
     assert result.returncode == 0, result.output
     table = _readme_model_table()
-    assert len(table) == 5, "the README's model table"
+    assert len(table) == 5, "the model table of docs/model-repository.md"
     for name, (max_batch, preferred, delay, instances) in table.items():
         assert re.search(
             rf"^\s+{name}\s+\w+\s+max batch\s+{max_batch}, preferred\s+{preferred}, queue delay {delay} us, "
@@ -197,6 +250,38 @@ def check_prod_plan(result: Result) -> None:
         assert f'location="{region}"' in result.output
     assert counts["gcp:compute/uRLMap:URLMap"] == 1
     assert counts["gcp:compute/globalForwardingRule:GlobalForwardingRule"] >= 1
+    # docs/deploying.md, "What it costs": each region's on-demand $/hour at its minimum size.
+    for region, usd in (("us-central1", "1.560"), ("europe-west4", "1.671"), ("asia-east1", "1.680")):
+        assert re.search(rf"^  {region}\s+-\s+2/6\s+\S+\s+{re.escape(usd)}\s", result.output, flags=re.M), region
+
+
+def check_dev_plan(result: Result) -> None:
+    """docs/deploying.md, "What it costs": dev's region at 0.774 $/h on-demand, 0.422 with Spot."""
+    assert result.returncode == 0, result.output
+    assert "Offline plan of stack 'dev'" in result.output
+    assert re.search(r"^  us-central1\s+-\s+1/1\s+\S+\s+0\.774\s+\S+\s+0\.422\s", result.output, flags=re.M)
+
+
+def check_import_contracts(result: Result) -> None:
+    """docs/architecture.md: the rooms' import rules hold."""
+    assert result.returncode == 0, result.output
+    assert re.search(r"^Contracts: \d+ kept, 0 broken\.$", result.output, flags=re.M), result.output
+
+
+def check_offline_example_plan(result: Result) -> None:
+    """docs/library.md: the level-(c) example planned offline, as JSON on stdout."""
+    assert result.returncode == 0, result.output
+    resources = json.loads(result.stdout)["resources"]
+    types = {r["type"] for r in resources}
+    assert {"triton-gke:index:TritonOnCluster", "triton-gke:k8s:TritonServing"} <= types, types
+    assert "kubernetes:apps/v1:Deployment" in types, types
+
+
+def check_provider_schema(result: Result) -> None:
+    """docs/library.md: the schema the provider infers is the committed triton_gke/schema.json."""
+    assert result.returncode == 0, result.output
+    committed = json.loads((PROJECT_DIR / "triton_gke" / "schema.json").read_text(encoding="utf-8"))
+    assert json.loads(result.stdout) == committed
 
 
 def check_prod_plan_json(result: Result) -> None:
@@ -220,10 +305,12 @@ def check_dev_plan_in_europe(result: Result) -> None:
 
 
 def check_sandbox(result: Result) -> None:
-    """'RPS, p50/p95, failures, achieved batch size, queue vs compute time per request, the alerts that fired or
-    are pending, and where the data is (build/sandbox/)'."""
+    """README and docs/sandbox.md: 'the load Locust offered and measured, batching and queue vs compute per
+    request, the SLO alerts firing or pending, and where every file of the run is', in the lines they show."""
     assert result.returncode == 0, result.output
     report = result.output[result.output.index("sandbox report: stack dev") :]
+    labels = re.findall(r"^  (\w+) {2,}", report, flags=re.M)
+    assert labels == ["Locust", "Triton", "Alerts", "Scraped", "Note", "Data"], labels
     assert re.search(r"Locust\s+[\d.]+ req/s, p50 [\d.]+ ms, p95 [\d.]+ ms, \d+ failures of \d+ requests", report)
     assert re.search(r"batch size [\d.]+ per execution; per request queue [\d.]+ ms, compute [\d.]+ ms", report)
     assert re.search(r"Alerts\s+firing: .*; pending: ", report)
@@ -270,6 +357,10 @@ def check_console_script_help(result: Result) -> None:
 
 RUN: dict[str, Callable[[Result], None]] = {
     ".venv/bin/triton-gke --help": check_console_script_help,
+    "make plan STACK=dev": check_dev_plan,
+    ".venv/bin/python -m triton_gke.offline.import_contracts": check_import_contracts,
+    ".venv/bin/python -m triton_gke.offline.runtime examples/on-cluster-python --json": check_offline_example_plan,
+    ".venv/bin/python -m triton_gke.provider --schema": check_provider_schema,
     "make sandbox": check_sandbox,
     "make model-repo STACK=dev": check_model_repo,
     "make plan STACK=prod": check_prod_plan,
@@ -286,12 +377,16 @@ RUN: dict[str, Callable[[Result], None]] = {
     "make plan STACK=staging ARGS='--set targetRps=1000'": lambda result: None,
 }
 # Commands whose stdout must be kept apart from stderr to check it.
-STDOUT_APART = {"make plan STACK=prod ARGS=--json"}
+STDOUT_APART = {
+    "make plan STACK=prod ARGS=--json",
+    ".venv/bin/python -m triton_gke.offline.runtime examples/on-cluster-python --json",
+    ".venv/bin/python -m triton_gke.provider --schema",
+}
 
 
 @pytest.fixture(scope="module")
 def examples() -> list[Example]:
-    return readme_examples(README.read_text())
+    return documented_examples()
 
 
 @pytest.fixture(scope="module")
@@ -307,27 +402,47 @@ def results(examples: list[Example]) -> dict[str, Result]:
 
 def test_every_readme_command_is_run_or_has_a_reason(examples: list[Example]) -> None:
     shown = {e.key for e in examples}
-    unchecked = sorted(f"README.md:{e.line}: {e.command}" for e in examples if e.key not in RUN | NOT_RUN)
-    assert not unchecked, "README commands neither run by this test nor listed in NOT_RUN with a reason"
+    unchecked = sorted(f"{e.where}: {e.command}" for e in examples if e.key not in RUN | NOT_RUN)
+    assert not unchecked, "commands neither run by this test nor listed in NOT_RUN with a reason"
     stale = sorted((RUN.keys() | NOT_RUN.keys()) - shown)
-    assert not stale, "commands this test expects that the README no longer shows"
+    assert not stale, "commands this test expects that no document shows any more"
     assert not RUN.keys() & NOT_RUN.keys()
+
+
+def test_no_shell_block_escapes_the_parser() -> None:
+    """A ```bash (or ```console, ...) block would never be run nor listed: every shell block is ```sh or ```text."""
+    found = [
+        f"{path.relative_to(PROJECT_DIR)}:{line}"
+        for path in documents()
+        for line in unparsed_shell_blocks(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, "shell blocks this test does not read; fence them as ```sh (commands) or ```text ($ lines)"
+
+
+def test_documents_show_no_bare_python_module_run() -> None:
+    """Issue 21: no document shows a bare `python -m` (pasted outside the venv it fails); `.venv/bin/python -m`."""
+    bare = [
+        f"{example.where}: {example.command}"
+        for example in documented_examples()
+        if re.search(r"(^|[\s;&|(])python3? -m ", example.command)
+    ]
+    assert not bare
 
 
 @pytest.mark.parametrize("key", sorted(RUN))
 def test_readme_command_works_when_pasted(key: str, examples: list[Example], results: dict[str, Result]) -> None:
     if key not in results:
-        pytest.fail(f"{key!r} is not in the README any more")
+        pytest.fail(f"{key!r} is not in any document any more")
     result = results[key]
     assert "Traceback" not in result.output, result.output
     RUN[key](result)
     for example in (e for e in examples if e.key == key and e.promised):
         output = result.output.splitlines()
         assert len(output) == len(example.promised), (
-            f"README.md:{example.line} promises:\n" + "\n".join(example.promised) + f"\ngot:\n{result.output}"
+            f"{example.where} promises:\n" + "\n".join(example.promised) + f"\ngot:\n{result.output}"
         )
         for got, promised in zip(output, example.promised, strict=True):
-            assert promised_pattern(promised).match(got), f"README.md:{example.line}: {got!r} vs {promised!r}"
+            assert promised_pattern(promised).match(got), f"{example.where}: {got!r} vs {promised!r}"
 
 
 def test_the_refused_plan_exits_2_naming_the_key(results: dict[str, Result]) -> None:
@@ -371,6 +486,7 @@ def test_transcripts_and_sh_blocks_are_parsed() -> None:
 
 # --- the rebuild hint, pasted ----------------------------------------------------------------------------------
 
+COPY_VIEW = ".package-view"
 HINT = re.compile(r"run `(make model-repo [^`]+)` first")
 _NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "build", "__pycache__", ".hypothesis", ".pytest_cache", "results")
 
@@ -387,6 +503,10 @@ def project_copy(tmp_path: Path) -> Path:
     (copy / "build").mkdir()
     (PROJECT_DIR / "build" / "cache").mkdir(parents=True, exist_ok=True)
     (copy / "build" / "cache").symlink_to(PROJECT_DIR / "build" / "cache")
+    # The shared venv's editable install maps triton_gke to this checkout; the copy's own package layout (links to
+    # its rooms) goes first on PYTHONPATH, so the copy runs its own code and writes its own build/.
+    (copy / COPY_VIEW).mkdir()
+    installed_view(copy, copy / COPY_VIEW)
     return copy
 
 
