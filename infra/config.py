@@ -14,7 +14,6 @@ import json
 from collections.abc import Iterator, Mapping
 
 import pulumi
-from pulumi.runtime import config as runtime_config
 from triton_gke.settings.values import StackSettings
 
 from triton_gke import settings
@@ -27,15 +26,18 @@ class ConfigError(settings.ConfigError, pulumi.RunError):
 class RuntimeConfig(Mapping[str, str]):
     """The config the engine handed this program: every key set ('namespace:name') -> its text.
 
-    Keys: the engine's config (pulumi.runtime's CONFIG) and the PULUMI_CONFIG bag; values as pulumi.Config reads
-    them (runtime get_config: CONFIG, then PULUMI_CONFIG_<KEY>, then the bag, whose JSON values are given as JSON).
+    Keys: the PULUMI_CONFIG bag, through the public pulumi.runtime.get_config_env(). The python language host puts
+    the stack's whole config there before it starts the program (pulumi/pulumi sdk/python/cmd/
+    pulumi-language-python/main.go, Run: `PULUMI_CONFIG=<json>`, at 1b5949891b3cefcb9974752b24a5ecef0acc86c8), so
+    it names every key set, whether from the stack file, `--config` or an ESC environment. Values as pulumi.Config
+    reads them (pulumi.runtime.get_config; JSON values given as JSON).
     """
 
     def __init__(self) -> None:
         self._keys = _set_keys()
 
     def __getitem__(self, key: str) -> str:
-        value = runtime_config.get_config(key)
+        value = pulumi.runtime.get_config(key)
         if value is None:
             raise KeyError(key)
         return value if isinstance(value, str) else json.dumps(value)
@@ -49,18 +51,18 @@ class RuntimeConfig(Mapping[str, str]):
 
 def _set_keys() -> set[str]:
     try:
-        from_env = runtime_config.get_config_env()
+        from_env = pulumi.runtime.get_config_env()
     except ValueError:  # PULUMI_CONFIG is a JSON object of full key -> value
         raise ConfigError("PULUMI_CONFIG: not valid JSON; expected an object of namespace:key to value") from None
     if not isinstance(from_env, dict):
         raise ConfigError("PULUMI_CONFIG: expected a JSON object of namespace:key to value")
-    return set(runtime_config.CONFIG.get()) | set(from_env)
+    return set(from_env)
 
 
 def _secret_keys(keys: Mapping[str, str]) -> frozenset[str]:
     """The keys set with --secret: the engine's list (pulumi.runtime's secret keys, also PULUMI_CONFIG_SECRET_KEYS)."""
-    marked = {key for key in keys if runtime_config.is_config_secret(key)}
-    return frozenset(marked | set(runtime_config.get_config_secret_keys_env()))
+    marked = {key for key in keys if pulumi.runtime.is_config_secret(key)}
+    return frozenset(marked | set(pulumi.runtime.get_config_secret_keys_env()))
 
 
 def load_stack_settings() -> StackSettings:

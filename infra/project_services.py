@@ -77,17 +77,15 @@ class ProjectServices(pulumi.ComponentResource):
         """What pods that call Google APIs through Workload Identity must wait for."""
         return [self.services[api] for api in WORKLOAD_APIS]
 
-    def wait_for_apis(self, args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
-        """Stack transformation: a `gcp:` resource also depends on the service of its API.
+    def wait_for_apis(self, args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+        """A resource transform: a `gcp:` resource also depends on the service of its API.
 
         Explicit dependencies order creation and, reversed, deletion
-        (https://www.pulumi.com/docs/iac/concepts/resources/options/dependson/); a transformation registered on the
-        stack applies to every resource created after it, children of components included
-        (https://pulumi.com/docs/concepts/options/transformations/). Transformations run in this process, so the
-        offline plan records them too; the engine-side `transforms` that may replace them one day do not (yet).
+        (https://www.pulumi.com/docs/iac/concepts/resources/options/dependson/). Where it runs decides whether the
+        dependency is kept: see infra/system.py.
         """
         api = api_of(args.type_)
         if api is None:
             return None
         needs = pulumi.ResourceOptions(depends_on=[self.services[api]])
-        return pulumi.ResourceTransformationResult(args.props, pulumi.ResourceOptions.merge(args.opts, needs))
+        return pulumi.ResourceTransformResult(args.props, pulumi.ResourceOptions.merge(args.opts, needs))

@@ -82,14 +82,21 @@ class TritonGkeSystem(pulumi.ComponentResource):
     ) -> None:
         settings = _checked(name, args)
         self._apis: ProjectServices | None = None
-        # Every `gcp:` resource below waits for the API it is created through (ProjectServices.wait_for_apis). A
+        # Every `gcp:` resource below waits for the API it is created through (ProjectServices.wait_for_apis, a
+        # ResourceTransformArgs -> ResourceTransformResult transform). It runs IN THIS PROCESS, through the
+        # `transformations` option, and not as the engine-side `transforms` option, for two reasons read in
+        # pulumi/pulumi@1b5949891b3cefcb9974752b24a5ecef0acc86c8 pkg/resource/deploy/source_eval.go RegisterResource:
+        # 1. the engine runs a component's transforms on its descendants, but rebuilds a resource's dependencies from
+        #    the transformed dependsOn only `if len(req.Transforms) > 0`, i.e. only when the resource's own options
+        #    declare a transform; a dependsOn added by an ancestor's (or a stack) transform is dropped, and no resource
+        #    of this system declares its own (offline/runtime.py run_transforms does the same, and
+        #    tests/test_deploy_invariants.py shows the dependencies vanish with `transforms=`);
+        # 2. an engine-side transform runs after the SDK has sent the registration, and the SDK sends it as soon as
+        #    the dependencies IT knows exist: the API enablement could no longer delay the create, which is the point.
+        # In-process, the dependency is in the request itself and the SDK waits for the service first. The
         # `transformations` option applies to this component and all its descendants
-        # (https://www.pulumi.com/docs/iac/concepts/options/transformations/) and runs in this process, so the
-        # offline plan records the dependencies; the engine-side `transforms` option would do the same under
-        # `pulumi up` (https://www.pulumi.com/docs/iac/concepts/resources/options/transforms/), but Pulumi's mock
-        # monitor does not run transforms (pulumi/runtime/mocks.py, MockResourceArgs.transforms: "The mock monitor
-        # does not run them"), so the plan and its invariant tests could not see them.
-        own = pulumi.ResourceOptions(transformations=[self._wait_for_apis])
+        # (https://www.pulumi.com/docs/iac/concepts/options/transformations/).
+        own = pulumi.ResourceOptions(transformations=[self._in_process])
         super().__init__(TYPE_TOKEN, name, None, pulumi.ResourceOptions.merge(opts, own))
         self._moved = pulumi.ResourceOptions(parent=self, aliases=list(child_aliases))
         self._settings = settings
@@ -97,7 +104,13 @@ class TritonGkeSystem(pulumi.ComponentResource):
         self._declare(settings, child_aliases)
         self.register_outputs(self._outputs())
 
-    def _wait_for_apis(self, args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
+    def _in_process(self, args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
+        """_wait_for_apis run by the SDK before it sends the registration (see __init__ for why)."""
+        custom = isinstance(args.resource, pulumi.CustomResource)
+        result = self._wait_for_apis(pulumi.ResourceTransformArgs(custom, args.type_, args.name, args.props, args.opts))
+        return None if result is None else pulumi.ResourceTransformationResult(result.props, result.opts)
+
+    def _wait_for_apis(self, args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
         if api_of(args.type_) is None:  # not a gcp: resource, or the API services themselves
             return None
         if self._apis is None:

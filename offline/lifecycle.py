@@ -150,12 +150,62 @@ def load_rules(path: Path = RULES_FILE) -> Rules:
 
 
 def applied_state(records: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The state an `up` of these plan records leaves: inputs as sent, but PROVIDER_READ_BACK paths read back."""
-    state = copy.deepcopy(dict(records))
+    """The state an `up` of these plan records leaves: inputs as sent, but PROVIDER_READ_BACK paths read back, and
+    under the URNs the engine gave them (engine_urns)."""
+    state = engine_urns(copy.deepcopy(dict(records)))
     for record in state.values():
         for path in PROVIDER_READ_BACK.get(record["type"], {}):
             _set_path(record["inputs"], path, READ_BACK)
     return state
+
+
+ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
+
+
+def engine_urns(records: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Records of a plan written before plans listed `aliases` carry the URNs of the SDK's mock monitor (the
+    parent's LAST type only, and `pulumi:pulumi:Stack$` before a top-level type); the engine saved the parent's
+    whole qualified type and nothing for the root stack (offline/runtime.py engine_urn). Those URNs are rebuilt
+    from the parent chain; newer records already hold the engine's URN."""
+    legacy = [r for r in records.values() if "aliases" not in r]
+    by_type_name = {(r["type"], r["name"]): r for r in records.values()}
+    memo: dict[int, str] = {}
+
+    def qualified(record: dict[str, Any]) -> str:
+        if id(record) not in memo:
+            parent_type = record["urn"].split("::")[2].rsplit("$", 1)[0] if "$" in record["urn"].split("::")[2] else ""
+            parent = by_type_name.get((parent_type, record["parent"])) if record["parent"] else None
+            memo[id(record)] = f"{qualified(parent)}${record['type']}" if parent else record["type"]
+        return memo[id(record)]
+
+    for record in legacy:
+        head, _, _ = record["urn"].partition("::" + record["urn"].split("::")[2] + "::")
+        record["urn"] = f"{head}::{qualified(record)}::{record['name']}"
+        record["aliases"] = []
+    return records
+
+
+def matches(before: Mapping[str, dict[str, Any]], after: Mapping[str, dict[str, Any]]) -> dict[str, str]:
+    """New TYPE::NAME -> the old one it takes over, as the engine looks a registration up in the old state: by its
+    URN, then by each alias in order (pulumi/pulumi@1b5949891b3cefcb9974752b24a5ecef0acc86c8,
+    pkg/resource/deploy/step_generator.go getOldResource: "We look up first by URN and then by any provided
+    aliases"), an old resource taken at most once. Failing both, the same TYPE::NAME under another URN is still
+    paired, so the diff reports it as replaced (the engine creates the new one and deletes the old)."""
+    by_urn = {record["urn"]: key for key, record in before.items()}
+    taken: set[str] = set()
+    pairs: dict[str, str] = {}
+    for key, record in after.items():
+        for urn in (record["urn"], *record.get("aliases", [])):
+            old = by_urn.get(urn)
+            if old is not None and old not in taken:
+                pairs[key] = old
+                taken.add(old)
+                break
+    for key in after.keys() - pairs.keys():
+        if key in before and key not in taken:
+            pairs[key] = key
+            taken.add(key)
+    return pairs
 
 
 def _set_path(inputs: dict[str, Any], path: str, value: Any) -> None:
@@ -186,13 +236,16 @@ def compare(
 ) -> list[Change]:
     """What `pulumi up` of `after` does to the state `before` (plan records by TYPE::NAME, as applied_state makes)."""
     rules = rules or load_rules()
-    changes = [Change(key, "create") for key in after.keys() - before.keys() if _managed(after[key])]
-    changes += [Change(key, "delete") for key in before.keys() - after.keys() if _managed(before[key])]
-    for key in before.keys() & after.keys():
+    pairs = matches(before, after)
+    kept = set(pairs.values())
+    changes = [Change(key, "create") for key in after.keys() - pairs.keys() if _managed(after[key])]
+    changes += [Change(key, "delete") for key in before.keys() - kept if _managed(before[key])]
+    for key, old in pairs.items():
         if _managed(after[key]):
-            changes.append(_diff(key, before[key], after[key], rules))
+            changes.append(_diff(key, before[old], after[key], rules))
     changes = _cascade(changes, after, rules)
-    changes = [_with_disruption(change, before.get(change.key) or after[change.key]) for change in changes]
+    olds = {key: before[old] for key, old in pairs.items()}
+    changes = [_with_disruption(c, olds.get(c.key) or before.get(c.key) or after[c.key]) for c in changes]
     return sorted(changes, key=lambda c: (ACTIONS.index(c.action), c.key))
 
 
@@ -244,7 +297,7 @@ def _managed(record: Mapping[str, Any]) -> bool:
 
 def _diff(key: str, old: dict[str, Any], new: dict[str, Any], rules: Rules) -> Change:
     reasons = []
-    if old["urn"] != new["urn"]:  # another parent, stack or project: the engine sees a new resource
+    if old["urn"] != new["urn"] and old["urn"] not in new.get("aliases", []):  # the engine sees a new resource
         reasons.append(f"URN {old['urn']} -> {new['urn']} (a new URN is a new resource unless aliased)")
     if old["provider"] != new["provider"]:
         reasons.append(f"provider {old['provider']} -> {new['provider']} (another cluster)")

@@ -251,6 +251,8 @@ def plan_records(plan: Plan) -> list[dict[str, Any]]:
             "ignoreChanges": sorted(r.ignore_changes),
             "replaceOnChanges": sorted(r.replace_on_changes),
             "deleteBeforeReplace": r.delete_before_replace,
+            # The URNs the engine also finds this resource's old state by (offline/runtime.py engine_aliases).
+            "aliases": list(r.aliases),
             "inputs": _tidy(r.inputs),
         }
         for r in _tree_order(plan)

@@ -19,6 +19,7 @@ import contextlib
 import importlib.metadata
 import itertools
 import json
+import os
 import runpy
 import sys
 import threading
@@ -68,6 +69,9 @@ class PlannedResource:
     replace_on_changes: list[str] = field(default_factory=list)
     # A replacement deletes the old resource before creating the new one (ResourceOptions.delete_before_replace).
     delete_before_replace: bool = False
+    # The URNs the engine also looks this resource up by in the old state (its aliases and those inherited from its
+    # parent's): engine_aliases below.
+    aliases: list[str] = field(default_factory=list)
 
     @property
     def provider_urn(self) -> str:
@@ -180,21 +184,30 @@ class InputTap(pulumi.runtime.Mocks):
 
 
 # PRIVATE PULUMI API (the one left): MockMonitor is not exported by pulumi.runtime, only named as the type of
-# set_mocks(monitor=...). Needed because parent, dependencies, customTimeouts, protect, ignoreChanges,
-# replaceOnChanges and deleteBeforeReplace reach the monitor's
-# RegisterResource request but not the public MockResourceArgs. If it changes, the plan loses its ordering,
-# timeouts and protect flags: tests/test_pulumi_runtime_contract.py checks the class and the request fields.
+# set_mocks(monitor=...). Needed because parent, dependencies, aliases, customTimeouts, protect, ignoreChanges,
+# replaceOnChanges and deleteBeforeReplace reach the monitor's RegisterResource request but not the public
+# MockResourceArgs, and because the URN is the monitor's to make (make_urn). If it changes, the plan loses its
+# ordering, URNs, aliases, timeouts and protect flags: tests/test_pulumi_runtime_contract.py checks the class, the
+# request fields and make_urn.
 class RecordingMonitor(pulumi_mocks.MockMonitor):
-    """The mock monitor, plus a record of the fields the engine would use to order and bind resources."""
+    """The mock monitor, plus a record of the fields the engine would use to order and bind resources; URNs,
+    aliases and transforms as the engine makes and runs them (engine_urn, engine_aliases, run_transforms)."""
 
     def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
         self.tap = InputTap(mocks)
         super().__init__(self.tap)
         self.records: list[PlannedResource] = []
+        self._aliases: dict[str, list[str]] = {}  # URN -> its alias URNs, for its children to inherit
+        self._parents: dict[str, str] = {}  # URN -> parent URN, for the transforms of its ancestors
+        self._transforms: dict[str, list[Any]] = {}  # URN -> the transforms its own options declared
+        self._lock = threading.Lock()
 
     @property
     def cloud(self) -> pulumi.runtime.Mocks:
         return self.tap.cloud
+
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        return engine_urn(get_stack_and_project(), parent, type_, name)
 
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
@@ -203,28 +216,151 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             if args is None:
                 version = importlib.metadata.version("pulumi")
                 raise RuntimeError(f"pulumi {version}: the mock monitor no longer calls Mocks.new_resource")
-            self.records.append(
-                PlannedResource(
-                    type=request.type,
-                    name=request.name,
-                    urn=response.urn,
-                    custom=bool(request.custom),
-                    parent_urn=request.parent,
-                    provider_ref=request.provider,
-                    # The SDK sends explicit depends_on together with every resource whose Outputs the
-                    # inputs use (components expanded to their children): the engine's whole ordering.
-                    dependencies=list(request.dependencies),
-                    # The inputs as the public mock API hands them to Mocks.new_resource (secrets still wrapped).
-                    inputs=_plain(args.inputs),
-                    sequence=next(_sequence),
-                    custom_timeouts=_custom_timeouts(request),
-                    protect=bool(request.protect),
-                    ignore_changes=list(request.ignoreChanges),
-                    replace_on_changes=list(request.replaceOnChanges),
-                    delete_before_replace=bool(request.deleteBeforeReplace),
-                )
-            )
+            self.records.append(self._record(request, response.urn, args))
         return response
+
+    def _record(self, request: Any, urn: str, args: pulumi.runtime.MockResourceArgs) -> PlannedResource:
+        with self._lock:
+            aliases = engine_aliases(get_stack_and_project(), request, self._aliases.get(request.parent, []))
+            self._aliases[urn] = aliases
+            self._parents[urn] = request.parent
+            self._transforms[urn] = list(args.transforms)
+            chain = [*args.transforms, *self._ancestor_transforms(request.parent), *self.get_registered_transforms()]
+        # The SDK sends explicit depends_on together with every resource whose Outputs the inputs use (components
+        # expanded to their children): the engine's whole ordering, unless a transform of its own changes it.
+        inputs, dependencies = run_transforms(chain, request, args, list(request.dependencies), self._urn_of)
+        return PlannedResource(
+            type=request.type,
+            name=request.name,
+            urn=urn,
+            custom=bool(request.custom),
+            parent_urn=request.parent,
+            provider_ref=request.provider,
+            dependencies=dependencies,
+            # The inputs as the public mock API hands them to Mocks.new_resource (secrets still wrapped).
+            inputs=_plain(inputs),
+            sequence=next(_sequence),
+            custom_timeouts=_custom_timeouts(request),
+            protect=bool(request.protect),
+            ignore_changes=list(request.ignoreChanges),
+            replace_on_changes=list(request.replaceOnChanges),
+            delete_before_replace=bool(request.deleteBeforeReplace),
+            aliases=aliases,
+        )
+
+    def _ancestor_transforms(self, parent: str) -> list[Any]:
+        """The transforms of the parent, then its parent's, up to the root (source_eval.go, see run_transforms)."""
+        chain: list[Any] = []
+        while parent:
+            chain += self._transforms.get(parent, [])
+            parent = self._parents.get(parent, "")
+        return chain
+
+    def _urn_of(self, resource: pulumi.Resource) -> str:
+        """The URN of a resource a transform named (depends_on): found by its public type and name."""
+        kind, name = resource.pulumi_resource_type, resource.pulumi_resource_name
+        with self._lock:
+            found = [r.urn for r in self.records if (r.type, r.name) == (kind, name)]
+        if len(found) != 1:
+            raise RuntimeError(f"a transform's depends_on names {kind}::{name}: {len(found)} registered resources")
+        return found[0]
+
+
+def get_stack_and_project() -> tuple[str, str]:
+    return pulumi.get_stack(), pulumi.get_project()
+
+
+# The engine's URN: urn:pulumi:STACK::PROJECT::QUALIFIED_TYPE::NAME, where the qualified type is the parent's WHOLE
+# qualified type, '$', the resource's type, and a child of the root stack (or of nothing) has its own type alone.
+# pulumi/pulumi@1b5949891b3cefcb9974752b24a5ecef0acc86c8: pkg/resource/deploy/deployment.go generateURN ("use the
+# full qualified type") -> sdk/go/common/resource/urn.go NewURN -> sdk/go/common/resource/urn/urn.go New. The SDK's
+# MockMonitor.make_urn keeps only the parent's LAST type and prefixes the root stack's type: not what the engine saves.
+ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
+
+
+def qualified_type(urn: str) -> str:
+    """The URN's qualified type (urn.go QualifiedType): every type from the root down, '$'-separated."""
+    return urn.split("::")[2] if urn else ""
+
+
+def engine_urn(where: tuple[str, str], parent: str, type_: str, name: str) -> str:
+    stack, project = where
+    parent_type = qualified_type(parent)
+    full = f"{parent_type}${type_}" if parent_type and parent_type != ROOT_STACK_TYPE else type_
+    return f"urn:pulumi:{stack}::{project}::{full}::{name}"
+
+
+def engine_aliases(where: tuple[str, str], request: Any, parent_aliases: Sequence[str]) -> list[str]:
+    """The alias URNs the engine derives for a registration (step_generator.go generateAliases, same commit): each
+    alias of the request collapsed to a URN (collapseAliasToUrn), then, for the parent's aliases, the child's
+    inherited alias (inheritedChildAlias: the parent alias's qualified type + the child's type, and the child's
+    name with the parent's name prefix swapped for the alias's) and that of each own alias.
+
+    The engine multiplies by the ONE alias its parent was found by in the old state (sg.aliases[parent]); which one
+    that is depends on the state, so this lists the inherited aliases of every parent alias, as the SDK does when
+    it computes aliases itself (sdk/python/lib/pulumi/runtime/resource.py all_aliases: "N+(M*(1+N))" aliases).
+    """
+    own = [_collapse_alias(where, request, alias) for alias in request.aliases]
+    parent_name = request.parent.rsplit("::", 1)[-1] if request.parent else ""
+    result = list(own)
+    for parent_alias in parent_aliases:
+        result.append(_inherited_alias(where, request.type, request.name, parent_name, parent_alias))
+        for alias in own:
+            alias_type = qualified_type(alias).rsplit("$", 1)[-1]
+            alias_name = alias.rsplit("::", 1)[-1]
+            result.append(_inherited_alias(where, alias_type, alias_name, parent_name, parent_alias))
+    return list(dict.fromkeys(result))  # addAlias: each once, in order
+
+
+def _collapse_alias(where: tuple[str, str], request: Any, alias: Any) -> str:
+    """collapseAliasToUrn: a URN alias as it is; a spec's empty fields default to the resource's own."""
+    if alias.WhichOneof("alias") == "urn":
+        return alias.urn
+    spec = alias.spec
+    parent = "" if spec.noParent else (spec.parentUrn or request.parent)
+    stack, project = spec.stack or where[0], spec.project or where[1]
+    return engine_urn((stack, project), parent, spec.type or request.type, spec.name or request.name)
+
+
+def _inherited_alias(where: tuple[str, str], child_type: str, child_name: str, parent_name: str, alias: str) -> str:
+    if parent_name and child_name.startswith(parent_name):
+        child_name = alias.rsplit("::", 1)[-1] + child_name[len(parent_name) :]
+    return engine_urn(where, alias, child_type, child_name)
+
+
+# Transforms as the engine runs them (pulumi/pulumi@1b5949891b3cefcb9974752b24a5ecef0acc86c8,
+# pkg/resource/deploy/source_eval.go RegisterResource): "First run the transforms for this resource, then it's
+# parents, then the stack", each on the props and options the previous one returned (the docs: a component's
+# transforms apply "to a resource and all of its children",
+# https://www.pulumi.com/docs/iac/concepts/resources/options/transforms/). The dependencies are rebuilt from the
+# transformed dependsOn only `if len(req.Transforms) > 0`, i.e. when the resource's OWN options declare a
+# transform: a dependsOn that a parent's or a stack transform adds is dropped by the engine, and the plan drops it
+# too. (The engine also never holds a registration back for a dependency: the SDK sends a resource only after its
+# dependencies exist, so creation order is decided in the program, before any engine-side transform runs.)
+def run_transforms(
+    chain: Sequence[Any],
+    request: Any,
+    args: pulumi.runtime.MockResourceArgs,
+    dependencies: list[str],
+    urn_of: Callable[[pulumi.Resource], str],
+) -> tuple[dict[str, Any], list[str]]:
+    """(inputs, dependencies) after the transforms in `chain`, as the engine would keep them."""
+    props: dict[str, Any] = dict(args.inputs)
+    opts = pulumi.ResourceOptions()
+    for transform in chain:
+        result = transform(pulumi.ResourceTransformArgs(bool(request.custom), request.type, request.name, props, opts))
+        if result is not None:
+            props, opts = dict(result.props), result.opts
+    if not args.transforms:  # the engine keeps the SDK's dependencies
+        return props, dependencies
+    added = [urn_of(r) for r in _as_list(opts.depends_on)]
+    return props, list(dict.fromkeys([*dependencies, *added]))
+
+
+def _as_list(depends_on: Any) -> list[pulumi.Resource]:
+    if depends_on is None:
+        return []
+    return list(depends_on) if isinstance(depends_on, list | tuple) else [depends_on]
 
 
 def _custom_timeouts(request: Any) -> dict[str, str]:
@@ -263,6 +399,25 @@ def run_program(stack: str, config: dict[str, str], project_name: str, monitor: 
     return run_under_mocks(declare, stack, config, project_name, monitor)
 
 
+@contextlib.contextmanager
+def engine_config_env(config: Mapping[str, str], secret_keys: Sequence[str]) -> Iterator[None]:
+    """The program's config where the engine puts it: the python language host hands a program its stack's config
+    as the JSON bag PULUMI_CONFIG and the secret keys as PULUMI_CONFIG_SECRET_KEYS (pulumi/pulumi
+    sdk/python/cmd/pulumi-language-python/main.go, Run, at 1b5949891b3cefcb9974752b24a5ecef0acc86c8), which the
+    SDK's public pulumi.runtime.get_config_env() reads. Restored afterwards: runs share this process."""
+    saved = {name: os.environ.get(name) for name in ("PULUMI_CONFIG", "PULUMI_CONFIG_SECRET_KEYS")}
+    os.environ["PULUMI_CONFIG"] = json.dumps(dict(config))
+    os.environ["PULUMI_CONFIG_SECRET_KEYS"] = json.dumps(list(secret_keys))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def run_under_mocks(
     declare: Callable[[], Any],
     stack: str,
@@ -280,13 +435,15 @@ def run_under_mocks(
     pulumi.runtime.reset_options()
     monitor = monitor or RecordingMonitor(CloudMocks())
     pulumi.runtime.set_mocks(monitor.mocks, project=project_name, stack=stack, preview=False, monitor=monitor)
-    pulumi.runtime.set_all_config(config, list(secret_keys))
+    with engine_config_env(config, secret_keys):
+        # As pulumi-language-python-exec does with the same variables before it runs the program.
+        pulumi.runtime.set_all_config(config, list(secret_keys))
 
-    @pulumi.runtime.test
-    def program() -> None:
-        declare()
+        @pulumi.runtime.test
+        def program() -> None:
+            declare()
 
-    program()
+        program()
     by_urn = {r.urn: r for r in monitor.records}
     for record in monitor.records:
         record.parent = by_urn.get(record.parent_urn)

@@ -20,8 +20,10 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import pulumi
 import pytest
 from conftest import evaluate
+from triton_gke.infra import project_services
 from triton_gke.offline.runtime import Plan, PlannedResource
 
 # name -> (stack file, overrides): every shipped stack.
@@ -607,3 +609,36 @@ def test_a_new_domain_gets_a_certificate_of_a_new_name():
         assert re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", cert.inputs["name"]), cert.inputs["name"]
         names.add(cert.inputs["name"])
     assert len(names) == 2, f"both domains name their certificate {names}"
+
+
+def _missing_api_dependencies(plan: Plan) -> list[str]:
+    services = _services(plan)
+    gcp = [r for r in plan.resources if r.custom and r.type.startswith("gcp:") and r.type != PROJECT_SERVICE]
+    return [
+        r.name for r in gcp if services[API_OF_MODULE[r.type.split(":")[1].split("/")[0]]].urn not in waits_for(plan, r)
+    ]
+
+
+def test_without_the_api_transform_resources_no_longer_wait_for_their_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The invariant above is the transform's doing: with it answering nothing, the dependencies are gone."""
+    monkeypatch.setattr(project_services.ProjectServices, "wait_for_apis", lambda self, args: None)
+    assert _missing_api_dependencies(evaluate("dev"))
+
+
+def test_as_an_engine_side_transform_the_api_rule_would_be_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why infra/system.py runs the rule in-process: the engine runs a component's `transforms` on its descendants
+    but keeps a transformed dependsOn only for a resource whose own options declare a transform
+    (pulumi/pulumi@1b5949891b3cefcb9974752b24a5ecef0acc86c8 pkg/resource/deploy/source_eval.go, `if
+    len(req.Transforms) > 0`), which offline/runtime.py run_transforms reproduces."""
+    real_merge = pulumi.ResourceOptions.merge
+
+    def engine_side(opts: Any, other: Any) -> pulumi.ResourceOptions:
+        """TritonGkeSystem's options with its in-process rule moved to the `transforms` option."""
+        merged = real_merge(opts, other)
+        rules = [t for t in merged.transformations or [] if getattr(t, "__name__", "") == "_in_process"]
+        if rules:
+            merged.transforms, merged.transformations = [rules[0].__self__._wait_for_apis], None
+        return merged
+
+    monkeypatch.setattr(pulumi.ResourceOptions, "merge", staticmethod(engine_side))
+    assert _missing_api_dependencies(evaluate("dev"))

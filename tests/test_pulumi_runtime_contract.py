@@ -243,10 +243,11 @@ def test_programs_run_one_after_another_do_not_share_a_stack(stacks: list[str]) 
         assert set(plan.outputs) == {f"only-{stack}"}, broken(
             "pulumi.runtime.reset_options()", f"stack {stack} sees the outputs {sorted(plan.outputs)}"
         )
-        # A resource's URN is urn:pulumi:STACK::PROJECT::PARENT-TYPE$TYPE::NAME; its parent is this run's root Stack:
-        # https://pkg.go.dev/github.com/pulumi/pulumi/sdk/v3/go/common/resource/urn (urn:pulumi:<Stack>::<Project>::...)
+        # A resource's URN is urn:pulumi:STACK::PROJECT::QUALIFIED-TYPE::NAME, and a child of the root Stack has its
+        # own type alone (pulumi/pulumi@1b5949891b3cefcb9974752b24a5ecef0acc86c8 pkg/resource/deploy/deployment.go
+        # generateURN: "don't use the root stack type"; offline/runtime.py engine_urn).
         urns = [r.urn for r in plan.resources]
-        expected = f"urn:pulumi:{stack}::contract::pulumi:pulumi:Stack$contract:index:Thing::t"
+        expected = f"urn:pulumi:{stack}::contract::contract:index:Thing::t"
         assert urns == [expected], broken("pulumi.runtime.reset_options()", f"stack {stack} recorded {urns}")
 
 
@@ -255,3 +256,41 @@ def test_exports_land_on_the_root_stack_outputs() -> None:
     assert "answer" in plan.outputs, broken(
         'getattr(pulumi.runtime.get_root_resource(), "outputs"', "pulumi.export no longer fills Stack.outputs"
     )
+
+
+def test_the_monitor_still_makes_urns_through_make_urn_and_hands_over_transforms() -> None:
+    """RecordingMonitor overrides make_urn (the engine's URN) and runs the transforms MockResourceArgs carries."""
+    marker = "def make_urn(self, parent: str, type_: str, name: str)"
+    params = list(inspect.signature(pulumi_mocks.MockMonitor.make_urn).parameters)
+    assert params == ["self", "parent", "type_", "name"], broken(marker, "MockMonitor.make_urn changed")
+    assert "self.make_urn(" in inspect.getsource(pulumi_mocks.MockMonitor.RegisterResource), broken(
+        marker, "RegisterResource no longer calls make_urn"
+    )
+    assert "transforms" in inspect.signature(pulumi.runtime.MockResourceArgs).parameters, broken(
+        "args.transforms", "MockResourceArgs has no transforms"
+    )
+    assert callable(getattr(pulumi_mocks.MockMonitor, "get_registered_transforms", None)), broken(
+        "get_registered_transforms", "MockMonitor.get_registered_transforms is gone"
+    )
+
+
+def test_only_the_offline_runtime_reaches_past_the_public_pulumi_api() -> None:
+    """Issue 21: public Pulumi API only. The program, the components and the tools use pulumi.* as documented;
+    the few private pieces the mock runtime needs (MockMonitor, the root Stack's outputs) live in offline/runtime.py,
+    pinned by the tests above. No module reads pulumi.runtime.config's CONFIG (infra/config.py reads the engine's
+    PULUMI_CONFIG bag through the public get_config_env)."""
+    import re
+
+    import triton_gke
+
+    private = re.compile(r"pulumi\.runtime\.config|runtime_config\.CONFIG|\bCONFIG\.get\(|pulumi\.runtime\.mocks|"
+                         r"pulumi\.[a-z_.]*\._[a-z]|from pulumi[a-z_.]* import _")  # fmt: skip
+    package_root = Path(triton_gke.__file__).resolve().parent.parent
+    offenders = []
+    for path in sorted(package_root.rglob("*.py")):
+        relative = path.relative_to(package_root)
+        if relative.parts[0] in {".venv", "build", "tests", "examples"} or relative == Path("offline/runtime.py"):
+            continue
+        lines = enumerate(path.read_text().splitlines(), 1)
+        offenders += [f"{relative}:{n}" for n, line in lines if private.search(line)]
+    assert offenders == []

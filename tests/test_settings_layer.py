@@ -103,17 +103,21 @@ def test_the_offline_entry_reads_the_stack_file_and_overrides() -> None:
         from_stack_file("nosuch")
 
 
-def test_the_adapter_reads_the_pulumi_config_bag(monkeypatch: pytest.MonkeyPatch) -> None:
-    """PULUMI_CONFIG (a JSON object, values may be JSON numbers) counts as set config, as pulumi.Config reads it."""
+def test_the_adapter_reads_the_keys_the_engine_passes_in_pulumi_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every key in the bag the language host passes (PULUMI_CONFIG, pulumi-language-python main.go Run) counts as
+    set, a misspelt one is refused, and a bag that is not a JSON object is refused in one line."""
     config = stack_settings("dev")
-    config.pop(f"{PROJECT}:locustWorkers", None)
-    monkeypatch.setenv("PULUMI_CONFIG", json.dumps({f"{PROJECT}:locustWorkers": 5}))
+    config[f"{PROJECT}:locustWorkers"] = "5"
     assert _through_adapter("dev", config).load_test.workers == 5
-    monkeypatch.setenv("PULUMI_CONFIG", json.dumps({f"{PROJECT}:locustWorker": 5}))
+    config.pop(f"{PROJECT}:locustWorkers")
+    config[f"{PROJECT}:locustWorker"] = "5"
     assert _through_adapter("dev", config) == (
         f"refused: {PROJECT}:locustWorker: unknown setting; did you mean locustWorkers?"
     )
-    monkeypatch.setenv("PULUMI_CONFIG", "[1]")
-    assert _through_adapter("dev", config) == (
-        "refused: PULUMI_CONFIG: expected a JSON object of namespace:key to value"
-    )
+
+    def broken_bag() -> object:
+        monkeypatch.setenv("PULUMI_CONFIG", "[1]")
+        return infra_config.load_stack_settings()
+
+    with pytest.raises(ConfigError, match="^PULUMI_CONFIG: expected a JSON object of namespace:key to value$"):
+        run_under_mocks(broken_bag, "dev", stack_settings("dev"), PROJECT)

@@ -1,0 +1,108 @@
+"""URNs and aliases in the offline plan are the engine's, and `--against` matches a moved resource by its aliases.
+
+Sources (pulumi/pulumi@1b5949891b3cefcb9974752b24a5ecef0acc86c8): pkg/resource/deploy/deployment.go generateURN (the
+parent's whole qualified type), sdk/go/common/resource/urn/urn.go New, pkg/resource/deploy/step_generator.go
+generateAliases / collapseAliasToUrn / inheritedChildAlias / getOldResource (URN first, then aliases).
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+from conftest import evaluate
+from triton_gke.infra import system
+from triton_gke.offline.lifecycle import applied_state, compare
+from triton_gke.offline.plan import plan_records
+from triton_gke.offline.plan_diff import index_records, load_plan
+from triton_gke.offline.runtime import Plan, run_under_mocks
+
+# `triton-gke plan --stack S --json` of each stack at 20975ba, before the components wrapped its resources.
+BASELINES = Path(__file__).resolve().parent / "data" / "plans-before-components"
+STACKS = ("dev", "staging", "prod")
+
+
+class Thing(pulumi.CustomResource):
+    def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("test:index:Thing", name, {}, opts)
+
+
+class Group(pulumi.ComponentResource):
+    def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("test:index:Group", name, None, opts)
+        Thing(f"{name}-inner", pulumi.ResourceOptions(parent=self))
+
+
+def records(plan: Plan) -> dict[str, dict[str, Any]]:
+    return index_records(plan_records(plan), plan.stack)
+
+
+def before() -> None:
+    Group("group")
+    Thing("alone")
+
+
+def after(aliased: bool = True) -> None:
+    wrap = pulumi.ComponentResource("test:index:Wrap", "wrap")
+    aliases = [pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)] if aliased else []
+    Group("group", pulumi.ResourceOptions(parent=wrap, aliases=aliases))
+    Thing("alone", pulumi.ResourceOptions(parent=wrap, aliases=aliases))
+
+
+def test_urns_carry_the_parents_whole_qualified_type_and_no_root_stack_type() -> None:
+    plan = run_under_mocks(after, "s", {}, "p")
+    urns = {r.name: r.urn for r in plan.resources}
+    assert urns["wrap"] == "urn:pulumi:s::p::test:index:Wrap::wrap"
+    assert urns["group-inner"] == "urn:pulumi:s::p::test:index:Wrap$test:index:Group$test:index:Thing::group-inner"
+
+
+def test_a_child_inherits_its_parents_alias() -> None:
+    plan = run_under_mocks(after, "s", {}, "p")
+    inner = next(r for r in plan.resources if r.name == "group-inner")
+    assert inner.aliases == ["urn:pulumi:s::p::test:index:Group$test:index:Thing::group-inner"]
+
+
+def test_moved_resources_are_unchanged_with_their_aliases_and_replaced_without() -> None:
+    old = applied_state(records(run_under_mocks(before, "s", {}, "p")))
+    kept = compare(old, records(run_under_mocks(after, "s", {}, "p")))
+    # (offline/lifecycle.py treats every type outside triton-gke: as a provider's: the new wrapper shows as created)
+    assert {c.key: c.action for c in kept if c.action != "unchanged"} == {"test:index:Wrap::wrap": "create"}
+    lost = compare(old, records(run_under_mocks(lambda: after(aliased=False), "s", {}, "p")))
+    assert {c.key for c in lost if c.action == "replace"} == {
+        "test:index:Thing::alone",
+        "test:index:Group::group",
+        "test:index:Thing::group-inner",  # the descendant goes with its parent's alias
+    }
+
+
+def baseline(stack: str, tmp_path: Path) -> dict[str, dict[str, Any]]:
+    plain = tmp_path / f"{stack}.json"
+    plain.write_bytes(gzip.decompress((BASELINES / f"{stack}.json.gz").read_bytes()))
+    return load_plan(plain)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_wrapped_stacks_keep_every_deployed_resource(stack: str, tmp_path: Path) -> None:
+    changes = compare(applied_state(baseline(stack, tmp_path)), records(evaluate(stack)))
+    assert [c.line() for c in changes if c.action in ("create", "replace", "delete")] == []
+
+
+def test_without_one_alias_that_resource_and_its_descendants_are_replaced(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The model store loses its alias: its bucket and IAM members under it become new resources."""
+    real = system.ModelStore
+
+    def unaliased(name: str, args: Any, opts: pulumi.ResourceOptions) -> Any:
+        return real(name, args, opts=pulumi.ResourceOptions(parent=opts.parent))
+
+    old = applied_state(baseline("dev", tmp_path))
+    monkeypatch.setattr(system, "ModelStore", unaliased)
+    changes = compare(old, records(evaluate("dev")))
+    replaced = {c.key for c in changes if c.action == "replace"}
+    below_store = {k for k, r in old.items() if r["parent"] == "models" and not r["type"].startswith("triton-gke:")}
+    assert replaced and replaced == below_store & replaced
+    assert {c.key for c in changes if c.action in ("create", "delete")} == set()
