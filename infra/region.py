@@ -10,8 +10,9 @@ component existed (see TritonGkeSystem for the aliases that keep their identity)
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import NotRequired, TypedDict
+import difflib
+from collections.abc import Mapping, Sequence
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 from triton_gke.infra.cluster import GkeCluster, GkeClusterArgs
@@ -20,6 +21,7 @@ from triton_gke.infra.negs import ZonalNegs, ZonalNegsArgs
 from triton_gke.k8s.common import ArgsError
 from triton_gke.k8s.on_cluster import ClusterWiring, TritonOnCluster, TritonOnClusterArgs, check_args
 from triton_gke.k8s.triton import neg_names
+from triton_gke.settings.catalogue import gke_driver_branch
 
 TYPE_TOKEN = "triton-gke:index:TritonGkeRegion"
 
@@ -58,7 +60,9 @@ class TritonGkeRegion(pulumi.ComponentResource):
         *,
         child_aliases: Sequence[pulumi.Alias] = (),
     ) -> None:
-        _check(name, args)
+        serving = _serving(args)
+        driver_branch = _driver_branch(args.get("cluster")) if isinstance(args, Mapping) else None
+        _check(name, args, serving, driver_branch)
         super().__init__(TYPE_TOKEN, name, None, opts)
         moved = pulumi.ResourceOptions(parent=self, aliases=list(child_aliases))
         cluster_args = args["cluster"]
@@ -83,15 +87,18 @@ class TritonGkeRegion(pulumi.ComponentResource):
             args.get("wiring") or ClusterWiring(),
             neg_cleanup=[self._negs.cleanup],
             neg_name_prefix=self._cluster.cluster_name,
+            driver_branch=driver_branch,
             child_aliases=tuple(child_aliases),
         )
         self._triton = TritonOnCluster(
             name,
-            args["serving"],
+            serving,
             opts=pulumi.ResourceOptions(parent=self, providers=[self._cluster.provider]),
             wiring=wiring,
         )
-        resolve_neg_service(pulumi.Output.from_input(self._triton.serving.neg_service))
+        neg_service_resource = self._triton.serving.neg_service
+        assert neg_service_resource is not None  # container_native_lb is on (_serving)
+        resolve_neg_service(pulumi.Output.from_input(neg_service_resource))
         self.cluster_name = pulumi.Output.from_input(self._cluster.cluster.name)
         self.endpoint = pulumi.Output.from_input(self._cluster.cluster.endpoint)
         self.kubeconfig = pulumi.Output.secret(self._cluster.kubeconfig)
@@ -112,19 +119,50 @@ class TritonGkeRegion(pulumi.ComponentResource):
         return self._triton
 
 
-def _check(name: str, args: TritonGkeRegionArgs) -> None:
-    """One ArgsError line naming the field, before any child is declared."""
+def _serving(args: Any) -> Any:
+    """The region's TritonOnClusterArgs with container_native_lb on: its NEG lifecycle (ZonalNegs) and the global
+    load balancer use the NEGs GKE creates for Triton's NEG Service. A refusal of an explicit false is _check's."""
+    serving = args.get("serving") if isinstance(args, Mapping) else None
+    if not isinstance(serving, Mapping) or "container_native_lb" in serving:
+        return serving
+    return {**serving, "container_native_lb": True}
+
+
+def _driver_branch(cluster: Any) -> int | None:
+    """The NVIDIA driver branch GKE installs on the region's GPU nodes, as the settings layer computes it
+    (settings/serving.py check_image_runs_on_driver); None where the Kubernetes version is not plain "1.MINOR"."""
+    if not isinstance(cluster, GkeClusterArgs) or not isinstance(cluster.kubernetes_version, str):
+        return None
+    parts = cluster.kubernetes_version.split(".")
+    if len(parts) < 2 or not parts[1].isdigit():
+        return None
+    # INSTALLATION_DISABLED deploys the COS installer without a version (k8s/nvidia_driver.py): DEFAULT's branch.
+    version = cluster.gpu_pool.driver_version
+    return gke_driver_branch(int(parts[1]), "DEFAULT" if version == "INSTALLATION_DISABLED" else version)
+
+
+def _check(name: str, args: Any, serving: Any, driver_branch: int | None) -> None:
+    """One ArgsError line naming the field, before any child is declared: unknown fields first."""
     where = f"TritonGkeRegion {name!r}"
+    if not isinstance(args, Mapping):
+        raise ArgsError(f"{where}: args: expected a TritonGkeRegionArgs mapping, got {type(args).__name__}")
+    known = TritonGkeRegionArgs.__annotations__
+    for key in args:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"did you mean {close[0]}?" if close else f"expected one of {', '.join(known)}"
+            raise ArgsError(f"{where}: {key}: unknown field; {hint}")
     if not isinstance(args.get("cluster"), GkeClusterArgs):
         raise ArgsError(f"{where}: cluster: expected GkeClusterArgs (infra/cluster_args.py gke_cluster_args)")
     if not isinstance(args.get("project"), str) or not args["project"]:
         raise ArgsError(f"{where}: project: expected the Google Cloud project ID")
     if args["cluster"].region != name:
         raise ArgsError(f"{where}: cluster: its region {args['cluster'].region!r} is not this component's name")
-    serving = args.get("serving")
-    if isinstance(serving, dict) and "kubeconfig" in serving:
+    if isinstance(serving, Mapping) and "kubeconfig" in serving:
         raise ArgsError(f"{where}: serving.kubeconfig: leave it out; the region's own cluster provider is used")
+    if isinstance(serving, Mapping) and serving.get("container_native_lb") is False:
+        raise ArgsError(f"{where}: serving.container_native_lb: leave it out; the region's load balancer needs NEGs")
     try:
-        check_args(name, serving)
+        check_args(name, serving, driver_branch=driver_branch)
     except ArgsError as err:
         raise ArgsError(f"{where}: serving: {str(err).split(': ', 1)[1]}") from None

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
@@ -24,6 +23,7 @@ import pulumi_kubernetes as kubernetes
 import pulumi_random as random
 from triton_gke.contracts.triton import PORTS
 from triton_gke.contracts.workloads import TRITON_APP
+from triton_gke.k8s import on_cluster_args as checks
 from triton_gke.k8s.autoscaling import Autoscaling, AutoscalingArgs, serves_custom_metrics
 from triton_gke.k8s.common import ArgsError
 from triton_gke.k8s.loadtest import LOCUST_NAMESPACE, LoadTest, LoadTestArgs
@@ -50,13 +50,6 @@ DEFAULT_LOAD_TEST = LoadTestArgs(
 # "cloud.google.com/gke-accelerator") and taints it nvidia.com/gpu (same page: "GKE automatically taints the GPU
 # nodes"), so these defaults fit any GKE cluster with a T4 pool.
 GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
-# A Docker tag: "up to 128 characters ... word characters, periods and dashes, not starting with a period or dash"
-# (https://docs.docker.com/reference/cli/docker/image/tag/).
-IMAGE_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-# A bucket name: 3-63 lowercase letters, digits, dashes, underscores and dots
-# (https://cloud.google.com/storage/docs/buckets#naming).
-GCS_URL = re.compile(r"gs://[a-z0-9][a-z0-9._-]{1,61}[a-z0-9](/[^\s]*)?")
-MAX_REPLICAS_LIMIT = 1000
 
 
 class TritonOnClusterArgs(TypedDict):
@@ -81,20 +74,22 @@ class TritonOnClusterArgs(TypedDict):
     autoscaling: NotRequired[bool]
     """An HPA on Triton's queue time (needs monitoring: its adapter serves the metric). Default false."""
     monitoring: NotRequired[bool]
-    """The DCGM exporter, Prometheus and Grafana in the cluster (needs load_test: Prometheus scrapes Locust too).
-    Default false."""
+    """DCGM exporter, Prometheus, Grafana in the cluster (needs load_test: Prometheus scrapes it). Default false."""
     load_test: NotRequired[bool]
     """A Locust master and workers that load Triton. Default false."""
+    container_native_lb: NotRequired[bool]
+    """A `cloud.google.com/neg` Service: GKE then creates zonal NEGs NAME-http and NAME-grpc in the project, for a load
+    balancer of yours; their names are project-wide, so two clusters in one zone need two names. Default false."""
     gpus_per_pod: NotRequired[int]
-    """GPUs each Triton pod takes (all of its node's). Default 1."""
+    """GPUs each Triton pod takes (all of its node's): 1, 2 or 4, the T4 machine shapes. Default 1."""
     startup_minutes: NotRequired[int]
     """How long one pod may take from scheduling to Ready (model load, TensorRT builds). Default 40."""
     queue_time_target_us: NotRequired[int]
     """The average queue time per request (microseconds) the HPA holds each pod to. Default 30000."""
     admin_key: NotRequired[pulumi.Input[str]]
-    """The key that unlocks Triton's admin APIs; absent: a random one (the admin_key output)."""
+    """The key of Triton's admin APIs: 15-256 of A-Z a-z 0-9 - . _ ~ + /; absent: a random one (admin_key output)."""
     grafana_admin_password: NotRequired[pulumi.Input[str]]
-    """Grafana's admin password (monitoring only); absent: a random one."""
+    """Grafana's admin password, at least 15 characters (monitoring only); absent: a random one."""
     region: NotRequired[str]
     """The region label of this cluster's metrics and alerts (monitoring only); default the component's name."""
 
@@ -110,6 +105,9 @@ class ClusterWiring:
     # What Triton's NEG Service waits for (infra/negs.py ZonalNegs.cleanup).
     neg_cleanup: Sequence[pulumi.Resource] = ()
     neg_name_prefix: str | None = None
+    # The NVIDIA driver branch of the GPU nodes (e.g. 535) where the composer knows it: a CUDA 13 image needs one
+    # that runs it (model_repo/settings.py runs_on_driver). None: unknown, so CUDA 12 images only.
+    driver_branch: int | None = None
     model_digest: str = ""
     load_test: LoadTestArgs = DEFAULT_LOAD_TEST
     # The monitoring choices (watched namespaces and the password are filled in here); None: builtin defaults.
@@ -140,9 +138,10 @@ class TritonOnCluster(pulumi.ComponentResource):
         *,
         wiring: ClusterWiring | None = None,
     ) -> None:
-        check_args(name, args)  # before any child: a refusal leaves nothing half-declared
-        super().__init__(TYPE_TOKEN, name, None, opts)
         wiring = wiring or ClusterWiring()
+        # Before any child: a refusal leaves nothing half-declared.
+        check_args(name, args, driver_branch=wiring.driver_branch)
+        super().__init__(TYPE_TOKEN, name, None, opts)
         a = _with_defaults(args)
         child = self._child_options(name, a)
         self.admin_key = pulumi.Output.secret(self._secret(a.get("admin_key"), f"triton-admin-key-{name}"))
@@ -211,7 +210,7 @@ class TritonOnCluster(pulumi.ComponentResource):
             gpus_per_node=a["gpus_per_pod"],
             min_replicas=a["min_replicas"],
             max_replicas=a["max_replicas"],
-            neg_name_prefix=wiring.neg_name_prefix or name,
+            neg_name_prefix=(wiring.neg_name_prefix or name) if a["container_native_lb"] else None,
             autoscale=a["autoscaling"],
             bucket_access=tuple(wiring.bucket_access),
             model_digest=wiring.model_digest,
@@ -298,27 +297,32 @@ def _with_defaults(args: Mapping[str, Any]) -> dict[str, Any]:
         "autoscaling": False,
         "monitoring": False,
         "load_test": False,
+        "container_native_lb": False,
         "gpus_per_pod": 1,
         "startup_minutes": DEFAULT_STARTUP_MINUTES,
         "queue_time_target_us": DEFAULT_QUEUE_TIME_TARGET_US,
     }
     given = {k: v for k, v in args.items() if v is not None}
     # A min_replicas above the default bound raises the default max_replicas with it (an explicit one is checked).
-    if isinstance(given.get("min_replicas"), int) and "max_replicas" not in given:
+    if checks.is_int(given.get("min_replicas")) and "max_replicas" not in given:
         defaults["max_replicas"] = max(DEFAULT_MAX_REPLICAS, given["min_replicas"])
     return defaults | given
 
 
-def check_args(name: str, args: Any) -> None:
-    """Refuse bad TritonOnClusterArgs with one ArgsError line naming the field; Outputs are checked by the cluster."""
+def check_args(name: str, args: Any, *, driver_branch: int | None = None) -> None:
+    """Refuse bad TritonOnClusterArgs (and a bad component name) with one ArgsError line naming the field.
+
+    driver_branch: the NVIDIA driver branch of the GPU nodes where the composer knows it (TritonGkeRegion does),
+    which lets a CUDA 13 image through when that driver runs it.
+    """
     where = f"TritonOnCluster {name!r}"
     if not isinstance(args, Mapping):
         raise ArgsError(f"{where}: args: expected a TritonOnClusterArgs mapping, got {type(args).__name__}")
-    for problem in _problems(args):
+    for problem in _problems(name, args, driver_branch):
         raise ArgsError(f"{where}: {problem}")
 
 
-def _problems(args: Mapping[str, Any]) -> list[str]:
+def _problems(name: str, args: Mapping[str, Any], driver_branch: int | None) -> list[str]:
     known = TritonOnClusterArgs.__annotations__
     unknown = [key for key in args if key not in known]
     if unknown:
@@ -326,81 +330,6 @@ def _problems(args: Mapping[str, Any]) -> list[str]:
         hint = f"did you mean {close[0]}?" if close else f"expected one of {', '.join(known)}"
         return [f"{unknown[0]}: unknown field; {hint}"]
     a = _with_defaults(args)
-    return [p for p in (_field_problem(key, a) for key in known) if p]
-
-
-def _field_problem(key: str, a: Mapping[str, Any]) -> str | None:
-    value = a.get(key)
-    if key == "model_repository":
-        return _repository_problem(value)
-    if key in ("min_replicas", "max_replicas", "gpus_per_pod", "startup_minutes", "queue_time_target_us"):
-        return _whole_number_problem(key, value, a)
-    if key in ("autoscaling", "monitoring", "load_test"):
-        return _flag_problem(key, value, a)
-    if key == "image_tag" and not (isinstance(value, str) and IMAGE_TAG.fullmatch(value)):
-        return f"image_tag: {value!r} is not a Docker tag (letters, digits, _ . -, at most 128)"
-    if key == "gpu_node_selector" and value is not None:
-        return _selector_problem(value)
-    if key in ("kubeconfig", "gpu_toleration_key", "model_reader_service_account", "admin_key", "region"):
-        return _text_problem(key, value)
-    return None
-
-
-def _repository_problem(value: Any) -> str | None:
-    if value is None:
-        return "model_repository: required; expected gs://BUCKET/PREFIX"
-    if isinstance(value, str) and not GCS_URL.fullmatch(value):
-        return f"model_repository: {value!r} is not a gs://BUCKET/PREFIX URL"
-    return None if isinstance(value, str | pulumi.Output) else f"model_repository: expected text, got {value!r}"
-
-
-LIMITS = {
-    "min_replicas": (1, MAX_REPLICAS_LIMIT),
-    "max_replicas": (1, MAX_REPLICAS_LIMIT),
-    "gpus_per_pod": (1, 8),  # GKE attaches at most 8 GPUs to a node (A2/A3 shapes; a T4 node at most 4)
-    "startup_minutes": (1, 180),  # the stack's tritonStartupMinutes bound (settings/serving.py)
-    "queue_time_target_us": (1, 60_000_000),
-}
-
-
-def _whole_number_problem(key: str, value: Any, a: Mapping[str, Any]) -> str | None:
-    low, high = LIMITS[key]
-    if key == "max_replicas" and isinstance(a.get("min_replicas"), int):
-        low = max(low, a["min_replicas"])
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        return f"{key}: {value!r} is not valid; expected a whole number from {low} to {high}"
-    return None
-
-
-def _flag_problem(key: str, value: Any, a: Mapping[str, Any]) -> str | None:
-    if not isinstance(value, bool):
-        return f"{key}: {value!r} is not valid; expected true or false"
-    # An HPA on a metric nobody serves never scales (FailedGetPodsMetric): the metric comes from monitoring's adapter.
-    if key == "autoscaling" and value and not (a.get("monitoring") is True and serves_custom_metrics("builtin")):
-        return "autoscaling: needs monitoring: true (its adapter serves the HPA's queue-time metric)"
-    # Prometheus reads pods in Triton's, Locust's and the exporter's namespaces (k8s/monitoring/prometheus.py
-    # POD_SELECTORS): its Roles need the Locust namespace to exist.
-    if key == "monitoring" and value and a.get("load_test") is not True:
-        return "monitoring: needs load_test: true (Prometheus also scrapes Locust's namespace)"
-    return None
-
-
-def _selector_problem(value: Any) -> str | None:
-    if isinstance(value, pulumi.Output):
-        return None
-    if not isinstance(value, Mapping) or not value:
-        return f"gpu_node_selector: {value!r} is not valid; expected a non-empty map of label to value"
-    for label, text in value.items():
-        if not isinstance(label, str) or not label or not isinstance(text, str | pulumi.Output):
-            return f"gpu_node_selector: {label!r}: {text!r} is not valid; expected text labels and values"
-    return None
-
-
-def _text_problem(key: str, value: Any) -> str | None:
-    if value is None or isinstance(value, pulumi.Output):
-        return None
-    if not isinstance(value, str) or not value.strip():
-        return f"{key}: {value!r} is not valid; expected non-empty text"
-    if key == "model_reader_service_account" and "@" not in value:
-        return f"{key}: {value!r} is not a service account email (NAME@PROJECT.iam.gserviceaccount.com)"
-    return None
+    field_checks = checks.field_checks(serves_custom_metrics("builtin"), driver_branch)
+    found = [checks.name_problem(name), *(field_checks[key](a.get(key), a) for key in known)]
+    return [p for p in found if p]

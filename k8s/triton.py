@@ -93,8 +93,9 @@ class TritonServingArgs:
     # replaces the pods one at a time (triton_timeouts).
     min_replicas: int
     max_replicas: int
-    # Names of the zonal NEGs GKE creates for the global load balancer.
-    neg_name_prefix: str
+    # Names of the zonal NEGs GKE creates for the global load balancer; None: no NEG Service, so GKE creates none
+    # (standalone TritonOnCluster without container_native_lb).
+    neg_name_prefix: str | None
     # Whether an HPA (k8s.autoscaling.Autoscaling, where k8s.autoscaling.serves_custom_metrics) owns the replica
     # count. Without a metric source an HPA never scales (FailedGetPodsMetric), so Triton then runs a fixed
     # min_replicas that Pulumi owns.
@@ -139,7 +140,7 @@ class TritonServing(pulumi.ComponentResource):
     namespace: kubernetes.core.v1.Namespace
     deployment: kubernetes.apps.v1.Deployment
     service: kubernetes.core.v1.Service
-    neg_service: kubernetes.core.v1.Service
+    neg_service: kubernetes.core.v1.Service | None
 
     def __init__(self, name: str, args: TritonServingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-gke:k8s:TritonServing", name, None, opts)
@@ -190,11 +191,18 @@ class TritonServing(pulumi.ComponentResource):
         )
         self._disruption_budget(ns)
         self.service = self._service(ns, TRITON_APP, annotations={})
-        self.neg_service = self._service(
-            ns,
-            f"{TRITON_APP}-neg",
-            annotations={"cloud.google.com/neg": self.neg_annotation},
-            depends_on=args.neg_cleanup,
+        # The `cloud.google.com/neg` annotation makes GKE's NEG controller create standalone zonal NEGs with these
+        # names in the project, whether or not a load balancer uses them
+        # (https://cloud.google.com/kubernetes-engine/docs/how-to/standalone-neg): only when asked.
+        self.neg_service = (
+            None
+            if args.neg_name_prefix is None
+            else self._service(
+                ns,
+                f"{TRITON_APP}-neg",
+                annotations={"cloud.google.com/neg": self.neg_annotation},
+                depends_on=args.neg_cleanup,
+            )
         )
         self.register_outputs({"namespace": ns, "service": self.service.metadata.name})
 
@@ -213,7 +221,9 @@ class TritonServing(pulumi.ComponentResource):
 
     @property
     def neg_names(self) -> dict[str, str]:
-        return neg_names(self._args.neg_name_prefix)
+        """Port name -> NEG name; empty without a NEG Service."""
+        prefix = self._args.neg_name_prefix
+        return {} if prefix is None else neg_names(prefix)
 
     @property
     def neg_annotation(self) -> str:

@@ -135,13 +135,15 @@ BAD_ARGS = {
     "zero replicas": ({"min_replicas": 0}, "min_replicas: 0 is not valid"),
     "max below min": ({"min_replicas": 3, "max_replicas": 2}, "max_replicas: 2 is not valid; expected a whole"),
     "bool as count": ({"max_replicas": True}, "max_replicas: True is not valid"),
-    "bad tag": ({"image_tag": "-latest"}, "image_tag: '-latest' is not a Docker tag"),
+    "bad tag": ({"image_tag": "-latest"}, "image_tag: '-latest' is not a Triton release tag"),
     "hpa alone": ({"autoscaling": True}, "autoscaling: needs monitoring: true"),
     "monitoring alone": ({"monitoring": True}, "monitoring: needs load_test: true"),
     "misspelt field": ({"min_replica": 1}, "min_replica: unknown field; did you mean min_replicas?"),
     "empty selector": ({"gpu_node_selector": {}}, "gpu_node_selector: {} is not valid"),
     "not an email": ({"model_reader_service_account": "reader"}, "model_reader_service_account: 'reader' is not"),
     "empty kubeconfig": ({"kubeconfig": " "}, "kubeconfig: ' ' is not valid"),
+    "short admin key": ({"admin_key": "a"}, "admin_key: not valid"),
+    "password without grafana": ({"grafana_admin_password": "x" * 20}, "grafana_admin_password: only with monitoring"),
 }
 
 
@@ -161,17 +163,20 @@ def test_bad_args_are_one_line_naming_the_field_before_any_child(changes: dict, 
     assert monitor.records == [], "nothing declared before the refusal"
 
 
+# Kubernetes label syntax (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/).
+LABEL_NAME = st.from_regex(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,10}[A-Za-z0-9])?", fullmatch=True)
+LABEL_KEY = st.tuples(st.sampled_from(["", "example.com/"]), LABEL_NAME).map("".join)
 GOOD = st.fixed_dictionaries(
     {"model_repository": st.sampled_from([REPOSITORY, "gs://abc/x/y", "gs://a_b.c"])},
     optional={
         "min_replicas": st.integers(1, 5),
         "max_replicas": st.integers(5, 20),
-        "image_tag": st.from_regex(on_cluster.IMAGE_TAG, fullmatch=True),
-        "gpu_toleration_key": st.text(min_size=1, max_size=20).filter(str.strip),
-        "gpu_node_selector": st.dictionaries(st.text(min_size=1, max_size=10), st.text(max_size=10), min_size=1),
+        "image_tag": st.sampled_from(["25.06-py3", "24.12-py3", "23.05-py3", "21.08-py3"]),
+        "gpu_toleration_key": LABEL_KEY,
+        "gpu_node_selector": st.dictionaries(LABEL_KEY, LABEL_NAME | st.just(""), min_size=1, max_size=3),
         "monitoring": st.booleans(),
         "load_test": st.booleans(),
-        "gpus_per_pod": st.integers(1, 8),
+        "gpus_per_pod": st.sampled_from([1, 2, 4]),
     },
 ).filter(lambda a: not a.get("monitoring") or a.get("load_test"))  # monitoring needs the load test's namespace
 ANY_VALUE = (

@@ -15,6 +15,7 @@ prints the inferred schema (tests/test_provider.py compares it with the committe
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import sys
 import typing
@@ -25,6 +26,7 @@ from typing import Any
 import pulumi
 
 import triton_gke
+from triton_gke.cli.one_line import OneLineParser
 
 # The package name: the first part of every type token (triton-gke:index:TritonOnCluster). The host puts every
 # component in the `index` module (pulumi/provider/experimental/analyzer.py, Analyzer docstring).
@@ -35,6 +37,14 @@ PROVIDER_NAME = "triton-gke"
 # dataclasses; ClusterWiring holds pulumi.Resource objects), and a provider's Construct receives plain values only.
 COMPONENTS: dict[str, str] = {"TritonOnCluster": "triton_gke.k8s.on_cluster"}
 SCHEMA_FILE = Path(__file__).resolve().with_name("schema.json")
+# Properties whose values the schema marks secret (schema name, per component): a generated SDK then wraps them as
+# secrets and the engine keeps them encrypted in state and out of logs. The package schema's property has
+# `"secret": true` for this (https://www.pulumi.com/docs/iac/using-pulumi/pulumi-packages/schema/#property); the
+# pinned SDK's analyzer has no marker for it (pulumi/provider/experimental/analyzer.py PropertyDefinition: optional,
+# type, ref, description, items, additional_properties, plain; schema.py Property.to_json writes no "secret"),
+# so the inferred schema is amended here, for both the committed file and what the host serves (_provider_class).
+SECRET_INPUTS: dict[str, tuple[str, ...]] = {"TritonOnCluster": ("kubeconfig", "adminKey", "grafanaAdminPassword")}
+SECRET_OUTPUTS: dict[str, tuple[str, ...]] = {"TritonOnCluster": ("adminKey",)}
 
 
 def component_classes(components: Mapping[str, str] = COMPONENTS) -> list[type[pulumi.ComponentResource]]:
@@ -91,7 +101,25 @@ def infer_schema(components: Sequence[type[pulumi.ComponentResource]] | None = N
         result["type_definitions"],
         dependencies,
     )
-    return spec.to_json()
+    return amend_schema(spec.to_json())
+
+
+def amend_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with the secret properties marked and every description dedented.
+
+    The analyzer copies an attribute docstring as written, so a second line kept the source's indentation
+    ("...\n    Default false."); inspect.cleandoc removes it as Python does for docstrings (PEP 257).
+    """
+    for token, resource in schema.get("resources", {}).items():
+        component = token.rsplit(":", 1)[-1]
+        for section, secret in (("inputProperties", SECRET_INPUTS), ("properties", SECRET_OUTPUTS)):
+            properties = resource.get(section, {})
+            for name in secret.get(component, ()):
+                properties[name]["secret"] = True
+            for prop in properties.values():
+                if isinstance(prop.get("description"), str):
+                    prop["description"] = inspect.cleandoc(prop["description"])
+    return schema
 
 
 def schema_text(components: Sequence[type[pulumi.ComponentResource]] | None = None) -> str:
@@ -118,6 +146,11 @@ def _provider_class() -> type:
     from pulumi.provider.experimental.component import ComponentProvider
 
     class WholeNumbers(ComponentProvider):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            # Serve the schema as committed: secrets marked, descriptions dedented (amend_schema).
+            self.schema = json.dumps(amend_schema(json.loads(self.schema or "{}")))
+
         # Why: numbers cross the wire as protobuf doubles, and ComponentProvider.map_input_properties of pulumi
         # 3.272.0 computes int(value) for an `integer` property but then stores the original float (no `continue`
         # after the conversion, pulumi/provider/experimental/component.py), so `max_replicas: 2` reached the
@@ -135,17 +168,49 @@ def _provider_class() -> type:
     return WholeNumbers
 
 
+def _parser() -> OneLineParser:
+    parser = OneLineParser(
+        prog="python -m triton_gke.provider",
+        description="The triton-gke component provider: print or rewrite its schema, or serve the components to the "
+        "Pulumi engine (as the language host runs the plugin: python triton_gke/plugin ENGINE_ADDRESS).",
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--schema", action="store_true", help="print the schema the SDK's analyzer infers, as JSON")
+    mode.add_argument("--write-schema", action="store_true", help=f"rewrite {SCHEMA_FILE.name} with that schema")
+    parser.add_argument(
+        "engine", nargs="?", help="the engine's address: serve the components (the engine's own flags pass through)"
+    )
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """`--schema`: print the inferred schema; `--write-schema`: rewrite schema.json; else host the components."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["--schema"]:
-        sys.stdout.write(schema_text())
-        return 0
-    if args[:1] == ["--write-schema"]:
+    """`--schema`: print the inferred schema; `--write-schema`: rewrite schema.json; ENGINE: host the components.
+
+    A bad option is one line on stderr and exit 2 (cli/one_line.py). With an engine address the words the engine
+    adds (--logtostderr, -v=N, ...) are left to pulumi.provider.main, which reads them itself (provider/server.py).
+    """
+    parser = _parser()
+    args, extra = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    if args.schema or args.write_schema:
+        if args.engine or extra:
+            parser.error(f"unrecognized arguments: {' '.join([*([args.engine] if args.engine else []), *extra])}")
+        return _schema(write=args.write_schema)
+    if args.engine is None:
+        parser.error(
+            f"unrecognized arguments: {' '.join(extra)}"
+            if extra
+            else "expected --schema, --write-schema or the engine's address"
+        )
+    host()
+    return 0
+
+
+def _schema(*, write: bool) -> int:
+    if write:
         SCHEMA_FILE.write_text(schema_text())
         print(f"wrote {SCHEMA_FILE}")
-        return 0
-    host()
+    else:
+        sys.stdout.write(schema_text())
     return 0
 
 

@@ -1,8 +1,10 @@
 """Triton serving on an existing GKE cluster with a T4 pool: one TritonOnCluster, two ways to reach the cluster.
 
-pulumi config set modelRepository gs://BUCKET/PREFIX
-pulumi config set --secret kubeconfig "$(cat cluster.kubeconfig)"   # or leave unset: the current kube context
+pulumi config set modelRepository gs://BUCKET/PREFIX                # required
+pulumi config set --secret kubeconfig "$(cat cluster.kubeconfig)"   # optional; unset: the current kube context
 pulumi up
+
+(The YAML example, examples/on-cluster-yaml, needs kubeconfig set: Pulumi YAML cannot leave a property out.)
 """
 
 import pulumi

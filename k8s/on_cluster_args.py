@@ -1,0 +1,331 @@
+"""The checks of TritonOnClusterArgs: one problem line per field, run before any child is declared.
+
+Each check returns None (fine) or "FIELD: what is wrong; what is expected"; k8s/on_cluster.py check_args turns the
+first one into an ArgsError naming the component. A pulumi Output is accepted where the field is an Input (the
+cluster or the cloud checks it later) and refused where the component needs the value at plan time.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pulumi
+import yaml
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.settings import FIRST_CUDA13_RELEASE, image_release, runs_on_driver
+from triton_gke.observability.settings import MonitoringError, validate_label_value
+
+# The component's name becomes the zonal NEGs' names `<name>-http`/`<name>-grpc` (k8s/triton.py neg_names), the
+# default `region` label of its metrics and its children's names. A NEG is a Compute Engine resource: "[a-z]([-a-z0-9]*
+# [a-z0-9])?", 1-63 characters (RFC 1035, https://cloud.google.com/compute/docs/naming-resources#resource-name-format),
+# which is also a Kubernetes DNS-1123 label (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/
+# #dns-label-names). 63 less the longest suffix, "-grpc".
+COMPONENT_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+MAX_NAME_LENGTH = 63 - len("-grpc")
+
+# Bucket names (https://cloud.google.com/storage/docs/buckets#naming): lowercase letters, digits, dashes, underscores
+# and dots; start and end with a letter or digit; 3-63 characters, up to 222 with dots, each dot-separated part at
+# most 63; not an IP address in dotted-decimal notation; not beginning with "goog"; not containing "google" or a close
+# misspelling such as "g00gle".
+BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
+BUCKET_PART = re.compile(r"[a-z0-9_-]{1,63}")
+GOOGLE_LIKE = re.compile(r"g[o0][o0]gle")
+# Object names (https://cloud.google.com/storage/docs/objects#naming): at most 1024 bytes of UTF-8, no carriage
+# return or line feed, not "." or "..", and the page recommends against control characters and "#", "?" ("[", "]",
+# "*" too), which gcloud and URLs read as wildcards or fragments. Triton appends `/MODEL/...` to the prefix, so a
+# `..` part or an empty part (`//`) names objects it never finds.
+MAX_OBJECT_NAME_BYTES = 1024
+OBJECT_AVOID = set("#?[]*")
+GS = "gs://"
+
+# Label keys and values (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/
+# #syntax-and-character-set): a key is an optional DNS-subdomain prefix (at most 253 characters) and "/", then a name
+# of at most 63 characters "beginning and ending with an alphanumeric character ([a-z0-9A-Z]) with dashes (-),
+# underscores (_), dots (.), and alphanumerics between"; a value is empty or such a name. A taint key follows the
+# same syntax (https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/: "The key must begin
+# with a letter or number, and may contain letters, numbers, hyphens, dots, and underscores ... Optionally, the key
+# can begin with a DNS subdomain prefix and a single /"; the API server validates it as a qualified name).
+LABEL_NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+# T4 machine shapes carry 1, 2 or 4 GPUs (https://cloud.google.com/compute/docs/gpus#t4-gpus, "NVIDIA T4 GPUs";
+# settings/cluster.py T4_LIMITS), and a pod takes all of its node's.
+GPUS_PER_POD = (1, 2, 4)
+
+# A Google service account's email: ACCOUNT@PROJECT.iam.gserviceaccount.com for user-managed accounts (ACCOUNT 6-30
+# characters, lowercase letters, digits, dashes), or a Google-managed one under *.gserviceaccount.com, e.g.
+# PROJECT_NUMBER-compute@developer.gserviceaccount.com (https://cloud.google.com/iam/docs/service-account-types).
+# GKE's Workload Identity annotation `iam.gke.io/gcp-service-account` takes one of these
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity).
+SERVICE_ACCOUNT = re.compile(
+    r"[a-z0-9][a-z0-9-]{0,61}[a-z0-9]@[a-z0-9]([a-z0-9.:-]{0,251}[a-z0-9])?\.gserviceaccount\.com"
+)
+
+# Secrets: NIST SP 800-63B-4 section 3.1.1.2 requires passwords used as a single factor to be at least 15 characters
+# (https://pages.nist.gov/800-63-4/sp800-63b.html#passwordver). The admin key alone unlocks Triton's admin APIs and
+# the Grafana password alone Grafana's admin account, so both are single factors; the generated ones have 40.
+MIN_SECRET_LENGTH = 15
+MAX_SECRET_LENGTH = 256
+# The admin key is sent as an HTTP header value and is spliced into tritonserver's
+# `--http-restricted-api=API[,API]:HEADER=KEY` (k8s/triton.py triton_server_args), so it keeps to characters that
+# neither syntax reads: letters, digits and - . _ ~ + / (RFC 9110 section 5.5 forbids CR, LF and NUL in a field
+# value; ',' ':' '=' are the option's separators).
+ADMIN_KEY = re.compile(r"[A-Za-z0-9._~+/-]+")
+
+MAX_REPLICAS_LIMIT = 1000
+LIMITS = {
+    "min_replicas": (1, MAX_REPLICAS_LIMIT),
+    "max_replicas": (1, MAX_REPLICAS_LIMIT),
+    "startup_minutes": (1, 180),  # the stack's tritonStartupMinutes bound (settings/serving.py)
+    "queue_time_target_us": (1, 60_000_000),
+}
+WHOLE_NUMBERS = (*LIMITS, "gpus_per_pod")
+FLAGS = ("autoscaling", "monitoring", "load_test", "container_native_lb")
+
+Problem = str | None
+
+
+def name_problem(name: Any) -> Problem:
+    if isinstance(name, str) and COMPONENT_NAME.fullmatch(name) and len(name) <= MAX_NAME_LENGTH:
+        return None
+    return (
+        f"name: {name!r} is not valid; expected a DNS label for the NEG and resource names derived from it "
+        f"(lowercase letters, digits and -, starting with a letter, at most {MAX_NAME_LENGTH} characters)"
+    )
+
+
+def _must_be_plain(key: str, value: Any, kind: str) -> Problem:
+    return f"{key}: {kind} must be given as a plain value, not a pulumi Output (it is needed at plan time)"
+
+
+def repository_problem(value: Any) -> Problem:
+    key = "model_repository"
+    if value is None:
+        return f"{key}: required; expected gs://BUCKET/PREFIX"
+    if isinstance(value, pulumi.Output):
+        return None
+    if not isinstance(value, str):
+        return f"{key}: expected text, got {value!r}"
+    if not value.startswith(GS):
+        return f"{key}: {value!r} is not a gs://BUCKET/PREFIX URL"
+    bucket, _, path = value[len(GS) :].partition("/")
+    why = _bucket_problem(bucket) or _object_path_problem(path)
+    return f"{key}: {value!r} is not a gs://BUCKET/PREFIX URL: {why}" if why else None
+
+
+def _bucket_problem(bucket: str) -> Problem:
+    if not BUCKET.fullmatch(bucket) or not all(BUCKET_PART.fullmatch(part) for part in bucket.split(".")):
+        return (
+            "the bucket name takes 3-63 lowercase letters, digits, -, _ (up to 222 with dots, 63 between dots), "
+            "starting and ending with a letter or digit"
+        )
+    if len(bucket) > 63 and "." not in bucket:
+        return "a bucket name without dots has at most 63 characters"
+    if bucket.startswith("goog") or GOOGLE_LIKE.search(bucket):
+        return 'a bucket name may not begin with "goog" or contain "google" or a misspelling of it'
+    if _is_ip_address(bucket):
+        return "a bucket name may not be an IP address"
+    return None
+
+
+def _is_ip_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _object_path_problem(path: str) -> Problem:
+    if len(path.encode()) > MAX_OBJECT_NAME_BYTES:
+        return f"an object name has at most {MAX_OBJECT_NAME_BYTES} bytes"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
+        return "control characters (newlines, NUL, ESC, ...) are not valid in an object name"
+    if OBJECT_AVOID & set(path):
+        return "the prefix may not contain # ? [ ] * (GCS and gcloud read them as fragment or wildcards)"
+    parts = path.rstrip("/").split("/") if path.rstrip("/") else []
+    if any(part in ("", ".", "..") for part in parts):
+        return "the prefix may not have empty, '.' or '..' parts (no //)"
+    return None
+
+
+def whole_number_problem(key: str, value: Any, a: Mapping[str, Any]) -> Problem:
+    if isinstance(value, pulumi.Output):
+        return f"{key}: must be a plain number, not a pulumi Output (it sizes the rollout and the HPA at plan time)"
+    if key == "gpus_per_pod":
+        if isinstance(value, bool) or value not in GPUS_PER_POD:
+            return f"{key}: {value!r} is not valid; expected 1, 2 or 4 (the GPUs of one T4 node)"
+        return None
+    low, high = LIMITS[key]
+    if key == "max_replicas" and is_int(a.get("min_replicas")):
+        low = max(low, a["min_replicas"])
+    if not is_int(value) or not low <= value <= high:
+        return f"{key}: {value!r} is not valid; expected a whole number from {low} to {high}"
+    return None
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def flag_problem(key: str, value: Any, a: Mapping[str, Any], serves_metrics: bool) -> Problem:
+    if isinstance(value, pulumi.Output):
+        return f"{key}: must be a plain true or false, not a pulumi Output (it decides which resources exist)"
+    if not isinstance(value, bool):
+        return f"{key}: {value!r} is not valid; expected true or false"
+    # An HPA on a metric nobody serves never scales (FailedGetPodsMetric): the metric comes from monitoring's adapter.
+    if key == "autoscaling" and value and not (a.get("monitoring") is True and serves_metrics):
+        return "autoscaling: needs monitoring: true (its adapter serves the HPA's queue-time metric)"
+    # Prometheus reads pods in Triton's, Locust's and the exporter's namespaces (k8s/monitoring/prometheus.py
+    # POD_SELECTORS): its Roles need the Locust namespace to exist.
+    if key == "monitoring" and value and a.get("load_test") is not True:
+        return "monitoring: needs load_test: true (Prometheus also scrapes Locust's namespace)"
+    return None
+
+
+def image_tag_problem(value: Any, driver_branch: int | None) -> Problem:
+    """The settings layer's rule (model_repo/settings.py image_release: a released YY.MM-py3 server image), and a
+    CUDA 13 image only where the nodes' driver branch is known to run it (runs_on_driver)."""
+    if isinstance(value, pulumi.Output):
+        return _must_be_plain("image_tag", value, "the Triton image tag")
+    try:
+        release = image_release(value)
+    except ModelRepoError as err:
+        # The settings layer's example tag is a CUDA 13 one, which needs a known driver here: name the default.
+        return "image_tag: " + str(err).split(": ", 1)[1].replace("e.g. 25.10-py3", "e.g. 25.06-py3")
+    if release < FIRST_CUDA13_RELEASE or (driver_branch is not None and runs_on_driver(release, driver_branch)):
+        return None
+    known = "its nodes' driver is unknown here" if driver_branch is None else f"its nodes run R{driver_branch}"
+    return (
+        f"image_tag: {value!r} is a CUDA 13 image (25.08 and later), which a T4 runs only on driver R575+ or "
+        f"R470/R525/R535/R545, not on R550/R570, and {known}: use 25.06-py3 (CUDA 12)"
+    )
+
+
+def selector_problem(value: Any) -> Problem:
+    if isinstance(value, pulumi.Output):
+        return None
+    if not isinstance(value, Mapping) or not value:
+        return f"gpu_node_selector: {value!r} is not valid; expected a non-empty map of label to value"
+    for label, text in value.items():
+        if not is_label_key(label):
+            return f"gpu_node_selector: {label!r} is not a Kubernetes label key ([PREFIX/]NAME, NAME at most 63)"
+        if not (isinstance(text, pulumi.Output) or is_label_value(text)):
+            return f"gpu_node_selector: {label}: {text!r} is not a Kubernetes label value (at most 63, [A-Za-z0-9_.-])"
+    return None
+
+
+def is_label_key(key: Any) -> bool:
+    if not isinstance(key, str):
+        return False
+    prefix, slash, name = key.rpartition("/")
+    if slash and not (DNS_SUBDOMAIN.fullmatch(prefix) and len(prefix) <= 253):
+        return False
+    return bool(LABEL_NAME.fullmatch(name))
+
+
+def is_label_value(value: Any) -> bool:
+    return isinstance(value, str) and (value == "" or bool(LABEL_NAME.fullmatch(value)))
+
+
+def toleration_key_problem(value: Any) -> Problem:
+    if value is None or isinstance(value, pulumi.Output) or is_label_key(value):
+        return None
+    return f"gpu_toleration_key: {value!r} is not a Kubernetes taint key ([PREFIX/]NAME, NAME at most 63)"
+
+
+def kubeconfig_problem(value: Any) -> Problem:
+    if value is None or isinstance(value, pulumi.Output):
+        return None
+    if not isinstance(value, str) or not value.strip():
+        return f"kubeconfig: {value!r} is not valid; expected the text of a kubeconfig (YAML)"
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        parsed = None
+    # A kubeconfig is a YAML mapping (apiVersion, kind: Config, clusters, ...):
+    # https://kubernetes.io/docs/concepts/configuration/organize-cluster-access-kubeconfig/
+    if not isinstance(parsed, Mapping):
+        return "kubeconfig: not a kubeconfig; expected YAML text with apiVersion, clusters, contexts, users"
+    return None
+
+
+def service_account_problem(value: Any) -> Problem:
+    if value is None or isinstance(value, pulumi.Output):
+        return None
+    if isinstance(value, str) and SERVICE_ACCOUNT.fullmatch(value):
+        return None
+    return (
+        f"model_reader_service_account: {value!r} is not a service account email (NAME@PROJECT.iam.gserviceaccount.com)"
+    )
+
+
+def admin_key_problem(value: Any) -> Problem:
+    if value is None or isinstance(value, pulumi.Output):
+        return None
+    if isinstance(value, str) and MIN_SECRET_LENGTH <= len(value) <= MAX_SECRET_LENGTH and ADMIN_KEY.fullmatch(value):
+        return None
+    return (
+        f"admin_key: not valid; expected {MIN_SECRET_LENGTH}-{MAX_SECRET_LENGTH} letters, digits or - . _ ~ + / "
+        "(leave it out for a generated one)"
+    )
+
+
+def grafana_password_problem(value: Any, a: Mapping[str, Any]) -> Problem:
+    if value is None:
+        return None
+    if a.get("monitoring") is not True:
+        return "grafana_admin_password: only with monitoring: true (without it there is no Grafana)"
+    if isinstance(value, pulumi.Output):
+        return None
+    # An empty password leaves Grafana's own default, admin/admin: "admin_password: The password of the default
+    # Grafana Admin. Set once on first-run. Default is admin."
+    # (https://grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/#admin_password; sign-in page:
+    # https://grafana.com/docs/grafana/latest/setup-grafana/sign-in-to-grafana/).
+    printable = isinstance(value, str) and value.isprintable() and value.strip() == value
+    if printable and MIN_SECRET_LENGTH <= len(value) <= MAX_SECRET_LENGTH:
+        return None
+    return (
+        f"grafana_admin_password: not valid; expected {MIN_SECRET_LENGTH}-{MAX_SECRET_LENGTH} printable characters "
+        "without surrounding spaces (leave it out for a generated one)"
+    )
+
+
+def region_problem(value: Any, a: Mapping[str, Any]) -> Problem:
+    if value is None:
+        return None
+    if a.get("monitoring") is not True:
+        return "region: only with monitoring: true (it labels the metrics and alerts)"
+    if isinstance(value, pulumi.Output):
+        return _must_be_plain("region", value, "the metrics' region label")
+    try:
+        validate_label_value("region", value)
+    except MonitoringError as err:
+        return str(err)
+    return None
+
+
+Check = Callable[[Any, Mapping[str, Any]], Problem]
+
+
+def field_checks(serves_metrics: bool, driver_branch: int | None) -> dict[str, Check]:
+    """Field -> its check, given the field's value and all the Args (with defaults)."""
+    checks: dict[str, Check] = {
+        "model_repository": lambda v, a: repository_problem(v),
+        "kubeconfig": lambda v, a: kubeconfig_problem(v),
+        "gpu_node_selector": lambda v, a: None if v is None else selector_problem(v),
+        "gpu_toleration_key": lambda v, a: toleration_key_problem(v),
+        "image_tag": lambda v, a: image_tag_problem(v, driver_branch),
+        "model_reader_service_account": lambda v, a: service_account_problem(v),
+        "admin_key": lambda v, a: admin_key_problem(v),
+        "grafana_admin_password": grafana_password_problem,
+        "region": region_problem,
+    }
+    for key in WHOLE_NUMBERS:
+        checks[key] = lambda v, a, key=key: whole_number_problem(key, v, a)
+    for key in FLAGS:
+        checks[key] = lambda v, a, key=key: flag_problem(key, v, a, serves_metrics)
+    return checks
