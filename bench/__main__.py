@@ -110,7 +110,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--saddr", help="stack target: Triton host:port instead of the stack's httpEndpoint output")
     p.add_argument("--metrics-url", help="stack target: Triton metrics URL (batch size, GPU use), e.g. port-forwarded")
     p.add_argument("--out", type=Path, help="output folder (default bench/results/<stack>-<date>)")
-    p.add_argument("--build-dir", type=Path, default=runner.BUILD_DIR, help="where the CPU twins are built")
+    p.add_argument("--build-dir", type=Path, default=runner.bench_build_dir(), help="where the CPU twins are built")
     p.add_argument(
         "--record",
         action="store_true",

@@ -7,7 +7,6 @@ import platform
 import subprocess
 from pathlib import Path
 
-import onnxruntime
 from triton_gke.bench.probes import cpu_count
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -61,6 +60,8 @@ def gpu_names() -> list[str]:
 
 
 def facts() -> dict[str, object]:
+    import onnxruntime  # the 'local' extra: imported when used, so --help needs no extra
+
     return {
         "cores": cpu_count(),
         "cpu_model": cpu_model(),

@@ -23,11 +23,11 @@ from pathlib import Path
 
 from triton_gke.bench import machine, perf_analyzer
 from triton_gke.bench.runner import sandbox_server, writable_folder
-from triton_gke.cli.one_line import OneLineParser
+from triton_gke.cli.one_line import CONSOLE_SCRIPT, OneLineParser, hint_command
 from triton_gke.sandbox.processes import run_interruptible
 from triton_gke.sandbox.triton_wheel import TritonStartError
 from triton_gke.settings.errors import ConfigError
-from triton_gke.settings.schema import PROJECT_DIR
+from triton_gke.settings.schema import build_dir
 from triton_gke.settings.stack import check_stack_name
 
 FIELDS = ("mode", "requested_rps", "delivered_rps", "p50_ms", "p95_ms", "server_queue_ms", "server_compute_ms")
@@ -114,9 +114,10 @@ def _pa_rates(argv: list[str] | None) -> int:
     if problem is not None:
         print(f"error: {parser.prog}: --out {args.out}: {problem}", file=sys.stderr)
         return 2
-    repository = PROJECT_DIR / "build" / "bench" / args.stack / "cpu"
+    repository = build_dir() / "bench" / args.stack / "cpu"
     if not (repository / args.model / "config.pbtxt").is_file():
-        print(f"error: {parser.prog}: {repository / args.model}: not built; run `make bench` first", file=sys.stderr)
+        rebuild = hint_command("make bench", f"{CONSOLE_SCRIPT} bench --stack {args.stack}")
+        print(f"error: {parser.prog}: {repository / args.model}: not built; run `{rebuild}` first", file=sys.stderr)
         return 2
     started = datetime.datetime.now(datetime.UTC)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,6 @@ from pathlib import Path
 WHEEL_REQUIREMENT = "tritonclient==2.51.0"
 WHEEL_MEMBER = "tritonclient-2.51.0.data/data/bin/perf_analyzer"
 LIBRARIES = {"libb64.so.0d": "libb64-*.so.0d", "libcudart.so.12": "libcudart-*.so.12*"}
-TOOLS_DIR = Path(__file__).resolve().parent.parent / "build" / "tools"
 
 
 class PerfAnalyzerError(RuntimeError):
@@ -69,8 +68,10 @@ def _pytriton_libs() -> Path:
     return Path(next(iter(spec.submodule_search_locations))).parent / "nvidia_pytriton.libs"
 
 
-def ensure_binary(tools_dir: Path = TOOLS_DIR) -> Path:
-    """build/tools/perf_analyzer/bin/perf_analyzer, downloaded and unpacked on first use."""
+def ensure_binary(tools_dir: Path | None = None) -> Path:
+    """build/tools/perf_analyzer/bin/perf_analyzer of the project folder (the current one, or tools_dir's),
+    downloaded and unpacked on first use."""
+    tools_dir = tools_dir or Path.cwd() / "build" / "tools"
     home = tools_dir / "perf_analyzer"
     binary = home / "bin" / "perf_analyzer"
     if not binary.is_file():

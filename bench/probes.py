@@ -19,9 +19,6 @@ import time
 import urllib.request
 from dataclasses import dataclass
 
-import psutil
-from prometheus_client.parser import text_string_to_metric_families
-
 
 @dataclass(frozen=True)
 class Sample:
@@ -67,6 +64,8 @@ def machine_jiffies() -> tuple[float, float] | None:
 
 def process_tree_cpu_s(pid: int) -> float | None:
     """CPU seconds of a process and all its descendants (Triton's python stubs are children)."""
+    import psutil  # the 'local' extra: imported when used, so --help needs no extra
+
     try:
         root = psutil.Process(pid)
         processes = [root, *root.children(recursive=True)]
@@ -100,6 +99,10 @@ def triton_counters(metrics_url: str, model: str, timeout_s: float = 2.0) -> tup
         return (None,) * (len(COUNTERS) + 1)
     sums: dict[str, float] = {}
     gpu: list[float] = []
+    from prometheus_client.parser import (
+        text_string_to_metric_families,  # the 'local' extra: imported when used, so --help needs no extra
+    )
+
     # By family name: the parser renames counter samples to <name>_total.
     for family in text_string_to_metric_families(text):
         for sample in family.samples:

@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import onnxruntime as ort
 from triton_gke.bench.probes import cpu_count
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 _NUMPY = {"tensor(float)": np.float32, "tensor(uint8)": np.uint8}
 
 
 def session(path: Path, threads: int | None = None) -> ort.InferenceSession:
+    import onnxruntime as ort  # the 'local' extra: imported when used, so --help needs no extra
+
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads or cpu_count()
     options.inter_op_num_threads = 1

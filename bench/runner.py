@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -45,14 +45,20 @@ from triton_gke.bench.slo_search import SloCriteria, SloResult, Step, rate_searc
 from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LOCUSTFILE, LocustEnvironment
 from triton_gke.contracts.triton import READY_PATH
 from triton_gke.model_repo.settings import ModelRepoSettings, VariantSettings
+from triton_gke.settings.schema import build_dir, project_dir
 from tritonclient.grpc import model_config_pb2 as mc
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+# The package's own folder (the repository root in a checkout): on the locustfile's PYTHONPATH.
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
 SHAPE_FILE = Path(__file__).resolve().parent / "locust_steps.py"
 LOCUST = Path(sys.executable).parent / "locust"
-BUILD_DIR = PROJECT_DIR / "build" / "bench"  # the CPU twins the sandbox serves, per stack
 PROXY_KEYS = ("http_proxy", "https_proxy", "grpc_proxy", "all_proxy")
 _TYPE_BYTES = {"TYPE_FP32": 4, "TYPE_FP16": 2, "TYPE_BF16": 2, "TYPE_UINT8": 1, "TYPE_INT8": 1, "TYPE_INT32": 4}
+
+
+def bench_build_dir() -> Path:
+    """The project's build/bench: the CPU twins the sandbox serves, per stack."""
+    return build_dir() / "bench"
 
 
 class BenchError(RuntimeError):
@@ -72,7 +78,7 @@ class BenchConfig:
     raw_seconds: float = 3.0
     saddr: str | None = None  # stack target: overrides the stack output
     metrics_url: str | None = None  # stack target: Triton's metrics, e.g. via port-forward
-    build_dir: Path = BUILD_DIR
+    build_dir: Path = field(default_factory=lambda: bench_build_dir())  # the CPU twins the sandbox serves, per stack
 
     @property
     def criteria(self) -> SloCriteria:
@@ -246,7 +252,7 @@ def stack_outputs(stack: str) -> dict[str, Any]:
     """`pulumi stack output --json` of the deployed stack."""
     command = ["pulumi", "stack", "output", "--json", "--stack", stack]
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=PROJECT_DIR)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=project_dir())
     except FileNotFoundError:
         raise BenchError(
             "--target stack needs the Pulumi CLI (`pulumi stack output --json`); or pass --saddr"
@@ -299,7 +305,7 @@ def locust_env(plan: LoadPlan, model: Model, endpoint: Endpoint, protocol: str) 
     env.update(
         {
             "no_proxy": "*",
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_DIR), os.environ.get("PYTHONPATH")])),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_DIR), os.environ.get("PYTHONPATH")])),
         }
     )
     return env
@@ -315,7 +321,7 @@ def run_locust(plan: LoadPlan, model: Model, endpoint: Endpoint, protocol: str, 
         try:
             result = subprocess.run(
                 command,
-                cwd=PROJECT_DIR,
+                cwd=project_dir(),
                 env=locust_env(plan, model, endpoint, protocol),
                 stdout=log,
                 stderr=subprocess.STDOUT,

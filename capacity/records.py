@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_gke.capacity.bounded_files import parse_json, read_text_file
+from triton_gke.cli.one_line import CONSOLE_SCRIPT, hint_command
 
 try:  # POSIX; elsewhere record updates are not serialised between processes (threads still are)
     import fcntl
@@ -461,7 +462,8 @@ def find_record(
     notes = "".join(f" ({escaped(path.name)} skipped: {why})" for path, why in why_not.items() if why)
     raise NoRecordError(
         f"no capacity record for gpu {gpu}, variant {variant} at an SLO of {number(float(slo_latency_ms))} ms in "
-        f"{escaped(records_dir)}{notes}; measure one with `make bench` (--record) or add a record file"
+        f"{escaped(records_dir)}{notes}; measure one with "
+        f"`{hint_command('make bench ARGS=--record', f'{CONSOLE_SCRIPT} bench --record')}` or add a record file"
     )
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
+import shlex
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -35,6 +36,45 @@ def invoked_as(subcommand: str, make_target: str) -> dict[str, str]:
     if os.environ.get(MAKE_TARGET_ENV) == make_target:
         return {"prog": f"make {make_target}", "hint": SEE_MAKE_HELP}
     return {"prog": f"{CONSOLE_SCRIPT} {subcommand}", "hint": SEE_HELP}
+
+
+# This package's own folder: the repository root in a checkout, site-packages/triton_gke when installed.
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+_ARGS_SPECIAL = frozenset(" \t\r\n'\\")
+
+
+def make_runs_here() -> bool:
+    """Whether a hint may name a `make` target: make runs this command, or the current folder is this repository's
+    checkout (its Makefile has the targets). Installed from the wheel, neither: a hint names the console script."""
+    if os.environ.get(MAKE_TARGET_ENV):
+        return True
+    return Path.cwd().resolve() == _PACKAGE_DIR and (_PACKAGE_DIR / "Makefile").is_file()
+
+
+def join_args(words: Iterable[str]) -> str:
+    """The text of make's ARGS that offline/make_args.py's split_args turns back into exactly `words`."""
+    return " ".join(_quote_arg(word) for word in words)
+
+
+def _quote_arg(word: str) -> str:
+    if word and not _ARGS_SPECIAL.intersection(word):
+        return word
+    # A single quote cannot appear inside single quotes: close, add it escaped, reopen (as in POSIX sh).
+    return "'" + word.replace("'", "'\\''") + "'"
+
+
+def hint_command(make: str, console: str) -> str:
+    """The command a hint names: the make target where make runs (make_runs_here), else the console script's."""
+    return make if make_runs_here() else console
+
+
+def model_repo_command(stack: str | None = None, words: Sequence[str] = ()) -> str:
+    """The command that builds a stack's model repository with these settings options, to paste into a shell:
+    `make model-repo STACK=dev ARGS=...` where make runs (make_runs_here), else `triton-gke model-repo --stack dev`."""
+    if not make_runs_here():
+        return shlex.join([CONSOLE_SCRIPT, "model-repo", *(["--stack", stack] if stack else []), *words])
+    command = ["make", "model-repo", *([f"STACK={shlex.quote(stack)}"] if stack else [])]
+    return " ".join(command + ([f"ARGS={shlex.quote(join_args(words))}"] if words else []))
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -74,4 +114,11 @@ def file_path(text: str) -> Path:
     """An argparse `type` for a file option: an empty word is refused as "empty path" (Path('') is '.', a folder)."""
     if not text:
         raise argparse.ArgumentTypeError("empty path; name a file")
+    return Path(text)
+
+
+def folder_path(text: str) -> Path:
+    """An argparse `type` for a folder option: an empty word is refused (Path('') would be the current folder)."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty path; name a folder")
     return Path(text)

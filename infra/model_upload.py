@@ -21,14 +21,31 @@ from pathlib import Path
 
 import pulumi
 import pulumi_command as command
+from triton_gke.cli.one_line import model_repo_command
 from triton_gke.infra.config import ConfigError
 from triton_gke.model_repo.errors import ModelRepoError
-from triton_gke.model_repo.manifest import MANIFEST, REBUILD, verify_repository
+from triton_gke.model_repo.manifest import MANIFEST, rebuild, verify_repository
 from triton_gke.model_repo.settings import ModelRepoSettings
 from triton_gke.model_repo.sync import hash_local, scan_local
-from triton_gke.settings.schema import PROJECT_DIR
+from triton_gke.settings.schema import build_dir, project_dir
 
-BUILT_REPOSITORY = PROJECT_DIR / "build" / "model_repository"
+# Where `triton-gke model-repo` writes the repository and the upload reads it: build/model_repository of the project
+# folder, the folder `pulumi up` runs the program in (settings/schema.py project_dir: the engine's working directory).
+BUILT_REPOSITORY_NAME = "model_repository"
+
+
+def built_repository() -> Path:
+    """The project's build/model_repository (absolute), as the current folder names it when called."""
+    return build_dir() / BUILT_REPOSITORY_NAME
+
+
+def __getattr__(name: str) -> Path:
+    # BUILT_REPOSITORY, read as a constant by callers: the project folder's, as of the read (PEP 562).
+    if name == "BUILT_REPOSITORY":
+        return built_repository()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 # The Python the two Commands (this sync, infra/negs.py) run the package's modules with. Relative to the project
 # directory, where pulumi-command runs a local command by default ("dir: the directory from which to run the command
 # ... defaults to the directory of the Pulumi program",
@@ -40,12 +57,23 @@ VENV_PYTHON = ".venv/bin/python"
 
 
 def _rebuild_hint(stack: str) -> str:
-    return f"run `make model-repo STACK={stack}` first"
+    # `make model-repo STACK=dev` in this repository or under make, `triton-gke model-repo --stack dev` elsewhere.
+    return f"run `{model_repo_command(stack)}` first"
 
 
-def built_repository_digest(settings: ModelRepoSettings, stack: str, root: Path = BUILT_REPOSITORY) -> str:
-    """Digest of the built repository, after checking it was built from these settings."""
-    where = root.relative_to(PROJECT_DIR) if root.is_relative_to(PROJECT_DIR) else root
+def _shown(path: Path) -> Path:
+    """A path relative to the project folder when inside it (build/model_repository), else as given."""
+    here = project_dir()
+    return path.relative_to(here) if path.is_absolute() and path.is_relative_to(here) else path
+
+
+def built_repository_digest(settings: ModelRepoSettings, stack: str, root: Path | None = None) -> str:
+    """Digest of the built repository, after checking it was built from these settings.
+
+    root: the built repository; default the project's build/model_repository (built_repository()).
+    """
+    root = Path(root) if root is not None else built_repository()
+    where = _shown(root)
     try:
         manifest = json.loads((root / MANIFEST).read_text())
     except (OSError, ValueError):
@@ -58,7 +86,7 @@ def built_repository_digest(settings: ModelRepoSettings, stack: str, root: Path 
     try:  # every file still as built (SHA-256 in the manifest): an edited model is refused, never uploaded
         verify_repository(root)
     except ModelRepoError as err:
-        raise ConfigError(str(err).replace(REBUILD, f"{REBUILD} STACK={stack}")) from None
+        raise ConfigError(str(err).replace(rebuild(), rebuild(stack))) from None
     paths = scan_local(root)
     return _content_digest(root, tuple((p, p.stat().st_size, p.stat().st_mtime_ns) for p in paths))
 
@@ -76,7 +104,8 @@ class ModelUploadArgs:
     bucket: pulumi.Input[str]
     prefix: str
     digest: str
-    local_dir: Path = BUILT_REPOSITORY
+    # The built repository to sync; default the project's build/model_repository (built_repository()).
+    local_dir: Path | None = None
     # The interpreter that runs triton_gke.model_repo.sync (VENV_PYTHON: why this default).
     python: str = VENV_PYTHON
 
@@ -88,9 +117,9 @@ class ModelUpload(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ModelUploadArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-gke:infra:ModelUpload", name, None, opts)
-        local_dir = (
-            args.local_dir.relative_to(PROJECT_DIR) if args.local_dir.is_relative_to(PROJECT_DIR) else args.local_dir
-        )
+        # Relative to the project folder when inside it: pulumi-command runs the sync there (VENV_PYTHON's link), and
+        # the command text in the state does not change with the folder a deployer checked the project out to.
+        local_dir = _shown(Path(args.local_dir) if args.local_dir is not None else built_repository())
         sync = pulumi.Output.from_input(args.bucket).apply(
             lambda bucket: shlex.join(
                 [args.python, "-m", "triton_gke.model_repo.sync", str(local_dir), f"gs://{bucket}/{args.prefix}"]

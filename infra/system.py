@@ -17,6 +17,7 @@ these names and on the physical names (clusters, bucket) that derive from the st
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
@@ -50,6 +51,9 @@ class TritonGkeSystemArgs(TypedDict):
     python: NotRequired[str]
     """The Python that runs the model sync and the NEG cleanup; default `.venv/bin/python` (this repository's venv,
     relative to the project folder). A program that installed triton-gke passes its own, e.g. sys.executable."""
+    model_repository_dir: NotRequired[str]
+    """The built model repository the sync uploads; default build/model_repository of the project folder, the folder
+    `pulumi up` runs the program in, where `triton-gke model-repo --stack STACK` writes it (infra/model_upload.py)."""
 
 
 class TritonGkeSystem(pulumi.ComponentResource):
@@ -101,6 +105,8 @@ class TritonGkeSystem(pulumi.ComponentResource):
         self._moved = pulumi.ResourceOptions(parent=self, aliases=list(child_aliases))
         self._settings = settings
         self._python = args.get("python", VENV_PYTHON)
+        given = args.get("model_repository_dir")
+        self._model_dir = Path(given) if given else None  # None: the project's build/model_repository
         self._declare(settings, child_aliases)
         self.register_outputs(self._outputs())
 
@@ -124,7 +130,7 @@ class TritonGkeSystem(pulumi.ComponentResource):
         # Sent only by operators, never by inference clients: it unlocks Triton's admin APIs.
         self._admin_key = random.RandomPassword("triton-admin-key", length=40, special=False, opts=self._moved)
         self._grafana = random.RandomPassword("grafana-admin-password", length=32, special=False, opts=self._moved)
-        digest = built_repository_digest(settings.model_repo, settings.stack)
+        digest = built_repository_digest(settings.model_repo, settings.stack, self._model_dir)
         # The bucket's Workload Identity binding waits for the clusters (GKE creates the identity pool with the first),
         # which the regions declare after it: a deferred Output hands them over.
         clusters, resolve_clusters = pulumi.deferred_output()
@@ -132,7 +138,11 @@ class TritonGkeSystem(pulumi.ComponentResource):
         self._upload = ModelUpload(
             "models",
             ModelUploadArgs(
-                bucket=self._store.bucket.name, prefix=settings.model_store.prefix, digest=digest, python=self._python
+                bucket=self._store.bucket.name,
+                prefix=settings.model_store.prefix,
+                digest=digest,
+                local_dir=self._model_dir,
+                python=self._python,
             ),
             opts=self._moved,
         )
@@ -284,13 +294,18 @@ def _checked(name: str, args: TritonGkeSystemArgs) -> StackSettings:
         raise ArgsError(f"{where}: args: expected a TritonGkeSystemArgs mapping, got {type(args).__name__}")
     unknown = sorted(set(args) - set(TritonGkeSystemArgs.__annotations__))
     if unknown:
-        raise ArgsError(f"{where}: {unknown[0]}: unknown field; expected settings and optionally python")
+        raise ArgsError(
+            f"{where}: {unknown[0]}: unknown field; expected settings and optionally python, model_repository_dir"
+        )
     settings = args.get("settings")
     if not isinstance(settings, StackSettings):
         raise ArgsError(f"{where}: settings: expected StackSettings (triton_gke.settings.load_stack_settings)")
     python = args.get("python", VENV_PYTHON)
     if not isinstance(python, str) or not python.strip():
         raise ArgsError(f"{where}: python: {python!r} is not valid; expected the path of a Python interpreter")
+    folder = args.get("model_repository_dir", "build/model_repository")
+    if not isinstance(folder, str) or not folder.strip():
+        raise ArgsError(f"{where}: model_repository_dir: {folder!r} is not valid; expected the built repository's path")
     return settings
 
 

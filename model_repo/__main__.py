@@ -89,11 +89,12 @@ def settings_from_args(args: argparse.Namespace) -> ModelRepoSettings:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from triton_gke.model_repo.build import build_repository  # heavy imports (onnx, onnxruntime) only when building
-
     started = time.monotonic()
     try:
-        args = _parser().parse_args(argv)
+        args = _parser().parse_args(argv)  # --help and a bad option need no extra
+        # Heavy imports (onnx, onnxruntime: the 'models' extra) only when building.
+        from triton_gke.model_repo.build import build_repository
+
         result = build_repository(settings_from_args(args), args.out, args.cpu_out, args.cache_dir)
     except ModelRepoError as err:
         print(f"error: {err}", file=sys.stderr)

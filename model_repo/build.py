@@ -26,10 +26,16 @@ import onnx
 import onnxruntime
 from triton_gke.model_repo import configs, cpu_twin, quantize, resnet50
 from triton_gke.model_repo.errors import ModelRepoError
-from triton_gke.model_repo.manifest import FILES, MANIFEST, REBUILD, file_digests
+from triton_gke.model_repo.manifest import FILES, MANIFEST, file_digests, rebuild
 from triton_gke.model_repo.settings import ModelRepoSettings, VariantSettings, is_saved_model_dir, validate_settings
 
-DEFAULT_CACHE_DIR = Path(__file__).resolve().parent.parent / "build" / "cache"
+
+def default_cache_dir() -> Path:
+    """build/cache of the project folder (the current one, settings/schema.py project_dir): downloaded and exported
+    ONNX files, shared by every build of the project."""
+    return Path.cwd() / "build" / "cache"
+
+
 # Beside each cached KEY.onnx: the SHA-256 it had when it was produced, checked whenever the file is reused.
 DIGEST_SUFFIX = ".sha256"
 _COPY_BLOCK = 1 << 20
@@ -96,7 +102,7 @@ def build_repository(
         for target in sorted(target for target, _ in targets):  # one order for all builds: no deadlock
             stack.enter_context(_target_lock(target))
         _check_targets(out, cpu_out)  # again: a build that ran while this one waited may have changed them
-        source = resolve_source(settings, Path(cache_dir) if cache_dir else DEFAULT_CACHE_DIR)
+        source = resolve_source(settings, Path(cache_dir) if cache_dir else default_cache_dir())
         if cpu_out and source.fp32 is None:
             raise ModelRepoError("cpu_out: CPU twins need an ONNX model (TensorFlow cannot run locally)")
         stages = [(target, stack.enter_context(_staging(target)), write) for target, write in targets]
@@ -221,7 +227,7 @@ def _checked_digest(cached: Path, *_stat: int) -> str:
     if _sha256(cached) != recorded:
         raise ModelRepoError(
             f"{cached}: changed since it was cached (SHA-256 differs from {_digest_path(cached).name}); "
-            f"delete it and {REBUILD}"
+            f"delete it and {rebuild()}"
         )
     return recorded
 
@@ -325,7 +331,7 @@ def _copy_model(src: Path, dst: Path) -> None:
             digest.update(block)
             writer.write(block)
     if digest.hexdigest() != cached_digest(src):
-        raise ModelRepoError(f"{src}: changed while it was copied into the repository; {REBUILD}")
+        raise ModelRepoError(f"{src}: changed while it was copied into the repository; {rebuild()}")
     _first_copies[(stage, src)] = dst
 
 

@@ -16,11 +16,19 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from triton_gke.cli.one_line import model_repo_command
 from triton_gke.model_repo.errors import ModelRepoError
 
 MANIFEST = ".model_repo.json"  # marks folders this builder owns (and may replace)
 FILES = "files"  # manifest key: POSIX path below the root -> SHA-256 (hex) of the file
-REBUILD = "rebuild with make model-repo"
+
+
+def rebuild(stack: str | None = None) -> str:
+    """The end of a message about a stale or broken build: `rebuild with make model-repo` where make runs, else
+    `rebuild with triton-gke model-repo` (an installed package has no Makefile); with the stack when known."""
+    return f"rebuild with {model_repo_command(stack)}"
+
+
 # Bytecode the Python backend leaves beside model.py when Triton serves a folder; the sync skips it too.
 IGNORED_DIRS = frozenset({"__pycache__"})
 _BLOCK = 1 << 20
@@ -71,9 +79,9 @@ def read_manifest(root: Path) -> dict[str, Any]:
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise ModelRepoError(f"{_show(path)}: no readable build manifest ({type(err).__name__}); {REBUILD}") from None
+        raise ModelRepoError(f"{_show(path)}: no readable build manifest ({type(err).__name__}); {rebuild()}") from None
     if not isinstance(manifest, dict):
-        raise ModelRepoError(f"{_show(path)}: not a build manifest; {REBUILD}")
+        raise ModelRepoError(f"{_show(path)}: not a build manifest; {rebuild()}")
     return manifest
 
 
@@ -87,17 +95,19 @@ def verify_repository(root: Path) -> None:
     manifest = read_manifest(root)
     recorded = manifest.get(FILES)
     if not isinstance(recorded, dict) or not recorded:
-        raise ManifestMismatch(f"{_show(root / MANIFEST)}: built without file digests (an older model_repo); {REBUILD}")
+        raise ManifestMismatch(
+            f"{_show(root / MANIFEST)}: built without file digests (an older model_repo); {rebuild()}"
+        )
     present = {path.relative_to(root).as_posix(): path for path in repository_files(root)}
     for relative, digest in sorted(recorded.items()):
         path = present.pop(relative, None)
         if path is None:
-            raise ManifestMismatch(f"{_show(root / relative)}: missing since the build; {REBUILD}")
+            raise ManifestMismatch(f"{_show(root / relative)}: missing since the build; {rebuild()}")
         if _digest(path) != digest:
             why = "changed since the build (SHA-256 differs from the manifest)"
-            raise ManifestMismatch(f"{_show(path)}: {why}; {REBUILD}")
+            raise ManifestMismatch(f"{_show(path)}: {why}; {rebuild()}")
     if present:
-        raise ManifestMismatch(f"{_show(min(present.values()))}: not written by the build; {REBUILD}")
+        raise ManifestMismatch(f"{_show(min(present.values()))}: not written by the build; {rebuild()}")
 
 
 def verify_if_present(root: Path, error: type[Exception] = ManifestMismatch) -> None:
@@ -114,7 +124,7 @@ def _digest(path: Path) -> str:
         st = path.stat()
         return _stat_digest(path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     except OSError as err:  # a broken link, a file made unreadable
-        raise ManifestMismatch(f"{_show(path)}: cannot read ({err.strerror}); {REBUILD}") from None
+        raise ManifestMismatch(f"{_show(path)}: cannot read ({err.strerror}); {rebuild()}") from None
 
 
 @cache

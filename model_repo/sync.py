@@ -583,7 +583,7 @@ def _check_mass_delete(plan: SyncPlan, kept: int, allow: bool) -> None:
 def check_against_manifest(source: Source) -> None:
     """A folder model_repo built holds a manifest: send exactly the files it lists, refuse any other (one line)."""
     from triton_gke.model_repo.errors import ModelRepoError
-    from triton_gke.model_repo.manifest import FILES, MANIFEST, read_manifest
+    from triton_gke.model_repo.manifest import FILES, MANIFEST, read_manifest, rebuild
 
     if not (source.root / MANIFEST).is_file():
         return
@@ -592,7 +592,7 @@ def check_against_manifest(source: Source) -> None:
     except ModelRepoError as err:
         raise SyncError(str(err)) from None
     if not isinstance(listed, dict):
-        raise SyncError(f"{show(source.root / MANIFEST)}: lists no files; rebuild with make model-repo")
+        raise SyncError(f"{show(source.root / MANIFEST)}: lists no files; {rebuild()}")
     for path in source.paths():
         relative = os.path.relpath(path, source.root).replace(os.sep, "/")
         if relative not in listed:
@@ -914,19 +914,25 @@ def sync_repository(
     allow_mass_delete: bool = False,
     step: StepCallback | None = None,
     adopt: bool = False,
+    source: Source | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> SyncReport:
     """Make the models under gs://bucket_name/prefix/ those of local_dir, touching only objects the sync owns.
 
     Raises SyncError for bad input, before the bucket is changed; an exception raised by `progress`
     or `step` propagates unchanged, leaving the bucket in a state the next sync completes.
     adopt: take ownership of model folders an earlier sync wrote without a record (see adoptable()).
+    source: local_dir already scanned (scan_source), so a caller can check it before it makes a client.
+    note: told one line before the first request to the bucket (the listing), which may wait on the network.
     """
     if chunk_size <= 0 or chunk_size % _CHUNK_MULTIPLE:
         raise SyncError(f"chunk size must be a multiple of {_CHUNK_MULTIPLE} bytes")
     prefix = normalize_prefix(prefix)
-    source = scan_source(Path(local_dir))
+    source = source or scan_source(Path(local_dir))
     check_against_manifest(source)
     hashed = hash_local(source.root, source.paths())
+    if note is not None:
+        note(f"listing gs://{bucket_name}/{prefix} ...")
     remote = list_remote(client, bucket_name, prefix)
     bucket = client.bucket(bucket_name)
     record = read_record(bucket, prefix, remote.pop(RECORD_NAME, None))
@@ -1073,6 +1079,8 @@ def main(argv: list[str] | None = None) -> int:
         from triton_gke.model_repo.manifest import verify_if_present
 
         verify_if_present(Path(args.local_dir), error=SyncError)
+        # The source first: a missing or broken folder is the error to show, not missing Google credentials.
+        source = scan_source(Path(args.local_dir))
         client = client_from_environment()
         report = sync_repository(
             Path(args.local_dir),
@@ -1083,6 +1091,10 @@ def main(argv: list[str] | None = None) -> int:
             dry_run=args.dry_run,
             allow_mass_delete=args.allow_mass_delete,
             adopt=args.adopt,
+            source=source,
+            # An unreachable endpoint is retried for 120 s before the listing fails (google.cloud.storage.retry
+            # DEFAULT_RETRY, google.api_core.retry _DEFAULT_DEADLINE = 60.0 * 2.0): say what it waits on.
+            note=lambda line: print(line, flush=True),
         )
     except SyncError as err:
         print(f"error: {err}", file=sys.stderr)

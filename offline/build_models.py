@@ -1,9 +1,10 @@
-"""Build the model repository a stack serves: `make model-repo STACK=dev`.
+"""Build the model repository a stack serves: `make model-repo STACK=dev` (installed: `triton-gke model-repo`).
 
     triton-gke model-repo --stack dev [--set KEY=VALUE] [--config-file FILE]
 
 Writes build/model_repository (what `pulumi up` uploads to the bucket) and
-build/model_repository_cpu (CPU twins for local runs). Bad input: one line on stderr, exit 2.
+build/model_repository_cpu (CPU twins for local runs), in the project folder: the current one, where Pulumi.<stack>.yaml
+is. Bad input: one line on stderr, exit 2.
 `make plan` and `make sandbox` run this first with their own --set and --config-file options, so the repository
 matches the settings they use; `make bench` takes neither and is refused them before this runs (offline/make_args.py).
 """
@@ -13,16 +14,19 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from triton_gke.cli.one_line import OneLineParser, file_path, invoked_as
-from triton_gke.infra.model_upload import BUILT_REPOSITORY
-from triton_gke.model_repo.build import build_repository
+from triton_gke.infra.model_upload import built_repository
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.offline.plan import EXIT_BAD_CONFIG, overrides_from
 from triton_gke.settings import ConfigError, from_stack_file
-from triton_gke.settings.schema import PROJECT_DIR
+from triton_gke.settings.schema import build_dir
 
-CPU_TWINS = PROJECT_DIR / "build" / "model_repository_cpu"
+
+def cpu_twins() -> Path:
+    """The project's build/model_repository_cpu: the CPU twins local runs serve."""
+    return build_dir() / "model_repository_cpu"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,11 +45,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(argv)  # --help and a bad option need no extra
+    # Heavy imports (onnx, onnxruntime: the 'models' extra) only when building.
+    from triton_gke.model_repo.build import build_repository
+
     started = time.monotonic()
     try:
         settings = from_stack_file(args.stack, overrides_from(args.set), args.config_file)
-        result = build_repository(settings.model_repo, BUILT_REPOSITORY, cpu_out=CPU_TWINS)
+        result = build_repository(settings.model_repo, built_repository(), cpu_out=cpu_twins())
     except (ConfigError, ModelRepoError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_CONFIG

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from triton_gke.settings.schema import PROJECT_DIR
+from triton_gke.settings.schema import PACKAGE_DIR
 
-RULES_FILE = PROJECT_DIR / "infra" / "data" / "replacement_rules.yaml"
+RULES_FILE = PACKAGE_DIR / "infra" / "data" / "replacement_rules.yaml"  # package data, shipped in the wheel
 ACTIONS = ("create", "update", "replace", "delete", "unchanged")
 # What a state holds where the provider reads back something other than what the program sent: it differs from any
 # input, as the real read-back may.

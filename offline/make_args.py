@@ -28,14 +28,13 @@ import argparse
 import os
 import shlex
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from triton_gke.cli.one_line import MAKE_TARGET_ENV
+from triton_gke.cli.one_line import MAKE_TARGET_ENV, join_args, model_repo_command
 
 EXIT_BAD_ARGS = 2
-_SPECIAL = frozenset(" \t\r\n'\\")
 
 
 def split_args(text: str) -> list[str]:
@@ -46,18 +45,6 @@ def split_args(text: str) -> list[str]:
     lexer.quotes = "'"  # double quotes stay literal (JSON)
     lexer.escapedquotes = ""  # inside single quotes nothing is special
     return list(lexer)
-
-
-def join_args(words: Iterable[str]) -> str:
-    """The ARGS text that split_args turns back into exactly `words`."""
-    return " ".join(_quote(word) for word in words)
-
-
-def _quote(word: str) -> str:
-    if word and not _SPECIAL.intersection(word):
-        return word
-    # A single quote cannot appear inside single quotes: close, add it escaped, reopen (as in POSIX sh).
-    return "'" + word.replace("'", "'\\''") + "'"
 
 
 SETTINGS_OPTIONS = ("--set", "--config-file")
@@ -104,12 +91,13 @@ def settings_words(set_pairs: Sequence[str], config_file: object | None = None) 
 
 
 def model_repo_hint(stack: str, words: Sequence[str]) -> str:
-    """The command that builds the model repository from these settings options (for a 'rebuild' hint)."""
-    return make_command("model-repo", stack, words)
+    """The command that builds the model repository from these settings options (for a 'rebuild' hint): a make
+    target where make runs, else the console script (cli/one_line.py model_repo_command)."""
+    return model_repo_command(stack, words)
 
 
 def with_model_repo_args(message: str, stack: str, words: Sequence[str]) -> str:
-    """`message` with its `make model-repo STACK=...` hint extended by the settings options the caller used.
+    """`message` with its model-repo hint (`make model-repo STACK=...`) extended by the caller's settings options.
 
     Run directly, `triton-gke plan --set ...` plans with overrides the hint must repeat, or the pasted command
     would build the repository the plan just refused again.

@@ -29,10 +29,10 @@ from triton_gke.k8s.schema import ManifestError, validate_manifest
 from triton_gke.offline.lifecycle import applied_state, compare, refused, stack_of, summary, unknown_names
 from triton_gke.offline.make_args import settings_words, with_model_repo_args
 from triton_gke.offline.plan_diff import PlanFileError, index_records, load_plan
-from triton_gke.offline.runtime import PROJECT_DIR, Plan, PlannedResource, run_program
+from triton_gke.offline.runtime import Plan, PlannedResource, run_program
 from triton_gke.settings import ConfigError, StackSettings, from_stack_file, stack_config
 from triton_gke.settings.load_balancer import describe_split, shares_of
-from triton_gke.settings.schema import config_schema
+from triton_gke.settings.schema import build_dir, config_schema
 from triton_gke.settings.stack import check_stack_name
 
 EXIT_BAD_CONFIG = 2
@@ -510,7 +510,7 @@ class _FolderError(Exception):
 
 def default_out_dir(stack: str) -> Path:
     """build/plan/<stack>; a stack name that is not a plain Pulumi stack name (`../../v`) is a ConfigError."""
-    return PROJECT_DIR / "build" / "plan" / check_stack_name(stack)
+    return build_dir() / "plan" / check_stack_name(stack)
 
 
 def check_out_dir(out_dir: Path, option: str = "--out") -> None:

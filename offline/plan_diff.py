@@ -101,7 +101,9 @@ def load_plan(path: Path) -> dict[str, dict[str, Any]]:
         records = json.loads(data.decode("utf-8"))
     except NotRegularFileError as err:
         raise PlanFileError(f"{path}: {err.kind}, not a plan file") from None
-    except (OSError, UnicodeDecodeError) as err:
+    except UnicodeDecodeError as err:  # binary data: worded as every other reader of this project words it
+        raise PlanFileError(f"{path}: not UTF-8 text (byte {err.start}); not a plan (a JSON file)") from None
+    except OSError as err:
         raise PlanFileError(f"{path}: cannot read: {err.__class__.__name__}: {_one_line(str(err))}") from None
     except json.JSONDecodeError as err:
         raise PlanFileError(f"{path}: not JSON ({err.msg} at line {err.lineno})") from None

@@ -6,14 +6,16 @@ A recording monitor keeps what the engine would receive: type, name, parent, pro
 dependencies and inputs of every resource, in registration order.
 
 Pulumi API used: the public mock API (pulumi.runtime.Mocks, set_mocks, test, reset_options, get_root_resource),
-as in https://github.com/pulumi/examples/tree/master/testing-unit-py, plus two non-exported pieces, each
-marked PRIVATE PULUMI API below: the MockMonitor subclass (RecordingMonitor) and the root Stack's `outputs`.
+as in https://github.com/pulumi/examples/tree/master/testing-unit-py, plus three non-exported pieces, each
+marked PRIVATE PULUMI API below: the MockMonitor subclass (RecordingMonitor), the root Stack's `outputs`, and
+Output.future()/is_secret() to read the outputs' values after the run (output_values).
 tests/test_pulumi_runtime_contract.py fails, naming the pulumi version and the line here to update, if an
 upgrade breaks any assumption made below.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import importlib.metadata
@@ -31,14 +33,13 @@ from typing import Any
 import pulumi
 import yaml
 from pulumi.runtime import mocks as pulumi_mocks
-from triton_gke.cli.one_line import OneLineParser
+from triton_gke.settings.schema import PACKAGE_DIR, project_dir
 
-# The repository (in a checkout or an editable install); run_program reads its __main__.py. Installed from a wheel
-# there is no stack program: run_program_folder evaluates any program folder and needs no repository path.
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+# The package's own folder (settings/schema.py PACKAGE_DIR: the repository root in a checkout), under the name this
+# repository's tests import. The program run_program evaluates is the project folder's (stack_program), not this.
+PROJECT_DIR = PACKAGE_DIR
 # Orders registrations and invokes of one run, so tests can check what happened before what.
 _sequence = itertools.count()
-PROGRAM = PROJECT_DIR / "__main__.py"
 # How Pulumi's resource protocol marks a secret inside a property map: {SIG_KEY: SECRET_SIG, "value": v}.
 # Constants of the wire format (pulumi sdk/go/common/resource/sig/sig.go: Key, Secret), not of the Python SDK:
 # https://github.com/pulumi/pulumi/blob/master/sdk/go/common/resource/sig/sig.go
@@ -393,9 +394,19 @@ def config_string(value: Any) -> str:
     return json.dumps(value)
 
 
+def stack_program() -> Path:
+    """The stack program `triton-gke plan` evaluates: __main__.py of the project folder (the current one, where
+    `pulumi up` would run it: settings/schema.py project_dir). In this repository, the repository's __main__.py."""
+    return project_dir() / "__main__.py"
+
+
 def run_program(stack: str, config: dict[str, str], project_name: str, monitor: RecordingMonitor | None = None) -> Plan:
-    """Run __main__.py for `stack` with `config`; exceptions from the program propagate."""
-    declare = lambda: runpy.run_path(str(PROGRAM), run_name="__main__")  # noqa: E731
+    """Run the project's __main__.py for `stack` with `config`; FileNotFoundError (one line) when there is none;
+    exceptions from the program propagate."""
+    program = stack_program()
+    if not program.is_file():
+        raise FileNotFoundError(f"{program}: no stack program here; run the command in the Pulumi project's folder")
+    declare = lambda: runpy.run_path(str(program), run_name="__main__")  # noqa: E731
     return run_under_mocks(declare, stack, config, project_name, monitor)
 
 
@@ -451,6 +462,21 @@ def run_under_mocks(
     # stack.py), which has no public accessor; if it moves, Plan.outputs comes back empty (contract test catches it).
     outputs = dict(getattr(pulumi.runtime.get_root_resource(), "outputs", {}))
     return Plan(stack=stack, resources=monitor.records, outputs=outputs, invokes=list(monitor.cloud.calls))
+
+
+def output_values(outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The stack outputs' values after a finished run, secrets masked (as _plain masks inputs), by name."""
+    return {name: asyncio.run(_resolved(value)) for name, value in sorted(outputs.items())}
+
+
+async def _resolved(value: Any) -> Any:
+    # PRIVATE PULUMI API: Output.future() and Output.is_secret() are the SDK's own accessors, marked "Private
+    # implementation details - do not document" in pulumi/output.py. The mock run has finished and every Output it
+    # made is resolved, so awaiting them only reads the values (in a new event loop: a done future needs none).
+    # If they change, tests/test_cli_robustness.py fails on plan-folder's outputs.
+    output = pulumi.Output.from_input(value)
+    secret = await output.is_secret()
+    return _plain(await output.future(with_unknowns=False), secret=secret)
 
 
 # --- Any Pulumi program folder (Pulumi.yaml, Pulumi.<stack>.yaml, the program), e.g. examples/on-cluster-python ------
@@ -534,39 +560,11 @@ def run_program_folder(folder: Path | str, stack: str = "dev", overrides: Mappin
     return run_under_mocks(declare, stack, program.config, program.project, secret_keys=program.secret_keys)
 
 
-def plan_summary(plan: Plan) -> list[dict[str, Any]]:
-    """One JSON-friendly row per resource: type, name, parent (TYPE::NAME or null), inputs."""
-    return [
-        {
-            "type": r.type,
-            "name": r.name,
-            "parent": f"{r.parent.type}::{r.parent.name}" if r.parent else None,
-            "inputs": r.inputs,
-        }
-        for r in plan.resources
-    ]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """python -m triton_gke.offline.runtime FOLDER [--stack S] [--config KEY=VALUE ...] [--json]"""
-    parser = OneLineParser(prog="python -m triton_gke.offline.runtime", description=main.__doc__)
-    parser.add_argument("folder", type=Path, help="a Python Pulumi program folder (with Pulumi.yaml)")
-    parser.add_argument("--stack", default="dev", help="the stack whose Pulumi.<stack>.yaml is read (default dev)")
-    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="a config value")
-    parser.add_argument("--json", action="store_true", help="print the resources as JSON")
-    args = parser.parse_args(argv)
-    overrides = dict(item.split("=", 1) for item in args.config if "=" in item)
-    if len(overrides) != len(args.config):
-        parser.error("--config takes KEY=VALUE")
-    plan = run_program_folder(args.folder, args.stack, overrides)
-    rows = plan_summary(plan)
-    if args.json:
-        # The stack outputs' names only: their values are Outputs of a finished run (no public way to read them).
-        print(json.dumps({"resources": rows, "outputs": sorted(plan.outputs)}, indent=2, default=str))
-    else:
-        for row in rows:
-            print(f"{row['type']}  {row['name']}" + (f"  (in {row['parent']})" if row["parent"] else ""))
-    return 0
+    """python -m triton_gke.offline.runtime FOLDER [...]: the old entry of `triton-gke plan-folder`, kept working."""
+    from triton_gke.offline import plan_folder  # it imports this module
+
+    return plan_folder.main(argv, prog="python -m triton_gke.offline.runtime")
 
 
 if __name__ == "__main__":

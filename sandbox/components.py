@@ -21,7 +21,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LOCUSTFILE, LocustEnvironment
 from triton_gke.k8s.triton import triton_server_args
 from triton_gke.model_repo.sync import SyncError, SyncReport, sync_repository
@@ -32,8 +31,8 @@ from triton_gke.sandbox.private_tmp import PrivateTmp, private_tmp_available
 from triton_gke.sandbox.processes import free_port, stop_process
 from triton_gke.sandbox.prometheus import LocalPrometheus, PrometheusError, local_pod, local_prometheus_config
 from triton_gke.sandbox.triton import REDACTED, TritonServer, TritonStartError, redact_command
+from triton_gke.settings.schema import project_dir
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 REGION = "sandbox"
 # Loading every model from the bucket takes ~10 s here; a busy machine may need much longer.
 TRITON_READY_TIMEOUT_S = 240.0
@@ -152,6 +151,8 @@ def model_copies(server: TritonServer) -> list[Path]:
     """
     if server.pid is None or has_private_tmp(server):
         return []
+    import psutil  # the 'local' extra: imported when used, so --help needs no extra
+
     folders = set()
     with contextlib.suppress(psutil.Error):
         for child in psutil.Process(server.pid).children(recursive=True):
@@ -328,7 +329,7 @@ class LocustLoad:
             try:
                 self._process = subprocess.Popen(
                     self.command(),
-                    cwd=PROJECT_DIR,
+                    cwd=project_dir(),
                     env=self.environment(),
                     stdin=subprocess.DEVNULL,
                     stdout=log,

@@ -29,17 +29,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
 from triton_gke.sandbox import run_folder
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
-STATE_DIR = PROJECT_DIR / "build" / "sandbox" / ".runs"
 SHM_DIR = Path("/dev/shm")
 SHM_PREFIX = re.compile(r"^triton_sandbox_\d+_\d+_$")  # sandbox.triton.TritonServer.shm_prefix
 # Temporary folders a run may record: Triton's work folder and model copies, Prometheus', the emulator's.
 FOLDER_NAME = re.compile(r"^(triton-sandbox-|prometheus-sandbox-|gcs-emulator-)[A-Za-z0-9_]+$|^folder[A-Za-z0-9]{6}$")
 WATCH_INTERVAL_S = 0.5
 TERM_GRACE_S = 5.0
+
+
+
+
+def default_state_dir() -> Path:
+    """build/sandbox/.runs of the project folder (the current one: settings/schema.py project_dir)."""
+    return Path.cwd() / "build" / "sandbox" / ".runs"
+
+
+def __getattr__(name: str) -> Path:
+    # STATE_DIR, read as a constant by callers: the project folder's, as of the read (PEP 562).
+    if name == "STATE_DIR":
+        return default_state_dir()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---------------------------------------------------------------- /proc
@@ -76,8 +87,8 @@ class Recorded:
 class RunState:
     """The state file of the running sandbox; a thread keeps it up to date with the processes below it."""
 
-    def __init__(self, state_dir: Path = STATE_DIR, folder_base: Path | None = None) -> None:
-        self.path = Path(state_dir) / f"{uuid.uuid4().hex}.json"
+    def __init__(self, state_dir: Path | None = None, folder_base: Path | None = None) -> None:
+        self.path = Path(state_dir or default_state_dir()) / f"{uuid.uuid4().hex}.json"
         self.run_folder = run_folder.RunFolder(folder_base)  # every temporary folder of the run, in one place
         self.owner = Recorded(os.getpid(), start_time(os.getpid()) or 0)
         self.processes: dict[tuple[int, int], Recorded] = {}
@@ -107,6 +118,8 @@ class RunState:
 
     def snapshot(self) -> None:
         """Record every process below this one (and a new command line after an exec) at once."""
+        import psutil  # the 'local' extra: imported when used, so --help needs no extra
+
         changed = False
         with contextlib.suppress(psutil.Error):
             for child in psutil.Process(self.owner.pid).children(recursive=True):
@@ -179,13 +192,13 @@ def is_same_process(recorded: Recorded) -> bool:
     return start_time(recorded.pid) == recorded.start and command_line(recorded.pid) in recorded.commands
 
 
-def clean_leftovers(state_dir: Path = STATE_DIR, folder_base: Path | None = None) -> Cleaned:
+def clean_leftovers(state_dir: Path | None = None, folder_base: Path | None = None) -> Cleaned:
     """Stop and remove what runs whose owner is gone left behind; skip runs still alive.
 
     Processes first, then folders: a leftover tritonserver would go on writing model copies into its run folder.
     """
     cleaned = Cleaned()
-    for path in sorted(Path(state_dir).glob("*.json")):
+    for path in sorted(Path(state_dir or default_state_dir()).glob("*.json")):
         try:
             state = json.loads(path.read_text(encoding="utf-8"))
             owner = Recorded(**state["owner"])

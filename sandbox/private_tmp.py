@@ -35,7 +35,8 @@ _SCRIPT += 'shift 3; exec "$@"'
 def private_tmp_available() -> bool:
     """True where this process may create a mount namespace and bind-mount in it (root, no seccomp ban),
     and nothing the server needs lives below /tmp (a checkout or venv there would vanish behind the bind)."""
-    needed = (Path(sys.prefix), Path(__file__).resolve().parent.parent)
+    # The interpreter, the package's code and the project folder (the current one: its build/ holds the models).
+    needed = (Path(sys.prefix), Path(__file__).resolve().parent.parent, Path.cwd())
     if any(path.resolve().is_relative_to(TMP) for path in needed):
         return False
     if not (shutil.which("unshare") and shutil.which("mount")):

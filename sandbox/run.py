@@ -27,15 +27,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import psutil
 from triton_gke.cli.one_line import OneLineParser, file_path, invoked_as
 from triton_gke.contracts.naming import model_bucket_name
-from triton_gke.infra.model_upload import BUILT_REPOSITORY
+from triton_gke.infra.model_upload import built_repository
 from triton_gke.k8s.triton import ADMIN_KEY_HEADER
-from triton_gke.model_repo.build import build_repository
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.observability.settings import TRITON_PODS
-from triton_gke.offline.build_models import CPU_TWINS
+from triton_gke.offline.build_models import cpu_twins
 from triton_gke.offline.plan import overrides_from
 from triton_gke.sandbox import components as parts
 from triton_gke.sandbox import leftovers, single_run
@@ -46,9 +44,8 @@ from triton_gke.sandbox.processes import Interrupted, InterruptSignals
 from triton_gke.sandbox.prometheus import LocalPrometheus
 from triton_gke.sandbox.triton import TritonServer
 from triton_gke.settings import ConfigError, StackSettings, from_stack_file
-from triton_gke.settings.schema import PROJECT_DIR
+from triton_gke.settings.schema import build_dir, project_dir
 
-DEFAULT_OUT = PROJECT_DIR / "build" / "sandbox"
 SCRAPE_INTERVAL_S = 2  # short, so a run of a few seconds still gets a dozen samples
 TICK_S = 5.0
 FIRST_SCRAPE_TIMEOUT_S = 30.0
@@ -61,6 +58,8 @@ class Progress:
     """Progress lines with the time since start, flushed at once (the output may be a pipe)."""
 
     def __init__(self) -> None:
+        import psutil  # the 'local' extra: imported when used, so --help needs no extra
+
         # From the process's start: imports take a few seconds before the first line.
         self.started = time.monotonic() - max(0.0, time.time() - psutil.Process().create_time())
 
@@ -85,11 +84,13 @@ def prepare_out(out: Path, keep_data: bool) -> Path:
 
 
 def build_models(settings: StackSettings, progress: Progress) -> None:
+    from triton_gke.model_repo.build import build_repository  # onnx, onnxruntime: imported when used (--help)
+
     started = time.monotonic()
-    result = build_repository(settings.model_repo, BUILT_REPOSITORY, cpu_out=CPU_TWINS)
+    result = build_repository(settings.model_repo, built_repository(), cpu_out=cpu_twins())
     progress(
         f"model repository: {len(result.models)} models ({', '.join(result.models)}) in "
-        f"{time.monotonic() - started:.1f} s; CPU twins in {_shown(CPU_TWINS)}"
+        f"{time.monotonic() - started:.1f} s; CPU twins in {_shown(cpu_twins())}"
     )
 
 
@@ -118,7 +119,7 @@ def start_storage(
     progress(f"GCS emulator: {gcs.endpoint} (Triton uses {gcs.internal_endpoint})")
     bucket = model_bucket_name(settings.project, settings.stack)  # the name `pulumi up` gives the stack's bucket
     started = time.monotonic()
-    sync = parts.upload(gcs, CPU_TWINS, bucket, settings.model_store.prefix)
+    sync = parts.upload(gcs, cpu_twins(), bucket, settings.model_store.prefix)
     repository = f"gs://{bucket}/{settings.model_store.prefix}"
     progress(
         f"uploaded {len(sync.uploaded)} files ({sync.bytes_uploaded / 2**20:.0f} MiB) to {repository} "
@@ -227,7 +228,8 @@ def collect(
 
 def _shown(path: Path) -> str:
     path = Path(path)
-    return str(path.relative_to(PROJECT_DIR)) if path.is_relative_to(PROJECT_DIR) else str(path)
+    here = project_dir()
+    return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)
 
 
 def _files(out: Path) -> list[str]:
@@ -320,7 +322,9 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run on 127.0.0.1 with free ports even where a network namespace is possible",
     )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder (default: build/sandbox)")
+    parser.add_argument(
+        "--out", type=Path, default=build_dir() / "sandbox", help="results folder (default: build/sandbox)"
+    )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a stack setting")
     # The same settings options as make plan: make_args hands them to make model-repo first, so the repository
     # built and the sandbox run read the same settings.

@@ -18,8 +18,17 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
-LOCK_FILE = PROJECT_DIR / "build" / "sandbox" / ".sandbox.lock"
+
+def default_lock_file() -> Path:
+    """build/sandbox/.sandbox.lock of the project folder (the current one: settings/schema.py project_dir)."""
+    return Path.cwd() / "build" / "sandbox" / ".sandbox.lock"
+
+
+def __getattr__(name: str) -> Path:
+    # LOCK_FILE, read as a constant by callers: the project folder's lock, as of the read (PEP 562).
+    if name == "LOCK_FILE":
+        return default_lock_file()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class SandboxBusy(RuntimeError):
@@ -27,8 +36,9 @@ class SandboxBusy(RuntimeError):
 
 
 @contextlib.contextmanager
-def only_run(lock_file: Path = LOCK_FILE) -> Iterator[None]:
-    """Hold the checkout's sandbox lock, or raise SandboxBusy at once (never wait: a run lasts minutes)."""
+def only_run(lock_file: Path | None = None) -> Iterator[None]:
+    """Hold the project's sandbox lock, or raise SandboxBusy at once (never wait: a run lasts minutes)."""
+    lock_file = lock_file or default_lock_file()
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:

@@ -33,7 +33,7 @@ from triton_gke.capacity.records import (
 )
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.reader import Reader
-from triton_gke.settings.schema import PROJECT_DIR
+from triton_gke.settings.schema import project_dir
 from triton_gke.settings.values import CapacitySettings, StackSettings
 
 # The keys a target derives: set beside targetRps they would give the stack two answers, so both are refused.
@@ -217,8 +217,8 @@ def _project_file(reader: Reader, named: str) -> Path:
         raise reader.fail("capacityRecord", named, "an absolute path; give the record's path relative to the project")
     if ".." in Path(named).parts:  # even one that comes back in (mine/../mine/x.json): README says '..' is refused
         raise reader.fail("capacityRecord", named, "a '..' component; give the record's path within the project")
-    path = (PROJECT_DIR / named).resolve()
-    if not path.is_relative_to(PROJECT_DIR.resolve()):
+    path = (project_dir() / named).resolve()
+    if not path.is_relative_to(project_dir().resolve()):
         raise reader.fail("capacityRecord", named, f"resolves to {escaped(path)}, outside the project")
     return path
 
@@ -246,7 +246,7 @@ def _named_record(reader: Reader, named: str, gpu: str, variant: str, settings: 
 def _shown_path(path: Path) -> str:
     """The record's path relative to the project when it lies inside it (as the stack file would name it)."""
     path = Path(path).resolve()
-    return str(path.relative_to(PROJECT_DIR)) if path.is_relative_to(PROJECT_DIR) else str(path)
+    return str(path.relative_to(project_dir())) if path.is_relative_to(project_dir()) else str(path)
 
 
 def _derive(reader: Reader, settings: StackSettings, record: CapacityRecord) -> StackSettings:

@@ -10,7 +10,7 @@ from triton_gke.settings import catalogue
 from triton_gke.settings.catalogue import CatalogueError, GpuCatalogue
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.reader import Reader, show
-from triton_gke.settings.schema import PROJECT_DIR
+from triton_gke.settings.schema import project_dir
 from triton_gke.settings.source_ranges import cidr_ranges
 from triton_gke.settings.values import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
 
@@ -62,7 +62,7 @@ def check_provider_location(config: Mapping[str, str], regions: tuple[RegionSett
 
 def gpu_catalogue(reader: Reader) -> GpuCatalogue:
     override = reader.path("gpuCatalogue")
-    path = (PROJECT_DIR / override) if override else catalogue.DEFAULT_GPU_CATALOGUE
+    path = (project_dir() / override) if override else catalogue.DEFAULT_GPU_CATALOGUE
     try:
         return catalogue.load_gpu_catalogue(path)
     except CatalogueError as err:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.reader import CONTROL, Reader, show
-from triton_gke.settings.schema import PROJECT_DIR
+from triton_gke.settings.schema import project_dir
 from triton_gke.settings.stack_file import SECRET_PLACEHOLDER, read_stack_file
 
 GCP_PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
@@ -199,7 +199,7 @@ def check_stack_file(reader: Reader, stack: str) -> None:
     again here refuses those (and duplicate keys, empty values) there too. A stack configured without a file
     (`--config-file` elsewhere, ESC only) has none to check. A StackFileError is a ConfigError.
     """
-    path = PROJECT_DIR / f"Pulumi.{stack}.yaml"
+    path = project_dir() / f"Pulumi.{stack}.yaml"
     if path.is_file():
         types = {reader.full(key): spec.type for key, spec in reader.keys.items()}
         read_stack_file(path, reader.project, types)

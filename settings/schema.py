@@ -13,8 +13,34 @@ from typing import Any
 
 import yaml
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
-PROJECT_FILE = PROJECT_DIR / "Pulumi.yaml"
+# The package's own folder: the repository root in a checkout or an editable install, site-packages/triton_gke when
+# installed from the wheel. It holds the data the code reads and the SCHEMA below (the package's own Pulumi.yaml,
+# shipped in the wheel), never a user's stack files or builds: those are the project folder's (project_dir()).
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+PROJECT_FILE = PACKAGE_DIR / "Pulumi.yaml"
+# The package's folder under its old name; tests of this repository name it (the repository root, where they run).
+PROJECT_DIR = PACKAGE_DIR
+
+
+def project_dir() -> Path:
+    """The Pulumi project folder a command or program acts on: the current working directory, read when called.
+
+    Under `pulumi up` the engine runs the program with the project folder as its working directory: the language
+    host gets it as RunRequest.pwd, "The program's working directory" (pulumi/pulumi proto/pulumi/language.proto),
+    which the engine sets to the folder of Pulumi.yaml, or to the folder `main:` names ("So that any relative paths
+    inside of the program are correct, we still need to pass the pwd of the main program's parent directory",
+    pulumi/pulumi pkg/engine/project.go getPwdMain; the project file reference: "By default, the program's working
+    directory is assumed to be the location of `Pulumi.yaml`", https://www.pulumi.com/docs/iac/concepts/projects/
+    project-file/ `main`). The `triton-gke` commands act on the current folder, as `pulumi` itself does ("At
+    runtime, the nearest parent folder containing a `Pulumi.yaml` file determines the current project",
+    https://www.pulumi.com/docs/iac/concepts/projects/). In this repository both are the repository root.
+    """
+    return Path.cwd()
+
+
+def build_dir() -> Path:
+    """The project's build/ folder: the built model repository, plans, sandbox and bench outputs, caches."""
+    return project_dir() / "build"
 
 
 @dataclass(frozen=True)

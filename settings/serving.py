@@ -17,7 +17,7 @@ from triton_gke.model_repo.settings import (
 from triton_gke.settings import catalogue
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.reader import Reader
-from triton_gke.settings.schema import PROJECT_DIR
+from triton_gke.settings.schema import project_dir
 from triton_gke.settings.values import ClusterSettings, GpuPoolSettings, LoadTestSettings, ServingSettings
 
 # Kubernetes API counts (replicas, HPA min/maxReplicas, ports) are "integer (int32)", e.g.
@@ -53,7 +53,7 @@ def model_repo(reader: Reader) -> ModelRepoSettings:
     source = reader.path("modelSource")
     settings = ModelRepoSettings(
         variants=variants,
-        source=str(PROJECT_DIR / source) if source else None,
+        source=str(project_dir() / source) if source else None,
         triton_image_tag=reader.string("tritonImageTag"),
     )
     try:

@@ -14,7 +14,8 @@ from pathlib import Path
 from triton_gke.settings import capacity, cluster, keys, load_balancer, model_store, monitoring, serving
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.reader import Reader
-from triton_gke.settings.schema import PROJECT_DIR, config_schema
+from triton_gke.settings.schema import config_schema
+from triton_gke.settings.schema import project_dir as current_project
 from triton_gke.settings.source_ranges import cidr_ranges
 from triton_gke.settings.stack_file import read_stack_file
 from triton_gke.settings.values import StackSettings
@@ -83,15 +84,17 @@ def check_stack_name(stack: str, what: str = "stack") -> str:
     return stack
 
 
-def stack_config(stack: str, project_dir: Path = PROJECT_DIR, config_file: Path | None = None) -> dict[str, str]:
+def stack_config(stack: str, project_dir: Path | None = None, config_file: Path | None = None) -> dict[str, str]:
     """Pulumi.<stack>.yaml (or config_file) as the engine passes it: 'namespace:key' -> string (lists, maps as JSON).
+
+    project_dir: the project folder that holds the stack file; default the current one (schema.project_dir).
 
     Read strictly (settings/stack_file.py): duplicate keys, empty values, unquoted scalars whose meaning depends on
     the YAML reader, binary, huge or alias-bomb files are a ConfigError naming the file, line and key. The stack
     name is checked first (check_stack_name), with config_file too: every command reads its stack through here.
     """
     check_stack_name(stack)
-    path = config_file or project_dir / f"Pulumi.{stack}.yaml"
+    path = config_file or (project_dir or current_project()) / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise FileNotFoundError(f"{path.name}: no such stack file")
     project, schema_keys = config_schema()

@@ -59,7 +59,7 @@ NOT_RUN: dict[str, str] = {
     "pulumi package add ../triton-gke/triton_gke/plugin": (
         "needs the Pulumi CLI and a consuming program; tests/test_provider.py calls the same provider over gRPC"
     ),
-    ".venv/bin/python -m triton_gke.provider --write-schema": (
+    ".venv/bin/triton-gke provider --write-schema": (
         "rewrites the committed triton_gke/schema.json; the --schema line beside it is run, and "
         "tests/test_provider.py fails when the two differ"
     ),
@@ -359,8 +359,8 @@ RUN: dict[str, Callable[[Result], None]] = {
     ".venv/bin/triton-gke --help": check_console_script_help,
     "make plan STACK=dev": check_dev_plan,
     ".venv/bin/python -m triton_gke.offline.import_contracts": check_import_contracts,
-    ".venv/bin/python -m triton_gke.offline.runtime examples/on-cluster-python --json": check_offline_example_plan,
-    ".venv/bin/python -m triton_gke.provider --schema": check_provider_schema,
+    ".venv/bin/triton-gke plan-folder examples/on-cluster-python --json": check_offline_example_plan,
+    ".venv/bin/triton-gke provider --schema": check_provider_schema,
     "make sandbox": check_sandbox,
     "make model-repo STACK=dev": check_model_repo,
     "make plan STACK=prod": check_prod_plan,
@@ -379,8 +379,8 @@ RUN: dict[str, Callable[[Result], None]] = {
 # Commands whose stdout must be kept apart from stderr to check it.
 STDOUT_APART = {
     "make plan STACK=prod ARGS=--json",
-    ".venv/bin/python -m triton_gke.offline.runtime examples/on-cluster-python --json",
-    ".venv/bin/python -m triton_gke.provider --schema",
+    ".venv/bin/triton-gke plan-folder examples/on-cluster-python --json",
+    ".venv/bin/triton-gke provider --schema",
 }
 
 
