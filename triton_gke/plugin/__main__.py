@@ -1,6 +1,6 @@
 """Entry point the python language host runs for the plugin: `python <this folder> ENGINE_ADDRESS [flags]`.
 
-It holds no logic: triton_gke.provider is the provider (the same module `python -m triton_gke.provider` runs).
+It holds no logic: triton_gke.provider is the provider (the same module `triton-gke provider` runs).
 """
 
 import sys
