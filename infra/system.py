@@ -59,13 +59,15 @@ class TritonGkeSystemArgs(TypedDict):
 class TritonGkeSystem(pulumi.ComponentResource):
     """Triton on GKE in every region of `settings`: clusters, serving, monitoring, load tests and the global LB."""
 
-    clusters: pulumi.Output[dict[str, str]]
+    # Plain dicts (of Outputs where a value is the cloud's), as the stack exported them before this component:
+    # `pulumi stack output` and the tests read them the same way.
+    clusters: dict[str, pulumi.Output[str]]
     """Region -> the GKE cluster's name."""
-    endpoints: pulumi.Output[dict[str, str]]
+    endpoints: dict[str, pulumi.Output[str]]
     """Region -> the cluster's control-plane endpoint."""
-    kubeconfigs: pulumi.Output[dict[str, str]]
+    kubeconfigs: dict[str, pulumi.Output[str]]
     """Region -> a kubeconfig for the cluster (secret)."""
-    access: pulumi.Output[dict[str, dict[str, str]]]
+    access: dict[str, dict[str, str]]
     """Region -> the commands that reach the cluster, Locust, Grafana and Prometheus."""
     model_repository: pulumi.Output[str]
     """gs://BUCKET/PREFIX, once the sync uploaded the models."""
@@ -73,7 +75,7 @@ class TritonGkeSystem(pulumi.ComponentResource):
     """The key of Triton's admin APIs (secret)."""
     grafana_admin_password: pulumi.Output[str]
     """Grafana's admin password (secret)."""
-    estimated_cost: pulumi.Output[dict[str, Any]]
+    estimated_cost: dict[str, Any]
     """The estimated cost per region and in total, at the pools' minimum and maximum sizes."""
 
     def __init__(
@@ -249,16 +251,14 @@ class TritonGkeSystem(pulumi.ComponentResource):
     def _outputs(self) -> dict[str, Any]:
         settings = self._settings
         clusters = {name: r.cluster for name, r in self._regions.items()}
-        self.clusters = pulumi.Output.from_input({name: c.cluster.name for name, c in clusters.items()})
-        self.endpoints = pulumi.Output.from_input({name: c.cluster.endpoint for name, c in clusters.items()})
-        self.kubeconfigs = pulumi.Output.from_input({name: c.kubeconfig for name, c in clusters.items()})
-        self.access = pulumi.Output.from_input(
-            {name: _access(settings, name, c.cluster_name) for name, c in clusters.items()}
-        )
+        self.clusters = {name: c.cluster.name for name, c in clusters.items()}
+        self.endpoints = {name: c.cluster.endpoint for name, c in clusters.items()}
+        self.kubeconfigs = {name: c.kubeconfig for name, c in clusters.items()}
+        self.access = {name: _access(settings, name, c.cluster_name) for name, c in clusters.items()}
         self.model_repository = self._upload.repository_url
         self.triton_admin_key = self._admin_key.result
         self.grafana_admin_password = self._grafana.result
-        self.estimated_cost = pulumi.Output.from_input(stack_cost_summary(settings))
+        self.estimated_cost = stack_cost_summary(settings)
         outputs: dict[str, Any] = {
             "clusters": self.clusters,
             "endpoints": self.endpoints,
