@@ -30,7 +30,7 @@ RUN = @$(PY) -m triton_gke.offline.make_args --target $@
 MODEL_REPO_MODE := $(if $(filter model-repo,$(MAKECMDGOALS)),,--prerequisite)
 export MAKE_ARGS_GOALS := $(MAKECMDGOALS)
 
-.PHONY: setup system-packages plan sandbox bench capacity-compare test lint model-repo dashboards clean
+.PHONY: setup system-packages plan sandbox bench capacity-compare test test-fast lint model-repo dashboards clean
 
 setup: $(VENV)/.installed
 
@@ -74,8 +74,13 @@ capacity-compare: setup
 dashboards: setup
 	$(TRITON_GKE) dashboards
 
+## Every test, unit and live (tests/live/ start tritonserver, Locust, Prometheus, the GCS emulator): what CI runs
 test: lint system-packages
 	$(RUN) $(PY) -m pytest
+
+## The unit tests only (tests/unit/: pure and mock runtime, no process started). ARGS: pytest's options
+test-fast: setup
+	$(RUN) $(PY) -m pytest -m "not live"
 
 ## ruff, and the rooms' import rules (.importlinter, checked over the installed package's layout)
 lint: setup

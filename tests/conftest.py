@@ -1,9 +1,17 @@
-"""Shared helpers: evaluate the real program (or one component) under Pulumi's mock runtime."""
+"""Shared helpers: evaluate the real program (or one component) under Pulumi's mock runtime; the unit/live split.
+
+tests/unit/<room>/test_<module>.py tests the module <room>/<module>.py without starting a process;
+tests/live/<room>/ holds every test that starts one (marked `live` below). `make test-fast` runs the unit tests,
+`make test` everything. Helpers and fixture plugins shared by several files are in tests/support/.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +63,46 @@ def dev_plan() -> Plan:
 @pytest.fixture(scope="session")
 def prod_plan() -> Plan:
     return evaluate("prod")
+
+
+# ---------------------------------------------------------------- unit and live
+# tests/unit/<room>/test_<module>.py: pure and mock-runtime tests, no process started (`make test-fast` runs them).
+# tests/live/<room>/: every test that starts a process (tritonserver, Locust, Prometheus or promtool, the GCS
+# emulator, our own commands, make, a wheel): marked `live` here, by folder, so no test can be in one and not the other.
+LIVE_DIR = PROJECT_DIR / "tests" / "live"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if LIVE_DIR in item.path.parents:
+            item.add_marker(pytest.mark.live)
+
+
+class StartedAProcess(AssertionError):
+    """A unit test tried to start a process: it belongs under tests/live/."""
+
+
+@contextlib.contextmanager
+def _no_processes(nodeid: str) -> Iterator[None]:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise StartedAProcess(f"{nodeid} starts a process: move it under tests/live/ (see tests/conftest.py)")
+
+    saved = [(subprocess.Popen, "_execute_child", subprocess.Popen._execute_child)]
+    saved += [(os, name, getattr(os, name)) for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system")]
+    for owner, name, _ in saved:
+        setattr(owner, name, refuse)
+    try:
+        yield
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """A unit test's own body starts no process (its fixtures' setup is not watched: session fixtures are shared)."""
+    if item.get_closest_marker("live"):
+        return (yield)
+    with _no_processes(item.nodeid):
+        return (yield)

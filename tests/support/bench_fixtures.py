@@ -7,7 +7,7 @@ so the server is a single queue with a deterministic service time (an M/D/1 queu
 arrivals). The sleep dominates the noise of busy cores, so tools measuring the same server must
 agree on its capacity.
 
-Use from a test module with `pytest_plugins = ("tests.bench_fixtures",)`.
+Use from a test module with `pytest_plugins = ("tests.support.bench_fixtures",)`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Load them explicitly in a test module (tests/conftest.py is not ours):
 
-    pytest_plugins = ("tests.gcs_fixtures",)
+    pytest_plugins = ("tests.support.gcs_fixtures",)
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from google.cloud import storage
 from triton_gke.sandbox.gcs_emulator import PYTHON_CLIENT_ENV, GcsEmulator
 
-from tests.onnx_models import onnx_model
+from tests.support.onnx_models import onnx_model
 
 BIG_FILE_SIZE = 30 * 1000 * 1000
 # Where google-auth would look for a metadata server: a closed loopback port, so a

@@ -1,6 +1,6 @@
-"""A TCP relay to the GCS emulator that can hold an upload half-way: shared by tests/test_sync.py and
-tests/test_faults.py. A plain module, not a pytest plugin: importing it from a test module does not stop pytest
-rewriting the asserts of a plugin (as importing tests.gcs_fixtures first would)."""
+"""A TCP relay to the GCS emulator that can hold an upload half-way: shared by tests/live/model_repo/test_sync.py
+and tests/live/sandbox/test_faults.py. A plain module, not a pytest plugin: importing it from a test module does not
+stop pytest rewriting the asserts of a plugin (as importing tests.support.gcs_fixtures first would)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ runs the generated prometheus.yml with its kubernetes_sd blocks swapped for file
 targets carry the labels the pods would have in the cluster, and the generated rules with a
 short test SLO. One headless Locust per model (the project's locustfile) keeps load on both.
 
-Use from a test module with `pytest_plugins = ("tests.monitoring_fixtures",)`.
+Use from a test module with `pytest_plugins = ("tests.support.monitoring_fixtures",)`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from triton_gke.sandbox.processes import free_port, stop_process
 from triton_gke.sandbox.prometheus import LocalPod, LocalPrometheus, local_pod, local_prometheus_config
 from triton_gke.sandbox.triton import TritonServer
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+from tests.conftest import PROJECT_DIR
+
 LOCUSTFILE = PROJECT_DIR / "loadtest" / "locustfile.py"
 REGION = "local-test-region"
 NORMAL_MODEL = "original"

@@ -1,6 +1,6 @@
 """Session fixtures: the model repository built once, and a real tritonserver serving it.
 
-Use from a test module with `pytest_plugins = ("tests.triton_fixtures",)`.
+Use from a test module with `pytest_plugins = ("tests.support.triton_fixtures",)`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ arrivals) whose p95 meets the same objective: Locust through the project's locus
 bench/locust_steps.py, perf_analyzer with its own binary search (--request-rate-range with
 --binary-search and --latency-threshold,
 https://docs.nvidia.com/deeplearning/triton-inference-server/user-guide/docs/perf_analyzer/docs/cli.html).
-The model sleeps SERVICE_MS per request, one request at a time (tests/bench_fixtures.py): the
+The model sleeps SERVICE_MS per request, one request at a time (tests/support/bench_fixtures.py): the
 capacity is set by that sleep, not by the busy cores, so the answers must agree within TOLERANCE.
 
 Two things make the comparison fair rather than lucky:
@@ -33,7 +33,7 @@ from triton_gke.bench.slo_search import RateLadder, SloCriteria, rate_search
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS
 from triton_gke.sandbox.triton import TritonServer
 
-pytest_plugins = ("tests.bench_fixtures",)
+pytest_plugins = ("tests.support.bench_fixtures",)
 
 SLO_MS = 150.0  # ~3.5 service times of 40 ms: the knee of an M/D/1 queue (p95 150 ms near 14 requests/s)
 PA_WINDOW_REQUESTS = 150  # per perf_analyzer window (--measurement-request-count)

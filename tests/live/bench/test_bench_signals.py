@@ -1,6 +1,6 @@
 """`triton-gke bench` stopped by SIGTERM (a `kill`, a CI job's timeout) or SIGINT (Ctrl-C) stops every process it
-started: Python's default SIGTERM ends a process without running `finally` or `__exit__`, so before the handler a
-killed bench left tritonserver and Locust running (seen: both still serving after the bench was gone)."""
+started: Python's default SIGTERM ends a process without running `finally` or `__exit__`, so before the handler
+a killed bench left tritonserver and Locust running (seen: both still serving after the bench was gone)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-from triton_gke.sandbox.processes import Interrupted, InterruptSignals, stop_process, wait_for
+from triton_gke.sandbox.processes import stop_process, wait_for
 
-PROJECT = Path(__file__).resolve().parents[1]
+from tests.conftest import PROJECT_DIR
+
+PROJECT = PROJECT_DIR
 
 
 def _descendants(pid: int) -> list[psutil.Process]:
@@ -74,21 +76,3 @@ def test_a_signalled_bench_stops_triton_and_locust_and_says_so_in_one_line(signu
         with contextlib.suppress(psutil.Error):
             process.kill()
     assert not left, _names(left)
-
-
-def test_sighup_stops_the_run_unless_nohup_ignored_it() -> None:
-    """A closed terminal (SIGHUP) stops a run like Ctrl-C does; under nohup (SIGHUP ignored) it keeps running."""
-    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    try:
-        with InterruptSignals().installed():
-            signal.raise_signal(signal.SIGHUP)  # ignored: nothing happens
-
-        def outside(_signum: int, _frame: object) -> None:  # stands for the default, which would end pytest
-            pass
-
-        signal.signal(signal.SIGHUP, outside)
-        with pytest.raises(Interrupted, match="SIGHUP"), InterruptSignals().installed():
-            signal.raise_signal(signal.SIGHUP)
-        assert signal.getsignal(signal.SIGHUP) is outside  # put back as it was
-    finally:
-        signal.signal(signal.SIGHUP, previous)

@@ -23,11 +23,12 @@ import numpy as np
 import onnx
 import pytest
 import yaml
-from conftest import PROJECT_DIR
 from google.cloud import storage
 from onnx import TensorProto, helper, numpy_helper
 
-pytest_plugins = ("tests.gcs_fixtures",)
+from tests.conftest import PROJECT_DIR
+
+pytest_plugins = ("tests.support.gcs_fixtures",)
 
 DATA = PROJECT_DIR / "tests" / "data" / "bad_inputs"
 CORPUS: list[dict[str, Any]] = yaml.safe_load((DATA / "corpus.yaml").read_text())

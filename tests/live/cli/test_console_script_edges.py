@@ -19,11 +19,21 @@ import pytest
 from triton_gke.cli import main as cli
 from triton_gke.cli.one_line import MAKE_TARGET_ENV
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import PROJECT_DIR
+
+REPO = PROJECT_DIR
+
+
 TRITON_GKE = Path(sys.executable).parent / "triton-gke"
+
+
 EXAMPLE = REPO / "examples" / "on-cluster-python"
+
+
 # The base install (pyproject.toml [project].dependencies) lacks these: the extras bring them.
 EXTRA_ONLY = ("onnxruntime", "psutil", "locust", "prometheus_client", "matplotlib", "gcp_storage_emulator")
+
+
 # The console script with those modules absent: sys.modules[name] = None makes their import fail as a missing one.
 WITHOUT_EXTRAS = f"""
 import sys
@@ -32,6 +42,8 @@ for name in {EXTRA_ONLY!r}:
 from triton_gke.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
+
+
 NEEDS = {
     ("model-repo",): "models",
     ("model-repo", "custom"): "models",
@@ -61,8 +73,6 @@ def one_line(done: subprocess.CompletedProcess[str]) -> str:
 
 
 # --- no extras -------------------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("words", list(NEEDS), ids=" ".join)
 def test_help_needs_no_extra(words: tuple[str, ...]) -> None:
     done = run(sys.executable, "-c", WITHOUT_EXTRAS, *words, "--help")
@@ -79,19 +89,6 @@ def test_a_missing_extra_is_one_line_naming_it(words: tuple[str, ...], tmp_path:
     assert line == f"error: triton-gke {' '.join(words)} needs the {extra!r} extra: pip install 'triton-gke[{extra}]'"
 
 
-def test_a_missing_module_past_the_check_names_its_extra(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
-    """A command without an extra of its own that still imports one (a module's import inside main)."""
-
-    def missing(name: str) -> None:
-        raise ModuleNotFoundError(f"No module named {name!r}", name="psutil")
-
-    monkeypatch.setattr(cli.importlib, "import_module", missing)
-    assert cli.main(["plan-diff", "a", "b"]) == 2
-    assert capsys.readouterr().err == (
-        "error: triton-gke plan-diff needs the 'local' extra: pip install 'triton-gke[local]'\n"
-    )
-
-
 def test_what_pulumi_up_runs_needs_no_extra() -> None:
     """`pulumi up` runs the sync (ModelUpload) and the NEG cleanup: their modules import without any extra."""
     probe = WITHOUT_EXTRAS.split("from triton_gke")[0] + (
@@ -105,8 +102,6 @@ def test_what_pulumi_up_runs_needs_no_extra() -> None:
 
 
 # --- a reader that stops early ------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("words", [["--help"], ["capacity", "--help"], ["provider", "--schema"]], ids=" ".join)
 def test_a_closed_pipe_ends_the_command_quietly(words: list[str]) -> None:
     read, write = os.pipe()
@@ -137,8 +132,6 @@ def test_a_reader_stopping_midway_through_a_json_plan_is_quiet() -> None:
 
 
 # --- dashboards --out ---------------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("kind", ["file", "fifo", "devnull", "empty", "link", "link inside"])
 def test_dashboards_out_must_be_a_plain_folder(kind: str, tmp_path: Path) -> None:
     target = tmp_path / "real"
@@ -162,31 +155,11 @@ def test_dashboards_writes_into_a_new_folder_and_checks_it(tmp_path: Path) -> No
 
 
 # --- sync, plan-diff ----------------------------------------------------------------------------------------------
-
-
 def test_sync_checks_the_local_source_before_credentials(tmp_path: Path) -> None:
     no_credentials = env() | {"GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "none.json")}
     no_credentials.pop("STORAGE_EMULATOR_HOST", None)
     done = run(str(TRITON_GKE), "sync", "nonexist", "gs://bucket/m", "--dry-run", cwd=tmp_path, env=no_credentials)
     assert one_line(done) == "error: local model repository not found: nonexist"
-
-
-def test_sync_says_what_it_waits_on_before_the_listing(tmp_path: Path) -> None:
-    from triton_gke.model_repo import sync
-
-    model = tmp_path / "repo" / "m"
-    (model / "1").mkdir(parents=True)
-    (model / "config.pbtxt").write_text('name: "m"\nbackend: "python"\n')
-    (model / "1" / "model.py").write_text("x = 1\n")
-    said: list[str] = []
-
-    class Unreachable:
-        def list_blobs(self, bucket: str, prefix: str) -> list[Any]:
-            assert said == ["listing gs://b/models/ ..."], said  # the line came first
-            raise sync.SyncError("listing failed")
-
-    with pytest.raises(sync.SyncError, match="listing failed"):
-        sync.sync_repository(tmp_path / "repo", "b", "models", Unreachable(), dry_run=True, note=said.append)  # type: ignore[arg-type]
 
 
 def test_plan_diff_of_a_binary_file_says_not_utf8(tmp_path: Path) -> None:
@@ -197,8 +170,6 @@ def test_plan_diff_of_a_binary_file_says_not_utf8(tmp_path: Path) -> None:
 
 
 # --- plan-folder --------------------------------------------------------------------------------------------------
-
-
 @pytest.fixture
 def program(tmp_path: Path) -> Path:
     folder = tmp_path / "program"
@@ -265,8 +236,6 @@ def test_plan_folder_refuses_in_one_line(case: str, expected: str, program: Path
 
 
 # --- provider -----------------------------------------------------------------------------------------------------
-
-
 def test_provider_help_lists_both_options_and_the_schema_is_the_committed_one() -> None:
     helped = run(str(TRITON_GKE), "provider", "--help")
     assert helped.returncode == 0 and "--schema" in helped.stdout and "--write-schema" in helped.stdout

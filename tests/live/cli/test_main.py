@@ -1,13 +1,8 @@
-"""The `triton-gke` console script (cli/main.py): one command, a subcommand per program, one-line refusals.
-
-Each check runs the real console script of the venv (.venv/bin/triton-gke) as a user does, except the generated
-command lines, which go to cli.main.main in-process (the same code, without a process per example).
-"""
+"""The `triton-gke` console script (cli/main.py) as a user runs it (.venv/bin/triton-gke): one command, a
+subcommand per program, one-line refusals, and make's exit status on its last line."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -15,14 +10,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from triton_gke.cli import main as cli
 from triton_gke.cli.one_line import MAKE_TARGET_ENV
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+from tests.conftest import PROJECT_DIR
+
 TRITON_GKE = Path(sys.executable).parent / "triton-gke"
+
+
 RECORD = PROJECT_DIR / "capacity" / "records" / "cpu-twin__original__24.10-py3__slo-100ms.json"
+
+
 # Every subcommand as a user types it, nested ones included.
 SUBCOMMANDS = [
     [name, *child] for name, command in cli.COMMANDS.items() for child in ([[]] + [[c] for c in command.children])
@@ -97,8 +97,6 @@ def test_a_pasted_pa_rates_command_is_one_line_not_a_traceback(tmp_path: Path) -
 
 
 # ------------------------------------------------------------------ capacity compare: 1 vs 2, direct and by make
-
-
 @pytest.fixture
 def regression(tmp_path: Path) -> tuple[Path, Path]:
     """A baseline folder with one record and a new one whose rate is half of it."""
@@ -145,42 +143,6 @@ def test_make_capacity_compare_shows_the_programs_status_on_its_last_line(regres
     assert bad.stderr.splitlines()[-1].endswith("capacity-compare] Error 2"), bad.stderr
     ok = _make_capacity_compare(f"'{base}' '{base}'")
     assert ok.returncode == 0 and "ok: none of 1 rates" in ok.stdout, ok.stderr
-
-
-# ------------------------------------------------------------------ generated bad command lines
-
-# Any text (line breaks, control and non-ASCII characters included) that names no subcommand.
-UNKNOWN_WORD = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1).filter(
-    lambda word: word not in cli.COMMANDS and word not in ("-h", "--help")
-)
-
-
-def _run_in_process(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(argv)
-    return code, out.getvalue(), err.getvalue()
-
-
-@given(word=UNKNOWN_WORD, rest=st.lists(st.text(max_size=8), max_size=3))
-@example(word="plan\nsandbox", rest=[])
-@example(word="--stack", rest=["dev"])
-@example(word="x\u2028y\r", rest=[])
-@settings(max_examples=80, deadline=None)
-def test_an_unknown_subcommand_or_option_is_one_line_exit_2(word: str, rest: list[str]) -> None:
-    code, out, err = _run_in_process([word, *rest])  # nothing is imported or run: only the dispatcher answers
-    assert code == 2 and out == "" and "Traceback" not in err
-    assert len(err.splitlines()) == 1 and err.endswith(" (see triton-gke --help)\n"), repr(err)
-
-
-@given(parent=st.sampled_from([n for n, c in cli.COMMANDS.items() if c.children]), word=UNKNOWN_WORD)
-@settings(max_examples=40, deadline=None)
-def test_an_unknown_nested_subcommand_is_one_line_exit_2(parent: str, word: str) -> None:
-    if word.startswith("-") or word in cli.COMMANDS[parent].children:
-        return  # an option goes to the parent's own parser (checked above with --no-such-option)
-    code, out, err = _run_in_process([parent, word])
-    assert code == 2 and out == "" and len(err.splitlines()) == 1, repr(err)
-    assert err.startswith(f"error: triton-gke {parent}: unknown subcommand ")
 
 
 @given(option=st.from_regex(r"--[a-z][a-z0-9-]{0,15}", fullmatch=True))

@@ -4,7 +4,8 @@ For the CLI the current folder (as for `pulumi` itself), for a program the folde
 directory: settings/schema.py project_dir). Stack files, build/model_repository, build/plan, the sandbox lock and
 the bench outputs are found there; the settings' schema stays the package's Pulumi.yaml. Here the package is this
 checkout's editable install, so every project below is a folder of its own with a stack only it has (`mine`):
-read from the package's folder, it would not be found. tests/test_package.py checks the same from a wheel.
+read from the package's folder, it would not be found. tests/live/triton_gke/test_package.py checks the same
+from a wheel.
 """
 
 from __future__ import annotations
@@ -17,14 +18,21 @@ import sys
 from pathlib import Path
 
 import pytest
-from triton_gke.cli.one_line import MAKE_TARGET_ENV, model_repo_command
+from triton_gke.cli.one_line import MAKE_TARGET_ENV
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.unit.settings.test_project_dir import REPO
+
 TRITON_GKE = Path(sys.executable).parent / "triton-gke"
+
+
 BUILT = REPO / "build" / "model_repository"
+
+
 needs_built_models = pytest.mark.skipif(
     not (BUILT / ".model_repo.json").is_file(), reason="needs `make model-repo STACK=dev` (build/model_repository)"
 )
+
+
 SYSTEM_WITH_OWN_FOLDER = """
 import sys
 import pulumi
@@ -101,48 +109,3 @@ def test_a_bad_model_repository_dir_is_refused_in_one_line(project: Path) -> Non
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.splitlines()
     assert line.endswith("model_repository_dir: '' is not valid; expected the built repository's path"), line
-
-
-def test_hints_name_make_only_where_make_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from triton_gke.model_repo.manifest import rebuild
-
-    monkeypatch.delenv(MAKE_TARGET_ENV, raising=False)
-    monkeypatch.chdir(tmp_path)  # a project of a user's: no Makefile of this repository
-    assert model_repo_command("dev") == "triton-gke model-repo --stack dev"
-    assert rebuild() == "rebuild with triton-gke model-repo"
-    assert model_repo_command("dev", ["--set", "a=b c"]) == "triton-gke model-repo --stack dev --set 'a=b c'"
-    monkeypatch.setenv(MAKE_TARGET_ENV, "plan")  # run through make
-    assert model_repo_command("dev") == "make model-repo STACK=dev"
-    monkeypatch.delenv(MAKE_TARGET_ENV)
-    monkeypatch.chdir(REPO)  # this checkout, whose Makefile has the target
-    assert rebuild("dev") == "rebuild with make model-repo STACK=dev"
-
-
-def test_build_outputs_and_stack_files_follow_the_current_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from triton_gke.bench import runner
-    from triton_gke.infra import model_upload
-    from triton_gke.model_repo.build import default_cache_dir
-    from triton_gke.offline import build_models, plan
-    from triton_gke.sandbox import leftovers, single_run
-    from triton_gke.settings import stack_config
-    from triton_gke.settings.schema import PACKAGE_DIR, config_schema
-
-    monkeypatch.chdir(tmp_path)
-    build = tmp_path / "build"
-    assert model_upload.built_repository() == model_upload.BUILT_REPOSITORY == build / "model_repository"
-    assert build_models.cpu_twins() == build / "model_repository_cpu"
-    assert plan.default_out_dir("dev") == build / "plan" / "dev"
-    assert single_run.default_lock_file() == single_run.LOCK_FILE
-    assert single_run.default_lock_file() == build / "sandbox" / ".sandbox.lock"
-    assert leftovers.default_state_dir() == leftovers.STATE_DIR
-    assert leftovers.default_state_dir() == build / "sandbox" / ".runs"
-    assert runner.bench_build_dir() == build / "bench"
-    assert default_cache_dir() == build / "cache"
-    with pytest.raises(FileNotFoundError, match=r"^Pulumi\.dev\.yaml: no such stack file$"):
-        stack_config("dev")  # this folder has none, though the package's folder (the checkout) has one
-    (tmp_path / "Pulumi.mine.yaml").write_text((REPO / "Pulumi.dev.yaml").read_text())
-    assert stack_config("mine")["triton-gke:regions"] == '["us-central1"]'
-    # The schema is the package's own Pulumi.yaml, wherever the project is.
-    assert config_schema()[0] == "triton-gke" and (PACKAGE_DIR / "Pulumi.yaml").is_file()

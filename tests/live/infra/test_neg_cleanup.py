@@ -1,11 +1,6 @@
-"""The zonal NEGs GKE creates from Triton's NEG Service: removed around the cluster's life, waited for, never looked up.
-
-Two halves. infra/neg_cleanup.py runs (as `pulumi up` runs it: its module, triton_gke.infra.neg_cleanup) against a
-small local fake of the Compute API: aggregated list, delete returning a zonal operation, operation wait, NEG GET,
-404s and "in use" answers. Then the plan: the order `pulumi destroy` deletes in (the reverse of the dependency graph:
-https://www.pulumi.com/docs/iac/concepts/resources/options/dependson/) in every shipped stack, no NEG lookup anywhere,
-and what adding a zone changes.
-"""
+"""infra/neg_cleanup.py run as `pulumi up` runs it (its module, triton_gke.infra.neg_cleanup) against a small
+local fake of the Compute API: aggregated list, delete returning a zonal operation, operation wait, NEG GET,
+404s and "in use" answers."""
 
 from __future__ import annotations
 
@@ -21,27 +16,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-import pulumi
 import pytest
-from conftest import PROJECT_DIR, evaluate, evaluate_component
-from triton_gke.infra.negs import CLEANUP_TIMEOUT_S, ZonalNegs, ZonalNegsArgs, neg_url
-from triton_gke.offline.plan import plan_records
-from triton_gke.offline.runtime import Plan
+from triton_gke.infra.negs import neg_url
 
-PROJECT = "demo-project"
+from tests.conftest import PROJECT_DIR
+from tests.unit.infra.test_negs import PROJECT
+
 TOKEN = "fake-access-token"
-COMMAND = "command:local:Command"
-BACKEND = "gcp:compute/backendService:BackendService"
-CLUSTER = "gcp:container/cluster:Cluster"
-SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
-NETWORK = "gcp:compute/network:Network"
-SERVICE = "kubernetes:core/v1:Service"
-NEG_LOOKUP = "gcp:compute/getNetworkEndpointGroup:getNetworkEndpointGroup"
 
 
 # ---- a fake Compute API ------------------------------------------------------------------------------------------
-
-
 @dataclass
 class FakeCompute:
     """NEGs by (zone, name), and how the API answers about them."""
@@ -225,8 +209,6 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
 
 
 # ---- infra/neg_cleanup.py ----------------------------------------------------------------------------------------
-
-
 def test_remove_deletes_stale_negs_in_every_zone_of_the_region_and_nothing_else(compute):
     fake, run = compute
     ours = {("us-central1-a", "n-http"), ("us-central1-b", "n-http"), ("us-central1-f", "n-grpc")}
@@ -368,119 +350,3 @@ def test_bad_arguments_are_one_line_and_exit_2(compute, args):
     assert result.returncode == 2, result
     one_error_line(result)
     assert fake.calls == []
-
-
-# ---- the component ----------------------------------------------------------------------------------------------
-
-
-def _component_plan(zones: tuple[str, ...]) -> Plan:
-    def declare() -> None:
-        cluster = pulumi.ComponentResource("test:index:Cluster", "cluster")
-        service = pulumi.ComponentResource("test:index:NegService", "neg-service")
-        ZonalNegs(
-            "negs",
-            ZonalNegsArgs(
-                project=PROJECT,
-                region="us-central1",
-                zones=zones,
-                neg_names=("n-http", "n-grpc"),
-                cluster=cluster,
-                neg_service=pulumi.Output.from_input(service),
-            ),
-        )
-
-    return evaluate_component(declare)
-
-
-def _commands(plan: Plan) -> dict[str, dict]:
-    return {r.name.removeprefix("negs-"): r.inputs for r in plan.of_type(COMMAND)}
-
-
-def test_cleanup_runs_on_create_and_delete_and_does_nothing_on_update():
-    plan = _component_plan(("us-central1-a", "us-central1-b"))
-    (component,) = plan.of_type("triton-gke:infra:ZonalNegs")
-    assert {r.parent_urn for r in plan.of_type(COMMAND)} == {component.urn}
-    cleanup = _commands(plan)["cleanup"]
-    assert cleanup["delete"] == (
-        ".venv/bin/python -m triton_gke.infra.neg_cleanup remove --project demo-project --region us-central1"
-        f" --name n-http --name n-grpc --timeout-s {CLEANUP_TIMEOUT_S}"
-    )
-    # On create only stale NEGs: a running stack upgraded to this component keeps its live ones.
-    assert cleanup["create"] == cleanup["delete"] + " --stale-only"
-    assert "neg_cleanup" not in cleanup["update"], "an update (any changed input) must never delete live NEGs"
-    assert not any("us-central1-a" in str(v) for v in cleanup.values()), "no zone in its inputs"
-
-
-def test_adding_a_zone_replaces_only_the_wait_never_the_cleanup():
-    """pulumi-command v1.2.1: `triggers` is replaceOnChanges (provider/pkg/provider/common/inputs.go); other inputs
-    update in place. The cleanup's inputs stay the same, so it is neither replaced nor updated; the wait's triggers
-    (the zones) change, so it is replaced and waits again, for the new zone too."""
-    before = _commands(_component_plan(("us-central1-a", "us-central1-b")))
-    after = _commands(_component_plan(("us-central1-a", "us-central1-b", "us-central1-f")))
-    assert after["cleanup"] == before["cleanup"]
-    assert before["ready"]["triggers"] == ["us-central1-a", "us-central1-b"]
-    assert after["ready"]["triggers"] == ["us-central1-a", "us-central1-b", "us-central1-f"]
-    assert "--zone us-central1-f" in after["ready"]["create"]
-    assert "delete" not in after["ready"]
-
-
-# ---- the plan: destroy order, no lookups, an added zone -----------------------------------------------------------
-
-
-@pytest.fixture(scope="module", params=["dev", "staging", "prod"])
-def stack_plan(request: pytest.FixtureRequest) -> Plan:
-    return evaluate(request.param)
-
-
-def _waits_for(records: dict[str, dict], urn: str) -> set[str]:
-    """What `urn` transitively depends on (dependsOn of `make plan --json`): the engine deletes it before all of them,
-    as it deletes in the reverse order of creation (https://www.pulumi.com/docs/iac/concepts/resources/options/dependson/
-    ; a destroy plans every delete in reverse dependency order, https://www.pulumi.com/docs/iac/cli/commands/pulumi_destroy/)."""
-    seen: set[str] = set()
-    todo = list(records[urn]["dependsOn"])
-    while todo:
-        dep = todo.pop()
-        if dep not in seen:
-            seen.add(dep)
-            todo.extend(records.get(dep, {}).get("dependsOn", []))
-    return seen
-
-
-def test_destroy_removes_the_negs_users_then_the_negs_then_the_cluster_and_network(stack_plan):
-    """Per region: the NEG Service and both backend services are deleted before the cleanup command runs its delete,
-    and that before the cluster, its subnetwork and the network: so nothing uses a NEG when it is deleted, and no NEG
-    outlives the subnet and VPC (GKE: "Prevent leaked NEGs", https://cloud.google.com/kubernetes-engine/docs/how-to/standalone-neg)."""
-    records = {r["urn"]: r for r in plan_records(stack_plan)}
-    by_name = {(r["type"], r["name"]): r["urn"] for r in records.values()}
-    regions = [c.inputs["location"] for c in stack_plan.of_type(CLUSTER)]
-    assert regions
-    backends = [r.urn for r in stack_plan.of_type(BACKEND)]
-    assert len(backends) in (0, 2)
-    (network,) = [r.urn for r in stack_plan.of_type(NETWORK)]
-    for region in regions:
-        cleanup = by_name[(COMMAND, f"negs-{region}-cleanup")]
-        neg_service = by_name[(SERVICE, f"triton-{region}-triton-neg-svc")]
-        (cluster,) = [c.urn for c in stack_plan.of_type(CLUSTER) if c.inputs["location"] == region]
-        (subnet,) = [s.urn for s in stack_plan.of_type(SUBNETWORK) if s.inputs["region"] == region]
-        for user in [neg_service, *backends]:
-            assert cleanup in _waits_for(records, user), f"{user} must be deleted before {cleanup} runs"
-        for infrastructure in (cluster, subnet, network):
-            assert infrastructure in _waits_for(records, cleanup), f"{cleanup} must run before {infrastructure} goes"
-
-
-def test_no_plan_looks_a_neg_up(stack_plan):
-    assert not [call for _, call in stack_plan.invokes if call.token == NEG_LOOKUP]
-
-
-def test_an_added_zone_gets_its_backends_without_a_lookup():
-    zones = ["us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"]
-    plan = evaluate("prod", zones=zones)
-    assert not [call for _, call in plan.invokes if call.token == NEG_LOOKUP]
-    for backend in plan.of_type(BACKEND):
-        port = backend.name.removeprefix("global-")
-        groups = {b["group"] for b in backend.inputs["backends"]}
-        assert neg_url("my-gcp-project", "us-central1-f", f"triton-prod-us-central1-{port}") in groups
-    ready = {r.name: r for r in plan.of_type(COMMAND)}["negs-us-central1-ready"]
-    assert ready.inputs["triggers"] == zones
-    for backend in plan.of_type(BACKEND):
-        assert ready.urn in backend.dependencies, "the backends wait until the new zone's NEGs exist"

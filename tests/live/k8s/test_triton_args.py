@@ -15,7 +15,7 @@ from triton_gke.model_repo.build import BuildResult
 from triton_gke.sandbox.netns import isolation_available
 from triton_gke.sandbox.triton import TritonServer
 
-pytest_plugins = ("tests.triton_fixtures",)
+pytest_plugins = ("tests.support.triton_fixtures",)
 ADMIN_KEY = "test-admin-key"
 
 pytestmark = pytest.mark.skipif(

@@ -28,9 +28,11 @@ from triton_gke.sandbox.processes import free_port, wait_for
 from triton_gke.sandbox.report import locust_results
 from triton_gke.sandbox.triton import TritonServer
 
-pytest_plugins = ("tests.triton_fixtures", "tests.bench_fixtures")
+from tests.conftest import PROJECT_DIR
 
-LOCUSTFILE = Path(__file__).resolve().parent.parent / "loadtest" / "locustfile.py"
+pytest_plugins = ("tests.support.triton_fixtures", "tests.support.bench_fixtures")
+
+LOCUSTFILE = PROJECT_DIR / "loadtest" / "locustfile.py"
 LOCUST = Path(sys.executable).parent / "locust"
 CONFIG_KEYS = (
     *("model", "saddr", "rps", "protocol", "payload", "input_name", "output_name", "batch", "timeout_s"),

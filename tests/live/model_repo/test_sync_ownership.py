@@ -13,19 +13,23 @@ import json
 from pathlib import Path
 
 import pytest
-from google.api_core import exceptions as api_exceptions
 from google.cloud import storage
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from triton_gke.model_repo import sync as sync_module
 from triton_gke.model_repo.sync import OWNER_KEY, RECORD_NAME, SyncError, main, sync_repository
 
-from tests.gcs_fixtures import write_small_repo
-from tests.onnx_models import onnx_model
+from tests.support.gcs_fixtures import write_small_repo
+from tests.support.onnx_models import onnx_model
+from tests.unit.model_repo.test_sync import one_line
 
-pytest_plugins = ("tests.gcs_fixtures",)
+pytest_plugins = ("tests.support.gcs_fixtures",)
+
+
 
 PREFIX = "models"
+
+
 RECORD = f"{PREFIX}/{RECORD_NAME}"
 
 
@@ -57,15 +61,7 @@ def write_record_body(client: storage.Client, bucket: str, body: dict | bytes) -
     client.bucket(bucket).blob(RECORD).upload_from_string(data, content_type="application/json")
 
 
-def one_line(err: pytest.ExceptionInfo[SyncError]) -> str:
-    message = str(err.value)
-    assert message and "\n" not in message
-    return message
-
-
 # --- (a) what the sync did by name before -----------------------------------------------------
-
-
 def test_an_owned_object_someone_overwrote_is_not_deleted_and_reported(gcs_client, bucket_name, small_repo, capsys):
     sync(small_repo, gcs_client, bucket_name)
     theirs = put(gcs_client, bucket_name, f"{PREFIX}/resnet50/labels.txt", b"their labels\n")
@@ -144,8 +140,6 @@ def test_a_hand_edited_record_cannot_claim_a_stranger(gcs_client, bucket_name, s
 
 
 # --- the earlier record format ------------------------------------------------------------------
-
-
 def make_legacy(client: storage.Client, bucket: str) -> None:
     """What the sync before generations left: the same objects without the mark, a names-only record."""
     body = record_body(client, bucket)
@@ -215,8 +209,6 @@ def test_adopt_claims_from_an_edited_old_record_only_what_a_source_model_folder_
 
 
 # --- an interrupted sync still owns what it wrote ---------------------------------------------------------
-
-
 class StopSync(Exception):
     pass
 
@@ -242,42 +234,7 @@ def test_an_upload_the_record_never_confirmed_is_still_owned(gcs_client, bucket_
     assert all(b.metadata == {OWNER_KEY: b.md5_hash} for n, b in live.items() if n != RECORD_NAME)
 
 
-# --- 412: a change racing the sync (the emulator ignores preconditions: a stub bucket answers 412) ------------------
-
-
-class RacedBucket:
-    name = "raced"
-
-    def delete_blob(self, name: str, if_generation_match: int) -> None:
-        raise api_exceptions.PreconditionFailed("conditionNotMet")
-
-    def blob(self, name: str, chunk_size: int | None = None) -> storage.Blob:
-        bucket = self
-
-        class Raced(storage.Blob):
-            def upload_from_string(self, *args, **kwargs) -> None:
-                raise api_exceptions.PreconditionFailed("conditionNotMet")
-
-        return Raced(name, bucket=storage.Bucket(None, bucket.name))
-
-
-def test_a_delete_racing_another_writer_leaves_their_object():
-    blob = storage.Blob("models/m/1/x", bucket=storage.Bucket(None, "raced"))
-    assert sync_module._delete(RacedBucket(), blob, 7) is False  # type: ignore[arg-type]
-
-
-def test_an_upload_racing_another_writer_stops_in_one_line(tmp_path):
-    from triton_gke.model_repo.sync_source import bytes_file
-
-    local = bytes_file("m/config.pbtxt", tmp_path / "config.pbtxt", b"x")
-    with pytest.raises(SyncError) as caught:
-        sync_module.upload_file(RacedBucket(), "models/m/config.pbtxt", local, 7, 1 << 18, None)  # type: ignore[arg-type]
-    assert "changed during the sync" in one_line(caught) and "not overwritten" in str(caught.value)
-
-
 # --- (c) the record reader is bounded ---------------------------------------------------------------------
-
-
 def entry(generation: str) -> bytes:
     return (
         b'{"format": 2, "models": {}, "objects": {"m/config.pbtxt": {"generation": '
@@ -349,8 +306,9 @@ def test_an_oversized_record_is_read_no_further_than_the_cap(gcs_client, bucket_
 
 
 # --- (b) property: never delete or overwrite a generation the sync did not write -------------------------------
-
 VARIANTS = st.sampled_from(["base", "new-weights", "no-labels", "no-preprocess"])
+
+
 NAMES = st.sampled_from(
     [
         "resnet50/config.pbtxt",
@@ -363,7 +321,11 @@ NAMES = st.sampled_from(
         "other/model.bin",
     ]
 )
+
+
 EDITS = st.sampled_from(["forge-generation", "forge-in-flight", "names-only", "bump-generation", "drop-entry"])
+
+
 STEPS = st.lists(
     st.one_of(
         st.tuples(st.just("sync"), VARIANTS),

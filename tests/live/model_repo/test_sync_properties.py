@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from triton_gke.model_repo.sync import RECORD_NAME, main
 from tritonclient.grpc import model_config_pb2 as mc
 
-pytest_plugins = ("tests.gcs_fixtures",)
+pytest_plugins = ("tests.support.gcs_fixtures",)
 
 # Letters, digits, spaces, dots, GCS's "avoid" characters and non-ASCII: all valid in a name.
 SAFE = st.text(alphabet=st.sampled_from(list("abcXY019 ._-#[]*?éü中")), min_size=1, max_size=6).filter(

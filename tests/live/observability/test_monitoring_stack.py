@@ -10,22 +10,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import pytest
 import tritonclient.http as httpclient
-from triton_gke.model_repo.cpu_twin import DELAY_PARAMETER, delayed_copy, inject_delay
-from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.cpu_twin import DELAY_PARAMETER
 from triton_gke.observability.dashboards import dashboards, panel_queries
 from triton_gke.observability.rules import quantile_label
 
 if TYPE_CHECKING:  # imported by pytest_plugins; importing it here first would skip its assert rewriting
-    from tests.monitoring_fixtures import LiveStack
+    from tests.support.monitoring_fixtures import LiveStack
 
-pytest_plugins = ("tests.monitoring_fixtures",)
+pytest_plugins = ("tests.support.monitoring_fixtures",)
+
+
 
 T = TypeVar("T")
+
+
 GPU_METRICS = ("DCGM_FI_", "node:gpu_")
 
 
@@ -124,23 +125,3 @@ def test_the_slow_twin_is_a_delayed_copy_and_the_original_is_untouched(live_stac
     assert slow["dynamic_batching"] == client.get_model_config(live_stack.normal_model)["dynamic_batching"]
     assert DELAY_PARAMETER not in client.get_model_config(live_stack.normal_model).get("parameters", {})
     assert DELAY_PARAMETER not in (live_stack.repository / live_stack.normal_model / "config.pbtxt").read_text()
-
-
-@pytest.mark.parametrize("delay", [-1, 600_001, 1.5, True])
-def test_injected_delay_must_be_whole_milliseconds(delay: object) -> None:
-    from tritonclient.grpc import model_config_pb2 as mc
-
-    with pytest.raises(ModelRepoError, match=f"{DELAY_PARAMETER}: expected a whole number of ms from 0 to 600000"):
-        inject_delay(mc.ModelConfig(), delay)
-
-
-def test_only_cpu_twins_can_be_delayed(tmp_path: Path) -> None:
-    model = tmp_path / "plain"
-    (model / "1").mkdir(parents=True)
-    (model / "1" / "model.onnx").write_bytes(b"")
-    config = 'name: "plain"\nbackend: "onnxruntime"\nmax_batch_size: 1\n'
-    config += 'input { name: "x" data_type: TYPE_FP32 dims: 1 }\noutput { name: "y" data_type: TYPE_FP32 dims: 1 }\n'
-    (model / "config.pbtxt").write_text(config)
-    with pytest.raises(ModelRepoError, match="not a CPU twin"):
-        delayed_copy(model, tmp_path / "slow", 100)
-    assert not (tmp_path / "slow").exists()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from triton_gke.offline.import_contracts import package_dirs
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+from tests.conftest import PROJECT_DIR
 
 
 def lint(root: Path) -> subprocess.CompletedProcess[str]:

@@ -1,249 +1,32 @@
-"""Every stack-config mistake is refused in one line naming the key and value, before any resource."""
+"""`triton-gke plan` as a process: the plan it prints (text and --json), and bad settings refused with exit 2 and
+one line naming the key."""
 
 from __future__ import annotations
 
+import json
+import os
+import resource
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import PROJECT, PROJECT_DIR, stack_settings
-from triton_gke.offline.runtime import CloudMocks, RecordingMonitor, run_program
-from triton_gke.settings.errors import ConfigError
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from triton_gke.settings.stack_file import MAX_BYTES, MAX_NODES
 
-BAD_CONFIG = {
-    "unknown region": (
-        {"regions": ["us-centrall1"]},
-        "triton-gke:regions",
-        "'us-centrall1'",
-        "did you mean us-central1",
-    ),
-    "region without T4": (
-        {"regions": ["europe-north1"]},
-        "triton-gke:regions",
-        "'europe-north1'",
-        "no nvidia-tesla-t4",
-    ),
-    "duplicate region": ({"regions": ["us-central1", "us-central1"]}, "triton-gke:regions", "'us-central1'", "once"),
-    "no region": ({"regions": []}, "triton-gke:regions", "[]", "at least one"),
-    "zone without T4": (
-        {"regions": ["asia-east1"], "zones": ["asia-east1-b"]},
-        "triton-gke:zones",
-        "'asia-east1-b'",
-        "asia-east1-a, asia-east1-c",
-    ),
-    "zone not in its region": ({"zones": ["europe-west4-a"]}, "triton-gke:zones", "'europe-west4-a'", "not a zone of"),
-    "zone that does not exist": ({"zones": ["us-central1-z"]}, "triton-gke:zones", "'us-central1-z'", "not a zone of"),
-    "machine type without T4": (
-        {"gpuMachineType": "e2-standard-4"},
-        "triton-gke:gpuMachineType",
-        "'e2-standard-4'",
-        "N1",
-    ),
-    "too many vCPUs for one T4": (
-        {"gpuMachineType": "n1-standard-64"},
-        "triton-gke:gpuMachineType",
-        "'n1-standard-64'",
-        "48 vCPUs",
-    ),
-    "CPU pool on an accelerator-optimized type": (
-        {"cpuMachineType": "g2-standard-8"},
-        "triton-gke:cpuMachineType",
-        "'g2-standard-8'",
-        "accelerator-optimized",
-    ),
-    "bucket in another region than the clusters": (
-        {"bucketLocation": "europe-west4"},
-        "triton-gke:bucketLocation",
-        "'europe-west4'",
-        "us-central1",
-    ),
-    "Triton SDK image": ({"tritonImageTag": "25.06-py3-sdk"}, "triton-gke:tritonImageTag", "'25.06-py3-sdk'", "SDK"),
-    "CUDA 13 image on an R570 LATEST driver": (
-        {"tritonImageTag": "25.08-py3"},
-        "triton-gke:tritonImageTag",
-        "'25.08-py3'",
-        "R570",
-    ),
-    "unknown accelerator": (
-        {"gpuAcceleratorType": "nvidia-tesla-k80"},
-        "triton-gke:gpuAcceleratorType",
-        "'nvidia-tesla-k80'",
-        "nvidia-tesla-t4",
-    ),
-    "three T4 per node": ({"gpuAcceleratorCount": 3}, "triton-gke:gpuAcceleratorCount", "3", "1, 2 or 4"),
-    "min above max": ({"gpuMinNodes": 4, "gpuMaxNodes": 2}, "triton-gke:gpuMinNodes", "4", "gpuMaxNodes (2)"),
-    "negative node count": ({"gpuMinNodes": -1}, "triton-gke:gpuMinNodes", "-1", ">= 0"),
-    # A zone's NEG exists only once the zone has a node (ingress-gce transaction.go): the CPU pool keeps one.
-    "no CPU node": ({"cpuMinNodes": 0}, "triton-gke:cpuMinNodes", "0", ">= 1"),
-    "zero max nodes": ({"gpuMinNodes": 0, "gpuMaxNodes": 0}, "triton-gke:gpuMaxNodes", "0", ">= 1"),
-    "count that is not a number": ({"gpuMaxNodes": "many"}, "triton-gke:gpuMaxNodes", "'many'", "whole number"),
-    "bad driver version": ({"gpuDriverVersion": "535.104"}, "triton-gke:gpuDriverVersion", "'535.104'", "LATEST"),
-    "bad release channel": ({"releaseChannel": "NIGHTLY"}, "triton-gke:releaseChannel", "'NIGHTLY'", "REGULAR"),
-    "kubernetes version without schema": (
-        {"kubernetesVersion": "1.20"},
-        "triton-gke:kubernetesVersion",
-        "'1.20'",
-        "1.25..1.37",
-    ),
-    "bad authorised network": (
-        {"masterAuthorizedCidrs": ["10.0.0.0/33"]},
-        "triton-gke:masterAuthorizedCidrs",
-        "'10.0.0.0/33'",
-        "CIDR",
-    ),
-    "boolean that is not one": ({"gpuSpot": "yes"}, "triton-gke:gpuSpot", "'yes'", "true or false"),
-    "list that is not one": ({"regions": "us-central1"}, "triton-gke:regions", "'us-central1'", "list"),
-    "misspelt key": ({"gpuMaxNode": 3}, "triton-gke:gpuMaxNode", "unknown setting", "did you mean gpuMaxNodes"),
-    "missing catalogue": ({"gpuCatalogue": "no/such.csv"}, "triton-gke:gpuCatalogue", "no/such.csv", "no such file"),
-    "unknown model variant": (
-        {"modelVariants": ["tftrt_fp16"]},
-        "triton-gke:modelVariants",
-        "'tftrt_fp16'",
-        "trt_fp16",
-    ),
-    "duplicate model variant": (
-        {"modelVariants": ["original", "original"]},
-        "triton-gke:modelVariants",
-        "'original'",
-        "once",
-    ),
-    "preferred batch above max": (
-        {"modelPreferredBatchSize": 128},
-        "triton-gke:modelPreferredBatchSize",
-        "128",
-        "modelMaxBatchSize (64)",
-    ),
-    "zero batch size": ({"modelSmallBatchSize": 0}, "triton-gke:modelSmallBatchSize", "0", ">= 1"),
-    "zero instances": ({"modelInstanceCount": 0}, "triton-gke:modelInstanceCount", "0", ">= 1"),
-    "negative queue delay": ({"modelMaxQueueDelayUs": -5}, "triton-gke:modelMaxQueueDelayUs", "-5", ">= 0"),
-    "missing model file": ({"modelSource": "models/mine.onnx"}, "triton-gke:modelSource", "mine.onnx", "not found"),
-    "SavedModel on a TF-less image": (
-        {"modelSource": "tests/data/saved_model"},
-        "triton-gke:modelSource",
-        "saved_model",
-        "25.02",
-    ),
-    "bad Triton tag": ({"tritonImageTag": "latest"}, "triton-gke:tritonImageTag", "'latest'", "YY.MM-py3"),
-    "bad model prefix": ({"modelPrefix": "a//b c"}, "triton-gke:modelPrefix", "'a//b c'", "folder path"),
-    "load test on an unserved model": (
-        {"modelVariants": ["original"], "locustModel": "trt_fp16"},
-        "triton-gke:locustModel",
-        "'trt_fp16'",
-        "modelVariants: original",
-    ),
-    "unknown load-test protocol": ({"locustProtocol": "ftp"}, "triton-gke:locustProtocol", "'ftp'", "http, grpc"),
-    "no Locust workers": ({"locustWorkers": 0}, "triton-gke:locustWorkers", "0", ">= 1"),
-    "too many Locust workers": ({"locustWorkers": 500}, "triton-gke:locustWorkers", "500", "at most 100"),
-    "negative RPS": ({"locustRps": -1}, "triton-gke:locustRps", "-1", ">= 0"),
-    "load-test rate beyond the locustfile's bound": (
-        {"locustRate": 2_000_000},
-        "triton-gke:locustRate",
-        "2000000",
-        "from 1 to 1,000,000",
-    ),
-    "load-test rate and rate steps together": (
-        {"locustRate": 40, "locustRateSteps": "10:60"},
-        "triton-gke:locustRate",
-        "40",
-        "not both",
-    ),
-    "load-test step of zero seconds": (
-        {"locustRateSteps": "10:60,20:0"},
-        "triton-gke:locustRateSteps",
-        "'10:60,20:0'",
-        "seconds > 0",
-    ),
-    "trace arrivals (no trace file in the cluster)": (
-        {"locustArrival": "trace"},
-        "triton-gke:locustArrival",
-        "'trace'",
-        "poisson, constant",
-    ),
-    "web UI open to the internet": (
-        {"webUiSourceRanges": ["0.0.0.0/0"]},
-        "triton-gke:webUiSourceRanges",
-        "'0.0.0.0/0'",
-        "wider than /8",
-    ),
-    "zero queue-time target": ({"autoscaleQueueTimeMs": 0}, "triton-gke:autoscaleQueueTimeMs", "0", ">= 1"),
-    "domain without load balancer": (
-        {"domain": "infer.example.com"},
-        "triton-gke:domain",
-        "'infer.example.com'",
-        "globalLoadBalancer: true",
-    ),
-    "malformed domain": (
-        {"globalLoadBalancer": True, "domain": "not a domain"},
-        "triton-gke:domain",
-        "'not a domain'",
-        "DNS name",
-    ),
-    "zero LB rate": ({"lbMaxRatePerPod": 0}, "triton-gke:lbMaxRatePerPod", "0", ">= 1"),
-    # Red-team finding: 1e23 was taken and its per-service split no longer added up in a float.
-    "huge LB rate": ({"lbMaxRatePerPod": 10**23}, "triton-gke:lbMaxRatePerPod", str(10**23), "1,000,000"),
-    # Red-team finding: at 100 % the failure-ratio alert (ratio > 1.0) can never fire; records refuse 100 too.
-    "failure budget of 100 %": ({"sloMaxFailurePercent": 100}, "triton-gke:sloMaxFailurePercent", "100", "never fires"),
-    "UINT8 input for an unserved variant": (
-        {"modelVariants": ["original"], "modelUint8Input": ["trt_fp16"]},
-        "triton-gke:modelUint8Input",
-        "'trt_fp16'",
-        "not in modelVariants",
-    ),
-    "uint8 load on an FP32 model": (
-        {"locustPayload": "uint8"},
-        "triton-gke:locustPayload",
-        "'uint8'",
-        "original takes FP32",
-    ),
-    "fp32 load on a UINT8 model": (
-        {"modelUint8Input": ["original"]},
-        "triton-gke:locustPayload",
-        "'fp32'",
-        "original takes UINT8",
-    ),
-    # PodMonitor/PrometheusRule need the Prometheus Operator's CRDs, which the clusters this `up` creates never have:
-    # the first `up` would fail half-way, after the clusters (pulumi/pulumi-kubernetes#1712).
-    "operator monitoring on the clusters the stack creates": (
-        {"monitoringMode": "operator"},
-        "triton-gke:monitoringMode",
-        "'operator'",
-        "no Prometheus Operator CRDs",
-    ),
-    "unknown monitoring mode": (
-        {"monitoringMode": "prometheus"},
-        "triton-gke:monitoringMode",
-        "'prometheus'",
-        "allowed: builtin",
-    ),
-    "missing GCP project": ({"gcp:project": None}, "gcp:project", "missing", "pulumi config set gcp:project"),
-    "invalid GCP project": ({"gcp:project": "My_Project"}, "gcp:project", "'My_Project'", "project ID"),
-}
-
-
-@pytest.mark.parametrize("overrides,key,value,hint", BAD_CONFIG.values(), ids=BAD_CONFIG.keys())
-def test_bad_config_is_refused_in_one_line_before_any_resource(overrides, key, value, hint):
-    monitor = RecordingMonitor(CloudMocks())
-    with pytest.raises(ConfigError) as refused:
-        run_program("dev", stack_settings("dev", **overrides), PROJECT, monitor=monitor)
-    message = str(refused.value)
-    assert "\n" not in message
-    assert message.startswith(f"{key}:")
-    assert value in message and hint in message
-    assert monitor.records == [], "resources were declared before the config was checked"
-
-
-def test_catalogue_override_is_used(tmp_path):
-    catalogue = tmp_path / "t4.csv"
-    catalogue.write_text(
-        "# Source: test, 2026-11\n"
-        "accelerator,count,region,zone,price_on_demand_usd_h,price_spot_usd_h\n"
-        "nvidia-tesla-t4,1,europe-north1,europe-north1-a,0.40,0.16\n"
-    )
-    plan = run_program(
-        "dev", stack_settings("dev", regions=["europe-north1"], zones=[], gpuCatalogue=str(catalogue)), PROJECT
-    )
-    (cluster,) = plan.of_type("gcp:container/cluster:Cluster")
-    assert cluster.inputs["nodeLocations"] == ["europe-north1-a"]
+from tests.conftest import PROJECT, PROJECT_DIR
+from tests.unit.infra.test_system import CLUSTER, NODE_POOL, PROD_REGIONS
+from tests.unit.settings.test_config_fuzz import (
+    KEYS,
+    NAMES_A_KEY,
+    _aliased_strings,
+    _write,
+    config_values,
+    yaml_fragments,
+)
 
 
 def refused_plan(setting: str) -> list[str]:
@@ -273,3 +56,222 @@ def test_plan_command_refuses_operator_monitoring_and_says_what_to_do():
     assert len(lines) == 1 and lines[0].startswith("error: triton-gke:monitoringMode: 'operator' is not valid; ")
     for said in ("Prometheus Operator CRDs", "pulumi-kubernetes#1712", "use builtin", "k8s:Monitoring component"):
         assert said in lines[0]
+
+
+PLAN_TIMEOUT_S = 90  # one plan takes ~3-6 s on 2 cores; a hang fails instead of blocking
+
+
+MEMORY_LIMIT = 4 * 2**30  # address space of one plan subprocess: a blow-up dies instead of swapping
+
+
+# Run in a child process under an address-space limit, reporting its own time and peak memory: a reading that
+# expanded the aliases would die there (or report gigabytes) instead of swapping this machine.
+_MEASURE = """
+import resource, sys, time
+from pathlib import Path
+from triton_gke.settings.stack_file import StackFileError, read_stack_file
+started = time.monotonic()
+try:
+    read_stack_file(Path(sys.argv[1]), sys.argv[2], {})
+    outcome = "accepted"
+except StackFileError as err:
+    outcome = str(err)
+print(time.monotonic() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, outcome, sep="\\n")
+"""
+
+
+def test_a_long_string_aliased_thousands_of_times_is_refused_fast_and_in_bounded_memory(tmp_path: Path) -> None:
+    path = _write(tmp_path, _aliased_strings(120_000, 19_000))  # 177 KiB, 2.3 billion characters once expanded
+    assert path.stat().st_size < MAX_BYTES and MAX_NODES > 19_000
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(path), PROJECT],
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30)),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seconds, peak_mb, outcome = done.stdout.splitlines()
+    assert outcome.startswith(path.name) and "characters (aliases included)" in outcome, outcome
+    assert float(seconds) < 2 and int(peak_mb) < 500, (seconds, peak_mb)
+
+
+# ---------------------------------------------------------------- the real command line, a few examples
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def _plan(args: list[str], out: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev", "--out", str(out), *args]
+    return subprocess.run(
+        command,
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=PLAN_TIMEOUT_S,
+        preexec_fn=_limit_memory,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(PROJECT_DIR), "HOME": str(out.parent)},
+    )
+
+
+def _assert_planned_or_refused(done: subprocess.CompletedProcess[str], what: str) -> None:
+    report = f"{what}\nexit {done.returncode}\nstderr:\n{done.stderr[-3000:]}"
+    assert "Traceback" not in done.stderr + done.stdout, report
+    assert done.returncode in (0, 2), report
+    if done.returncode == 2:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: "), report
+        name = lines[0].removeprefix("error: ")
+        # A key, the stack file, the --set word, or the model repository the plan would upload (a changed model
+        # setting needs `make model-repo` first: offline/plan.py says so in one line).
+        assert NAMES_A_KEY.match(name) or name.startswith(("Pulumi.", "--set", "build/model_repository")), report
+
+
+cli_values = config_values.filter(lambda v: "\x00" not in v and len(v) < 2000)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from(sorted(KEYS)), value=cli_values)
+def test_plan_command_with_any_set_value_plans_or_exits_2(tmp_path_factory: Any, key: str, value: str) -> None:
+    out = tmp_path_factory.mktemp("plan")
+    _assert_planned_or_refused(_plan(["--set", f"{key}={value}"], out / "plan"), f"--set {key}={value!r}")
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from(sorted(KEYS)), fragment=yaml_fragments.filter(lambda f: "\x00" not in f))
+def test_plan_command_with_any_stack_file_plans_or_exits_2(tmp_path_factory: Any, key: str, fragment: str) -> None:
+    out = tmp_path_factory.mktemp("plan")
+    dev = yaml.safe_load((PROJECT_DIR / "Pulumi.dev.yaml").read_text())["config"]
+    dev.pop(f"{PROJECT}:{key}", None)  # the dev stack's settings, this key replaced (twice would be a duplicate)
+    config_file = out / "Pulumi.generated.yaml"
+    config_file.write_text(f"{yaml.safe_dump({'config': dev})}  {PROJECT}:{key}: {fragment}\n")
+    done = _plan(["--config-file", str(config_file)], out / "plan")
+    _assert_planned_or_refused(done, config_file.read_text())
+
+
+@pytest.mark.parametrize(
+    "module,prog", [("triton_gke.offline.plan", "make plan"), ("triton_gke.sandbox.run", "make sandbox")]
+)
+@pytest.mark.parametrize("option", ["--bogus", "--stack", "--json=1"])
+def test_a_bad_option_is_one_line_and_exit_2(module: str, prog: str, option: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", module, option], cwd=PROJECT_DIR, capture_output=True, text=True, timeout=PLAN_TIMEOUT_S
+    )
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {prog}: "), done.stderr
+    assert "usage:" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_plan_command_refuses_a_bad_allowlist_in_one_line_with_exit_2():
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "triton_gke.offline.plan",
+            "--stack",
+            "staging",
+            "--set",
+            'lbSourceRanges=["10.0.0.300/24"]',
+        ],
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert "triton-gke:lbSourceRanges" in line and "10.0.0.300/24" in line
+
+
+@pytest.mark.parametrize("setting", ["modelMaxBatchSize=100000", "modelInstanceCount=1000"])
+def test_the_plan_refuses_in_one_line_with_exit_2(setting: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev", "--set", setting],
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    key, value = setting.split("=")
+    assert f"{PROJECT}:{key}: {value} is not valid" in lines[0] and "16 GB" in lines[0]
+
+
+@pytest.mark.parametrize("share", [0, 100, -5])
+def test_a_share_that_leaves_a_protocol_nothing_is_refused_in_one_line(share: int) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT_DIR
+
+    result = subprocess.run(
+        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "staging", "--set", f"lbHttpSharePercent={share}"],
+        cwd=PROJECT_DIR, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 2 and result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1 and "triton-gke:lbHttpSharePercent" in result.stderr
+
+
+def test_plan_json_lists_every_resource_with_type_name_parent_inputs():
+    result = subprocess.run(
+        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "prod", "--json"],
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    records = json.loads(result.stdout)
+    assert all({"type", "name", "parent", "inputs"} <= set(r) for r in records)
+    clusters = [r for r in records if r["type"] == CLUSTER]
+    assert sorted(c["inputs"]["location"] for c in clusters) == sorted(PROD_REGIONS)
+    pools = [r for r in records if r["type"] == NODE_POOL and r["inputs"]["nodeConfig"].get("guestAccelerators")]
+    assert sorted(p["parent"] for p in pools) == sorted(f"gke-{r}" for r in PROD_REGIONS)
+
+
+def test_plan_text_shows_the_tree_and_counts():
+    result = subprocess.run(
+        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev"],
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "gcp:container/nodePool:NodePool  gke-us-central1-gpu" in result.stdout
+    assert 'gpuDriverVersion="LATEST"' in result.stdout
+    assert "Resources by type:" in result.stdout and "in all" in result.stdout
+
+
+def run(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", module, *args]
+    return subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=300)
+
+
+def test_the_testers_command_is_refused_and_the_yaml_outside_kept(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    (victim / "configs").mkdir(parents=True)
+    (victim / "configs" / "keep.yaml").write_text("mine: true\n")
+    stack = os.path.relpath(victim, PROJECT_DIR / "build" / "plan")  # build/plan/<stack> is the victim folder
+
+    result = run("triton_gke.offline.plan", "--stack", stack, "--config-file", "Pulumi.dev.yaml")
+
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [
+        f"error: stack {stack!r}: not a Pulumi stack name (letters, digits, '-', '_' and '.', not starting with "
+        "'.', at most 100 characters)"
+    ]
+    assert (victim / "configs" / "keep.yaml").read_text() == "mine: true\n"
+
+
+@pytest.mark.parametrize("module", ["triton_gke.offline.plan", "triton_gke.offline.build_models"])
+def test_a_path_as_stack_is_a_stack_name_error_not_a_missing_file(module: str) -> None:
+    result = run(module, "--stack", "../etc/passwd")
+
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert "stack '../etc/passwd': not a Pulumi stack name" in result.stderr
+    assert "no such stack file" not in result.stderr

@@ -13,7 +13,7 @@ from triton_gke.sandbox import single_run
 from triton_gke.sandbox.gcs_emulator import NAMESPACE_PORT, GcsEmulator
 from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+from tests.conftest import PROJECT_DIR
 
 
 def sandbox(out: Path) -> subprocess.Popen[str]:

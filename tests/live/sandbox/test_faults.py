@@ -22,9 +22,6 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 from google.cloud import storage
-
-# Locust runner helpers shared with the load-test tests (plain functions, not tests).
-from test_locust import STARTUP_MARGIN_S, client_successes, locust_processes, start_locust, start_triton
 from triton_gke.k8s.triton import ADMIN_KEY_HEADER, triton_server_args
 from triton_gke.model_repo.build import BuildResult
 from triton_gke.sandbox.gcs_emulator import PYTHON_CLIENT_ENV, TRITON_ENV, GcsEmulator
@@ -32,11 +29,21 @@ from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
 from triton_gke.sandbox.processes import free_port, wait_for
 from triton_gke.sandbox.triton import TritonServer, TritonStartError
 
-from tests.gcs_proxy import PausingProxy
+from tests.conftest import PROJECT_DIR
 
-pytest_plugins = ("tests.triton_fixtures", "tests.gcs_fixtures")
+# Locust runner helpers shared with the load-test tests (plain functions, not tests).
+from tests.live.loadtest.test_locustfile import (
+    STARTUP_MARGIN_S,
+    client_successes,
+    locust_processes,
+    start_locust,
+    start_triton,
+)
+from tests.support.gcs_proxy import PausingProxy
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+pytest_plugins = ("tests.support.triton_fixtures", "tests.support.gcs_fixtures")
+
+REPO_ROOT = PROJECT_DIR
 needs_isolation = pytest.mark.skipif(
     not isolation_available(), reason="needs a loopback-only network namespace (unshare -n)"
 )
@@ -138,7 +145,8 @@ def _fake_emulator_package(folder: Path) -> Path:
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "__main__.py").write_text(
-        "import sys\nsys.exit('gcp-storage-emulator crashed at start (fault injected by tests/test_faults.py)')\n"
+        "import sys\nsys.exit('gcp-storage-emulator crashed at start "
+        "(fault injected by tests/live/sandbox/test_faults.py)')\n"
     )
     return folder
 
@@ -161,7 +169,7 @@ def test_sandbox_run_names_the_emulator_failure_in_one_line(tmp_path: Path) -> N
 
 
 # ---------------------------------------------------------------- a sync interrupted half-way
-# (tests/test_sync.py covers an exception inside the sync and a SIGKILL of the CLI; here: Ctrl-C.)
+# (tests/live/model_repo/test_sync.py covers an exception inside the sync and a SIGKILL of the CLI; here: Ctrl-C.)
 
 
 def _md5s(client: storage.Client, bucket: str, prefix: str) -> dict[str, str]:
@@ -217,7 +225,7 @@ def test_sync_interrupted_with_ctrl_c_then_rerun_ends_identical(
     assert cli.returncode == 130, err
     assert err.strip().splitlines() == ["interrupted; run the same command again to finish"]
     # The models' files as sent on a first sync (empty_model/ has no config: not a model). Configs go up
-    # with a version pin and are checked in tests/test_sync.py; here only whether each one arrived.
+    # with a version pin and are checked in tests/live/model_repo/test_sync.py; here only whether each one arrived.
     source = {n: m for n, m in _local_md5s(big_repo).items() if not n.startswith("empty_model/")}
     files = {n: m for n, m in source.items() if not n.endswith("/config.pbtxt")}
     partial = _md5s(gcs_client, bucket_name, prefix)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -15,7 +14,7 @@ import psutil
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from triton_gke.sandbox.processes import free_port, run_interruptible, stop_process, wait_for
+from triton_gke.sandbox.processes import run_interruptible, stop_process, wait_for
 
 # Each child says "ready" once its SIGTERM disposition is set, so no signal arrives before it.
 EXITS_ON_TERM = (
@@ -24,10 +23,16 @@ EXITS_ON_TERM = (
     "print('ready', flush=True)\n"
     "time.sleep(120)\n"
 )
+
+
 IGNORES_TERM = (
     "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\ntime.sleep(120)\n"
 )
+
+
 DEFAULT_TERM = "import time\nprint('ready', flush=True)\ntime.sleep(120)\n"
+
+
 # A leader that exits on SIGTERM and leaves a member in its process group that ignores it (tritonserver's stubs).
 LEADER_WITH_MEMBER = (
     "import signal, subprocess, sys, time\n"
@@ -37,6 +42,8 @@ LEADER_WITH_MEMBER = (
     "print(member.pid, flush=True)\n"
     "time.sleep(120)\n"
 )
+
+
 SLOW_MACHINE_S = 20.0  # a python start and a signal round trip on 2 busy cores stay far below this
 
 
@@ -144,13 +151,6 @@ def test_a_negative_or_nan_grace_time_is_refused_before_any_signal(grace_s: floa
         child.wait()
         assert child.stdout is not None
         child.stdout.close()
-
-
-def test_free_port_can_be_bound_at_once() -> None:
-    port = free_port()
-    assert 1024 <= port <= 65535
-    with socket.create_server(("127.0.0.1", port)) as server:
-        assert server.getsockname()[1] == port
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

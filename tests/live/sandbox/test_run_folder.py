@@ -19,11 +19,10 @@ import psutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from triton_gke.sandbox import run_folder
 from triton_gke.sandbox.leftovers import start_time
-from triton_gke.sandbox.run_folder import MARKER, MARKER_KIND, PREFIX, RunFolder, remove_orphans
+from triton_gke.sandbox.run_folder import MARKER, MARKER_KIND, PREFIX, remove_orphans
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+from tests.conftest import PROJECT_DIR
 
 # A run as sandbox.run starts one: the run state (and with it the run folder) first, then the GCS emulator with the
 # repository uploaded, then the sandbox's tritonserver reading gs://. "idle" only opens the run state; "start" is
@@ -166,8 +165,6 @@ def test_a_sigkilled_runs_folder_and_tritons_model_copies_go_at_the_next_start(
 
 
 # ---------------------------------------------------------------- the cleaner, over generated folders
-
-
 @pytest.fixture(scope="module")
 def dead() -> tuple[int, int]:
     process = subprocess.Popen(["sleep", "0.01"])
@@ -178,6 +175,8 @@ def dead() -> tuple[int, int]:
 
 
 KINDS = ("ours", "no_marker", "bad_marker", "marker_link", "marker_dir", "file", "link", "other_name")
+
+
 OWNERS = ("live", "dead", "reused")
 
 
@@ -232,21 +231,6 @@ def test_the_cleaner_removes_exactly_dead_owners_folders_with_our_marker(dead, e
         assert {p for p in base.iterdir()} == before - expected_gone
         assert canary.read_text() == "keep"
         assert all((outside / f"{PREFIX}{n}" / MARKER).is_file() for n, (k, _) in enumerate(entries) if k == "link")
-
-
-# ---------------------------------------------------------------- this process's run folder
-
-
-def test_the_run_folder_is_the_default_temporary_directory_until_closed(tmp_path: Path) -> None:
-    before = (tempfile.gettempdir(), os.environ.get("TMPDIR"))
-    with RunFolder(tmp_path) as folder:
-        assert folder.path is not None and folder.path.parent == tmp_path
-        assert Path(tempfile.mkdtemp()).parent == folder.path and os.environ["TMPDIR"] == str(folder.path)
-        assert run_folder.base_dir() == tmp_path
-        assert remove_orphans(tmp_path) == []  # its owner (this process) runs
-        path = folder.path
-    assert not path.exists()
-    assert (tempfile.gettempdir(), os.environ.get("TMPDIR")) == before
 
 
 SIGTERMED = r"""

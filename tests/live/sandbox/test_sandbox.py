@@ -29,16 +29,23 @@ from triton_gke.infra.naming import gcp_name
 from triton_gke.k8s.triton import ADMIN_KEY_HEADER, triton_server_args
 from triton_gke.sandbox import components as parts
 from triton_gke.sandbox import leftovers
-from triton_gke.sandbox.components import ComponentError, gke_flags
+from triton_gke.sandbox.components import ComponentError
 from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
 from triton_gke.settings import from_stack_file as load_settings
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+from tests.conftest import PROJECT_DIR
+
+pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus is not installed")
+
+
+
 MARK_KEY = "SANDBOX_TEST_RUN"
+
+
 SHM = Path("/dev/shm")
 
+
 Start = Callable[..., "SandboxRun"]
-pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus is not installed")
 
 
 @dataclass
@@ -270,18 +277,6 @@ def test_a_prometheus_that_cannot_start_is_named_and_the_rest_stopped(sandbox: S
     assert_nothing_left(run)
 
 
-def test_the_gke_command_line_is_kept_but_for_the_repository_and_local_ports() -> None:
-    gke = triton_server_args("gs://b/p", gpu=False, admin_key="k")
-    in_namespace = ["tritonserver", "--model-repository=gs://b/p", "--http-port=8000", "--grpc-port=8001"]
-    in_namespace += ["--metrics-port=8002"]
-    on_host = [*in_namespace[:2], "--http-port=41001", "--grpc-port=41002", "--metrics-port=41003"]
-
-    assert gke_flags("gs://b/p", "k", in_namespace) == gke[2:]
-    host_flags = gke_flags("gs://b/p", "k", on_host)
-    assert [a for a in host_flags if "-port=" in a] == on_host[2:]
-    assert [a for a in host_flags if "-port=" not in a] == [a for a in gke[2:] if "-port=" not in a]
-
-
 def test_a_repository_tritonserver_cannot_load_is_named_with_its_log_line(tmp_path: Path) -> None:
     with contextlib.ExitStack() as stack:
         netns = stack.enter_context(NetworkNamespace()) if isolation_available() else None
@@ -303,8 +298,6 @@ def test_a_repository_tritonserver_cannot_load_is_named_with_its_log_line(tmp_pa
 
 
 # ---------------------------------------------------------------- a run killed with SIGKILL
-
-
 def test_the_next_run_stops_what_a_killed_run_left_and_nothing_else(sandbox: Start, tmp_path: Path) -> None:
     killed = sandbox("--duration", "120", "--users", "1")
     killed.wait_for_output("Locust: ", 180)

@@ -23,9 +23,13 @@ from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
 from triton_gke.sandbox.processes import free_port, stop_process
 from triton_gke.sandbox.triton import TritonServer, TritonStartError
 
-pytest_plugins = ("tests.triton_fixtures",)
+pytest_plugins = ("tests.support.triton_fixtures",)
+
+
 
 VARIANTS = ["original", "trt_fp32", "trt_fp16", "trt_int8", "trt_int8_bs16_count4"]
+
+
 needs_isolation = pytest.mark.skipif(not isolation_available(), reason="no permission for `unshare -n` here")
 
 
@@ -127,8 +131,6 @@ def test_session_server_runs_in_a_loopback_only_namespace(cpu_triton: TritonServ
 
 
 # ---------------------------------------------------------------- the sandbox runner itself
-
-
 @pytest.fixture
 def one_model_repo(model_repos: BuildResult, tmp_path: Path) -> Path:
     repo = tmp_path / "repo"

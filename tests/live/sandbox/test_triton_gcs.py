@@ -25,7 +25,7 @@ from triton_gke.sandbox.gcs_emulator import TRITON_ENV, GcsEmulator
 from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
 from triton_gke.sandbox.triton import TritonServer
 
-pytest_plugins = ("tests.triton_fixtures",)
+pytest_plugins = ("tests.support.triton_fixtures",)
 
 pytestmark = pytest.mark.skipif(not isolation_available(), reason="no permission for `unshare -n` here")
 

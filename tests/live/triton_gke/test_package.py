@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import PROJECT_DIR
+
+REPO = PROJECT_DIR
 EXAMPLE = REPO / "examples" / "on-cluster-python"
 BUILT = REPO / "build" / "model_repository"
 INSTALL_BUDGET_S = 180

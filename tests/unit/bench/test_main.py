@@ -1,29 +1,41 @@
-"""Bad inputs to `triton-gke bench` and to the locustfile's rate settings (issue 13 red-team findings).
+"""`triton-gke bench` (bench/__main__.py) in-process: bad options and stack names are refused in one line.
 
-Each refusal is one line naming the option or key, exit 2, before anything starts. The bench checks run
-in-process with `prepare` (which builds the CPU twins and would start tritonserver) replaced by a tripwire;
-the locustfile's `rate` reading is compiled from its source (importing it would import Locust and
-monkey-patch this process with gevent), as in test_locust_stack_settings.py. test_locust.py runs the same
-refusals through a real Locust process.
-"""
+Each refusal is one line naming the option or key, exit 2, before anything starts: `prepare` (which builds the
+CPU twins and would start tritonserver) is replaced by a tripwire; options are never abbreviated (`--set` was
+read as `--settle-seconds`). tests/live/bench/test_bench_command.py runs refusals in a real process."""
 
 from __future__ import annotations
 
-import ast
 import math
-import subprocess
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import triton_gke.bench.__main__ as bench_main
-from conftest import PROJECT_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from triton_gke.bench import pa_rates, runner
+from triton_gke.bench import runner
+from triton_gke.bench.__main__ import main
 from triton_gke.loadtest import arrivals
 from triton_gke.settings.stack import STACK_NAME
+
+
+# ---------------------------------------------------------------- the real thing, briefly
+def test_bad_arguments_fail_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--saturation-users", "4,2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --saturation-users: counts >= 1 must rise strictly") and err.count("\n") == 1
+    assert main(["--start-rps", "0"]) == 2
+    assert capsys.readouterr().err.startswith("error: --start-rps 0 / --max-rps 500: expected 0 < start <= max")
+    assert main(["--variants", "trt_int4"]) == 2
+    assert "'trt_int4' is not deployed" in capsys.readouterr().err
+
+
+def test_bench_refuses_min_requests_it_cannot_collect_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--min-requests", "150"]) == 2  # default --start-rps 4, --step-seconds 6: 96 requests at most
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("error: --min-requests 150: a step at --start-rps 4 lasts at most 24 s") and err.count("\n") == 1
+    )
 
 
 @pytest.fixture
@@ -47,6 +59,8 @@ _too_fast = st.one_of(
     st.just(math.nan),
     st.just(-math.inf),
 )
+
+
 _bad_growth = st.one_of(
     st.floats(max_value=1.05, exclude_max=True, allow_infinity=True),
     st.floats(min_value=10, exclude_min=True, allow_infinity=True),
@@ -80,89 +94,7 @@ def test_out_that_is_or_lies_under_a_file_is_refused(below: str, tmp_path: Path,
     assert existing.read_text() == "kept\n"
 
 
-def test_command_line_refusal_has_no_traceback() -> None:
-    command = [sys.executable, "-m", "triton_gke.bench", "--max-rps", "1e12"]
-    done = subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2
-    assert done.stderr == "error: --max-rps 1e+12: expected a rate of at most 1e+06 requests/s\n"
-
-
-# ---------------------------------------------------------------- the locustfile's rate and trace
-
-
-def _locustfile_rate() -> tuple[Callable[[dict[str, str]], float], type[Exception]]:
-    source = (PROJECT_DIR / "loadtest" / "locustfile.py").read_text()
-    wanted = {"SettingError", "_get", "_number", "_rate"}
-    nodes = [n for n in ast.parse(source).body if getattr(n, "name", None) in wanted]
-    assert {n.name for n in nodes} == wanted, "the locustfile no longer reads rate through _rate"
-    namespace: dict = {"arrivals": arrivals, "math": math, "Mapping": dict, "annotations": None}
-    exec(compile(ast.Module(body=nodes, type_ignores=[]), "locustfile.py", "exec"), namespace)  # noqa: S102
-    return namespace["_rate"], namespace["SettingError"]
-
-
-LOCUSTFILE_RATE, SETTING_ERROR = _locustfile_rate()
-
-
-@settings(max_examples=50, deadline=None)
-@given(value=st.one_of(st.floats(max_value=0), st.floats(min_value=arrivals.MAX_RATE, exclude_min=True)).map(repr))
-def test_locust_rate_at_or_below_zero_or_over_the_cap_is_refused(value: str) -> None:
-    with pytest.raises(SETTING_ERROR, match=r"^rate=") as err:
-        LOCUSTFILE_RATE({"rate": value})
-    assert "\n" not in str(err.value)
-
-
-@settings(max_examples=30, deadline=None)
-@given(value=st.floats(min_value=0, max_value=arrivals.MAX_RATE, exclude_min=True))
-def test_locust_rate_above_zero_is_taken_and_empty_is_unset(value: float) -> None:
-    assert LOCUSTFILE_RATE({"rate": repr(value)}) == value
-    assert LOCUSTFILE_RATE({"rate": " "}) == LOCUSTFILE_RATE({}) == 0.0
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    good=st.lists(st.integers(min_value=1, max_value=arrivals.MAX_GAP_US), min_size=0, max_size=5),
-    gap=st.one_of(st.floats(min_value=arrivals.MAX_GAP_US, exclude_min=True, allow_infinity=False), st.just(1e30)),
-)
-def test_trace_gap_over_an_hour_is_refused_naming_file_and_line(good: list[int], gap: float, tmp_path_factory) -> None:
-    trace = tmp_path_factory.mktemp("trace") / "gaps.txt"
-    trace.write_text("".join(f"{g}\n" for g in good) + f"{gap!r}\n")
-    with pytest.raises(arrivals.ArrivalError, match=rf"^{trace}:{len(good) + 1}: gap of .* is over 1 hour$"):
-        arrivals.read_trace(trace)
-
-
-# ---------------------------------------------------------------- bench.pa_rates
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.lists(st.floats(min_value=0.01, max_value=1000, allow_nan=False), min_size=1, max_size=6))
-def test_pa_rates_reads_every_listed_rate(rates: list[float]) -> None:
-    assert pa_rates.parse_rates(",".join(repr(r) for r in rates)) == rates
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.one_of(st.floats(max_value=0), st.floats(min_value=1000.001), st.just(float("nan"))))
-def test_pa_rates_refuses_rates_outside_the_range(rate: float) -> None:
-    with pytest.raises(ValueError, match=r"each rate must be in \(0, 1000\]"):
-        pa_rates.parse_rates(f"25,{rate!r}")
-
-
-def test_pa_rates_bad_option_is_one_line() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "triton_gke.bench.pa_rates", "--rates", "25,,30", "--out", "unused"],
-        cwd=PROJECT_DIR,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 2 and not Path(PROJECT_DIR / "unused").exists()
-    assert result.stderr.splitlines() == [
-        "error: triton-gke bench pa-rates: --rates '25,,30': expected comma-separated numbers (see --help)"
-    ]
-
-
 # ---------------------------------------------------------------- issue 13 follow-up: the tester's findings
-
-
 def _out(tmp_path: Path) -> list[str]:
     return ["--out", str(tmp_path / "out")]
 
@@ -187,12 +119,6 @@ def test_a_missing_stack_file_is_one_line_naming_it(tmp_path: Path, capsys) -> N
     err = _refused(["--stack", "nope", *_out(tmp_path)], capsys)
     assert err == "error: --stack 'nope': Pulumi.nope.yaml: no such stack file\n"
     assert not (tmp_path / "out").exists()
-
-
-def test_a_missing_stack_file_has_no_traceback_in_a_real_process(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "triton_gke.bench", "--stack", "nope", "--out", str(tmp_path / "out")]
-    done = subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=60)
-    assert (done.returncode, done.stderr) == (2, "error: --stack 'nope': Pulumi.nope.yaml: no such stack file\n")
 
 
 @pytest.mark.usefixtures("no_start")
@@ -295,46 +221,6 @@ def test_a_bad_saddr_is_refused_before_the_stack_file_is_read(tmp_path: Path, ca
     assert err.startswith("error: --saddr 'no-port': expected host:port")
 
 
-def test_an_unreachable_or_unready_saddr_is_refused_before_any_locust(tmp_path: Path) -> None:
-    import http.server
-    import threading
-
-    from triton_gke.sandbox.processes import free_port
-
-    closed = free_port()
-    with pytest.raises(runner.BenchError, match=rf"^--saddr 127.0.0.1:{closed}: Triton is not reachable"):
-        runner.check_reachable(f"127.0.0.1:{closed}", timeout_s=1)
-
-    class Answer(http.server.BaseHTTPRequestHandler):
-        code = 503
-
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            self.send_response(Answer.code if self.path == "/v2/health/ready" else 404)
-            self.end_headers()
-
-        def log_message(self, *_args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    saddr = f"127.0.0.1:{server.server_address[1]}"
-    try:
-        with pytest.raises(runner.BenchError, match=r"Triton is not ready \(/v2/health/ready answered 503\)"):
-            runner.check_reachable(saddr, timeout_s=2)
-        Answer.code = 200
-        runner.check_reachable(saddr, timeout_s=2)  # ready: no error
-        runner.check_reachable(saddr, "grpc", timeout_s=2)  # gRPC: the TCP connection only
-    finally:
-        server.shutdown()
-        server.server_close()
-    command = [sys.executable, "-m", "triton_gke.bench", "--target", "stack", "--saddr", f"127.0.0.1:{closed}"]
-    done = subprocess.run(
-        [*command, "--out", str(tmp_path / "o")], cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 2 and done.stderr.startswith(f"error: --saddr 127.0.0.1:{closed}: Triton is not")
-    assert done.stderr.count("\n") == 1 and "[1/" not in done.stdout + done.stderr
-
-
 @pytest.fixture(scope="module")
 def dev_settings() -> object:
     from triton_gke.settings import from_stack_file
@@ -354,40 +240,11 @@ def test_the_default_uint8_copy_follows_the_variants_benched(chosen: list[str], 
     assert none.uint8 == ()
 
 
-# ---------------------------------------------------------------- bench.pa_rates --out, messages, meta.json
+def test_bench_reads_set_as_an_unknown_option_not_settle_seconds(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench_main.main(["--set", "modelMaxBatchSize=8"]) == 2
+    assert "unrecognized arguments: --set modelMaxBatchSize=8" in capsys.readouterr().err
 
 
-def _pa_rates(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    assert pa_rates.main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("error: triton-gke bench pa-rates: ")
-    return err
-
-
-@pytest.mark.parametrize("kind", ["file", "under-file", "dangling"])
-def test_pa_rates_out_that_cannot_be_a_folder_is_refused(kind: str, tmp_path: Path, capsys) -> None:
-    existing = tmp_path / "file.csv"
-    existing.write_text("kept\n")
-    link = tmp_path / "link"
-    link.symlink_to(tmp_path / "nowhere")
-    out = {"file": existing, "under-file": existing / "sub", "dangling": link}[kind]
-    err = _pa_rates(["--out", str(out)], capsys)
-    assert f"--out {out}: " in err and existing.read_text() == "kept\n" and not (tmp_path / "nowhere").exists()
-
-
-def test_pa_rates_not_built_says_whose_error_it_is(tmp_path: Path, capsys) -> None:
-    err = _pa_rates(["--stack", "never-built", "--out", str(tmp_path / "o")], capsys)
-    assert "never-built/cpu/original: not built; run `make bench` first" in err
-    assert not (tmp_path / "o").exists()
-
-
-def test_pa_rates_meta_says_how_the_folder_was_made(tmp_path: Path) -> None:
-    import datetime
-    import json
-
-    started = datetime.datetime(2026, 11, 30, 10, 0, tzinfo=datetime.UTC)
-    pa_rates.write_meta(tmp_path / "meta.json", ["--rates", "25,30", "--out", "a b"], started)
-    meta = json.loads((tmp_path / "meta.json").read_text())
-    assert meta["command"] == "triton-gke bench pa-rates --rates 25,30 --out 'a b'"
-    assert meta["started_utc"] == "2026-11-30T10:00:00+00:00"
-    assert meta["commit"] and meta["cores"] >= 1 and meta["cpu_model"] and meta["onnxruntime"]
+def test_bench_states_the_length_rule_for_a_101_character_stack(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench_main.main(["--stack", "a" * 101]) == 2
+    assert capsys.readouterr().err.endswith("not starting with '.', at most 100 characters)\n")

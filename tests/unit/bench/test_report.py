@@ -1,30 +1,145 @@
-"""Bad inputs to `triton-gke bench report` and `triton-gke bench record` (issue 13 follow-up, the tester's findings).
+"""bench.report: the CSVs, README, JSON and plots from a recorded run, and `triton-gke bench report`'s bad inputs.
 
 Each refusal is one line, exit 2, and leaves every file as it was: report reads results.json strictly before it
-renders, and renders into a temporary folder moved into place at the end; record checks its folders and the records
-it would replace before it writes. The run folders are copies of the committed runs in bench/results/.
-"""
+renders, and renders into a temporary folder moved into place at the end. The run folders are copies of the
+committed runs in bench/results/."""
 
 from __future__ import annotations
 
 import copy
+import csv
+import dataclasses
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PROJECT_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from triton_gke.bench import record, report
-from triton_gke.bench.results import MAX_RESULTS_BYTES, StepRow, VariantSummary
-from triton_gke.capacity.records import CapacityError, load_records
+from triton_gke.bench import cost, report
+from triton_gke.bench.results import (
+    BenchRun,
+    StepRow,
+    VariantSummary,
+    load_run,
+)
+from triton_gke.bench.slo_search import (
+    WARMUP,
+    RateLadder,
+    rate_search,
+)
+from triton_gke.settings import from_stack_file as load_settings
+
+from tests.conftest import PROJECT_DIR
+from tests.unit.bench.test_slo_search import RECORDED_ORIGINAL_CPU, SLO
+
+
+# ---------------------------------------------------------------- report
+def recorded_run() -> BenchRun:
+    criteria = dataclasses.replace(SLO, slo_ms=400)
+    result = rate_search(RECORDED_ORIGINAL_CPU, criteria)  # offered 2, 2, 4, 6, 8 requests/s
+    rows = [
+        StepRow("original", 1, i, s.users, s.offered_rps, s.warmup, 6.0, s.requests, s.failures, s.rps, s.p50_ms,
+                s.p95_ms, s.p95_ms, 1.5, s.p95_ms, 20.0, 30.0, 60.0, None, result.verdicts[i], result.best_index == i)
+        for i, s in enumerate(RECORDED_ORIGINAL_CPU)
+    ]  # fmt: skip
+    rows[0] = dataclasses.replace(rows[0], phase="warm-up")
+    rows.append(StepRow("original", 1, 5, 4, None, False, 6.0, 60, 0, 9.5, 380, 420, 400, 3.8, 390, 300, 95, 99,
+                        None, "saturation (closed loop)", False, phase="saturation"))  # fmt: skip
+    summary = VariantSummary(
+        "original", "none", "FP32", 64, 64, 20000, 1, 602_112, 1, 1, 3.9949, 3.9949, 3.9949, 0.0, 4, 4.0, 238.7,
+        257.7, 2.0, 222.2, 32.3, 31.0, 34.0, None, 7.32, 1, 4.07, 544.0, 0.98, "", 2, 7.37, 0.54, 2.6
+    )  # fmt: skip
+    summary = dataclasses.replace(summary, max_rps=4.0, max_rps_low=4.0, max_rps_high=4.0, pa_concurrency=None,
+                                  pa_load="binary search 2-14.2 requests/s (Poisson, step 0.24)", pa_rps=4.07,
+                                  pa_p95_ms=380.0, pa_max_rps=4.4, pa_ratio=4.0 / 4.07, pa_p95_ratio=None,
+                                  saturation_rps=9.5, saturation_users=4, saturation_batch=3.8, raw_batch=4,
+                                  raw_rps=11.0, served_raw=9.5 / 11.0)  # fmt: skip
+    no_result = dataclasses.replace(summary, variant="original_uint8", input_dtype="UINT8", bytes_per_request=150_528,
+                                    found=0, max_rps=None, max_rps_low=None, max_rps_high=None, spread_pct=None,
+                                    pa_ratio=None, pa_max_rps=None, pa_note="no rate met the SLO")  # fmt: skip
+    ladder = {f"ladder_{k}": v for k, v in dataclasses.asdict(RateLadder(2, 1.5, 0.05, 500, 0.4)).items()}
+    settings = {**dataclasses.asdict(criteria), **ladder, "users": 32, "arrival": "poisson", "step_s": 6.0,
+                "saturation_users": [1, 2, 4], "settle_s": 2.0, "warmup_s": 4.0, "repeats": 1,
+                "protocol": "http"}  # fmt: skip
+    prices = cost.pricings(load_settings("dev"))
+    costs = cost.cost_rows(prices, {"original": 4.0}, {"original": 602_112}, "measured (CPU twin)")
+    return BenchRun(
+        command="triton-gke bench --variants original --slo-ms 400",
+        stack="dev",
+        target="sandbox",
+        started="2026-11-29T12:51:44+00:00",
+        wall_s=97.0,
+        settings=settings,
+        machine={"cores": 2, "cpu_model": "AMD EPYC", "load_start": [1.78, 1.9, 1.7], "load_end": [2.65, 2.1, 1.8]},
+        steps=rows,
+        summaries=[summary, no_result],
+        costs=cost.records(costs),
+        pricing=cost.records(prices),
+        notes=["load at start: load average 1.78 on 2 cores"],
+    )
+
+
+def test_report_writes_csvs_readme_and_json_from_a_recorded_run(tmp_path: Path) -> None:
+    run = recorded_run()
+    written = report.write_all(run, tmp_path)
+    names = {p.name for p in written}
+    assert {"README.md", "results.csv", "summary.csv", "cost.csv", "results.json"} <= names
+    with (tmp_path / "results.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 6 and rows[2]["chosen"] == "True" and rows[0]["verdict"] == WARMUP
+    assert [r["phase"] for r in rows] == ["warm-up", *["search"] * 4, "saturation"]
+    assert rows[0]["gpu_pct"] == ""  # None is written as an empty cell
+    with (tmp_path / "summary.csv").open() as handle:
+        summary = list(csv.DictReader(handle))
+    assert [r["variant"] for r in summary] == ["original", "original_uint8"] and summary[0]["max_rps"] == "4.0"
+    assert summary[0]["pa_max_rps"] == "4.4" and summary[0]["saturation_rps"] == "9.5"
+    readme = (tmp_path / "README.md").read_text()
+    assert "NOT what a T4 does" in readme and "random weights" in readme
+    pa_cell = "4.1 served, 4.4 asked (p95 380 ms; Locust / PA 0.98)"
+    assert f"| `original` | **4.0** | {pa_cell} | 239 | 258 | 222 (32) | 2.00 |" in readme
+    assert "| 9.5 (4, 3.80) | 0.86 (raw 11.0 img/s at batch 4) |" in readme
+    assert "none met the SLO" in readme and "n/a (no rate met the SLO)" in readme
+    assert "open-loop poisson arrivals" in readme and "bisection" in readme
+    assert "## FP32 vs UINT8 payload" in readme and "| `original_uint8` | UINT8 | 150,528 |" in readme
+    assert "reference T4" in readme and "load average at start (1/5/15 min) | 1.78 / 1.90 / 1.70" in readme
+    assert "Best for the SLO here: `original` at 4.0 RPS" in readme
+    assert load_run(tmp_path / "results.json") == run
+    assert json.loads((tmp_path / "results.json").read_text())["settings"]["slo_ms"] == 400
+
+
+def test_report_draws_the_plots(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    written = report.write_all(recorded_run(), tmp_path)
+    for name in ("rps_vs_p95.png", "ranking.png"):
+        assert tmp_path / name in written
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "![ranking.png](ranking.png)" in (tmp_path / "README.md").read_text()
+
+
+def test_recommendation_without_any_result_explains_the_latency_floor() -> None:
+    run = recorded_run()
+    nothing = dataclasses.replace(run.summaries[1], raw_batch=1, raw_rps=10.0)
+    first, second = report.recommend([nothing], run.settings)
+    assert first.startswith("No variant met p95 <= 400 ms, not even at the lowest rate tried (0.4 requests/s)")
+    assert "one image takes 100 ms in raw ONNX Runtime (`original_uint8`) and the batcher waits up to 20 ms" in first
+    assert "a floor of ~120 ms" in first and "--slo-ms 300" in second
+
+
+def test_lowest_load_and_contention_are_read_from_the_steps() -> None:
+    rows = recorded_run().steps
+    assert report.lowest_step(rows, "original") == (pytest.approx(1.9986), pytest.approx(184.2))
+    assert report.lowest_step(rows, "absent") is None
+    assert report.contention_notes(rows) == []  # machine 60 % with the server at 30 %: Locust and noise
+    busy = [dataclasses.replace(r, machine_cpu_pct=95.0, server_cpu_pct=15.0) for r in rows]
+    (note,) = report.contention_notes(busy)
+    assert "`original` (80 %)" in note
+
 
 RUN = PROJECT_DIR / "bench" / "results" / "dev-2026-11-30-alone"
+
+
 RUN_JSON = json.loads((RUN / "results.json").read_text())
 
 
@@ -49,8 +164,6 @@ def _report_refuses(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 
 
 # ---------------------------------------------------------------- bench.report
-
-
 @pytest.mark.parametrize("path", sorted((PROJECT_DIR / "bench" / "results").glob("*/results.json")), ids=str)
 def test_every_committed_results_json_reads_back_strictly(path: Path) -> None:
     run = report.read_run(path)
@@ -128,99 +241,3 @@ def test_a_good_run_is_rerendered_with_the_same_tables(tmp_path: Path, capsys) -
     assert {"README.md", "summary.csv", "results.csv", "cost.csv", "results.json"} <= set(_snapshot(out))
     assert (out / "summary.csv").read_text() == (RUN / "summary.csv").read_text()
     assert not [p for p in out.iterdir() if p.name.startswith(".report-")]  # the staging folder is gone
-
-
-# ---------------------------------------------------------------- bench.record
-
-
-def _record(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "triton_gke.bench.record", *argv]
-    return subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
-
-
-def _one_line(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    (line,) = done.stderr.splitlines()
-    return line
-
-
-def test_record_into_an_unwritable_records_dir_writes_nothing(tmp_path: Path) -> None:
-    out = _folder(tmp_path, json.dumps(RUN_JSON))
-    line = _one_line(_record([str(out), "--record", "--records-dir", "/proc/x"]))
-    assert line.startswith("error: --records-dir /proc/x: cannot write there")
-    assert not (out / "records").exists()
-
-
-@pytest.mark.parametrize("stack", ["nope", "../../etc/passwd"])
-def test_record_of_a_stack_run_with_an_unknown_stack_is_one_line(stack: str, tmp_path: Path) -> None:
-    run = RUN_JSON | {"target": "stack", "stack": stack, "command": "triton-gke bench --saddr 127.0.0.1:8000"}
-    out = _folder(tmp_path, json.dumps(run))
-    line = _one_line(_record([str(out)]))
-    assert line.startswith(f"error: {out / 'results.json'}: stack {stack!r}: ")
-    assert not (out / "records").exists()
-
-
-def test_record_of_empty_summaries_is_one_line(tmp_path: Path) -> None:
-    out = _folder(tmp_path, json.dumps(RUN_JSON | {"summaries": []}))
-    line = _one_line(_record([str(out)]))
-    assert line == f"error: {out / 'results.json'}: summaries: empty: the run measured no variant"
-
-
-def _summary(**changes: Any) -> dict[str, Any]:
-    return {**RUN_JSON, "summaries": [{**RUN_JSON["summaries"][0], **changes}]}
-
-
-@settings(max_examples=30, deadline=None)
-@given(over=st.floats(min_value=0.001, max_value=1e4))
-def test_a_summary_over_its_slo_gets_no_record(over: float) -> None:
-    slo = RUN_JSON["settings"]["slo_ms"]
-    eligible, notes = record._eligible(_summary(p95_ms=slo + over), Path("r.json"))
-    assert eligible == [] and notes == [f"original: no capacity record: its p95 {slo + over:g} ms is over the SLO "
-                                        f"{slo:g} ms"]  # fmt: skip
-    kept, none = record._eligible(_summary(p95_ms=slo - min(over, slo / 2)), Path("r.json"))
-    assert len(kept) == 1 and none == []
-
-
-def test_a_summary_without_a_found_rate_gets_no_record() -> None:
-    eligible, notes = record._eligible(_summary(found=0), Path("r.json"))
-    assert eligible == [] and notes == ["original: no capacity record: no repeat found a rate (found 0)"]
-
-
-def test_an_older_run_does_not_replace_a_newer_record_without_force(tmp_path: Path) -> None:
-    records_dir = tmp_path / "records"
-    newer = _folder(tmp_path / "a", json.dumps(_summary(max_rps=30.0)))
-    assert _record([str(newer), "--record", "--records-dir", str(records_dir)]).returncode == 0
-    older_run = _summary(max_rps=20.0) | {"started": "2026-11-01T09:00:00+00:00"}
-    older = _folder(tmp_path / "b", json.dumps(older_run))
-    line = _one_line(_record([str(older), "--record", "--records-dir", str(records_dir)]))
-    assert "(measured 2026-11-30) is newer than this run (measured 2026-11-01); --force replaces it" in line
-    (kept,) = load_records(records_dir)
-    assert (kept.max_rps_per_gpu, kept.revision) == (30.0, 1) and not (older / "records").exists()
-    forced = _record([str(older), "--record", "--records-dir", str(records_dir), "--force"])
-    assert forced.returncode == 0, forced.stderr
-    (replaced,) = load_records(records_dir)
-    assert (replaced.max_rps_per_gpu, replaced.revision) == (20.0, 2)
-
-
-def test_the_same_figures_keep_their_revision_in_process(tmp_path: Path) -> None:
-    out = _folder(tmp_path, json.dumps(RUN_JSON))
-    records_dir = tmp_path / "records"
-    _, first, _ = record.write_run_records(RUN_JSON, None, out, record=True, records_dir=records_dir)
-    in_out, updated, notes = record.write_run_records(RUN_JSON, None, out, record=True, records_dir=records_dir)
-    assert updated == [] and [r.revision for r in in_out] == [1] and [r.revision for r in first] == [1]
-    assert notes == [f"original: unchanged: {first[0].path} holds the same figures (revision 1)"]
-    with pytest.raises(CapacityError, match="summaries: empty"):
-        record.write_run_records(RUN_JSON | {"summaries": []}, None, out, record=False, records_dir=records_dir)
-
-
-def test_a_device_or_fifo_as_results_json_is_refused_without_reading_it(tmp_path: Path) -> None:
-    """As bench.record reads it: /dev/zero would fill memory, a FIFO would wait for a writer forever."""
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    for path, kind in ((Path("/dev/zero"), "a character device"), (fifo, "a FIFO")):
-        with pytest.raises(report.ReportError, match=f"not a regular file|{kind}"):
-            report.read_run(path)
-    big = tmp_path / "results.json"
-    big.write_bytes(b" " * (MAX_RESULTS_BYTES + 1))
-    with pytest.raises(report.ReportError, match="more than 33554432 bytes"):
-        report.read_run(big)

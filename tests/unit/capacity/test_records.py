@@ -1,19 +1,13 @@
-"""Capacity records (issue 15): the strict loader, find_record, the records a benchmark run writes, the compare command.
+"""capacity.records: the strict loader, find_record, writing and updating records (issue 15).
 
-Record files are read by the stack sizing, so every way a file can be wrong is refused in one line naming the file
-and the key; the commands are run as a user runs them (subprocesses), and one real benchmark run writes records.
-"""
+Record files are read by the stack sizing, so every way a file can be wrong is refused in one line naming the
+file and the key."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
 import json
-import math
-import os
-import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +15,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from triton_gke.capacity.from_bench import Measured, records_from_results
 from triton_gke.capacity.records import (
     BOUNDS,
     RECORDS_DIR,
@@ -39,9 +32,9 @@ from triton_gke.capacity.records import (
 )
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
-RESULTS = PROJECT_DIR / "bench" / "results"
 T4 = "nvidia-tesla-t4"
+
+
 # The reference tutorial's table on one T4 at p95 <= 100 ms (../shared/reference/architecture.md), our names.
 TUTORIAL = {
     "original": 253.0,
@@ -61,22 +54,7 @@ def record(**changes: Any) -> CapacityRecord:
     return dataclasses.replace(base, **changes)
 
 
-def run(*argv: str) -> subprocess.CompletedProcess[str]:
-    """A command as a user runs it, from the project root."""
-    env = {k: v for k, v in os.environ.items() if k not in ("ARGS", "STACK", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    return subprocess.run(argv, cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=600)
-
-
-def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
-    assert "Traceback" not in done.stderr, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
-    return lines[0]
-
-
 # ---------------------------------------------------------------- the shipped records
-
-
 def test_reference_records_are_the_tutorial_table_under_our_variant_names() -> None:
     reference = {r.variant: r for r in load_records() if r.source == "reference"}
     assert {name: r.max_rps_per_gpu for name, r in reference.items()} == TUTORIAL
@@ -103,9 +81,12 @@ def test_the_stack_finds_the_t4_reference_for_its_own_image_tag() -> None:
 
 
 # ---------------------------------------------------------------- round trip and corruptions (generated)
-
 NAMES = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,20}", fullmatch=True)
+
+
 GPUS = st.sampled_from([T4, "nvidia-l4", "cpu-twin", "nvidia-tesla-a100"])
+
+
 LINE = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FFF, blacklist_categories=("Cs", "Zl", "Zp", "Cc")),
                min_size=1, max_size=60).map(str.strip).filter(lambda s: bool(s) and s.isprintable())  # fmt: skip
 
@@ -117,7 +98,11 @@ def within(key: str) -> st.SearchStrategy[float]:
 
 
 RATE = within("max_rps_per_gpu")
+
+
 LATENCY = within("p95_ms")
+
+
 OPTIONAL = st.none() | LATENCY
 
 
@@ -152,6 +137,8 @@ def test_written_records_read_back_equal(
 
 
 VALID = record().to_dict()
+
+
 BREAKAGES: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("max_rps_per_gpu", lambda d: d | {"max_rps_per_gpu": 0}),
     ("max_rps_per_gpu", lambda d: d | {"max_rps_per_gpu": -12.5}),
@@ -272,12 +259,6 @@ def test_a_file_name_with_a_line_break_stays_one_line_in_every_message(
     assert escaped(path).encode().decode("unicode_escape") == str(path)  # escaped, not dropped
 
 
-def test_compare_keeps_a_path_with_a_line_break_on_one_line(tmp_path: Path) -> None:
-    base = _folder(tmp_path / "base", record())
-    done = compare(str(base), "cmp/new\nerror: fake")
-    assert done.returncode == 2 and "cmp/new\\nerror: fake: no such record file or folder" in one_line_error(done)
-
-
 def test_two_files_of_one_key_are_refused_naming_both(tmp_path: Path) -> None:
     (tmp_path / "t4__a__x__slo-1ms.json").write_text(record().to_json())  # named as records: a folder's only records
     (tmp_path / "t4__b__x__slo-1ms.json").write_text(record(max_rps_per_gpu=1.0).to_json())
@@ -286,8 +267,6 @@ def test_two_files_of_one_key_are_refused_naming_both(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- find_record, writing, revisions
-
-
 def test_find_record_prefers_the_exact_image_then_the_newest_other(tmp_path: Path) -> None:
     write_records(
         [
@@ -355,166 +334,3 @@ def test_a_bad_record_in_a_batch_writes_nothing(tmp_path: Path) -> None:
     assert not tmp_path.exists() or not list(tmp_path.iterdir())
     with pytest.raises(CapacityError, match="holds the same gpu"):
         write_records([record(), record(max_rps_per_gpu=2.0)], tmp_path)
-
-
-# ---------------------------------------------------------------- records from a benchmark run
-
-
-def _results(name: str) -> dict[str, Any]:
-    return json.loads((RESULTS / name / "results.json").read_text())
-
-
-def test_a_committed_run_gives_one_record_per_variant_with_its_figures() -> None:
-    run = _results("dev-2026-11-30-alone")
-    made, skipped = records_from_results(run, Measured("cpu-twin", "24.10-py3"), Path("results.json"))
-    assert skipped == []
-    (original,) = made
-    summary = run["summaries"][0]
-    assert original.max_rps_per_gpu == summary["max_rps"] == pytest.approx(27.1035)
-    assert (original.batch, original.p50_ms, original.p95_ms) == (
-        summary["batch"],
-        summary["p50_ms"],
-        summary["p95_ms"],
-    )
-    assert (original.slo_latency_ms, original.max_failure_percent, original.measured_at) == (100.0, 1.0, "2026-11-30")
-    assert "2/2 repeat(s) found a rate, range 26.8-27.4 req/s (spread 2.5 %)" in original.method
-    assert "perf_analyzer's own search 31.3 req/s" in original.method and "poisson arrivals" in original.method
-    assert "\n" not in original.method
-
-
-def test_a_server_of_two_gpus_counts_half_per_gpu_and_unfound_variants_get_no_record() -> None:
-    run = _results("dev-2026-11-30")
-    made, _ = records_from_results(run, Measured(T4, "25.06-py3", gpus_per_server=1), Path("r.json"))
-    halved, _ = records_from_results(run, Measured(T4, "25.06-py3", gpus_per_server=2), Path("r.json"))
-    assert [h.max_rps_per_gpu for h in halved] == pytest.approx([m.max_rps_per_gpu / 2 for m in made])
-    run["summaries"][0]["max_rps"] = None
-    fewer, skipped = records_from_results(run, Measured(T4, "25.06-py3"), Path("r.json"))
-    assert len(fewer) == len(made) - 1 and skipped == [f"{run['summaries'][0]['variant']}: no capacity record: "
-                                                       "no request rate met the SLO"]  # fmt: skip
-
-
-def test_bench_record_writes_the_run_folder_and_updates_the_records(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    shutil.copytree(RESULTS / "dev-2026-11-30-alone", out)
-    records_dir = tmp_path / "records"
-    done = run(sys.executable, "-m", "triton_gke.bench.record", str(out), "--record", "--records-dir", str(records_dir))
-    assert done.returncode == 0, done.stderr
-    (stored,) = load_records(records_dir)
-    assert (stored.gpu, stored.image_tag, stored.revision, stored.source) == ("cpu-twin", "24.10-py3", 1, "measured")
-    assert load_records(out / "records") == [dataclasses.replace(stored, path=out / "records" / stored.path.name)]
-    assert f"{stored.path} (original: 27.1 req/s per GPU at p95 <= 100 ms, revision 1)" in done.stdout
-    again = run(
-        sys.executable, "-m", "triton_gke.bench.record", str(out), "--record", "--records-dir", str(records_dir)
-    )
-    # the same run again is the same figures: no new revision (issue 13 follow-up), and it says so
-    assert again.returncode == 0 and [r.revision for r in load_records(records_dir)] == [1]
-    assert f"original: unchanged: {stored.path} holds the same figures (revision 1)" in again.stderr
-
-
-def test_bench_record_refuses_what_gives_no_per_gpu_rate(tmp_path: Path) -> None:
-    run_json = _results("dev-2026-11-30-alone") | {"target": "stack", "command": "triton-gke bench --target stack"}
-    (tmp_path / "results.json").write_text(json.dumps(run_json))
-    refused = run(
-        sys.executable, "-m", "triton_gke.bench.record", str(tmp_path), "--record", "--records-dir", str(tmp_path / "r")
-    )
-    assert refused.returncode == 2 and "no --saddr" in one_line_error(refused)
-    assert not (tmp_path / "r").exists() and not (tmp_path / "records").exists()
-    (tmp_path / "results.json").write_text('{"target": "sandbox"')
-    broken = run(sys.executable, "-m", "triton_gke.bench.record", str(tmp_path))
-    assert broken.returncode == 2 and f"{tmp_path / 'results.json'}: not a readable results.json" in one_line_error(
-        broken
-    )
-
-
-# ---------------------------------------------------------------- the compare command
-
-
-def _folder(path: Path, *contents: CapacityRecord) -> Path:
-    write_records(list(contents), path)
-    return path
-
-
-def compare(*argv: str) -> subprocess.CompletedProcess[str]:
-    return run(sys.executable, "-m", "triton_gke.capacity", "compare", *argv)
-
-
-def test_compare_passes_an_unchanged_and_a_small_drop_and_fails_a_large_one(tmp_path: Path) -> None:
-    base = _folder(tmp_path / "base", record(), record(variant="trt_int8", max_rps_per_gpu=1000.0))
-    same = compare(str(base), str(base))
-    assert same.returncode == 0 and "ok: none of 2 rates dropped by more than 10 %" in same.stdout, same.stderr
-    small = _folder(tmp_path / "small", record(max_rps_per_gpu=230.0), record(variant="trt_int8", max_rps_per_gpu=1e3))
-    assert compare(str(base), str(small)).returncode == 0  # -8 %
-    assert compare(str(base), str(small), "--max-regression-percent", "5").returncode == 1
-    large = _folder(tmp_path / "large", record(max_rps_per_gpu=200.0, image_tag="25.10-py3"))
-    failed = compare(str(base), str(large))
-    assert failed.returncode == 1, failed.stderr
-    row = next(line for line in failed.stdout.splitlines() if line.startswith(f"{T4}  original"))
-    assert row.split()[3:6] == ["250.0", "200.0", "-20.0%"]
-    assert "REGRESSION beyond 10 %" in row and "image 25.06-py3 -> 25.10-py3" in row
-    assert "only in the baseline" in failed.stdout  # trt_int8 was not measured again: listed, never failing
-    assert failed.stdout.splitlines()[-1] == f"regression: 1 of 1 rates dropped by more than 10 % ({T4}/original)"
-    faster = compare(str(large), str(base / record_file_name(T4, "original", "25.06-py3", 100.0)))
-    assert faster.returncode == 0 and "+25.0%" in faster.stdout  # a single file on one side
-
-
-@pytest.mark.parametrize(
-    ("argv", "expected"),
-    [
-        (["{base}", "{absent}"], "no such record file or folder"),
-        (["{base}", "{empty}"], "no capacity records in"),
-        (["{base}", "{broken}"], "broken.json: max_rps_per_gpu: 0 is not positive"),
-        (["{base}", "{other}"], "share no (gpu, variant, SLO latency)"),
-        (["{base}", "{base}", "--max-regression-percent", "nan"], "--max-regression-percent nan"),
-        (["{base}", "{base}", "--max-regression-percent", "100"], "--max-regression-percent 100"),
-        (["{base}", "{base}", "--max-regression-percent", "ten"], "invalid float value: 'ten'"),
-        (["{base}"], "the following arguments are required: new"),
-    ],
-)
-def test_compare_refuses_bad_input_in_one_line_with_exit_2(tmp_path: Path, argv: list[str], expected: str) -> None:
-    places = {
-        "base": _folder(tmp_path / "base", record()),
-        "absent": tmp_path / "absent",
-        "empty": tmp_path / "empty",
-        "other": _folder(tmp_path / "other", record(gpu="nvidia-l4")),
-        "broken": tmp_path / "broken.json",
-    }
-    places["empty"].mkdir()
-    places["broken"].write_text(_as_text(VALID | {"max_rps_per_gpu": 0}))
-    done = compare(*(a.format(**{k: str(v) for k, v in places.items()}) for a in argv))
-    assert done.returncode == 2 and expected in one_line_error(done) and done.stdout == ""
-
-
-def test_capacity_without_a_command_is_one_line() -> None:
-    done = run(sys.executable, "-m", "triton_gke.capacity", "comapre")
-    assert done.returncode == 2 and "'comapre' is not a command; commands: compare" in one_line_error(done)
-
-
-def test_make_capacity_compare_passes_args_through(tmp_path: Path) -> None:
-    base = _folder(tmp_path / "with space", record())
-    done = run("make", "--no-print-directory", "capacity-compare", f"ARGS='{base}' '{base}'")
-    assert done.returncode == 0 and "ok: none of 1 rates" in done.stdout, done.stderr
-    failed = run("make", "--no-print-directory", "capacity-compare", f"ARGS='{base}' {tmp_path / 'nothing'}")
-    assert failed.returncode == 2 and "no such record file or folder" in failed.stderr
-
-
-# ---------------------------------------------------------------- the real benchmark writes records
-
-
-def test_a_bench_run_writes_records_and_record_updates_the_folder(tmp_path: Path) -> None:
-    """One short real run (tritonserver, Locust): OUT/records always; --record also into --records-dir."""
-    from triton_gke.bench.__main__ import main
-
-    out, records_dir = tmp_path / "out", tmp_path / "records"
-    args = ["--variants", "original", "--uint8", "--repeats", "1", "--start-rps", "2", "--max-rps", "4",
-            "--growth", "2", "--max-users", "4", "--saturation-users", "1", "--step-seconds", "2",
-            "--settle-seconds", "1", "--warmup-seconds", "1", "--min-requests", "4", "--slo-ms", "10000",
-            "--raw-seconds", "1", "--no-perf-analyzer", "--build-dir", str(tmp_path / "build"), "--out", str(out),
-            "--record", "--records-dir", str(records_dir)]  # fmt: skip
-    assert main(args) == 0
-    (stored,) = load_records(records_dir)
-    (in_out,) = load_records(out / "records")
-    assert dataclasses.replace(in_out, path=stored.path) == stored
-    summary = json.loads((out / "results.json").read_text())["summaries"][0]
-    assert stored.max_rps_per_gpu == summary["max_rps"] and stored.slo_latency_ms == 10000.0
-    assert (stored.gpu, stored.variant, stored.revision) == ("cpu-twin", "original", 1)
-    assert "command: triton-gke bench --variants original" in stored.method and not math.isnan(stored.max_rps_per_gpu)

@@ -1,17 +1,13 @@
 """The cross-component contracts (contracts/): one value per agreement, and every side that must agree on it does.
 
 Each test reads the sides as a user meets them: the plan of `pulumi up`, the model repository Triton loads, the
-locustfile's own settings parser, and the two parts that ship alone (the locustfile and the policy pack), which keep
-copies of a contract that must equal it.
-"""
+locustfile's own settings parser, and the two parts that ship alone (the locustfile and the policy pack), which
+keep copies of a contract that must equal it."""
 
 from __future__ import annotations
 
 import ast
-import json
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path, PurePosixPath
@@ -20,7 +16,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import PROJECT_DIR
 from google.protobuf import text_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -34,42 +29,18 @@ from triton_gke.observability.settings import POD_SELECTORS
 from triton_gke.offline.runtime import Plan, PlannedResource
 from tritonclient.grpc import model_config_pb2 as mc
 
+from tests.conftest import PROJECT_DIR
+
 FEW = settings(max_examples=40, deadline=None)
+
+
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+
+
 WORKLOADS = (DEPLOYMENT, "kubernetes:apps/v1:DaemonSet")
-PROJECT_PACKAGES = ("settings", "infra", "k8s", "model_repo", "observability", "loadtest", "policy", "offline")
-PROJECT_PACKAGES += ("sandbox", "bench", "cli", "capacity")
-
-
-# ---------------------------------------------------------------- the room itself
-
-
-def test_contracts_import_only_the_standard_library() -> None:
-    """The lowest room: every module, imported in a fresh interpreter, loads no project package and no Pulumi."""
-    modules = sorted(p.stem for p in (PROJECT_DIR / "contracts").glob("*.py"))
-    for path in (PROJECT_DIR / "contracts").glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            for name in names:
-                top = name.split(".")[0]
-                assert top in sys.stdlib_module_names or top in ("__future__", "contracts"), (path.name, name)
-    dotted = ["contracts" if m == "__init__" else f"contracts.{m}" for m in modules]
-    code = (
-        "import importlib, json, sys\n"
-        f"for name in {dotted!r}: importlib.import_module(name)\n"
-        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_DIR, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    loaded = set(json.loads(result.stdout))
-    assert not loaded & set(PROJECT_PACKAGES), loaded & set(PROJECT_PACKAGES)
-    assert not {m for m in loaded if m == "pulumi" or m.startswith("pulumi_")}
 
 
 # ---------------------------------------------------------------- the copies that ship alone
-
-
 def _locustfile_nodes(names: set[str]) -> list[ast.stmt]:
     """Top-level definitions of the locustfile by name; fails loudly when the locustfile renames one."""
     tree = ast.parse(LOCUSTFILE.read_text())
@@ -86,7 +57,7 @@ def _locustfile_nodes(names: set[str]) -> list[ast.stmt]:
 
 def _locustfile_parser() -> tuple[Callable[[Mapping[str, str]], Any], type[Exception]]:
     """The locustfile's load_settings and SettingError, compiled from its source with its own helpers (importing the
-    locustfile would import Locust and patch this process with gevent; tests/test_locust_stack_settings.py does the
+    locustfile would import Locust and patch this process with gevent; tests/unit/k8s/test_loadtest.py does the
     same for rate_steps)."""
     wanted = {"DEFAULT_PORTS", "PAYLOAD_TYPES", "SettingError", "Settings", "load_settings"}
     wanted |= {"_get", "_number", "_integer", "_choice", "_name", "_server_url", "_arrival", "_steps", "_rate"}
@@ -120,8 +91,6 @@ def test_the_policy_packs_gpu_taint_is_the_pools_taint() -> None:
 
 
 # ---------------------------------------------------------------- the Locust environment
-
-
 class _Recording(dict):
     """An environment that records every key read from it."""
 
@@ -142,10 +111,18 @@ def test_the_environment_keys_are_exactly_the_keys_the_locustfile_reads() -> Non
 
 
 _NAME = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.", min_size=1, max_size=16)
+
+
 _HOST = st.sampled_from(["127.0.0.1", "triton.triton.svc.cluster.local", "localhost", "[::1]", "10.0.0.7"])
+
+
 _RATE = st.floats(min_value=0.001, max_value=arrivals.MAX_RATE) | st.integers(min_value=1, max_value=10_000)
+
+
 # rate_steps numbers as the parser takes them: [0-9.eE+], so no negative exponent (1e-05) in the text.
 _STEP_RATE = st.just(0.0) | st.floats(min_value=0.001, max_value=arrivals.MAX_RATE)
+
+
 _SEGMENT = st.builds(arrivals.Segment, _STEP_RATE, _STEP_RATE, st.floats(min_value=0.001, max_value=86_400))
 
 
@@ -231,13 +208,15 @@ def test_empty_text_is_unset_like_the_locustfile_reads_it() -> None:
 
 
 # ---------------------------------------------------------------- names
-
-
 # Project IDs: 6-30 characters, lowercase letters, digits and hyphens, starting with a letter
 # (https://cloud.google.com/resource-manager/docs/creating-managing-projects); Pulumi stack names: letters, digits,
 # '-', '_' and '.' (https://www.pulumi.com/docs/iac/concepts/stacks/).
 _PROJECT = st.from_regex(r"\A[a-z][a-z0-9-]{4,28}[a-z0-9]\Z")
+
+
 _STACK = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
+
+
 # Bucket names (https://cloud.google.com/storage/docs/buckets#naming); gcp_name keeps to letters, digits and '-'.
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
 
@@ -261,8 +240,6 @@ def test_the_plans_bucket_is_the_one_the_sandbox_fills(dev_plan: Plan) -> None:
 
 
 # ---------------------------------------------------------------- the plan: every side agrees
-
-
 def _pod(workload: PlannedResource) -> dict:
     return workload.inputs["spec"]["template"]
 

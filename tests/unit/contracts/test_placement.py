@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import evaluate
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from triton_gke.contracts.placement import (
@@ -26,6 +25,8 @@ from triton_gke.contracts.placement import (
 from triton_gke.infra.cluster import GKE_TAINT_EFFECTS, gke_taint
 from triton_gke.k8s.common import CPU_NODES, GPU_NODES, TAINT_EFFECTS, NodePoolPlacement, NodeTaint
 from triton_gke.offline.runtime import Plan, PlannedResource
+
+from tests.conftest import evaluate
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 # The label GKE puts on every node with a GPU (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus,

@@ -1,22 +1,10 @@
-"""Every command the README and the pages of docs/ show works when pasted.
-
-The commands come from the documents themselves (README.md, then docs/*.md): each line of a ```sh block, and each
-`$ ` line of a ```text block (the lines after it are the output it promises; `...` stands for any text). Each is
-run verbatim with `bash -c` from the project root, once per module (a command shown on several pages once, where
-it first appears), and checked for its exit code and what the documents say it prints. Commands that cannot run
-here (most need a Google Cloud account) are listed in NOT_RUN with the reason; a command that is in neither list
-fails the test, so a new command gets a check (or a reason) before it ships. Shell blocks under another name
-(```bash, ```shell, ```console) are refused, so none slips past the parser.
-"""
+"""The README's and docs' command blocks are parsed, and every command is run by a test or has a reason not to be."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
-import shutil
-import subprocess
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,12 +13,18 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from triton_gke.offline.import_contracts import installed_view
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+from tests.conftest import PROJECT_DIR
+
 README = PROJECT_DIR / "README.md"
+
+
 DOCS = PROJECT_DIR / "docs"
+
+
 MODEL_TABLE_PAGE = DOCS / "model-repository.md"
+
+
 SHELL_FENCES_NOT_PARSED = ("bash", "shell", "console", "shell-session", "zsh")
 
 
@@ -39,10 +33,12 @@ def documents() -> list[Path]:
     return [README, *sorted(DOCS.glob("*.md"))]
 
 
-TIMEOUT_S = 600
-
 _NO_PULUMI = "needs the Pulumi CLI, a backend and a Google Cloud project (none here)"
+
+
 _NO_CLUSTER = "needs a deployed GKE cluster and Google Cloud credentials (none here)"
+
+
 NOT_RUN: dict[str, str] = {
     "make test": "runs the whole suite, this test included (it would recurse); CI runs it through .ci/run",
     "gcloud container clusters get-credentials triton-dev-us-central1 --region us-central1 --project YOUR_PROJECT": (
@@ -57,11 +53,12 @@ NOT_RUN: dict[str, str] = {
     "pulumi stack init dev": _NO_PULUMI,
     "pulumi preview -s dev": _NO_PULUMI,
     "pulumi package add ../triton-gke/triton_gke/plugin": (
-        "needs the Pulumi CLI and a consuming program; tests/test_provider.py calls the same provider over gRPC"
+        "needs the Pulumi CLI and a consuming program; "
+        "tests/live/triton_gke/test_provider.py calls the same provider over gRPC"
     ),
     ".venv/bin/triton-gke provider --write-schema": (
         "rewrites the committed triton_gke/schema.json; the --schema line beside it is run, and "
-        "tests/test_provider.py fails when the two differ"
+        "tests/unit/triton_gke/test_provider.py fails when the two differ"
     ),
     "pulumi config set gcp:project YOUR_PROJECT": _NO_PULUMI,
     "pulumi up -s dev": _NO_PULUMI,
@@ -69,14 +66,14 @@ NOT_RUN: dict[str, str] = {
     "pulumi config set --path 'regions[3]' us-east4 -s prod": _NO_PULUMI,
     "pulumi up -s prod": _NO_PULUMI,
     "make bench ARGS='--out build/bench-new'": (
-        "measures every variant for about 30 minutes on 2 cores; tests/test_capacity_records.py runs a short "
+        "measures every variant for about 30 minutes on 2 cores; tests/unit/capacity/test_records.py runs a short "
         "benchmark that writes records"
     ),
     "make capacity-compare ARGS='capacity/records build/bench-new/records'": (
-        "needs the records of the benchmark above; tests/test_capacity_records.py runs make capacity-compare"
+        "needs the records of the benchmark above; tests/unit/capacity/test_records.py runs make capacity-compare"
     ),
     ".venv/bin/triton-gke bench record build/bench-new --record": (
-        "rewrites the committed capacity/records/ from the benchmark above; tests/test_capacity_records.py "
+        "rewrites the committed capacity/records/ from the benchmark above; tests/unit/capacity/test_records.py "
         "runs it into a temporary folder"
     ),
 }
@@ -172,46 +169,7 @@ def _transcript(lines: list[str], first_line: int) -> list[Example]:
     return examples
 
 
-def promised_pattern(line: str) -> re.Pattern[str]:
-    """A promised output line as a whole-line pattern; `...` is any text."""
-    return re.compile("^" + ".*".join(re.escape(part) for part in line.split("...")) + "$")
-
-
-def make_env() -> dict[str, str]:
-    """Our environment without what an enclosing `make test ARGS=...` exports, which would leak into the command."""
-    leaks = ("ARGS", "STACK", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")
-    return {k: v for k, v in os.environ.items() if k not in leaks}
-
-
-def run_pasted(command: str, cwd: Path = PROJECT_DIR) -> Result:
-    """The command as pasted into bash in the project root; output interleaved as on a terminal."""
-    env = make_env()
-    view = cwd / COPY_VIEW
-    if view.is_dir():  # a project copy: its own code, not the checkout the shared venv's editable install maps
-        env["PYTHONPATH"] = str(view)
-    done = subprocess.run(
-        ["bash", "-c", command],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
-    return Result(done.returncode, done.stdout)
-
-
-def run_split(command: str) -> Result:
-    """As run_pasted, with stdout alone kept apart (for output meant to be piped)."""
-    done = subprocess.run(
-        ["bash", "-c", command], cwd=PROJECT_DIR, env=make_env(), capture_output=True, text=True, timeout=TIMEOUT_S
-    )
-    return Result(done.returncode, done.stdout + done.stderr, stdout=done.stdout)
-
-
 # --- what each runnable command promises ---------------------------------------------------------------------
-
-
 def _resource_counts(output: str) -> Counter[str]:
     """The plan's 'Resources by type:' section."""
     section = output.split("Resources by type:", 1)[1]
@@ -376,28 +334,11 @@ RUN: dict[str, Callable[[Result], None]] = {
     "make plan ARGS='--set regions=[\"europe-north1\"]'": lambda result: None,
     "make plan STACK=staging ARGS='--set targetRps=1000'": lambda result: None,
 }
-# Commands whose stdout must be kept apart from stderr to check it.
-STDOUT_APART = {
-    "make plan STACK=prod ARGS=--json",
-    ".venv/bin/triton-gke plan-folder examples/on-cluster-python --json",
-    ".venv/bin/triton-gke provider --schema",
-}
 
 
 @pytest.fixture(scope="module")
 def examples() -> list[Example]:
     return documented_examples()
-
-
-@pytest.fixture(scope="module")
-def results(examples: list[Example]) -> dict[str, Result]:
-    """Each runnable README command run once (a command shown twice is run once)."""
-    ran: dict[str, Result] = {}
-    for example in examples:
-        if example.key in RUN and example.key not in ran:
-            run = run_split if example.key in STDOUT_APART else run_pasted
-            ran[example.key] = run(example.command)
-    return ran
 
 
 def test_every_readme_command_is_run_or_has_a_reason(examples: list[Example]) -> None:
@@ -429,40 +370,6 @@ def test_documents_show_no_bare_python_module_run() -> None:
     assert not bare
 
 
-@pytest.mark.parametrize("key", sorted(RUN))
-def test_readme_command_works_when_pasted(key: str, examples: list[Example], results: dict[str, Result]) -> None:
-    if key not in results:
-        pytest.fail(f"{key!r} is not in any document any more")
-    result = results[key]
-    assert "Traceback" not in result.output, result.output
-    RUN[key](result)
-    for example in (e for e in examples if e.key == key and e.promised):
-        output = result.output.splitlines()
-        assert len(output) == len(example.promised), (
-            f"{example.where} promises:\n" + "\n".join(example.promised) + f"\ngot:\n{result.output}"
-        )
-        for got, promised in zip(output, example.promised, strict=True):
-            assert promised_pattern(promised).match(got), f"{example.where}: {got!r} vs {promised!r}"
-
-
-def test_the_refused_plan_exits_2_naming_the_key(results: dict[str, Result]) -> None:
-    """The README: 'refused ... in one line naming the key, the value and what is allowed, exit code 2'."""
-    result = results["make plan ARGS='--set regions=[\"europe-north1\"]'"]
-    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and "triton-gke:regions" in errors[0] and "'europe-north1'" in errors[0]
-    assert result.output.rstrip().endswith("Error 2")  # make's report of the program's exit code 2
-    assert result.returncode == 2
-
-
-def test_an_unreachable_target_exits_2_naming_both_keys(results: dict[str, Result]) -> None:
-    """README, Sizing a stack from a target: 'refuses in one line naming both keys and the count needed'."""
-    result = results["make plan STACK=staging ARGS='--set targetRps=1000'"]
-    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and "triton-gke:gpuMaxNodes" in errors[0] and "triton-gke:targetRps=1000" in errors[0]
-    assert "needs 5" in errors[0]
-    assert result.returncode == 2
-
-
 @given(st.text(st.sampled_from(list("ab '\"#\\ ")), max_size=20))
 @settings(max_examples=60, deadline=None)
 def test_without_comment_keeps_quoted_hashes(text: str) -> None:
@@ -482,48 +389,3 @@ def test_transcripts_and_sh_blocks_are_parsed() -> None:
         Example("make b    --c", 6),
         Example("make d", 10, ("out 1", "out 2")),
     ]
-
-
-# --- the rebuild hint, pasted ----------------------------------------------------------------------------------
-
-COPY_VIEW = ".package-view"
-HINT = re.compile(r"run `(make model-repo [^`]+)` first")
-_NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "build", "__pycache__", ".hypothesis", ".pytest_cache", "results")
-
-
-@pytest.fixture
-def project_copy(tmp_path: Path) -> Path:
-    """The project in a folder of its own, so flipping its build/model_repository races with no other test run.
-
-    The venv and the model cache (content-addressed, checked on reuse) are shared through symlinks.
-    """
-    copy = tmp_path / "project"
-    shutil.copytree(PROJECT_DIR, copy, ignore=_NOT_COPIED, symlinks=True)
-    (copy / ".venv").symlink_to(PROJECT_DIR / ".venv")
-    (copy / "build").mkdir()
-    (PROJECT_DIR / "build" / "cache").mkdir(parents=True, exist_ok=True)
-    (copy / "build" / "cache").symlink_to(PROJECT_DIR / "build" / "cache")
-    # The shared venv's editable install maps triton_gke to this checkout; the copy's own package layout (links to
-    # its rooms) goes first on PYTHONPATH, so the copy runs its own code and writes its own build/.
-    (copy / COPY_VIEW).mkdir()
-    installed_view(copy, copy / COPY_VIEW)
-    return copy
-
-
-def test_model_settings_in_args_reach_the_model_repository_and_the_hint_pastes(project_copy: Path) -> None:
-    """`make plan` builds the repository with its own --set; run directly, the plan's hint repeats the --set."""
-    override = "--set modelMaxQueueDelayUs=12345"
-    planned = run_pasted(f"make plan ARGS='{override}'", project_copy)
-    assert planned.returncode == 0, planned.output
-    assert "queue delay 12345 us" in planned.output  # the repository was built with the plan's override
-
-    assert run_pasted("make model-repo STACK=dev", project_copy).returncode == 0  # the stack's own settings again
-    refused = run_pasted(f".venv/bin/triton-gke plan --stack dev {override}", project_copy)
-    assert refused.returncode == 2, refused.output
-    hint = HINT.search(refused.output)
-    assert hint, refused.output
-    assert hint[1] == f"make model-repo STACK=dev ARGS='{override}'"
-    rebuilt = run_pasted(hint[1], project_copy)
-    assert rebuilt.returncode == 0 and "queue delay 12345 us" in rebuilt.output, rebuilt.output
-    again = run_pasted(f".venv/bin/triton-gke plan --stack dev {override}", project_copy)
-    assert again.returncode == 0, again.output

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import evaluate_component
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from triton_gke.contracts.placement import (
@@ -21,6 +20,8 @@ from triton_gke.infra.cluster import GPU_DRIVER_VERSIONS, GkeCluster, GkeCluster
 from triton_gke.infra.cluster_args import gke_cluster_args
 from triton_gke.infra.network import PODS_RANGE, SERVICES_RANGE, SubnetPlan
 from triton_gke.settings.values import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
+
+from tests.conftest import evaluate_component
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CIDRS = ["203.0.113.0/24", "198.51.100.0/24", "192.0.2.0/24"]

@@ -1,20 +1,27 @@
-"""The whole program for the dev and prod stacks, as `pulumi up` would receive it."""
+"""The whole program for the dev and prod stacks, as `pulumi up` would receive it (mock runtime)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
-from conftest import PROJECT_DIR, evaluate
 from triton_gke.offline.runtime import Plan
 
+from tests.conftest import evaluate
+
 CLUSTER = "gcp:container/cluster:Cluster"
+
+
 NODE_POOL = "gcp:container/nodePool:NodePool"
+
+
 SERVICE_ACCOUNT = "gcp:serviceaccount/account:Account"
+
+
 K8S_PROVIDER = "pulumi:providers:kubernetes"
+
+
 PROD_REGIONS = {"us-central1", "europe-west4", "asia-east1"}
+
+
 # Kubernetes components named `<kind>-<region>`, one per cluster.
 REGIONAL_K8S_COMPONENTS = (
     "triton-gke:k8s:TritonServing",
@@ -170,34 +177,3 @@ def test_kubeconfigs_are_exported_as_secrets_and_use_the_gke_auth_plugin(dev_pla
     providers = dev_plan.of_type(K8S_PROVIDER)
     assert providers and all(p.inputs["kubeconfig"] == "[secret]" for p in providers)
     assert set(dev_plan.outputs) >= {"clusters", "endpoints", "kubeconfigs"}
-
-
-def test_plan_json_lists_every_resource_with_type_name_parent_inputs():
-    result = subprocess.run(
-        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "prod", "--json"],
-        cwd=PROJECT_DIR,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    records = json.loads(result.stdout)
-    assert all({"type", "name", "parent", "inputs"} <= set(r) for r in records)
-    clusters = [r for r in records if r["type"] == CLUSTER]
-    assert sorted(c["inputs"]["location"] for c in clusters) == sorted(PROD_REGIONS)
-    pools = [r for r in records if r["type"] == NODE_POOL and r["inputs"]["nodeConfig"].get("guestAccelerators")]
-    assert sorted(p["parent"] for p in pools) == sorted(f"gke-{r}" for r in PROD_REGIONS)
-
-
-def test_plan_text_shows_the_tree_and_counts():
-    result = subprocess.run(
-        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev"],
-        cwd=PROJECT_DIR,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    assert "gcp:container/nodePool:NodePool  gke-us-central1-gpu" in result.stdout
-    assert 'gpuDriverVersion="LATEST"' in result.stdout
-    assert "Resources by type:" in result.stdout and "in all" in result.stdout

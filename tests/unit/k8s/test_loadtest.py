@@ -11,12 +11,13 @@ import ast
 from collections.abc import Callable
 
 import pytest
-from conftest import PROJECT_DIR, evaluate, stack_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from triton_gke.loadtest import arrivals
 from triton_gke.settings import load_stack_settings
 from triton_gke.settings.errors import ConfigError
+
+from tests.conftest import PROJECT_DIR, evaluate, stack_settings
 
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 

@@ -9,25 +9,24 @@ import ipaddress
 import json
 import re
 import string
-from pathlib import Path
 from typing import Any
 
 import pulumi
 import pytest
 import yaml
-from conftest import PROJECT, stack_settings
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from test_components import cluster_args
 from triton_gke.infra.region import TritonGkeRegion, TritonGkeRegionArgs
 from triton_gke.k8s import on_cluster_args as checks
 from triton_gke.k8s.common import ArgsError
 from triton_gke.k8s.on_cluster import TritonOnCluster, TritonOnClusterArgs, check_args
 from triton_gke.offline.runtime import CloudMocks, Plan, RecordingMonitor, run_under_mocks
 
+from tests.conftest import PROJECT, PROJECT_DIR, stack_settings
+from tests.unit.infra.test_components import cluster_args
 from triton_gke import provider
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = PROJECT_DIR
 REPOSITORY = "gs://team-models/triton"
 KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n"
 MONITORED = {"monitoring": True, "load_test": True}

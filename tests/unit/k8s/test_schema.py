@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from conftest import evaluate
 from triton_gke.k8s.schema import ManifestError, validate_manifest
 from triton_gke.offline.plan import invalid_kubernetes_objects, kubernetes_objects
+
+from tests.conftest import evaluate
 
 
 @pytest.mark.parametrize("version", ["1.33", "1.37"])

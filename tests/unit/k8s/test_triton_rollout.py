@@ -1,38 +1,30 @@
-"""Triton's startup budget, rollout and model updates: the setting's boundary, the rollout model, and the plan graph
-that `make plan --json` prints (dependsOn, customTimeouts)."""
+"""Triton's startup budget and rollout: the setting's boundary, the rollout model, and a model change's effect on
+the pod template."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from pathlib import Path
-
 import pytest
-from conftest import PROJECT, PROJECT_DIR, evaluate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_deploy_invariants import rollout_waves
 from triton_gke.k8s.triton import (
-    ADMIN_KEY_HEADER,
     MODEL_DIGEST_ANNOTATION,
     STARTUP_PROBE_PERIOD_S,
     startup_probe_failures,
-    triton_server_args,
     triton_timeouts,
 )
-from triton_gke.model_repo.build import BuildResult
-from triton_gke.sandbox.triton import TritonServer
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.serving import MAX_STARTUP_MINUTES
 
-pytest_plugins = ("tests.triton_fixtures",)
+from tests.conftest import PROJECT, evaluate
+from tests.unit.infra.test_deploy_invariants import rollout_waves
+
+pytest_plugins = ("tests.support.triton_fixtures",)
+
+
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+
+
 FEW = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
@@ -42,8 +34,6 @@ def _triton(plan):
 
 
 # ---- tritonStartupMinutes: the boundary -------------------------------------------------------------------------
-
-
 @FEW
 @given(minutes=st.integers(min_value=10, max_value=MAX_STARTUP_MINUTES))
 def test_a_valid_budget_drives_the_probe_and_every_wait(minutes):
@@ -74,19 +64,6 @@ def test_a_bad_budget_is_refused_in_one_line_naming_the_key(value):
     assert message.startswith(f"{PROJECT}:tritonStartupMinutes: ") and "\n" not in message
 
 
-def test_the_plan_command_refuses_a_bad_budget_with_exit_code_2():
-    result = subprocess.run(
-        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev", "--set", "tritonStartupMinutes=5"],
-        cwd=PROJECT_DIR,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 2
-    assert result.stderr.count("\n") == 1 and "tritonStartupMinutes" in result.stderr
-    assert "Traceback" not in result.stderr
-
-
 @FEW
 @given(minutes=st.integers(min_value=10, max_value=MAX_STARTUP_MINUTES), pods=st.integers(min_value=1, max_value=50))
 def test_timeouts_and_probe_derive_from_one_budget(minutes, pods):
@@ -97,8 +74,6 @@ def test_timeouts_and_probe_derive_from_one_budget(minutes, pods):
 
 
 # ---- the rollout model ------------------------------------------------------------------------------------------
-
-
 @FEW
 @given(data=st.data(), replicas=st.integers(min_value=1, max_value=30))
 def test_one_pod_at_a_time_always_completes_on_the_nodes_it_has(data, replicas):
@@ -122,8 +97,6 @@ def test_a_surge_completes_when_the_autoscaler_may_add_a_node(replicas, spare):
 
 
 # ---- model updates ----------------------------------------------------------------------------------------------
-
-
 def test_a_model_change_changes_the_pod_template_and_nothing_else_in_it(monkeypatch):
     """The digest is the only template difference between two model repositories: a rollout, and only then."""
     import triton_gke.infra.model_upload as model_upload
@@ -135,63 +108,3 @@ def test_a_model_change_changes_the_pod_template_and_nothing_else_in_it(monkeypa
     assert first["metadata"]["annotations"][MODEL_DIGEST_ANNOTATION] == "a" * 64
     assert second["metadata"]["annotations"][MODEL_DIGEST_ANNOTATION] == "b" * 64
     assert first["spec"] == second["spec"]
-
-
-def _status(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> int:
-    request = urllib.request.Request(
-        url, method=method, data=b"{}" if method == "POST" else None, headers=headers or {}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status
-    except urllib.error.HTTPError as err:
-        return err.code
-
-
-def test_a_running_triton_with_the_gke_flags_never_changes_its_models(model_repos: BuildResult, tmp_path: Path):
-    """Real tritonserver, GKE command line: a model added to its repository is not served, and even the admin key
-    cannot load it. Only a new pod (the digest in the template) brings a model change."""
-    repository = tmp_path / "repo"
-    repository.mkdir()
-    shutil.copytree(Path(model_repos.cpu_out) / "original", repository / "original")
-    fixed_ports = ("--model-repository=", "--http-port=", "--grpc-port=", "--metrics-port=")
-    args = [
-        a for a in triton_server_args(str(repository), gpu=False, admin_key="k")[1:] if not a.startswith(fixed_ports)
-    ]
-    # Were the GKE flags a polling mode, a 1 s interval would load the new model within the wait below.
-    args.append("--repository-poll-secs=1")
-    with TritonServer(repository, extra_args=args, ready_timeout_s=240) as server:
-        base = f"http://{server.http_url}/v2"
-        shutil.copytree(Path(model_repos.cpu_out) / "trt_fp32", repository / "trt_fp32")
-        deadline = time.monotonic() + 12  # a poll would find it in 1 s and load it in a few (2 CPU cores)
-        while time.monotonic() < deadline:
-            assert _status(f"{base}/models/trt_fp32/ready") != 200, "a running Triton picked up a new model"
-            time.sleep(1)
-        assert _status(f"{base}/models/original/ready") == 200
-        load = _status(f"{base}/repository/models/trt_fp32/load", "POST", {ADMIN_KEY_HEADER: "k"})
-        assert load >= 400, "model control mode none refuses loads"
-        assert _status(f"{base}/models/trt_fp32/ready") != 200
-
-
-# ---- the graph in make plan --json ------------------------------------------------------------------------------
-
-
-def test_plan_json_prints_each_resources_dependencies_and_timeouts():
-    result = subprocess.run(
-        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev", "--json"],
-        cwd=PROJECT_DIR,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    records = {r["urn"]: r for r in json.loads(result.stdout)}
-    assert all({"dependsOn", "customTimeouts", "protect"} <= set(r) for r in records.values())
-    assert all(set(r["dependsOn"]) <= set(records) for r in records.values()), "dependsOn names planned URNs"
-    (triton,) = [r for r in records.values() if r["type"] == DEPLOYMENT and r["inputs"]["metadata"]["name"] == "triton"]
-    waited = {records[u]["name"] for u in triton["dependsOn"]}
-    # Explicit (IAM members, binding) and implied by inputs (the upload's output in the args, the Secret's name).
-    assert {"models-workload-identity", "models-objectViewer", "models-legacyBucketReader", "models-sync"} <= waited
-    assert triton["customTimeouts"] == {"create": "40m", "update": "40m"}
-    (binding,) = [r for r in records.values() if r["name"] == "models-workload-identity"]
-    assert any(records[u]["type"] == "gcp:container/cluster:Cluster" for u in binding["dependsOn"])

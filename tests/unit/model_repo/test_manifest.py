@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from google.cloud import storage
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_model_repo import small_onnx
 from triton_gke.infra.model_upload import built_repository_digest
 from triton_gke.model_repo.build import DIGEST_SUFFIX, BuildResult, build_repository
 from triton_gke.model_repo.errors import ModelRepoError
@@ -20,9 +16,12 @@ from triton_gke.model_repo.manifest import FILES, MANIFEST, ManifestMismatch, sh
 from triton_gke.model_repo.settings import ModelRepoSettings, default_settings
 from triton_gke.settings.errors import ConfigError
 
-pytest_plugins = ("tests.gcs_fixtures",)
+from tests.unit.model_repo.test_build import small_onnx
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+pytest_plugins = ("tests.support.gcs_fixtures",)
+
+
+
 REBUILD = "rebuild with make model-repo"
 
 
@@ -77,22 +76,6 @@ def test_an_edited_built_model_reaches_neither_the_cache_nor_the_next_build(tmp_
     verify_repository(rebuilt.out)
 
 
-def test_a_cache_entry_changed_since_it_was_cached_is_refused_in_one_line(tmp_path: Path) -> None:
-    build_small(tmp_path)
-    entry = cache_files(tmp_path)[0]
-    edit_in_place(entry)
-    out = tmp_path / "again"
-    command = [sys.executable, "-m", "model_repo", "--out", str(out), "--onnx", str(tmp_path / "small.onnx")]
-    command += ["--cache-dir", str(tmp_path / "cache")]
-
-    result = subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=300)
-
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    [line] = result.stderr.splitlines()
-    assert line.startswith(f"error: {entry}: changed since it was cached") and line.endswith(REBUILD)
-    assert not out.exists()
-
-
 def test_an_older_cache_entry_without_a_digest_is_produced_again(tmp_path: Path) -> None:
     build_small(tmp_path)
     entry = tmp_path / "cache" / f"{sha256_file(tmp_path / 'small.onnx')[:32]}.onnx"  # the user's file, by content
@@ -121,29 +104,7 @@ def test_the_upload_digest_refuses_an_edited_repository_naming_the_file(tmp_path
     )
 
 
-def test_the_sync_cli_uploads_nothing_from_an_edited_repository(
-    tmp_path: Path, gcs_client: storage.Client, bucket_name: str
-) -> None:
-    result = build_small(tmp_path)
-    edit_in_place(result.cpu_out / "trt_int8" / "1" / "model.onnx")
-    command = [sys.executable, "-m", "triton_gke.model_repo.sync", str(result.cpu_out), f"gs://{bucket_name}/models"]
-
-    sync = subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
-
-    assert sync.returncode == 2 and "Traceback" not in sync.stderr
-    [line] = sync.stderr.splitlines()
-    int8_file = result.cpu_out / "trt_int8" / "1" / "model.onnx"  # the first INT8 folder in sorted order
-    assert line == f"error: {int8_file}: changed since the build (SHA-256 differs from the manifest); {REBUILD}"
-    assert list(gcs_client.list_blobs(bucket_name)) == []
-    build_small(tmp_path)  # the same folders, rebuilt: now it goes up
-    ok = subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
-    assert ok.returncode == 0, ok.stderr
-    assert any(b.name.endswith("trt_int8/1/model.onnx") for b in gcs_client.list_blobs(bucket_name))
-
-
 # ---------------------------------------------------------------- property-based: any change is caught
-
-
 @pytest.fixture(scope="module")
 def small_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_small(tmp_path_factory.mktemp("small")).cpu_out

@@ -1,23 +1,13 @@
-"""ARGS of the make targets: what a user types after ARGS= reaches the program as the words they meant.
-
-Two boundaries: make's command line -> the environment of the recipe (real GNU make on the real Makefile), and
-the environment -> the program's argv (offline/make_args.py). The README's own commands run end to end in
-tests/test_readme.py.
-"""
+"""offline.make_args: the environment -> the program's argv; what a user types after ARGS= reaches the program as
+the words they meant. tests/live/offline/test_make_args.py runs real GNU make on the real Makefile."""
 
 from __future__ import annotations
 
-import json
-import os
 import shlex
-import stat
-import subprocess
 import sys
-from pathlib import Path
-from typing import Any
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from triton_gke.cli.one_line import MAKE_TARGET_ENV
 from triton_gke.offline import make_args
@@ -31,11 +21,16 @@ from triton_gke.offline.make_args import (
     with_model_repo_args,
 )
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 # Characters a shell, make or JSON treats specially, plus ordinary ones; NUL cannot be in an environment variable.
 TRICKY = st.sampled_from(list(" \t\n'\"\\$`#;&|<>()[]{}*?~=,:%-_.") + ["é", "\u2028"])
+
+
 WORD = st.text(st.one_of(TRICKY, st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")), max_size=12)
+
+
 TRITON_GKE = ".venv/bin/triton-gke"
+
+
 # What the Makefile hands make_args for each target: its options, then the program and its first words.
 TARGETS_WITH_ARGS = {
     "plan": ["--target", "plan", "--stack", TRITON_GKE, "plan"],
@@ -45,14 +40,6 @@ TARGETS_WITH_ARGS = {
     "capacity-compare": ["--target", "capacity-compare", TRITON_GKE, "capacity", "compare"],
     "test": ["--target", "test", "{PY}", "-m", "pytest"],
 }
-
-PREREQUISITES = ("setup", ".venv/.installed", "model-repo", "system-packages")
-
-
-def make_env(**extra: str) -> dict[str, str]:
-    """The environment without what an enclosing `make test ARGS=...` exports (it would leak into the inner make)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("ARGS", "STACK", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    return env | extra
 
 
 @given(st.lists(WORD, max_size=6))
@@ -77,37 +64,6 @@ def test_join_then_split_gives_the_same_words(words: list[str]) -> None:
 )
 def test_documented_splitting(text: str, words: list[str]) -> None:
     assert split_args(text) == words
-
-
-@pytest.mark.parametrize("text", ['--set \'regions=["a"]', "--out dir\\"])
-def test_unbalanced_args_get_one_line_and_exit_2(text: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "triton_gke.offline.make_args", "--target", "plan", "--stack", TRITON_GKE, "plan"],
-        cwd=PROJECT_DIR,
-        env=make_env(ARGS=text),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    assert done.stdout == ""
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ARGS: ")
-    assert "Traceback" not in done.stderr
-
-
-def test_empty_stack_is_refused_in_one_line() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "triton_gke.offline.make_args", "--target", "plan", "--stack", TRITON_GKE, "plan"],
-        cwd=PROJECT_DIR,
-        env=make_env(STACK=""),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert (done.returncode, done.stderr) == (
-        2,
-        "error: STACK is empty; name a stack file Pulumi.<STACK>.yaml, e.g. STACK=dev\n",
-    )
 
 
 def _launch(monkeypatch: pytest.MonkeyPatch, argv: list[str], **env: str) -> list[str]:
@@ -205,56 +161,3 @@ def test_the_plan_error_carries_the_overrides_into_the_hint() -> None:
     assert split_args(shlex.split(with_file)[3].removeprefix("ARGS=")) == ["--config-file", "my stack.yaml"]
     assert with_model_repo_args(message, "dev", []) == message
     assert make_command("plan", "dev", []) == "make plan STACK=dev"
-
-
-def _recorder(tmp_path: Path) -> Path:
-    """A stand-in for the venv's python that records its argv and the ARGS and STACK it was given."""
-    script = tmp_path / "python"
-    seen = tmp_path / "seen.json"
-    script.write_text(
-        f"#!{sys.executable}\n"
-        "import json, os, sys\n"
-        'record = {"argv": sys.argv[1:], "ARGS": os.environ.get("ARGS"), "STACK": os.environ.get("STACK"), '
-        '"PY": sys.argv[0]}\n'
-        f"open({str(seen)!r}, 'w').write(json.dumps(record))\n"
-    )
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return script
-
-
-def _make(tmp_path: Path, target: str, *assignments: str) -> dict[str, Any]:
-    recorder = _recorder(tmp_path)
-    seen = tmp_path / "seen.json"
-    seen.unlink(missing_ok=True)
-    done = subprocess.run(
-        # -o: the prerequisites (set-up, model repository, system packages) are not what is under test here.
-        ["make", "--no-print-directory", *(f"-o{p}" for p in PREREQUISITES if p != target)]
-        + [target, f"PY={recorder}", *assignments],
-        cwd=PROJECT_DIR,
-        env=make_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(seen.read_text())
-
-
-@given(
-    target=st.sampled_from(sorted(TARGETS_WITH_ARGS)),
-    text=st.text(
-        st.one_of(TRICKY, st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")), max_size=30
-    ),
-)
-@example(target="plan", text="--set x=$(shell touch pwned) $$HOME `id` $HOME 'a b' [\"c\"] *")
-@settings(max_examples=30, deadline=None)
-def test_make_hands_args_to_the_program_exactly_as_typed(
-    tmp_path_factory: pytest.TempPathFactory, target: str, text: str
-) -> None:
-    seen = _make(tmp_path_factory.mktemp("make"), target, f"ARGS={text}", "STACK=prod")
-    # make drops leading whitespace (C isspace) from a variable's value, nothing else; splitting ignores it anyway.
-    assert seen["ARGS"] == text.lstrip(" \t\n\v\f\r")
-    assert seen["STACK"] == "prod"
-    assert seen["argv"][:2] == ["-m", "triton_gke.offline.make_args"]
-    expected = [str(seen["PY"]) if word == "{PY}" else word for word in TARGETS_WITH_ARGS[target]]
-    assert seen["argv"][2:] == expected

@@ -11,7 +11,6 @@ import json
 from ipaddress import IPv4Network, IPv6Network
 
 import pytest
-from conftest import PROJECT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from triton_gke.policy import policies
@@ -36,6 +35,8 @@ from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.reader import Reader
 from triton_gke.settings.schema import config_schema
 from triton_gke.settings.source_ranges import cidr_ranges
+
+from tests.conftest import PROJECT
 
 V4_ALL = (1 << 32) - 1
 Interval = tuple[int, int]
@@ -286,7 +287,8 @@ def firewall_problem(ranges: list[str]) -> str | None:
     policy = next(p for p in POLICIES if p.name == "firewall-no-internet-ingress")
     props = {"direction": "INGRESS", "allows": [{"protocol": "tcp", "ports": ["8000"]}], "sourceRanges": ranges}
     found: list[str] = []
-    # What the validate function reads of ResourceValidationArgs (tests/test_policy.py hands over the full args).
+    # What the validate function reads of ResourceValidationArgs (tests/unit/policy/test_policies.py hands over the full
+    # args).
     args = SimpleNamespace(resource_type=FIREWALL, props=props)
     policy.validate(args, lambda message, urn=None: found.append(message))
     assert len(found) <= 1 and all("\n" not in m for m in found)

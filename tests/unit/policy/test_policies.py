@@ -2,27 +2,18 @@
 
 The validate functions run on the state the real program registers under the mock runtime, handed over
 the way the engine hands it to a policy pack: inputs in camelCase inside pulumi-policy's own
-unknown-checking proxies. One test also runs the pack exactly as the CLI does (`python -m pulumi.policy`)
-and talks to it over the analyzer gRPC protocol.
-"""
+unknown-checking proxies."""
 
 from __future__ import annotations
 
 import copy
-import select
 import shlex
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import grpc
 import pytest
-from conftest import PROJECT_DIR, evaluate
-from google.protobuf import empty_pb2, struct_pb2
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 from pulumi_policy import (
     PolicyCustomTimeouts,
     PolicyResource,
@@ -51,12 +42,15 @@ from triton_gke.policy.policies import (
 )
 from triton_gke.settings.errors import ConfigError
 
+from tests.conftest import evaluate
+
 BY_NAME = {p.name: p for p in POLICIES}
+
+
 STACK_BY_NAME = {p.name: p for p in STACK_POLICIES}
-# The documented choice (policy/README.md): only the GPU taint merely warns.
-LEVELS = {name: "mandatory" for name in BY_NAME | STACK_BY_NAME} | {"gpu-node-pools-tainted": "advisory"}
+
+
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
-PACK_START_TIMEOUT_S = 60
 
 
 def _options(resource: PlannedResource) -> PolicyResourceOptions:
@@ -118,8 +112,6 @@ def plans(dev_plan: Plan, prod_plan: Plan) -> dict[str, Plan]:
 
 
 # ---------------------------------------------------------------- the stacks as they are
-
-
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
 def test_every_stack_passes_every_policy(plans: dict[str, Plan], stack: str) -> None:
     plan = plans[stack]
@@ -144,8 +136,6 @@ def test_web_uis_published_to_listed_ranges_pass() -> None:
 
 
 # ---------------------------------------------------------------- the real program, misconfigured
-
-
 def test_web_uis_open_to_internet_halves_are_refused_before_the_policy_sees_them() -> None:
     # The two halves add up to 0.0.0.0/0: the stack config refuses them first (the policy is the
     # second line for hand-made changes, covered by the crafted violations above).
@@ -175,8 +165,6 @@ def test_which_stacks_count_as_production_is_configurable(plans: dict[str, Plan]
 
 
 # ---------------------------------------------------------------- crafted violations, one table
-
-
 def _first(plan: Plan, type_token: str, where: Callable[[PlannedResource], bool] = lambda r: True) -> PlannedResource:
     return next(r for r in plan.of_type(type_token) if where(r))
 
@@ -490,8 +478,6 @@ def test_every_policy_has_a_crafted_violation() -> None:
 
 
 # ---------------------------------------------------------------- details of the parsers
-
-
 @pytest.mark.parametrize(
     ("image", "problem"),
     [
@@ -521,13 +507,18 @@ def test_restricted_api_flags_in_both_spellings() -> None:
 
 
 # ---------------------------------------------------------------- web UIs and Triton found by behaviour
-
 # Words that cannot spell grafana, prometheus, locust or tritonserver (no a, e, l, o, r, s, t, u in the alphabet).
 NEUTRAL = st.text(alphabet="bdijkvwxyz0123456789", min_size=1, max_size=10)
+
+
 NEUTRAL_PORT = st.integers(1, 65535).filter(lambda n: n not in WEB_UI_PORTS)
+
+
 # A port name is an IANA_SVC_NAME: at least one letter, so "8089" is a number, never a name (RFC 6335 5.1,
 # https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#ports).
 PORT_NAME = NEUTRAL.map(lambda w: f"k{w}")
+
+
 WIDE, NARROW = ["0.0.0.0/1", "128.0.0.0/1"], ["203.0.113.0/24"]
 
 
@@ -662,64 +653,3 @@ def test_tritonserver_is_found_by_what_a_container_runs(registry, name, tag, cal
     # NGC's image runs its args through its entrypoint, so without a command it counts as Triton whatever it runs.
     expected = call is not None or (from_ngc and "command" not in container)
     assert is_triton(container) == expected
-
-
-# ---------------------------------------------------------------- the pack as the CLI runs it
-
-
-@pytest.fixture(scope="module")
-def analyzer() -> Iterator[analyzer_pb2_grpc.AnalyzerStub]:
-    """policy/ served the way `pulumi up --policy-pack policy` starts it: it prints its port, then serves."""
-    pack = subprocess.Popen(
-        [sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1", "policy"],
-        cwd=PROJECT_DIR,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        ready, _, _ = select.select([pack.stdout], [], [], PACK_START_TIMEOUT_S)
-        line = pack.stdout.readline().strip() if ready else ""
-        assert line.isdigit(), f"the pack printed no port: {line!r} {pack.stderr.read() if pack.poll() else ''}"
-        with grpc.insecure_channel(f"127.0.0.1:{line}") as channel:
-            yield analyzer_pb2_grpc.AnalyzerStub(channel)
-    finally:
-        pack.kill()  # the pack serves until its host (the CLI) ends it
-        pack.wait(timeout=30)
-        pack.stdout.close()
-        pack.stderr.close()
-
-
-def _analyze(stub: analyzer_pb2_grpc.AnalyzerStub, resource: PlannedResource) -> list[analyzer_pb2.AnalyzeDiagnostic]:
-    properties = struct_pb2.Struct()
-    properties.update(resource.inputs)
-    request = analyzer_pb2.AnalyzeRequest(
-        type=resource.type, properties=properties, urn=resource.urn, name=resource.name
-    )
-    return list(stub.Analyze(request, timeout=30).diagnostics)
-
-
-def test_the_pack_declares_every_policy_with_its_enforcement_level(analyzer) -> None:
-    info = analyzer.GetAnalyzerInfo(empty_pb2.Empty(), timeout=30)
-    levels = {p.name: analyzer_pb2.EnforcementLevel.Name(p.enforcementLevel).lower() for p in info.policies}
-    assert info.name == "triton-gke-guardrails"
-    assert levels == LEVELS
-
-
-def test_the_pack_blocks_a_public_bucket_and_passes_the_real_one(analyzer, plans: dict[str, Plan]) -> None:
-    bucket = _first(plans["prod"], BUCKET)
-    assert _analyze(analyzer, bucket) == []
-    public = copy.deepcopy(bucket)
-    public.inputs["publicAccessPrevention"] = "inherited"
-    [diagnostic] = _analyze(analyzer, public)
-    assert diagnostic.policyName == "bucket-locked-down"
-    assert diagnostic.enforcementLevel == analyzer_pb2.EnforcementLevel.MANDATORY
-    assert "publicAccessPrevention 'inherited'" in diagnostic.message
-
-
-def test_the_pack_only_warns_about_an_untainted_gpu_pool(analyzer, plans: dict[str, Plan]) -> None:
-    pool = copy.deepcopy(_gpu_pool(plans["dev"]))
-    pool.inputs["nodeConfig"]["taints"] = []
-    [diagnostic] = _analyze(analyzer, pool)
-    assert diagnostic.policyName == "gpu-node-pools-tainted"
-    assert diagnostic.enforcementLevel == analyzer_pb2.EnforcementLevel.ADVISORY

@@ -19,13 +19,14 @@ from pathlib import Path
 
 import pytest
 import triton_gke.settings.capacity as sizing
-from conftest import evaluate, stack_settings
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from triton_gke.capacity.records import FILE_KEYS, RECORDS_DIR, SCHEMA
 from triton_gke.offline import plan as plan_command
 from triton_gke.offline.runtime import PROJECT_DIR, Plan
 from triton_gke.settings import ConfigError, load_stack_settings
+
+from tests.conftest import evaluate, stack_settings
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 BACKEND = "gcp:compute/backendService:BackendService"
@@ -66,7 +67,7 @@ def write_record(
         "p50_ms": None if p50_ms is None else float(p50_ms),
         "p95_ms": None,
         "source": "measured",
-        "method": "written by tests/test_capacity_sizing.py",
+        "method": "written by tests/unit/settings/test_capacity.py",
         "measured_at": "2026-01-01",
         "revision": 1,
     } | changes

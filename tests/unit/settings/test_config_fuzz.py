@@ -2,9 +2,8 @@
 
 Generated values (wrong types, huge and negative numbers, unicode, empty, nested lists and maps, YAML special
 scalars) for every setting must either plan or be refused with ONE line naming a config key: a ConfigError
-in-process, exit code 2 and one stderr line from the real `triton-gke plan` in a subprocess. Never a
-traceback, and within bounded time and memory. Stack files go through settings/stack_file.py's strict reading.
-"""
+in-process. Never a traceback, and within bounded time and memory. Stack files go through
+settings/stack_file.py's strict reading. tests/live/offline/test_plan.py runs the real `triton-gke plan`."""
 
 from __future__ import annotations
 
@@ -12,15 +11,11 @@ import base64
 import json
 import re
 import resource
-import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
-from conftest import PROJECT, PROJECT_DIR, stack_settings
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pulumi.runtime.config import set_all_config
@@ -29,30 +24,43 @@ from triton_gke.offline.runtime import config_string, run_under_mocks
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.keys import provider_config_keys
 from triton_gke.settings.schema import config_schema
-from triton_gke.settings.stack_file import MAX_BYTES, MAX_CHARS, MAX_NODES, StackFileError, read_stack_file
+from triton_gke.settings.stack_file import MAX_BYTES, MAX_CHARS, StackFileError, read_stack_file
+
+from tests.conftest import PROJECT, PROJECT_DIR, stack_settings
 
 KEYS = config_schema()[1]
+
+
 TYPES = {f"{PROJECT}:{name}": spec.type for name, spec in KEYS.items()}
+
+
 # A refusal names a config key first: the project's, or gcp:project.
 NAMES_A_KEY = re.compile(rf"^({re.escape(PROJECT)}:[A-Za-z0-9]+|gcp:project)\b")
+
+
 # YAML scalars whose meaning depends on the reader (YAML 1.1 vs yaml.v3) or that are empty.
 YAML_SPECIALS = (
     "NO", "no", "yes", "Yes", "on", "off", "y", "n", "~", "null", "Null", "", "010", "0o10", "0x10", "0b11",
     "1e3", "1E3", "12:30", "1_000", "+5", "-0", ".inf", "-.inf", ".nan", "2024-01-01", "1.30", "true", "false",
     "TRUE", "0", "-1", "2147483648", "9" * 30, "[]", "{}", "[a, [b, [c]]]", "{a: 1}", "'quoted'", '"q"',
 )  # fmt: skip
-PLAN_TIMEOUT_S = 90  # one plan takes ~3-6 s on 2 cores; a hang fails instead of blocking
-MEMORY_LIMIT = 4 * 2**30  # address space of one plan subprocess: a blow-up dies instead of swapping
+
+
 FILES = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70) | st.floats() | st.text(max_size=30),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=10,
 )
+
+
 # What a setting can arrive as: JSON of any shape (as `pulumi config set --path` or a stack file's lists give),
 # raw text (as `pulumi config set KEY TEXT` gives), YAML specials, and valid values of other keys.
 OTHER_VALID = [config_string(spec.default) for spec in KEYS.values() if spec.default not in (None, "", [])]
+
+
 config_values = (
     json_values.map(config_string)
     | st.text(max_size=60)
@@ -77,8 +85,6 @@ def _assert_one_line_naming_a_key(message: str) -> None:
 
 
 # ---------------------------------------------------------------- in-process, many examples
-
-
 @settings(max_examples=800, deadline=None)
 @given(key=st.sampled_from(sorted(KEYS)), value=config_values)
 def test_any_value_of_any_setting_plans_or_is_refused_in_one_line(key: str, value: str) -> None:
@@ -106,8 +112,6 @@ def test_text_with_control_characters_is_refused(key: str, text: str) -> None:
 
 
 # ---------------------------------------------------------------- namespaces and secrets
-
-
 @pytest.mark.parametrize(
     "key,suggestion",
     [
@@ -167,11 +171,17 @@ def test_any_gcp_key_is_accepted_only_if_the_provider_has_it(name: str) -> None:
 
 
 PEM = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n"
+
+
 SERVICE_ACCOUNT = json.dumps({"type": "service_account", "project_id": "p", "private_key_id": "k", "private_key": PEM})
 
 
 PUTTY = "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: me\nPublic-Lines: 2\nAAAAC3Nza\n"
+
+
 OAUTH_TOKEN = "ya29.a0AfB_byC9xY8kLmN3oPqRsTuVwXyZ0123456789"
+
+
 OPENSSH = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
 
 
@@ -219,8 +229,6 @@ def test_key_material_in_plain_config_is_refused_without_echoing_it(key: str, se
 
 
 # ---------------------------------------------------------------- stack files
-
-
 def _write(tmp_path: Path, text: str | bytes) -> Path:
     path = tmp_path / "Pulumi.fuzz.yaml"
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -345,39 +353,6 @@ def _aliased_strings(length: int, copies: int) -> str:
     return f'config:\n  {PROJECT}:modelPrefix: &s "{"a" * length}"\n  {PROJECT}:modelVariants: [{aliases}]\n'
 
 
-# Run in a child process under an address-space limit, reporting its own time and peak memory: a reading that
-# expanded the aliases would die there (or report gigabytes) instead of swapping this machine.
-_MEASURE = """
-import resource, sys, time
-from pathlib import Path
-from triton_gke.settings.stack_file import StackFileError, read_stack_file
-started = time.monotonic()
-try:
-    read_stack_file(Path(sys.argv[1]), sys.argv[2], {})
-    outcome = "accepted"
-except StackFileError as err:
-    outcome = str(err)
-print(time.monotonic() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, outcome, sep="\\n")
-"""
-
-
-def test_a_long_string_aliased_thousands_of_times_is_refused_fast_and_in_bounded_memory(tmp_path: Path) -> None:
-    path = _write(tmp_path, _aliased_strings(120_000, 19_000))  # 177 KiB, 2.3 billion characters once expanded
-    assert path.stat().st_size < MAX_BYTES and MAX_NODES > 19_000
-    done = subprocess.run(
-        [sys.executable, "-c", _MEASURE, str(path), PROJECT],
-        cwd=PROJECT_DIR,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30)),
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    seconds, peak_mb, outcome = done.stdout.splitlines()
-    assert outcome.startswith(path.name) and "characters (aliases included)" in outcome, outcome
-    assert float(seconds) < 2 and int(peak_mb) < 500, (seconds, peak_mb)
-
-
 @FILES
 @given(length=st.integers(1, 60_000), copies=st.integers(1, 4_000))
 def test_aliases_are_bounded_by_the_characters_they_expand_to(tmp_path: Path, length: int, copies: int) -> None:
@@ -449,71 +424,3 @@ def test_any_stack_file_reads_or_is_refused_in_one_line(key: str, fragment: str,
             _assert_one_line_naming_a_key(str(refused))
     finally:
         path.unlink(missing_ok=True)
-
-
-# ---------------------------------------------------------------- the real command line, a few examples
-
-
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-
-
-def _plan(args: list[str], out: Path) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev", "--out", str(out), *args]
-    return subprocess.run(
-        command,
-        cwd=PROJECT_DIR,
-        capture_output=True,
-        text=True,
-        timeout=PLAN_TIMEOUT_S,
-        preexec_fn=_limit_memory,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(PROJECT_DIR), "HOME": str(out.parent)},
-    )
-
-
-def _assert_planned_or_refused(done: subprocess.CompletedProcess[str], what: str) -> None:
-    report = f"{what}\nexit {done.returncode}\nstderr:\n{done.stderr[-3000:]}"
-    assert "Traceback" not in done.stderr + done.stdout, report
-    assert done.returncode in (0, 2), report
-    if done.returncode == 2:
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        assert len(lines) == 1 and lines[0].startswith("error: "), report
-        name = lines[0].removeprefix("error: ")
-        # A key, the stack file, the --set word, or the model repository the plan would upload (a changed model
-        # setting needs `make model-repo` first: offline/plan.py says so in one line).
-        assert NAMES_A_KEY.match(name) or name.startswith(("Pulumi.", "--set", "build/model_repository")), report
-
-
-cli_values = config_values.filter(lambda v: "\x00" not in v and len(v) < 2000)
-
-
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(key=st.sampled_from(sorted(KEYS)), value=cli_values)
-def test_plan_command_with_any_set_value_plans_or_exits_2(tmp_path_factory: Any, key: str, value: str) -> None:
-    out = tmp_path_factory.mktemp("plan")
-    _assert_planned_or_refused(_plan(["--set", f"{key}={value}"], out / "plan"), f"--set {key}={value!r}")
-
-
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(key=st.sampled_from(sorted(KEYS)), fragment=yaml_fragments.filter(lambda f: "\x00" not in f))
-def test_plan_command_with_any_stack_file_plans_or_exits_2(tmp_path_factory: Any, key: str, fragment: str) -> None:
-    out = tmp_path_factory.mktemp("plan")
-    dev = yaml.safe_load((PROJECT_DIR / "Pulumi.dev.yaml").read_text())["config"]
-    dev.pop(f"{PROJECT}:{key}", None)  # the dev stack's settings, this key replaced (twice would be a duplicate)
-    config_file = out / "Pulumi.generated.yaml"
-    config_file.write_text(f"{yaml.safe_dump({'config': dev})}  {PROJECT}:{key}: {fragment}\n")
-    done = _plan(["--config-file", str(config_file)], out / "plan")
-    _assert_planned_or_refused(done, config_file.read_text())
-
-
-@pytest.mark.parametrize(
-    "module,prog", [("triton_gke.offline.plan", "make plan"), ("triton_gke.sandbox.run", "make sandbox")]
-)
-@pytest.mark.parametrize("option", ["--bogus", "--stack", "--json=1"])
-def test_a_bad_option_is_one_line_and_exit_2(module: str, prog: str, option: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", module, option], cwd=PROJECT_DIR, capture_output=True, text=True, timeout=PLAN_TIMEOUT_S
-    )
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {prog}: "), done.stderr
-    assert "usage:" not in done.stderr and "Traceback" not in done.stderr

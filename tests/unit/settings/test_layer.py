@@ -1,22 +1,18 @@
-"""The settings layer (settings/) is pure, and its one entry reads a stack exactly as the Pulumi adapter does.
+"""The settings layer's one entry reads a stack exactly as the Pulumi adapter does.
 
-`pulumi up` reaches the entry through infra/config.py (the engine's config, secret keys and stack name); the plan,
-model build, sandbox and bench reach it with the stack file plus overrides, without Pulumi's mock engine. Both
-paths must give the same settings or the same one-line refusal.
-"""
+`pulumi up` reaches the entry through infra/config.py (the engine's config, secret keys and stack name); the
+plan, model build, sandbox and bench reach it with the stack file plus overrides, without Pulumi's mock
+engine. Both paths must give the same settings or the same one-line refusal."""
 
 from __future__ import annotations
 
 import inspect
 import json
 import re
-import subprocess
-import sys
 
 import pulumi
 import pytest
 import triton_gke.infra.config as infra_config
-from conftest import PROJECT, PROJECT_DIR, stack_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pulumi_kubernetes.provider import ProviderArgs
@@ -26,23 +22,9 @@ from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.keys import provider_config_keys
 from triton_gke.settings.schema import config_schema
 
+from tests.conftest import PROJECT, stack_settings
+
 KEYS = config_schema()[1]
-
-
-def test_the_settings_layer_imports_no_pulumi() -> None:
-    """Every module of settings/, imported and used for every stack, leaves Pulumi unloaded."""
-    modules = sorted(path.stem for path in (PROJECT_DIR / "settings").glob("*.py") if path.stem != "__init__")
-    code = (
-        "import importlib, sys\n"
-        f"for name in {modules!r}: importlib.import_module('triton_gke.settings.' + name)\n"
-        "from triton_gke import settings\n"
-        "for stack in ('dev', 'staging', 'prod'): settings.from_stack_file(stack)\n"
-        "loaded = sorted(m for m in sys.modules if m == 'pulumi' or m.startswith(('pulumi.', 'pulumi_')))\n"
-        "print(loaded)\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_DIR, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]", result.stdout
 
 
 def test_kubernetes_provider_keys_read_from_source_match_the_installed_class() -> None:

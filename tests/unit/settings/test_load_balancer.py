@@ -1,11 +1,10 @@
-"""No pod is offered more than its capacity over both protocols (issue 20, item 6).
+"""settings.load_balancer: no pod is offered more than its capacity over both protocols (issue 20, item 6).
 
 The HTTP and the gRPC backend service reach the same pods (one NEG per port over the same endpoints) and each
-counts only the requests it sends against its own maxRatePerEndpoint (the balancing mode and its target are set per
-backend service, for each backend: https://cloud.google.com/load-balancing/docs/backend-service). With
-lbMaxRatePerPod on both, a pod could be offered twice what it serves. The settings layer now splits the pod's rate
-between them (settings/load_balancer.py backend_rates); these tests sum over both services per pod.
-"""
+counts only the requests it sends against its own maxRatePerEndpoint (the balancing mode and its target are
+set per backend service, for each backend: https://cloud.google.com/load-balancing/docs/backend-service).
+With lbMaxRatePerPod on both, a pod could be offered twice what it serves. The settings layer splits the pod's
+rate between them (settings/load_balancer.py backend_rates); these tests sum over both services per pod."""
 
 from __future__ import annotations
 
@@ -14,12 +13,13 @@ from fractions import Fraction
 
 import pytest
 import triton_gke.settings.capacity as sizing
-from conftest import evaluate, stack_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_capacity_sizing import per_pod_rates
 from triton_gke.settings import load_stack_settings
 from triton_gke.settings.load_balancer import PROTOCOL_SHARE_PERCENT, backend_rates, describe_split
+
+from tests.conftest import evaluate, stack_settings
+from tests.unit.settings.test_capacity import per_pod_rates
 
 
 def test_a_sized_pod_is_offered_at_most_its_capacity_over_both_backend_services() -> None:
@@ -98,18 +98,3 @@ def test_lb_http_share_percent_splits_the_pods_rate_between_the_two_services(sha
         b.inputs["name"].rsplit("-", 1)[1]: b.inputs["backends"][0]["maxRatePerEndpoint"] for b in plan.of_type(BACKEND)
     }
     assert rates == {"http": share * 10, "grpc": (100 - share) * 10}
-
-
-@pytest.mark.parametrize("share", [0, 100, -5])
-def test_a_share_that_leaves_a_protocol_nothing_is_refused_in_one_line(share: int) -> None:
-    import subprocess
-    import sys
-
-    from conftest import PROJECT_DIR
-
-    result = subprocess.run(
-        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "staging", "--set", f"lbHttpSharePercent={share}"],
-        cwd=PROJECT_DIR, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert result.returncode == 2 and result.stdout == ""
-    assert len(result.stderr.splitlines()) == 1 and "triton-gke:lbHttpSharePercent" in result.stderr

@@ -1,7 +1,7 @@
 """settings.reader.Reader.integer: whole numbers between a minimum and an optional maximum, one-line refusals.
 
 Every bounded count of the stack (node counts, disk sizes, batch sizes, rates, percentages) goes through it; the
-messages of the real settings are pinned in tests/test_config_values.py, the bounds themselves here.
+messages of the real settings are pinned in tests/unit/settings/test_values.py, the bounds themselves here.
 """
 
 from __future__ import annotations

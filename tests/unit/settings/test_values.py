@@ -11,14 +11,15 @@ import json
 from typing import Any
 
 import pytest
-from conftest import PROJECT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_gpu_bounds import largest_fitting
 from triton_gke.offline.runtime import config_string
 from triton_gke.settings import catalogue
 from triton_gke.settings import from_stack_file as load_settings
 from triton_gke.settings.errors import ConfigError
+
+from tests.conftest import PROJECT
+from tests.unit.model_repo.test_gpu_bounds import largest_fitting
 
 INT32_MAX = 2**31 - 1
 EXAMPLES = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -77,7 +78,8 @@ BOUNDS = {
     "prometheusStorageGb": (1, 65536, {}),
     # Triton model_config.proto: int32 max_batch_size, preferred_batch_size, instance count; uint64 queue delay
     # (https://github.com/triton-inference-server/common/blob/main/protobuf/model_config.proto). Far below int32:
-    # what fits a T4's 16 GB with the other model keys at their defaults (tests/test_gpu_bounds.py's sum).
+    # what fits a T4's 16 GB with the other model keys at their defaults (tests/unit/model_repo/test_gpu_bounds.py's
+    # sum).
     "modelMaxBatchSize": (1, largest_fitting("modelMaxBatchSize"), {"modelPreferredBatchSize": 1}),
     "modelPreferredBatchSize": (
         1,

@@ -1,36 +1,25 @@
-"""The component provider (triton_gke/provider.py): its committed schema, its real gRPC interface, the YAML example.
-
-The provider process is started as the python language host starts a plugin (`python <plugin folder> ENGINE`,
-pulumi sdk/python/cmd/pulumi-language-python/main.go RunPlugin): it prints its port and serves Pulumi's
-ResourceProvider service (pulumi/runtime/proto/provider.proto). Construct runs against a ResourceMonitor served from
-this process: offline/runtime.py's RecordingMonitor behind a gRPC adapter, so the children the component registers
-are recorded as in `make plan`.
-"""
+"""The component provider (triton_gke/provider.py): its committed schema, its hosted components, the YAML example."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from collections.abc import Iterator
-from concurrent import futures
-from pathlib import Path
 from typing import Any
 
-import grpc
-import pulumi
-import pytest
 import yaml
-from google.protobuf import empty_pb2, struct_pb2
-from pulumi.runtime.proto import engine_pb2_grpc, provider_pb2, provider_pb2_grpc, resource_pb2, resource_pb2_grpc
-from triton_gke.offline.runtime import CloudMocks, RecordingMonitor
 
 import triton_gke
+from tests.conftest import PROJECT_DIR
 from triton_gke import provider
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = PROJECT_DIR
+
+
 PLUGIN_DIR = REPO / "triton_gke" / "plugin"
+
+
 YAML_EXAMPLE = REPO / "examples" / "on-cluster-yaml" / "Pulumi.yaml"
+
+
 TOKEN = "triton-gke:index:TritonOnCluster"
 
 
@@ -64,133 +53,7 @@ def test_hosted_components_are_the_public_ones() -> None:
         assert public in provider.component_classes()
 
 
-# --- the provider process, over gRPC ---------------------------------------------------------------------------
-
-
-class Provider:
-    def __init__(self, process: subprocess.Popen[str], port: int) -> None:
-        self.process = process
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-        self.stub = provider_pb2_grpc.ResourceProviderStub(self.channel)
-
-
-@pytest.fixture
-def engine() -> Iterator[tuple[str, RecordingMonitor]]:
-    """A ResourceMonitor and an Engine on one local gRPC server: the two services a Construct call talks to."""
-    monitor = RecordingMonitor(CloudMocks())
-    # make_urn and the (de)serialisation in MockMonitor read this process's Pulumi settings: the mocks' own setup.
-    pulumi.runtime.reset_options()
-    pulumi.runtime.set_mocks(monitor.mocks, project="consumer", stack="dev", preview=False, monitor=monitor)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    resource_pb2_grpc.add_ResourceMonitorServicer_to_server(MonitorOverGrpc(monitor), server)
-    engine_pb2_grpc.add_EngineServicer_to_server(EngineOverGrpc(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        yield f"127.0.0.1:{port}", monitor
-    finally:
-        server.stop(grace=None)
-        pulumi.runtime.reset_options()
-
-
-@pytest.fixture
-def provider_process(engine: tuple[str, RecordingMonitor]) -> Iterator[Provider]:
-    address, _ = engine
-    process = subprocess.Popen(
-        [sys.executable, str(PLUGIN_DIR), address], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        line = process.stdout.readline() if process.stdout else ""
-        assert line.strip().isdigit(), (
-            f"the provider printed no port: {line!r} {process.stderr.read() if process.stderr else ''}"
-        )
-        yield Provider(process, int(line))
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-class MonitorOverGrpc(resource_pb2_grpc.ResourceMonitorServicer):
-    """The SDK's mock monitor (here the RecordingMonitor) answering real ResourceMonitor calls."""
-
-    def __init__(self, monitor: RecordingMonitor) -> None:
-        self.monitor = monitor
-
-    def SupportsFeature(self, request: Any, context: Any) -> Any:
-        # The mock answers with a plain object; the wire needs the message.
-        return resource_pb2.SupportsFeatureResponse(hasSupport=self.monitor.SupportsFeature(request).hasSupport)
-
-    def GetDeploymentInfo(self, request: Any, context: Any) -> Any:
-        return self.monitor.GetDeploymentInfo(request)
-
-    def RegisterResource(self, request: Any, context: Any) -> Any:
-        return self.monitor.RegisterResource(request)
-
-    def RegisterResourceOutputs(self, request: Any, context: Any) -> Any:
-        return self.monitor.RegisterResourceOutputs(request)
-
-    def Invoke(self, request: Any, context: Any) -> Any:
-        return self.monitor.Invoke(request)
-
-    def RegisterPackage(self, request: Any, context: Any) -> Any:
-        return self.monitor.RegisterPackage(request)
-
-    def SignalAndWaitForShutdown(self, request: Any, context: Any) -> Any:
-        return empty_pb2.Empty()
-
-
-class EngineOverGrpc(engine_pb2_grpc.EngineServicer):
-    def __init__(self) -> None:
-        self.messages: list[str] = []
-
-    def Log(self, request: Any, context: Any) -> Any:
-        self.messages.append(request.message)
-        return empty_pb2.Empty()
-
-
-def test_get_schema_over_grpc_is_the_committed_schema(provider_process: Provider) -> None:
-    response = provider_process.stub.GetSchema(provider_pb2.GetSchemaRequest(version=0), timeout=60)
-    assert json.loads(response.schema) == committed_schema()
-    info = provider_process.stub.GetPluginInfo(empty_pb2.Empty(), timeout=30)
-    assert info.version == triton_gke.__version__
-
-
-def test_construct_over_grpc_builds_triton_on_cluster(
-    provider_process: Provider, engine: tuple[str, RecordingMonitor]
-) -> None:
-    address, monitor = engine
-    inputs = struct_pb2.Struct()
-    inputs.update({"modelRepository": "gs://example-models/triton", "kubeconfig": "apiVersion: v1", "maxReplicas": 2})
-    request = provider_pb2.ConstructRequest(
-        project="consumer", stack="dev", type=TOKEN, name="triton", inputs=inputs, monitorEndpoint=address
-    )
-    response = provider_process.stub.Construct(request, timeout=120)
-    assert response.urn.endswith(f"::{TOKEN}::triton")
-    state = dict(response.state)
-    assert state["httpEndpoint"].startswith("http://") and state["namespace"]
-    deployments = [r for r in monitor.records if r.type == "kubernetes:apps/v1:Deployment"]
-    images = [c["image"] for d in deployments for c in d.inputs["spec"]["template"]["spec"]["containers"]]
-    assert any("tritonserver" in image for image in images)
-    assert any(r.type == "kubernetes:core/v1:Service" for r in monitor.records)
-    assert any(r.type == "pulumi:providers:kubernetes" for r in monitor.records), "the kubeconfig's provider"
-
-
-def test_construct_refuses_a_missing_required_input(provider_process: Provider, engine: tuple[str, Any]) -> None:
-    address, _ = engine
-    request = provider_pb2.ConstructRequest(
-        project="consumer", stack="dev", type=TOKEN, name="t", monitorEndpoint=address
-    )
-    with pytest.raises(grpc.RpcError) as error:
-        provider_process.stub.Construct(request, timeout=60)
-    # The SDK answers INVALID_ARGUMENT with the property path in the status details (provider/server.py,
-    # create_grpc_invalid_properties_status), which ride in the trailing metadata.
-    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert b"modelRepository" in dict(error.value.trailing_metadata())["grpc-status-details-bin"]
-
-
 # --- the YAML example against the committed schema ------------------------------------------------------------------
-
-
 def test_yaml_example_uses_only_what_the_schema_declares() -> None:
     program = yaml.safe_load(YAML_EXAMPLE.read_text())
     schema = committed_schema()

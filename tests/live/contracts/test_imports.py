@@ -1,0 +1,39 @@
+"""The lowest room, contracts/, imports only the standard library: checked in a fresh interpreter."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+
+from tests.conftest import PROJECT_DIR
+
+PROJECT_PACKAGES = ("settings", "infra", "k8s", "model_repo", "observability", "loadtest", "policy", "offline")
+
+
+PROJECT_PACKAGES += ("sandbox", "bench", "cli", "capacity")
+
+
+# ---------------------------------------------------------------- the room itself
+def test_contracts_import_only_the_standard_library() -> None:
+    """The lowest room: every module, imported in a fresh interpreter, loads no project package and no Pulumi."""
+    modules = sorted(p.stem for p in (PROJECT_DIR / "contracts").glob("*.py"))
+    for path in (PROJECT_DIR / "contracts").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                top = name.split(".")[0]
+                assert top in sys.stdlib_module_names or top in ("__future__", "contracts"), (path.name, name)
+    dotted = ["contracts" if m == "__init__" else f"contracts.{m}" for m in modules]
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {dotted!r}: importlib.import_module(name)\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_DIR, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    loaded = set(json.loads(result.stdout))
+    assert not loaded & set(PROJECT_PACKAGES), loaded & set(PROJECT_PACKAGES)
+    assert not {m for m in loaded if m == "pulumi" or m.startswith("pulumi_")}

@@ -1,0 +1,91 @@
+"""The policy pack run exactly as the CLI runs it (`python -m pulumi.policy`), over the analyzer gRPC protocol."""
+
+from __future__ import annotations
+
+import copy
+import select
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from google.protobuf import empty_pb2, struct_pb2
+from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+from triton_gke.offline.runtime import Plan, PlannedResource
+from triton_gke.policy.policies import (
+    BUCKET,
+)
+
+from tests.conftest import PROJECT_DIR, evaluate
+from tests.unit.policy.test_policies import BY_NAME, STACK_BY_NAME, _first, _gpu_pool
+
+# The documented choice (policy/README.md): only the GPU taint merely warns.
+LEVELS = {name: "mandatory" for name in BY_NAME | STACK_BY_NAME} | {"gpu-node-pools-tainted": "advisory"}
+
+
+PACK_START_TIMEOUT_S = 60
+
+
+@pytest.fixture(scope="module")
+def plans(dev_plan: Plan, prod_plan: Plan) -> dict[str, Plan]:
+    return {"dev": dev_plan, "staging": evaluate("staging"), "prod": prod_plan}
+
+
+# ---------------------------------------------------------------- the pack as the CLI runs it
+@pytest.fixture(scope="module")
+def analyzer() -> Iterator[analyzer_pb2_grpc.AnalyzerStub]:
+    """policy/ served the way `pulumi up --policy-pack policy` starts it: it prints its port, then serves."""
+    pack = subprocess.Popen(
+        [sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1", "policy"],
+        cwd=PROJECT_DIR,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready, _, _ = select.select([pack.stdout], [], [], PACK_START_TIMEOUT_S)
+        line = pack.stdout.readline().strip() if ready else ""
+        assert line.isdigit(), f"the pack printed no port: {line!r} {pack.stderr.read() if pack.poll() else ''}"
+        with grpc.insecure_channel(f"127.0.0.1:{line}") as channel:
+            yield analyzer_pb2_grpc.AnalyzerStub(channel)
+    finally:
+        pack.kill()  # the pack serves until its host (the CLI) ends it
+        pack.wait(timeout=30)
+        pack.stdout.close()
+        pack.stderr.close()
+
+
+def _analyze(stub: analyzer_pb2_grpc.AnalyzerStub, resource: PlannedResource) -> list[analyzer_pb2.AnalyzeDiagnostic]:
+    properties = struct_pb2.Struct()
+    properties.update(resource.inputs)
+    request = analyzer_pb2.AnalyzeRequest(
+        type=resource.type, properties=properties, urn=resource.urn, name=resource.name
+    )
+    return list(stub.Analyze(request, timeout=30).diagnostics)
+
+
+def test_the_pack_declares_every_policy_with_its_enforcement_level(analyzer) -> None:
+    info = analyzer.GetAnalyzerInfo(empty_pb2.Empty(), timeout=30)
+    levels = {p.name: analyzer_pb2.EnforcementLevel.Name(p.enforcementLevel).lower() for p in info.policies}
+    assert info.name == "triton-gke-guardrails"
+    assert levels == LEVELS
+
+
+def test_the_pack_blocks_a_public_bucket_and_passes_the_real_one(analyzer, plans: dict[str, Plan]) -> None:
+    bucket = _first(plans["prod"], BUCKET)
+    assert _analyze(analyzer, bucket) == []
+    public = copy.deepcopy(bucket)
+    public.inputs["publicAccessPrevention"] = "inherited"
+    [diagnostic] = _analyze(analyzer, public)
+    assert diagnostic.policyName == "bucket-locked-down"
+    assert diagnostic.enforcementLevel == analyzer_pb2.EnforcementLevel.MANDATORY
+    assert "publicAccessPrevention 'inherited'" in diagnostic.message
+
+
+def test_the_pack_only_warns_about_an_untainted_gpu_pool(analyzer, plans: dict[str, Plan]) -> None:
+    pool = copy.deepcopy(_gpu_pool(plans["dev"]))
+    pool.inputs["nodeConfig"]["taints"] = []
+    [diagnostic] = _analyze(analyzer, pool)
+    assert diagnostic.policyName == "gpu-node-pools-tainted"
+    assert diagnostic.enforcementLevel == analyzer_pb2.EnforcementLevel.ADVISORY

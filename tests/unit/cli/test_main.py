@@ -1,0 +1,59 @@
+"""cli.main in-process: generated unknown subcommands and options are one line and exit 2."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from triton_gke.cli import main as cli
+
+# ------------------------------------------------------------------ generated bad command lines
+# Any text (line breaks, control and non-ASCII characters included) that names no subcommand.
+UNKNOWN_WORD = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1).filter(
+    lambda word: word not in cli.COMMANDS and word not in ("-h", "--help")
+)
+
+
+def _run_in_process(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+@given(word=UNKNOWN_WORD, rest=st.lists(st.text(max_size=8), max_size=3))
+@example(word="plan\nsandbox", rest=[])
+@example(word="--stack", rest=["dev"])
+@example(word="x\u2028y\r", rest=[])
+@settings(max_examples=80, deadline=None)
+def test_an_unknown_subcommand_or_option_is_one_line_exit_2(word: str, rest: list[str]) -> None:
+    code, out, err = _run_in_process([word, *rest])  # nothing is imported or run: only the dispatcher answers
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert len(err.splitlines()) == 1 and err.endswith(" (see triton-gke --help)\n"), repr(err)
+
+
+@given(parent=st.sampled_from([n for n, c in cli.COMMANDS.items() if c.children]), word=UNKNOWN_WORD)
+@settings(max_examples=40, deadline=None)
+def test_an_unknown_nested_subcommand_is_one_line_exit_2(parent: str, word: str) -> None:
+    if word.startswith("-") or word in cli.COMMANDS[parent].children:
+        return  # an option goes to the parent's own parser (checked above with --no-such-option)
+    code, out, err = _run_in_process([parent, word])
+    assert code == 2 and out == "" and len(err.splitlines()) == 1, repr(err)
+    assert err.startswith(f"error: triton-gke {parent}: unknown subcommand ")
+
+
+def test_a_missing_module_past_the_check_names_its_extra(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    """A command without an extra of its own that still imports one (a module's import inside main)."""
+
+    def missing(name: str) -> None:
+        raise ModuleNotFoundError(f"No module named {name!r}", name="psutil")
+
+    monkeypatch.setattr(cli.importlib, "import_module", missing)
+    assert cli.main(["plan-diff", "a", "b"]) == 2
+    assert capsys.readouterr().err == (
+        "error: triton-gke plan-diff needs the 'local' extra: pip install 'triton-gke[local]'\n"
+    )

@@ -1,0 +1,70 @@
+"""observability.dashboards: committed JSON equals the code's, titles, panels, the SLO line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from triton_gke.observability.dashboards import DASHBOARD_DIR, dashboards, stale_dashboards
+from triton_gke.observability.settings import SloSettings
+
+
+def test_committed_dashboards_equal_what_the_code_generates() -> None:
+    assert stale_dashboards(DASHBOARD_DIR) == [], "run `triton-gke dashboards` and commit dashboards/"
+
+
+def test_dashboards_have_titles_panels_and_variables() -> None:
+    boards = dashboards()
+    titles = {name: board["title"] for name, board in boards.items()}
+    assert titles == {
+        "triton-inference.json": "Triton inference service",
+        "triton-gpus.json": "Triton GPUs",
+        "triton-load-test.json": "Triton load test",
+    }
+    for board in boards.values():
+        variables = {v["name"]: v for v in board["templating"]["list"]}
+        assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+        assert variables["region"]["query"] == "label_values(up, region)"
+        ids = [panel["id"] for panel in board["panels"]]
+        assert len(ids) == len(set(ids)) and board["uid"]
+        for panel in board["panels"]:
+            assert panel["title"] and panel["description"] and panel["targets"]
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+            assert all('region="$region"' in target["expr"] for target in panel["targets"])
+        _assert_no_overlap([panel["gridPos"] for panel in board["panels"]])
+    inference = [panel["title"] for panel in boards["triton-inference.json"]["panels"]]
+    for wanted in (
+        "Requests per second",
+        "p95 latency vs SLO",
+        "Queue vs compute time per request",
+        "Achieved batch size",
+        "Share of requests per pod",
+        "Failed requests per second",
+    ):
+        assert wanted in inference
+
+
+def _assert_no_overlap(positions: list[dict[str, int]]) -> None:
+    cells = set()
+    for pos in positions:
+        assert pos["x"] + pos["w"] <= 24
+        area = {(x, y) for x in range(pos["x"], pos["x"] + pos["w"]) for y in range(pos["y"], pos["y"] + pos["h"])}
+        assert not cells & area, f"panels overlap at {pos}"
+        cells |= area
+
+
+def _threshold_lines(board: dict[str, Any]) -> dict[str, list[float]]:
+    lines = {}
+    for panel in board["panels"]:
+        steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+        if panel["fieldConfig"]["defaults"].get("custom", {}).get("thresholdsStyle", {}).get("mode", "off") != "off":
+            lines[panel["title"]] = [s["value"] for s in steps if s["value"] is not None]
+    return lines
+
+
+@pytest.mark.parametrize("latency_ms", [100, 250])
+def test_slo_threshold_line_is_the_slo_latency(latency_ms: int) -> None:
+    boards = dashboards(SloSettings(latency_ms=latency_ms))
+    assert _threshold_lines(boards["triton-inference.json"])["p95 latency vs SLO"] == [latency_ms]
+    assert _threshold_lines(boards["triton-load-test.json"])["Response time p50 / p95 (client side)"] == [latency_ms]
+    assert _threshold_lines(boards["triton-inference.json"])["Failure ratio"] == [SloSettings().max_failure_ratio]
