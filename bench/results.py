@@ -74,7 +74,7 @@ class PerfAnalyzerOpinion:
 
         perf_analyzer's is the throughput it measured (inferences/s), not the rate it asked for: in
         --async rate mode it delivered 82-92 % of the asked rate on the slow twin, while Locust delivers
-        what it offers (tests/test_bench_agreement.py compares the two the same way)."""
+        what it offers (tests/live/bench/test_bench_agreement.py compares the two the same way)."""
         theirs = self.rps if self.rps is not None else self.max_rate
         return self.locust_rps / theirs if self.locust_rps and theirs else None
 

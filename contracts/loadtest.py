@@ -4,7 +4,7 @@ Three sides start the locustfile: the cluster (k8s/loadtest.py, the `locust-conf
 the sandbox (sandbox/components.py) and the benchmark (bench/runner.py). Each builds a LocustEnvironment and
 calls to_env(), so none can write a key the locustfile does not read, and each knows every key it must keep out of
 an inherited environment (LOCUST_ENV_KEYS). The locustfile itself stays standalone (it ships alone in a ConfigMap)
-and is the authority on what a value means: tests/test_contracts.py runs its own parser on to_env().
+and is the authority on what a value means: tests/unit/contracts/test_contracts.py runs its own parser on to_env().
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The Deployment and Services (k8s/triton.py), the global load balancer's health check, firewall and routes
 (infra/global_lb.py), the local sandbox (sandbox/) and the model repository's config.pbtxt (model_repo/) read these.
 The locustfile (loadtest/locustfile.py) ships alone in a ConfigMap and keeps its own copy of the inference ports;
-tests/test_contracts.py checks that copy against PORTS.
+tests/unit/contracts/test_contracts.py checks that copy against PORTS.
 """
 
 from __future__ import annotations

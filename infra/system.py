@@ -96,7 +96,7 @@ class TritonGkeSystem(pulumi.ComponentResource):
         #    the transformed dependsOn only `if len(req.Transforms) > 0`, i.e. only when the resource's own options
         #    declare a transform; a dependsOn added by an ancestor's (or a stack) transform is dropped, and no resource
         #    of this system declares its own (offline/runtime.py run_transforms does the same, and
-        #    tests/test_deploy_invariants.py shows the dependencies vanish with `transforms=`);
+        #    tests/unit/infra/test_deploy_invariants.py shows the dependencies vanish with `transforms=`);
         # 2. an engine-side transform runs after the SDK has sent the registration, and the SDK sends it as soon as
         #    the dependencies IT knows exist: the API enablement could no longer delay the create, which is the point.
         # In-process, the dependency is in the request itself and the SDK waits for the service first. The

@@ -37,7 +37,7 @@ from triton_gke.observability.settings import SloSettings
 TYPE_TOKEN = "triton-gke:index:TritonOnCluster"
 TRITON_IMAGE = "nvcr.io/nvidia/tritonserver"
 # The stack's defaults (Pulumi.yaml: tritonImageTag, gpuAcceleratorType, gpuMinNodes, gpuMaxNodes, ...): k8s/ may not
-# read settings/, so tests/test_public_components.py checks these equal the schema's defaults.
+# read settings/, so tests/unit/infra/test_public_components.py checks these equal the schema's defaults.
 DEFAULT_IMAGE_TAG = "25.06-py3"
 DEFAULT_ACCELERATOR = "nvidia-tesla-t4"
 DEFAULT_MIN_REPLICAS, DEFAULT_MAX_REPLICAS = 1, 3

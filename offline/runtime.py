@@ -9,7 +9,7 @@ Pulumi API used: the public mock API (pulumi.runtime.Mocks, set_mocks, test, res
 as in https://github.com/pulumi/examples/tree/master/testing-unit-py, plus three non-exported pieces, each
 marked PRIVATE PULUMI API below: the MockMonitor subclass (RecordingMonitor), the root Stack's `outputs`, and
 Output.future()/is_secret() to read the outputs' values after the run (output_values).
-tests/test_pulumi_runtime_contract.py fails, naming the pulumi version and the line here to update, if an
+tests/unit/offline/test_runtime.py fails, naming the pulumi version and the line here to update, if an
 upgrade breaks any assumption made below.
 """
 
@@ -188,7 +188,7 @@ class InputTap(pulumi.runtime.Mocks):
 # set_mocks(monitor=...). Needed because parent, dependencies, aliases, customTimeouts, protect, ignoreChanges,
 # replaceOnChanges and deleteBeforeReplace reach the monitor's RegisterResource request but not the public
 # MockResourceArgs, and because the URN is the monitor's to make (make_urn). If it changes, the plan loses its
-# ordering, URNs, aliases, timeouts and protect flags: tests/test_pulumi_runtime_contract.py checks the class, the
+# ordering, URNs, aliases, timeouts and protect flags: tests/unit/offline/test_runtime.py checks the class, the
 # request fields and make_urn.
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     """The mock monitor, plus a record of the fields the engine would use to order and bind resources; URNs,
@@ -473,7 +473,7 @@ async def _resolved(value: Any) -> Any:
     # PRIVATE PULUMI API: Output.future() and Output.is_secret() are the SDK's own accessors, marked "Private
     # implementation details - do not document" in pulumi/output.py. The mock run has finished and every Output it
     # made is resolved, so awaiting them only reads the values (in a new event loop: a done future needs none).
-    # If they change, tests/test_cli_robustness.py fails on plan-folder's outputs.
+    # If they change, tests/live/cli/test_console_script_edges.py fails on plan-folder's outputs.
     output = pulumi.Output.from_input(value)
     secret = await output.is_secret()
     return _plain(await output.future(with_unknowns=False), secret=secret)

@@ -54,7 +54,7 @@ POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
 
 # The GPU taint of contracts/placement.py (GPU_TAINT_KEY, GPU_TAINT_EFFECT_GKE), copied, not imported: the CLI runs
 # the pack with only this folder on sys.path (policy/__main__.py), so `contracts` is not importable there.
-# tests/test_contracts.py fails when the copies differ.
+# tests/unit/contracts/test_contracts.py fails when the copies differ.
 GPU_TAINT_KEY = "nvidia.com/gpu"
 # NoExecute also keeps other pods off (and evicts them), so it satisfies the rule too.
 GPU_TAINT_EFFECTS = ("NO_SCHEDULE", "NO_EXECUTE")

@@ -130,7 +130,7 @@ def provider_config_keys(namespace: str) -> frozenset[str]:
 def _kubernetes_provider_args() -> list[str]:
     """ProviderArgs.__init__'s keyword names, read from pulumi_kubernetes/provider.py's source, not imported.
 
-    Importing it would import pulumi into the settings layer; tests/test_settings_layer.py checks the names
+    Importing it would import pulumi into the settings layer; tests/unit/settings/test_layer.py checks the names
     against the imported class's signature.
     """
     spec = importlib.util.find_spec("pulumi_kubernetes")

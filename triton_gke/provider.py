@@ -8,8 +8,8 @@ the schema. Docs: "Build a Component" https://www.pulumi.com/docs/iac/using-pulu
 https://www.pulumi.com/docs/iac/guides/building-extending/packages/source-based-plugin/, and the host itself,
 pulumi/provider/experimental/host.py (component_provider_host) in the pinned SDK.
 
-Run by the language host as `python triton_gke/plugin ENGINE_ADDRESS`; `python -m triton_gke.provider --schema`
-prints the inferred schema (tests/test_provider.py compares it with the committed triton_gke/schema.json).
+Run by the language host as `python triton_gke/plugin ENGINE_ADDRESS`; `triton-gke provider --schema` prints the
+inferred schema (tests/unit/triton_gke/test_provider.py compares it with the committed triton_gke/schema.json).
 """
 
 from __future__ import annotations

@@ -99,10 +99,11 @@ def test_a_surge_completes_when_the_autoscaler_may_add_a_node(replicas, spare):
 # ---- model updates ----------------------------------------------------------------------------------------------
 def test_a_model_change_changes_the_pod_template_and_nothing_else_in_it(monkeypatch):
     """The digest is the only template difference between two model repositories: a rollout, and only then."""
-    import triton_gke.infra.model_upload as model_upload
+    import triton_gke.infra.system as system  # where the program takes the built repository's digest
+
     templates = {}
     for digest in ("a" * 64, "b" * 64):
-        monkeypatch.setattr(model_upload, "built_repository_digest", lambda *_a, d=digest, **_k: d)
+        monkeypatch.setattr(system, "built_repository_digest", lambda *_a, d=digest, **_k: d)
         templates[digest] = _triton(evaluate("dev")).inputs["spec"]["template"]
     first, second = templates.values()
     assert first["metadata"]["annotations"][MODEL_DIGEST_ANNOTATION] == "a" * 64
