@@ -150,8 +150,10 @@ def test_plan_command_with_any_stack_file_plans_or_exits_2(tmp_path_factory: Any
     _assert_planned_or_refused(done, config_file.read_text())
 
 
+# Run directly, a command names itself as the console script does; through make, as the make target
+# (TRITON_GKE_MAKE_TARGET: tests/unit/cli/test_one_line.py covers that wording).
 @pytest.mark.parametrize(
-    "module,prog", [("triton_gke.offline.plan", "make plan"), ("triton_gke.sandbox.run", "make sandbox")]
+    "module,prog", [("triton_gke.offline.plan", "triton-gke plan"), ("triton_gke.sandbox.run", "triton-gke sandbox")]
 )
 @pytest.mark.parametrize("option", ["--bogus", "--stack", "--json=1"])
 def test_a_bad_option_is_one_line_and_exit_2(module: str, prog: str, option: str) -> None:
