@@ -76,7 +76,10 @@ try:
     outcome = "accepted"
 except StackFileError as err:
     outcome = str(err)
-print(time.monotonic() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, outcome, sep="\\n")
+# Peak RSS of this process's own address space (VmHWM, proc(5)): getrusage's ru_maxrss survives execve(2)
+# (getrusage(2)), so it would count the forking pytest process's size, hundreds of MB late in a long run.
+peak_mb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")) // 1024
+print(time.monotonic() - started, peak_mb, outcome, sep="\\n")
 """
 
 
