@@ -10,7 +10,6 @@ component existed (see TritonGkeSystem for the aliases that keep their identity)
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any, NotRequired, TypedDict
 
@@ -18,7 +17,7 @@ import pulumi
 from triton_gke.infra.cluster import GkeCluster, GkeClusterArgs
 from triton_gke.infra.model_upload import VENV_PYTHON
 from triton_gke.infra.negs import ZonalNegs, ZonalNegsArgs
-from triton_gke.k8s.common import ArgsError
+from triton_gke.k8s.common import ArgsError, unknown_field_problem
 from triton_gke.k8s.on_cluster import ClusterWiring, TritonOnCluster, TritonOnClusterArgs, check_args
 from triton_gke.k8s.triton import neg_names
 from triton_gke.settings.catalogue import gke_driver_branch
@@ -146,12 +145,9 @@ def _check(name: str, args: Any, serving: Any, driver_branch: int | None) -> Non
     where = f"TritonGkeRegion {name!r}"
     if not isinstance(args, Mapping):
         raise ArgsError(f"{where}: args: expected a TritonGkeRegionArgs mapping, got {type(args).__name__}")
-    known = TritonGkeRegionArgs.__annotations__
-    for key in args:
-        if key not in known:
-            close = difflib.get_close_matches(str(key), known, n=1)
-            hint = f"did you mean {close[0]}?" if close else f"expected one of {', '.join(known)}"
-            raise ArgsError(f"{where}: {key}: unknown field; {hint}")
+    unknown = unknown_field_problem(args, TritonGkeRegionArgs.__annotations__)
+    if unknown:
+        raise ArgsError(f"{where}: {unknown}")
     if not isinstance(args.get("cluster"), GkeClusterArgs):
         raise ArgsError(f"{where}: cluster: expected GkeClusterArgs (infra/cluster_args.py gke_cluster_args)")
     if not isinstance(args.get("project"), str) or not args["project"]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as kubernetes
@@ -138,3 +141,13 @@ class ArgsError(ValueError, pulumi.RunError):
     https://www.pulumi.com/docs/reference/pkg/nodejs/pulumi/pulumi/classes/RunError.html). Raised before the
     component declares any child, so nothing is half-declared.
     """
+
+
+def unknown_field_problem(args: Mapping[str, Any], known: Collection[str]) -> str | None:
+    """`FIELD: unknown field; did you mean ...?` for the first key of `args` not in `known`, else None."""
+    unknown = next((key for key in args if key not in known), None)
+    if unknown is None:
+        return None
+    close = difflib.get_close_matches(str(unknown), known, n=1)
+    hint = f"did you mean {close[0]}?" if close else f"expected one of {', '.join(known)}"
+    return f"{unknown}: unknown field; {hint}"

@@ -13,7 +13,6 @@ the stack's resources had before this component existed, so `pulumi up` on an ex
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
@@ -25,7 +24,7 @@ from triton_gke.contracts.triton import PORTS
 from triton_gke.contracts.workloads import TRITON_APP
 from triton_gke.k8s import on_cluster_args as checks
 from triton_gke.k8s.autoscaling import Autoscaling, AutoscalingArgs, serves_custom_metrics
-from triton_gke.k8s.common import ArgsError
+from triton_gke.k8s.common import ArgsError, unknown_field_problem
 from triton_gke.k8s.loadtest import LOCUST_NAMESPACE, LoadTest, LoadTestArgs
 from triton_gke.k8s.monitoring import MONITORING_NAMESPACE, PROMETHEUS_URL, Monitoring, MonitoringArgs
 from triton_gke.k8s.triton import TRITON_NAMESPACE, TritonServing, TritonServingArgs, triton_address
@@ -324,11 +323,9 @@ def check_args(name: str, args: Any, *, driver_branch: int | None = None) -> Non
 
 def _problems(name: str, args: Mapping[str, Any], driver_branch: int | None) -> list[str]:
     known = TritonOnClusterArgs.__annotations__
-    unknown = [key for key in args if key not in known]
+    unknown = unknown_field_problem(args, known)
     if unknown:
-        close = difflib.get_close_matches(str(unknown[0]), known, n=1)
-        hint = f"did you mean {close[0]}?" if close else f"expected one of {', '.join(known)}"
-        return [f"{unknown[0]}: unknown field; {hint}"]
+        return [unknown]
     a = _with_defaults(args)
     field_checks = checks.field_checks(serves_custom_metrics("builtin"), driver_branch)
     found = [checks.name_problem(name), *(field_checks[key](a.get(key), a) for key in known)]
