@@ -27,6 +27,8 @@ from triton_gke.bench.load_plan import SATURATION_GAIN, STRETCH
 from triton_gke.bench.results import MAX_RESULTS_BYTES, BenchRun, StepRow, VariantSummary, payload_pairs
 from triton_gke.cli.one_line import OneLineParser
 
+from triton_gke.bounded_files import parse_json, read_text_file
+
 CPU_CAVEAT = (
     "**CPU twins on {cores} CPU cores: these numbers show the mechanics (the SLO search, dynamic batching, "
     "queueing, payload size), NOT what a T4 does.** The twins run each variant's ONNX file with ONNX Runtime "
@@ -114,7 +116,8 @@ def lowest_step(steps: Sequence[StepRow], variant: str) -> tuple[float, float] |
 
 def _max_rps(s: VariantSummary, steps: Sequence[StepRow]) -> str:
     if s.max_rps is not None:
-        return f"**{fmt(s.max_rps)}**"
+        offered = f" (offered {fmt(s.offered_rps)})" if s.offered_rps is not None else ""
+        return f"**{fmt(s.max_rps)}**{offered}"
     lowest = lowest_step(steps, s.variant)
     at_lowest = f" (at the lowest load, {fmt(lowest[0])} RPS: p95 {fmt(lowest[1], 0)} ms)" if lowest else ""
     return "none met the SLO" + at_lowest
@@ -123,7 +126,7 @@ def _max_rps(s: VariantSummary, steps: Sequence[StepRow]) -> str:
 def results_table(summaries: Sequence[VariantSummary], steps: Sequence[StepRow] = ()) -> str:
     header = [
         "variant",
-        "max RPS at SLO",
+        "max RPS at SLO (achieved)",
         "perf_analyzer max RPS",
         "p50 ms",
         "p95 ms",
@@ -273,8 +276,40 @@ def machine_table(machine: dict[str, Any]) -> str:
             f"{machine.get('python')} / {machine.get('onnxruntime')} / {machine.get('triton', 'n/a')}",
         ],
         ["commit", str(machine.get("commit"))],
+        *conditions_rows(machine),
     ]
     return table(["machine", ""], rows)
+
+
+def conditions_rows(machine: dict[str, Any]) -> list[list[str]]:
+    """The run's conditions (bench/conditions.py) for the machine table; none for a run from before them."""
+    c = machine.get("conditions")
+    if not isinstance(c, dict):
+        return []
+    before, after = c.get("baseline_before"), c.get("baseline_after")
+    drift = f" ({after / before - 1:+.1%})" if before and after is not None else ""
+    return [
+        ["raw onnxruntime baseline before / after (inferences/s)", f"{fmt(before)} / {fmt(after)}{drift}"],
+        ["other processes during the baselines", fmt(c.get("others_pct"), 0, " % of the machine")],
+        [
+            "load average over the run (the benchmark's own CPU)",
+            f"{fmt(c.get('load_average'), 2)} ({fmt(c.get('own_cores'), 2)} cores)",
+        ],
+        ["CPU steal over the run", fmt(c.get("steal_pct"), 2, " %")],
+        ["marked noisy", "; ".join(c.get("noisy") or []) or "no: a quiet run"],
+    ]
+
+
+def noisy_banner(machine: dict[str, Any]) -> str:
+    """A run marked noisy says so first: its figures are lower than a quiet machine's."""
+    c = machine.get("conditions")
+    reasons = c.get("noisy") if isinstance(c, dict) else None
+    if not reasons:
+        return ""
+    return (
+        "**Marked NOISY: " + "; ".join(reasons) + ".** The figures below are lower than a quiet machine's; the "
+        "run's capacity records carry the reasons, and `--record` writes them only with `--force`."
+    )
 
 
 def _load(load: Sequence[float] | None) -> str:
@@ -285,6 +320,7 @@ def render_readme(run: BenchRun, plots: Sequence[str], plot_note: str) -> str:
     s = run.settings
     parts = [
         f"# Benchmark: stack `{run.stack}`, target `{run.target}`, {run.started}",
+        noisy_banner(run.machine),
         CPU_CAVEAT.format(cores=run.machine.get("cores")) if run.target == "sandbox" else "",
         f"Command: `{run.command.strip()}`  \nWall time: {run.wall_s / 60:.1f} min.",
         "## Method",
@@ -292,8 +328,10 @@ def render_readme(run: BenchRun, plots: Sequence[str], plot_note: str) -> str:
         "## Machine",
         machine_table(run.machine),
         "## Results",
-        "max RPS at SLO: the highest open-loop request rate (Poisson arrivals) whose p95 met the SLO within the "
-        "failure budget, median over the repeats (p50/p95, in server, batch and CPU: at that rate); spread is "
+        "max RPS at SLO: the achieved rate (successful responses/s, the figure the plots and the capacity "
+        "records show) of the step at the highest open-loop request rate (Poisson arrivals, offered rate in "
+        "brackets) whose p95 met the SLO within the failure budget, median over the repeats (p50/p95, in server, "
+        "batch and CPU: at that rate); spread is "
         "(high - low) / median of the repeats' answers. perf_analyzer max RPS: NVIDIA's perf_analyzer's own "
         "open-loop binary search on the same server (Poisson, p95 threshold = the SLO): the throughput it served "
         "at the highest passing rate and that rate as asked (its --async rate mode can deliver 10-20 % less than "
@@ -308,7 +346,7 @@ def render_readme(run: BenchRun, plots: Sequence[str], plot_note: str) -> str:
         parts += ["## FP32 vs UINT8 payload", payload_text(), payload]
     parts += ["## Cost", cost_text(run), cost_table(run.costs)]
     parts += ["## Plots", plot_note] + [f"![{name}]({name})" for name in plots]
-    parts += ["## Recommendation", "\n".join(f"- {line}" for line in recommend(run.summaries, s))]
+    parts += ["## Recommendation", "\n".join(f"- {line}" for line in recommend(run.summaries, s, run.steps))]
     notes = [*run.notes, *contention_notes(run.steps)]
     if notes:
         parts += ["## Notes", "\n".join(f"- {n}" for n in notes)]
@@ -398,7 +436,42 @@ def cost_text(run: BenchRun) -> str:
     )
 
 
-def recommend(summaries: Sequence[VariantSummary], settings: dict[str, Any]) -> list[str]:
+# Requests behind a figure (the chosen steps of every repeat) before it may decide anything. The number of a step's
+# requests above the true p95 is Binomial(n, 0.05): at n = 200 it is 10 +- 3.1, so the measured p95 lies between the
+# true p92 and p98 about 95 % of the time (2 standard deviations); at 40 requests (2 +- 1.4) it is anything from
+# the p88 to the maximum. n >= 211 gives exactly +-3 points; 200 is that, rounded.
+MIN_EVIDENCE = 200
+
+
+def evidence(steps: Sequence[StepRow], variant: str) -> tuple[int, int]:
+    """(requests, steps) behind a variant's figure: its chosen steps, every repeat."""
+    chosen = [r for r in steps if r.variant == variant and r.chosen]
+    return sum(r.requests for r in chosen), len(chosen)
+
+
+def _evidence_text(steps: Sequence[StepRow], variants: Sequence[str]) -> tuple[str, list[str]]:
+    """("`a` N requests in K chosen steps, ...", the variants below MIN_EVIDENCE)."""
+    parts, short = [], []
+    for name in variants:
+        requests, count = evidence(steps, name)
+        parts.append(f"`{name}` {requests:,} requests in {count} chosen step(s)")
+        if requests < MIN_EVIDENCE:
+            short.append(name)
+    return ", ".join(parts), short
+
+
+def _withheld(what: str, text: str, short: list[str]) -> str:
+    return (
+        f"{what}: withheld: {', '.join(f'`{n}`' for n in short)} rest(s) on fewer than {MIN_EVIDENCE} requests "
+        f"(evidence: {text}); rerun with more --repeats or longer --step-seconds."
+    )
+
+
+def recommend(
+    summaries: Sequence[VariantSummary], settings: dict[str, Any], steps: Sequence[StepRow] = ()
+) -> list[str]:
+    """The best variant and the payload advice, each naming its evidence (the requests of the chosen steps behind
+    the figures it compares) and withheld where one of them rests on fewer than MIN_EVIDENCE requests."""
     found = [s for s in summaries if s.max_rps is not None]
     if not found:
         return [
@@ -409,10 +482,16 @@ def recommend(summaries: Sequence[VariantSummary], settings: dict[str, Any]) -> 
             "rank GPU variants with --target stack at the stack's own SLO.",
         ]
     best = max(found, key=lambda s: (s.max_rps, -(s.p95_ms or 0)))
+    runner_up = max((s for s in found if s is not best), key=lambda s: (s.max_rps, -(s.p95_ms or 0)), default=None)
+    compared = [best.variant] + ([runner_up.variant] if runner_up else [])
+    text, short = _evidence_text(steps, compared)
+    if short:
+        return [_withheld("Best variant", text, short), *_payload_advice(summaries, steps), _T4_NOTE]
     lines = [
         f"Best for the SLO here: `{best.variant}` at {fmt(best.max_rps)} RPS (p95 {fmt(best.p95_ms, 0)} ms) with "
         f"precision {best.precision}, {best.input_dtype} input, max batch {best.max_batch_size}, preferred batch "
-        f"{best.preferred_batch_size}, queue delay {best.max_queue_delay_us} us, {best.instance_count} instance(s)."
+        f"{best.preferred_batch_size}, queue delay {best.max_queue_delay_us} us, {best.instance_count} instance(s). "
+        f"Evidence: {text}."
     ]
     ties = [s.variant for s in found if s is not best and _tied(s, best)]
     if ties:
@@ -421,14 +500,15 @@ def recommend(summaries: Sequence[VariantSummary], settings: dict[str, Any]) -> 
             + ", ".join(f"`{t}`" for t in ties)
             + " (treat as a tie here)."
         )
-    lines += _payload_advice(summaries)
-    lines.append(
-        "On a T4 the reference ranking is `trt_int8_bs16_count4` > `trt_int8` ~ `trt_fp16` > `trt_fp32` > "
-        "`original` (2236.6 / 1085.4 / 1072.5 / 381 / 253 RPS); CPU twins cannot show TensorRT's gains. "
-        "Run `triton-gke bench --target stack` against the deployed stack to rank the GPU variants, then set "
-        "`lbMaxRatePerPod` to the best variant's max RPS at the SLO per pod, less headroom."
-    )
-    return lines
+    return [*lines, *_payload_advice(summaries, steps), _T4_NOTE]
+
+
+_T4_NOTE = (
+    "On a T4 the reference ranking is `trt_int8_bs16_count4` > `trt_int8` ~ `trt_fp16` > `trt_fp32` > "
+    "`original` (2236.6 / 1085.4 / 1072.5 / 381 / 253 RPS); CPU twins cannot show TensorRT's gains. "
+    "Run `triton-gke bench --target stack` against the deployed stack to rank the GPU variants, then set "
+    "`lbMaxRatePerPod` to the best variant's max RPS at the SLO per pod, less headroom."
+)
 
 
 TIE = 0.10  # answers closer than this are not told apart: twice the search's 5 % precision
@@ -460,10 +540,14 @@ def _floor(summaries: Sequence[VariantSummary], settings: dict[str, Any]) -> str
     )
 
 
-def _payload_advice(summaries: Sequence[VariantSummary]) -> list[str]:
+def _payload_advice(summaries: Sequence[VariantSummary], steps: Sequence[StepRow] = ()) -> list[str]:
     advice = []
     for fp32, uint8 in _payload_pairs(summaries):
         if fp32.max_rps is None or uint8.max_rps is None:
+            continue
+        text, short = _evidence_text(steps, [uint8.variant, fp32.variant])
+        if short:
+            advice.append(_withheld("Payload", text, short))
             continue
         change = uint8.max_rps / fp32.max_rps - 1
         fewer = f"{fp32.bytes_per_request // uint8.bytes_per_request}x fewer bytes per request"
@@ -474,8 +558,8 @@ def _payload_advice(summaries: Sequence[VariantSummary]) -> list[str]:
         else:
             verdict = f"UINT8 cost {change:.0%} RPS here, for {fewer}"
         advice.append(
-            f"Payload: {verdict} (`{uint8.variant}` {fmt(uint8.max_rps)} vs `{fp32.variant}` {fmt(fp32.max_rps)} RPS). "
-            "Stack keys: `modelUint8Input` for the model, `locustPayload: uint8` for the load test."
+            f"Payload: {verdict} (`{uint8.variant}` {fmt(uint8.max_rps)} vs `{fp32.variant}` {fmt(fp32.max_rps)} RPS; "
+            f"evidence: {text}). Stack keys: `modelUint8Input` for the model, `locustPayload: uint8` for the load test."
         )
     return advice
 
@@ -565,7 +649,9 @@ def _ranking(run: BenchRun, path: Path, plt: Any) -> Path:
     for y, s in enumerate(ranked):
         ax.text(values[y], y, f"  {fmt(s.max_rps)}" if s.max_rps else "  none met the SLO", va="center", fontsize=8)
     ax.set_xlim(left=0)
-    ax.set_xlabel(f"max RPS at p95 <= {run.settings['slo_ms']:g} ms (median of repeats; orange: UINT8 payload)")
+    ax.set_xlabel(
+        f"max RPS at p95 <= {run.settings['slo_ms']:g} ms, achieved (median of repeats; orange: UINT8 payload)"
+    )
     return _save(figure, ax, run, path, "Ranking")
 
 
@@ -644,20 +730,9 @@ def _row(kind: type, data: Any, where: str, sep: str = ".") -> Any:
 
 def read_run(path: Path) -> BenchRun:
     """results.json read strictly: every key known, every value of its type; ReportError names the key."""
-    from triton_gke.settings.stack_file import NotRegularFileError, read_regular_file  # as bench.record reads it
-
-    try:
-        # A regular file only, read up to the cap: /dev/zero or a FIFO would never end or never start.
-        raw = read_regular_file(path, MAX_RESULTS_BYTES)
-        data = None if len(raw) > MAX_RESULTS_BYTES else json.loads(raw.decode("utf-8"))
-    except NotRegularFileError as err:
-        raise ReportError(f"{path}: {err}; give a bench --out folder") from None
-    except FileNotFoundError:
-        raise ReportError(f"{path}: no such file; give a bench --out folder") from None
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise ReportError(f"{path}: not a readable results.json ({str(err).splitlines()[0][:100]})") from None
-    if data is None:
-        raise ReportError(f"{path}: more than {MAX_RESULTS_BYTES} bytes; not a bench results.json")
+    # Through the one bounded reader, as bench.record reads it: /dev/zero or a FIFO would never end or never start.
+    text = read_text_file(path, MAX_RESULTS_BYTES, "a bench results.json (give a bench --out folder)", ReportError)
+    data = parse_json(text, path, ReportError)
     _row(BenchRun, data, str(path), ": ")
     lists = {"steps": StepRow, "summaries": VariantSummary, "costs": dict, "pricing": dict, "notes": str}
     for key, kind in lists.items():

@@ -1,6 +1,7 @@
 """Capacity records: how many requests/s one GPU sustains at an SLO, per GPU type, model variant, image and SLO.
 
-One JSON file per record under capacity/records/ (`"schema": 1` and the fields of CapacityRecord but `path`).
+One JSON file per record under capacity/records/ (`"schema": 1` and the fields of CapacityRecord but `path`; the
+run's conditions, OPTIONAL_KEYS, only where the run recorded them: older records have none and stay valid).
 `make bench` writes and updates them (bench/record.py); the stack sizing reads them with find_record; `triton-gke
 capacity compare` reports regressions between two sets. Pure: the standard library only, no Pulumi, no other room
 of the project, so every layer may read records.
@@ -30,8 +31,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from triton_gke.capacity.bounded_files import parse_json, read_text_file
 from triton_gke.cli.one_line import CONSOLE_SCRIPT, hint_command
+
+from triton_gke.bounded_files import parse_json, read_text_file
 
 try:  # POSIX; elsewhere record updates are not serialised between processes (threads still are)
     import fcntl
@@ -43,7 +45,7 @@ RECORDS_DIR = Path(__file__).resolve().parent / "records"
 SOURCES = ("reference", "measured")
 TWIN_GPU = "cpu-twin"  # the `gpu` of sandbox measurements: one CPU twin server, no GPU
 MAX_FILE_BYTES = 64 * 1024  # a record is ~1 KB; anything far larger is not one
-MAX_TEXT = {"image_tag": 128, "method": 2000}
+MAX_TEXT = {"image_tag": 128, "method": 2000, "noisy": 2000}
 MAX_REVISION = 2**31 - 1
 # A record dated after today (UTC) is refused: it would win every "newest" lookup. One day of grace for a clock
 # ahead of UTC (a run started after midnight at UTC+14 writes a date one day ahead of UTC's).
@@ -60,6 +62,10 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "p50_ms": (0.0, 1e6),
     "p95_ms": (0.0, 1e6),
     "batch": (0.0, 1e5),
+    "baseline_before": (0.0, 1e7),  # inferences/s of bench/conditions.py's baseline model (~120 on 2 cores)
+    "baseline_after": (0.0, 1e7),
+    "load_average": (0.0, 1e5),
+    "cpu_steal_percent": (0.0, 100.0),
 }
 
 # GPU names as GKE's accelerator types spell them (lowercase letters, digits, hyphens: "nvidia-tesla-t4",
@@ -108,6 +114,14 @@ class CapacityRecord:
     measured_at: str  # ISO date
     revision: int  # increases each time the record is updated (the record's version)
     path: Path  # the file it was read from
+    # The run's conditions (bench/conditions.py; OPTIONAL_KEYS: records written before them have none): raw ONNX
+    # Runtime baseline before and after the run (inferences/s), mean load average and CPU steal over it, and why the
+    # run was marked noisy (null: a quiet run, or not recorded).
+    baseline_before: float | None = None
+    baseline_after: float | None = None
+    load_average: float | None = None
+    cpu_steal_percent: float | None = None
+    noisy: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str, float]:
@@ -120,15 +134,19 @@ class CapacityRecord:
         return (self.gpu, self.variant, self.slo_latency_ms)
 
     def to_dict(self) -> dict[str, Any]:
-        """The file's content: the schema number, then every field but `path`."""
-        return {"schema": SCHEMA, **{name: getattr(self, name) for name in RECORD_KEYS}}
+        """The file's content: the schema number, then every field but `path` (an optional one only when set: a
+        record without the run's conditions reads and writes as it did before they existed)."""
+        optional = {name: getattr(self, name) for name in OPTIONAL_KEYS if getattr(self, name) is not None}
+        return {"schema": SCHEMA, **{name: getattr(self, name) for name in RECORD_KEYS}, **optional}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
 
 
-RECORD_KEYS: tuple[str, ...] = tuple(f.name for f in fields(CapacityRecord) if f.name != "path")
-FILE_KEYS: tuple[str, ...] = ("schema", *RECORD_KEYS)
+# Keys a record file may leave out (read as null): added after the first records were committed.
+OPTIONAL_KEYS: tuple[str, ...] = ("baseline_before", "baseline_after", "load_average", "cpu_steal_percent", "noisy")
+RECORD_KEYS: tuple[str, ...] = tuple(f.name for f in fields(CapacityRecord) if f.name not in ("path", *OPTIONAL_KEYS))
+FILE_KEYS: tuple[str, ...] = ("schema", *RECORD_KEYS)  # the keys every record file has
 
 
 class _Bad(Exception):
@@ -265,6 +283,11 @@ CHECKS: dict[str, Callable[[Any], Any]] = {
     "method": lambda v: _line(v, "a method line", MAX_TEXT["method"]),
     "measured_at": _date,
     "revision": _revision,
+    "baseline_before": _bounded("baseline_before", _optional_positive),
+    "baseline_after": _bounded("baseline_after", _optional_positive),
+    "load_average": _bounded("load_average", lambda v: None if v is None else _number(v)),
+    "cpu_steal_percent": _bounded("cpu_steal_percent", lambda v: None if v is None else _number(v)),
+    "noisy": lambda v: None if v is None else _line(v, "why the run was marked noisy", MAX_TEXT["noisy"]),
 }
 
 
@@ -272,18 +295,19 @@ def record_from_dict(data: Any, path: Path) -> CapacityRecord:
     """A record from a file's parsed JSON; CapacityError names the file and the key."""
     if not isinstance(data, dict):
         raise CapacityError(f"{escaped(path)}: expected a JSON object, got {type(data).__name__}")
-    unknown = sorted(set(data) - set(FILE_KEYS))
+    unknown = sorted(set(data) - set(FILE_KEYS) - set(OPTIONAL_KEYS))
     if unknown:
         raise CapacityError(
-            f"{escaped(path)}: {escaped(unknown[0])}: unknown key (a record has {', '.join(FILE_KEYS)})"
+            f"{escaped(path)}: {escaped(unknown[0])}: unknown key (a record has {', '.join(FILE_KEYS)}; it may have "
+            f"{', '.join(OPTIONAL_KEYS)})"
         )
     missing = [key for key in FILE_KEYS if key not in data]
     if missing:
         raise CapacityError(f"{escaped(path)}: {missing[0]}: missing")
     values: dict[str, Any] = {}
-    for key in FILE_KEYS:
+    for key in (*FILE_KEYS, *OPTIONAL_KEYS):
         try:
-            values[key] = CHECKS[key](data[key])
+            values[key] = CHECKS[key](data.get(key))
         except _Bad as bad:
             raise CapacityError(f"{escaped(path)}: {key}: {bad}") from None
     problem = _contradiction(values)
@@ -329,7 +353,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def load_record(path: Path) -> CapacityRecord:
-    """One record file, strictly, through the one bounded reader (capacity/bounded_files.py): a regular UTF-8 file of
+    """One record file, strictly, through the one bounded reader (triton_gke/bounded_files.py): a regular UTF-8 file of
     at most MAX_FILE_BYTES, JSON of bounded depth without NaN or Infinity, its numbers read as the decimals written
     (a percentage a float cannot hold exactly is refused, not rounded)."""
     path = Path(path)

@@ -16,8 +16,10 @@ An arrival process draws the time to the next request at a given rate (requests/
 from __future__ import annotations
 
 import math
+import os
 import random
 import re
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +27,7 @@ from pathlib import Path
 KINDS = ("poisson", "constant", "trace")
 MAX_RATE = 1_000_000.0  # requests/s; far beyond one Locust process, a guard against typos
 MAX_TRACE_LINES = 10_000_000
+MAX_TRACE_BYTES = 128 * 1024 * 1024  # MAX_TRACE_LINES of gaps up to ~12 digits each
 MAX_GAP_US = 3_600_000_000  # one hour between two requests: longer is a unit mistake, and the run would send nothing
 
 
@@ -82,10 +85,7 @@ def arrival_times(process: ArrivalProcess, rate: float, duration_s: float) -> li
 
 def read_trace(path: Path) -> tuple[float, ...]:
     """Gaps in seconds from a file of microseconds, one per line (blank lines and # comments skipped)."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise ArrivalError(f"cannot read {path}: {err.strerror if isinstance(err, OSError) else err}") from None
+    lines = _read_trace_text(Path(path)).splitlines()
     gaps = []
     for number, line in enumerate(lines[:MAX_TRACE_LINES], start=1):
         text = line.split("#", 1)[0].strip()
@@ -103,6 +103,33 @@ def read_trace(path: Path) -> tuple[float, ...]:
     if not gaps or sum(gaps) <= 0:
         raise ArrivalError(f"{path}: no gaps (expected microseconds, one per line, not all 0)")
     return tuple(gaps)
+
+
+def _read_trace_text(path: Path) -> str:
+    """The trace's text, read as triton_gke/bounded_files.py read_text_file reads every other file (this file ships
+    alone in the load generator's ConfigMap and cannot import it): a regular file only (a FIFO would block open(2)
+    until a writer comes, /dev/zero never ends; fifo(7), https://man7.org/linux/man-pages/man7/fifo.7.html), checked
+    before the open and again after it, at most MAX_TRACE_BYTES, no NUL byte, UTF-8; refused in one line naming it."""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(path))
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ArrivalError(f"{shown}: not a regular file; a trace is a text file of microseconds")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ArrivalError(f"{shown}: not a regular file; a trace is a text file of microseconds")
+            data = handle.read(MAX_TRACE_BYTES + 1)
+    except OSError as err:
+        raise ArrivalError(f"cannot read {shown}: {err.strerror or err}") from None
+    if len(data) > MAX_TRACE_BYTES:
+        raise ArrivalError(f"{shown}: more than {MAX_TRACE_BYTES:,} bytes; not a trace")
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise ArrivalError(f"{shown}: binary data (a NUL byte at {nul}); not a trace")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ArrivalError(f"{shown}: not UTF-8 text (byte {err.start}); not a trace") from None
 
 
 # ---------------------------------------------------------------- load shapes: steps and ramps

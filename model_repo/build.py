@@ -29,6 +29,8 @@ from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.manifest import FILES, MANIFEST, file_digests, rebuild
 from triton_gke.model_repo.settings import ModelRepoSettings, VariantSettings, is_saved_model_dir, validate_settings
 
+from triton_gke.bounded_files import read_text_file
+
 
 def default_cache_dir() -> Path:
     """build/cache of the project folder (the current one, settings/schema.py project_dir): downloaded and exported
@@ -215,6 +217,11 @@ def _digest_path(cached: Path) -> Path:
     return cached.with_name(cached.name + DIGEST_SUFFIX)
 
 
+_DIGEST_MAX_BYTES = 4096  # a SHA-256 in hex and a line break
+# One label a line: ImageNet's 1,000 labels are ~10 KiB; a 100,000-class model's fit many times over.
+LABELS_MAX_BYTES = 16 * 1024 * 1024
+
+
 def cached_digest(cached: Path) -> str:
     """The recorded SHA-256 of a cache entry, after checking the file still has it."""
     st = cached.stat()  # hashed again only when a write changed it (ctime cannot be set back)
@@ -223,7 +230,8 @@ def cached_digest(cached: Path) -> str:
 
 @functools.cache
 def _checked_digest(cached: Path, *_stat: int) -> str:
-    recorded = _digest_path(cached).read_text(encoding="utf-8").strip()
+    # The cache folder is the user's: a digest file replaced by a FIFO or /dev/zero is refused, not waited on.
+    recorded = read_text_file(_digest_path(cached), _DIGEST_MAX_BYTES, "a cache digest file", ModelRepoError).strip()
     if _sha256(cached) != recorded:
         raise ModelRepoError(
             f"{cached}: changed since it was cached (SHA-256 differs from {_digest_path(cached).name}); "
@@ -264,10 +272,9 @@ def _labels(settings: ModelRepoSettings, io: configs.ModelIO) -> tuple[str, ...]
     classes = output.dims[0] if len(output.dims) == 1 and output.dims[0] > 0 else None
     if settings.labels is None:
         return tuple(resnet50.placeholder_labels(classes)) if classes else ()
-    try:
-        lines = Path(settings.labels).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise ModelRepoError(f"labels: cannot read {settings.labels} ({err})") from None
+    lines = read_text_file(
+        Path(settings.labels), LABELS_MAX_BYTES, "a labels file", lambda line: ModelRepoError(f"labels: {line}")
+    ).splitlines()
     while lines and not lines[-1].strip():
         lines.pop()
     if classes and len(lines) != classes:

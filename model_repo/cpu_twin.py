@@ -17,10 +17,19 @@ import os
 import shutil
 from pathlib import Path
 
-from triton_gke.model_repo.configs import PYTHON_FILENAME, ModelIO, base_config, render, validate_config_text
+from triton_gke.model_repo.configs import (
+    CONFIG_MAX_BYTES,
+    PYTHON_FILENAME,
+    ModelIO,
+    base_config,
+    render,
+    validate_config_text,
+)
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import VariantSettings
 from tritonclient.grpc import model_config_pb2 as mc
+
+from triton_gke.bounded_files import read_text_file
 
 TEMPLATE = Path(__file__).with_name("twin_model.py")
 DELAY_PARAMETER = "inject_delay_ms"  # read by twin_model.py
@@ -49,7 +58,9 @@ def inject_delay(config: mc.ModelConfig, delay_ms: int) -> None:
 def delayed_copy(twin_dir: Path, target_dir: Path, delay_ms: int) -> Path:
     """Copy a built twin folder to target_dir (its name becomes the model name), delay_ms slower."""
     twin_dir, target_dir = Path(twin_dir), Path(target_dir)
-    config = validate_config_text((twin_dir / "config.pbtxt").read_text(encoding="utf-8"), twin_dir / "config.pbtxt")
+    config_path = twin_dir / "config.pbtxt"
+    text = read_text_file(config_path, CONFIG_MAX_BYTES, "a Triton model configuration", ModelRepoError)
+    config = validate_config_text(text, config_path)
     if config.backend != "python" or not (twin_dir / "1" / PYTHON_FILENAME).is_file():
         raise ModelRepoError(f"{twin_dir}: not a CPU twin (python backend with 1/{PYTHON_FILENAME})")
     shutil.copytree(twin_dir, target_dir, copy_function=_link_or_copy)

@@ -9,7 +9,6 @@ the Pulumi program load it.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Iterator
 from functools import cache
@@ -19,7 +18,11 @@ from typing import Any
 from triton_gke.cli.one_line import model_repo_command
 from triton_gke.model_repo.errors import ModelRepoError
 
+from triton_gke.bounded_files import parse_json, read_text_file
+
 MANIFEST = ".model_repo.json"  # marks folders this builder owns (and may replace)
+# A manifest holds ~150 bytes a file; a built repository has tens of files, a user's model source a few thousand.
+MANIFEST_MAX_BYTES = 16 * 1024 * 1024
 FILES = "files"  # manifest key: POSIX path below the root -> SHA-256 (hex) of the file
 
 
@@ -76,10 +79,12 @@ def file_digests(root: Path, known: dict[str, str] | None = None) -> dict[str, s
 def read_manifest(root: Path) -> dict[str, Any]:
     """The manifest, or ModelRepoError naming the file when it is missing or unreadable."""
     path = Path(root) / MANIFEST
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise ModelRepoError(f"{_show(path)}: no readable build manifest ({type(err).__name__}); {rebuild()}") from None
+
+    def error(line: str) -> ModelRepoError:
+        return ModelRepoError(f"{line}; {rebuild()}")
+
+    # Through the one bounded reader: the manifest sits in a folder a user can write to (a FIFO there must not hang).
+    manifest = parse_json(read_text_file(path, MANIFEST_MAX_BYTES, "a build manifest", error), path, error)
     if not isinstance(manifest, dict):
         raise ModelRepoError(f"{_show(path)}: not a build manifest; {rebuild()}")
     return manifest

@@ -100,6 +100,8 @@ from triton_gke.model_repo.sync_source import (
 )
 from tritonclient.grpc import model_config_pb2 as mc
 
+from triton_gke.bounded_files import json_depth
+
 __all__ = [
     "CONFIG_NAME",
     "IGNORED_DIRS",
@@ -245,9 +247,10 @@ def normalize_prefix(prefix: str) -> str:
     return f"{stripped}/"
 
 
-def scan_local(local_dir: Path) -> list[Path]:
-    """The files a sync would send (every model's files and configs), after checking the whole source."""
-    return scan_source(Path(local_dir)).paths()
+def scan_local(local_dir: Path, check_files: bool = True) -> list[Path]:
+    """The files a sync would send (every model's files and configs), after checking the whole source
+    (check_files: see scan_source)."""
+    return scan_source(Path(local_dir), check_files).paths()
 
 
 def list_remote(client: storage.Client, bucket_name: str, prefix: str) -> dict[str, storage.Blob]:
@@ -318,24 +321,14 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return body
 
 
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_JSON_BRACKET = re.compile(r"[\[\]{}]")
-
-
-def _check_depth(text: str) -> None:
-    depth = 0
-    for bracket in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
-        depth += 1 if bracket.group() in "[{" else -1
-        if depth > _RECORD_MAX_DEPTH:
-            raise ValueError(f"nested deeper than {_RECORD_MAX_DEPTH} levels")
-
-
 def parse_record(data: bytes) -> Record:
     """A record's bytes -> Record (generation 0). ValueError/TypeError/KeyError for anything else, in one line."""
     if len(data) > RECORD_MAX_BYTES:
         raise ValueError(f"larger than {RECORD_MAX_BYTES} bytes")
     text = data.decode("utf-8")  # strict: UnicodeDecodeError is a ValueError
-    _check_depth(text)
+    depth = json_depth(text)  # the one home of JSON's depth check (triton_gke/bounded_files.py)
+    if depth > _RECORD_MAX_DEPTH:
+        raise ValueError(f"nested deeper than {_RECORD_MAX_DEPTH} levels")
     body = json.loads(
         text,
         parse_int=_whole_number,

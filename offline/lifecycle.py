@@ -26,8 +26,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from triton_gke.settings.schema import PACKAGE_DIR
+from triton_gke.settings.stack_file import read_yaml_file
 
 RULES_FILE = PACKAGE_DIR / "infra" / "data" / "replacement_rules.yaml"  # package data, shipped in the wheel
 ACTIONS = ("create", "update", "replace", "delete", "unchanged")
@@ -127,10 +127,7 @@ def covers(rule: str, path: str) -> bool:
 
 @cache
 def load_rules(path: Path = RULES_FILE) -> Rules:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise RulesError(f"{path}: cannot read the replacement rules: {' '.join(str(err).split())}") from None
+    data = read_yaml_file(path, "the replacement rules (a YAML file)", RulesError)
     if not isinstance(data, dict) or not isinstance(data.get("types"), dict):
         raise RulesError(f"{path}: expected a mapping with 'sources' and 'types'")
     types = {}

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from triton_gke.cli.one_line import OneLineParser
-from triton_gke.settings.stack_file import NotRegularFileError, read_regular_file
+
+from triton_gke.bounded_files import parse_json, read_text_file
 
 EXIT_DIFFERENT = 1
 EXIT_BAD_INPUT = 2
@@ -93,26 +94,11 @@ def key_of(record: Mapping[str, Any]) -> str:
 
 
 def load_plan(path: Path) -> dict[str, dict[str, Any]]:
-    """The records of a plan file by TYPE::NAME; PlanFileError (one line) for anything else."""
-    try:
-        data = read_regular_file(path, MAX_PLAN_BYTES)
-        if len(data) > MAX_PLAN_BYTES:
-            raise PlanFileError(f"{path}: more than {MAX_PLAN_BYTES} bytes: not a plan of this project")
-        records = json.loads(data.decode("utf-8"))
-    except NotRegularFileError as err:
-        raise PlanFileError(f"{path}: {err.kind}, not a plan file") from None
-    except UnicodeDecodeError as err:  # binary data: worded as every other reader of this project words it
-        raise PlanFileError(f"{path}: not UTF-8 text (byte {err.start}); not a plan (a JSON file)") from None
-    except OSError as err:
-        raise PlanFileError(f"{path}: cannot read: {err.__class__.__name__}: {_one_line(str(err))}") from None
-    except json.JSONDecodeError as err:
-        raise PlanFileError(f"{path}: not JSON ({err.msg} at line {err.lineno})") from None
-    except PlanFileError:
-        raise
-    except ValueError as err:  # an integer of more digits than int() converts (sys.get_int_max_str_digits)
-        raise PlanFileError(f"{path}: not a plan: {_one_line(str(err))[:120]}") from None
-    except RecursionError:  # the json module recurses once per nested array or object
-        raise PlanFileError(f"{path}: not a plan: arrays and objects nested more than {MAX_NESTING} deep") from None
+    """The records of a plan file by TYPE::NAME; PlanFileError (one line) for anything else. Through the one bounded
+    reader (triton_gke/bounded_files.py): a regular UTF-8 file of at most MAX_PLAN_BYTES, JSON nested at most
+    MAX_NESTING deep, numbers Python converts."""
+    text = read_text_file(path, MAX_PLAN_BYTES, "a plan file (make plan ARGS=--json)", PlanFileError)
+    records = parse_json(text, path, PlanFileError, max_depth=MAX_NESTING)
     return index_records(records, str(path))
 
 

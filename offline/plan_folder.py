@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
 from triton_gke.cli.one_line import EXIT_USAGE, OneLineParser
 from triton_gke.offline.runtime import Plan, PlannedResource, output_values, run_program_folder
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.stack import check_stack_name
+from triton_gke.settings.stack_file import read_yaml_file
 
 # The command's name when `python -m triton_gke.offline.runtime` runs it (its old entry, kept working).
 PROG = "triton-gke plan-folder"
@@ -52,10 +52,7 @@ def check_folder(folder: Path, stack: str) -> None:
     project_file = folder / "Pulumi.yaml"
     if not project_file.is_file():
         raise FolderError(f"{folder}: no Pulumi.yaml; not a Pulumi project folder")
-    try:
-        project = yaml.safe_load(project_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise FolderError(f"{project_file}: cannot read: {' '.join(str(err).split())}") from None
+    project = read_yaml_file(project_file, "a Pulumi project file", FolderError)
     if not isinstance(project, dict) or not project.get("name"):
         raise FolderError(f"{project_file}: not a Pulumi project file (no name)")
     runtime = project.get("runtime")

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
 from pulumi.runtime import mocks as pulumi_mocks
 from triton_gke.settings.schema import PACKAGE_DIR, project_dir
+from triton_gke.settings.stack_file import read_yaml_file
 
 # The package's own folder (settings/schema.py PACKAGE_DIR: the repository root in a checkout), under the name this
 # repository's tests import. The program run_program evaluates is the project folder's (stack_program), not this.
@@ -503,7 +503,8 @@ def read_program_folder(folder: Path | str, stack: str, overrides: Mapping[str, 
     offline: it becomes "[secret]", still marked secret, as config_string writes it.
     """
     folder = Path(folder).resolve()
-    project = yaml.safe_load((folder / "Pulumi.yaml").read_text()) or {}
+    # Through the one bounded reader: a Pulumi.yaml or stack file that is a FIFO, /dev/zero or an alias bomb is refused.
+    project = read_yaml_file(folder / "Pulumi.yaml", "a Pulumi project file", ValueError) or {}
     runtime = project.get("runtime")
     runtime_name = runtime.get("name") if isinstance(runtime, dict) else runtime
     if runtime_name != "python":
@@ -519,7 +520,9 @@ def read_program_folder(folder: Path | str, stack: str, overrides: Mapping[str, 
         if spec.get("secret"):
             secret_keys.append(_qualified(name, key))
     stack_file = folder / f"Pulumi.{stack}.yaml"
-    stack_config = (yaml.safe_load(stack_file.read_text()) or {}).get("config") or {} if stack_file.exists() else {}
+    # lexists: a link to nothing is a stack file that cannot be read, refused, not a stack without settings.
+    stack_yaml = read_yaml_file(stack_file, "a stack file", ValueError) or {} if os.path.lexists(stack_file) else {}
+    stack_config = stack_yaml.get("config") or {}
     for key, value in {**stack_config, **dict(overrides or {})}.items():
         config[_qualified(name, key)] = config_string(value)
         if isinstance(value, dict) and "secure" in value:

@@ -31,14 +31,14 @@ from typing import Any
 
 from triton_gke.sandbox import run_folder
 
+from triton_gke.bounded_files import UnreadableFileError, one_line, parse_json, read_text_file
+
 SHM_DIR = Path("/dev/shm")
 SHM_PREFIX = re.compile(r"^triton_sandbox_\d+_\d+_$")  # sandbox.triton.TritonServer.shm_prefix
 # Temporary folders a run may record: Triton's work folder and model copies, Prometheus', the emulator's.
 FOLDER_NAME = re.compile(r"^(triton-sandbox-|prometheus-sandbox-|gcs-emulator-)[A-Za-z0-9_]+$|^folder[A-Za-z0-9]{6}$")
 WATCH_INTERVAL_S = 0.5
 TERM_GRACE_S = 5.0
-
-
 
 
 def default_state_dir() -> Path:
@@ -192,6 +192,19 @@ def is_same_process(recorded: Recorded) -> bool:
     return start_time(recorded.pid) == recorded.start and command_line(recorded.pid) in recorded.commands
 
 
+STATE_MAX_BYTES = 1024 * 1024  # a run's pids, command lines and folders: a few KiB
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """A run's state file through the one bounded reader (triton_gke/bounded_files.py); UnreadableFileError, one line
+    naming it, for anything else: the state folder is the user's, and a FIFO or /dev/zero there must not stall the
+    cleanup."""
+    state = parse_json(read_text_file(path, STATE_MAX_BYTES, "a sandbox run's state file"), path)
+    if not isinstance(state, dict):
+        raise UnreadableFileError(f"{one_line(path)}: not a sandbox run's state file (expected a JSON object)")
+    return state
+
+
 def clean_leftovers(state_dir: Path | None = None, folder_base: Path | None = None) -> Cleaned:
     """Stop and remove what runs whose owner is gone left behind; skip runs still alive.
 
@@ -200,9 +213,9 @@ def clean_leftovers(state_dir: Path | None = None, folder_base: Path | None = No
     cleaned = Cleaned()
     for path in sorted(Path(state_dir or default_state_dir()).glob("*.json")):
         try:
-            state = json.loads(path.read_text(encoding="utf-8"))
+            state = read_state(path)
             owner = Recorded(**state["owner"])
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):  # UnreadableFileError is a ValueError
             path.unlink(missing_ok=True)  # unreadable: nothing in it can be verified, so nothing is acted on
             continue
         if start_time(owner.pid) == owner.start:

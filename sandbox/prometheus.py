@@ -215,7 +215,7 @@ def pod_target_groups(pod: LocalPod) -> list[dict[str, Any]]:
 def _port_labels(name: str, address: str) -> dict[str, str]:
     port = address.rsplit(":", 1)[-1]
     if not port.isdigit():
-        raise MonitoringError(f"ports: {address!r} (port {name!r}) is not host:port")
+        raise MonitoringError("ports", f"{address!r} (port {name!r}) is not host:port")
     return {
         f"{META_PREFIX}pod_container_port_name": name,
         f"{META_PREFIX}pod_container_port_number": port,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,8 @@ from typing import Any
 from triton_gke.observability.rules import quantile_label, recorded
 from triton_gke.observability.settings import SloSettings
 from triton_gke.sandbox.prometheus import LocalPrometheus, PrometheusError
-from triton_gke.settings.stack_file import NotRegularFileError, read_regular_file
+
+from triton_gke.bounded_files import parse_json, read_text_file
 
 MAX_LOCUST_JSON_BYTES = 64 << 20  # Locust's stats of one run: a few KiB per request name
 
@@ -48,16 +50,13 @@ def locust_results(prefix: Path, duration_s: float) -> dict[str, float | int | N
     RPS is over the load's `duration_s`, as Locust's own (requests / time since the test's start, stats.py
     total_rps): the file holds only each request name's first request time."""
     path = Path(f"{prefix}.json")
+    if not os.path.lexists(path):
+        raise ReportError(f"Locust wrote no statistics ({path}): no such file")
+    text = read_text_file(path, MAX_LOCUST_JSON_BYTES, "Locust's statistics (a JSON file)", ReportError)
+    entries = parse_json(text, path, ReportError)
     try:
-        text = read_regular_file(path, MAX_LOCUST_JSON_BYTES)
-        if len(text) > MAX_LOCUST_JSON_BYTES:
-            raise ReportError(f"{path}: more than {MAX_LOCUST_JSON_BYTES} bytes: not Locust's statistics")
-        requests, failures, timed, histogram, total_ms = _merge_entries(json.loads(text))
+        requests, failures, timed, histogram, total_ms = _merge_entries(entries)
         average_ms = _finite_number(total_ms / timed) if timed else None
-    except NotRegularFileError as err:
-        raise ReportError(f"{path}: {err}") from None
-    except OSError as err:
-        raise ReportError(f"Locust wrote no statistics ({path}): {err.strerror}") from None
     except (ValueError, TypeError, KeyError, AttributeError, ArithmeticError, RecursionError):
         raise ReportError(f"{path}: not Locust's statistics (a list of entries with num_requests)") from None
     return {

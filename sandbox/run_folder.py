@@ -36,6 +36,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+from triton_gke.bounded_files import UnreadableFileError, one_line, parse_json, read_text_file
 
 PREFIX = "triton-gke-run-"
 MARKER = ".triton-gke-run.json"
@@ -109,23 +112,24 @@ class RunFolder:
         self.close()
 
 
+def read_marker(path: Path) -> dict[str, Any]:
+    """A run folder's marker through the one bounded reader, never through a link (the program writes it as a file);
+    UnreadableFileError, one line naming it, for anything else."""
+    marker = parse_json(read_text_file(path, _MARKER_MAX_BYTES, "a run folder's marker", follow_links=False), path)
+    if not isinstance(marker, dict):
+        raise UnreadableFileError(f"{one_line(path)}: not a run folder's marker (expected a JSON object)")
+    return marker
+
+
 def owner_of(folder: Path) -> tuple[int, int] | None:
     """(pid, start time) from the marker of a real folder (not a link) named like ours; None if anything is off."""
     try:
         if not folder.name.startswith(PREFIX) or not stat.S_ISDIR(folder.lstat().st_mode):
             return None
-        fd = os.open(folder / MARKER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        owner = json.loads(os.read(fd, _MARKER_MAX_BYTES))
+        owner = read_marker(folder / MARKER)
         pid, start = owner["pid"], owner["start"]
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, ValueError, KeyError):  # UnreadableFileError is a ValueError
         return None
-    finally:
-        os.close(fd)
     if owner.get("kind") != MARKER_KIND or type(pid) is not int or type(start) is not int or pid <= 0:
         return None
     return pid, start

@@ -11,7 +11,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from triton_gke.settings.errors import ConfigError
+from triton_gke.settings.stack_file import read_yaml_file
 
 # The package's own folder: the repository root in a checkout or an editable install, site-packages/triton_gke when
 # installed from the wheel. It holds the data the code reads and the SCHEMA below (the package's own Pulumi.yaml,
@@ -53,7 +54,7 @@ class Key:
 @cache
 def config_schema(project_file: Path = PROJECT_FILE) -> tuple[str, dict[str, Key]]:
     """(project name, declared keys) from Pulumi.yaml."""
-    project = yaml.safe_load(project_file.read_text())
+    project = read_yaml_file(project_file, "a Pulumi project file", ConfigError)
     keys = {
         name: Key(name, spec.get("type", "string"), spec.get("default"))
         for name, spec in (project.get("config") or {}).items()

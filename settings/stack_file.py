@@ -36,14 +36,16 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
-from triton_gke.capacity.bounded_files import NotRegularFileError, read_regular_file
 from triton_gke.settings.errors import ConfigError
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from triton_gke.bounded_files import NotRegularFileError, one_line, read_regular_file, read_text_file
 
 MAX_BYTES = 256 * 1024  # a stack file of this project is ~1 KiB; Pulumi's own are rarely above a few KiB
 MAX_DEPTH = 32
@@ -151,9 +153,42 @@ def read_stack_file(path: Path, project: str, types: dict[str, str]) -> dict[str
     return {_full_key(path, project, key_node): _engine_string(config[key_node.value]) for key_node in keys}
 
 
-# The one bounded reader of user-suppliable files (regular files only, read up to a cap), shared with the capacity
-# records, catalogues, price table and bench results; re-exported here, where the other readers import it from.
-__all__ = ["NotRegularFileError", "StackFileError", "read_regular_file", "read_stack_file"]
+def read_yaml_file(path: Path, what: str, error: Callable[[str], Exception], cap: int = MAX_BYTES) -> Any:
+    """The YAML file at `path` as yaml.safe_load reads it, through the one bounded reader (triton_gke/bounded_files.py)
+    and parse_yaml's guards; `error(line)` names the file (Pulumi.yaml, the replacement rules, a stack file read
+    loosely by the offline runtime)."""
+    return parse_yaml(read_text_file(path, cap, what, error), path, error)
+
+
+def parse_yaml(text: str, where: Path | str, error: Callable[[str], Exception]) -> Any:
+    """yaml.safe_load(text) under the stack file's guards (_Loader: nesting, recursive aliases, alias expansion),
+    refusing in one line naming `where`."""
+    loader = None
+    try:
+        loader = _Loader(text)  # its reader refuses control characters
+        return loader.get_single_data()
+    except _Limit as err:
+        raise error(f"{one_line(where)}: {err}") from None
+    except yaml.YAMLError as err:
+        raise error(f"{one_line(where)}: not valid YAML: {_yaml_problem(err)}") from None
+    except ValueError as err:  # a value of a YAML type that does not convert (a timestamp of month 13)
+        problem = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise error(f"{one_line(where)}: not valid YAML: {one_line(problem)}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+# The one bounded reader of files (regular files only, read up to a cap), re-exported here, where several readers
+# import it from.
+__all__ = [
+    "NotRegularFileError",
+    "StackFileError",
+    "parse_yaml",
+    "read_regular_file",
+    "read_stack_file",
+    "read_yaml_file",
+]
 
 
 def _compose(path: Path) -> Node | None:

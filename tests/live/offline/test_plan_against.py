@@ -105,9 +105,9 @@ def test_the_rerun_hint_pastes_as_it_is_with_the_settings_and_names_already_give
 @pytest.mark.parametrize(
     "content,expected",
     [
-        ("{", "not JSON"),
+        ("{", "not valid JSON"),
         ("[1]", "not a plan record"),
-        ("[" + "9" * 5000 + "]", "not a plan"),  # red-team finding: int()'s digit limit was a traceback
+        ("[" + "9" * 5000 + "]", "digits"),  # red-team finding: int()'s digit limit was a traceback
         ('{"a": 1}', "expected a JSON array"),
     ],
 )
@@ -125,4 +125,4 @@ def test_against_a_fifo_is_refused_without_waiting(tmp_path):
 
     os.mkfifo(fifo)
     result = run_plan("--stack", "dev", "--against", str(fifo))
-    assert result.returncode == 2 and "not a plan file" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 2 and "not a regular file" in result.stderr and "Traceback" not in result.stderr

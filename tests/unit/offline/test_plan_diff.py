@@ -174,7 +174,7 @@ def test_any_file_gives_a_result_or_one_error_line_never_a_traceback(tmp_path_fa
 
 # ---- bad input: one line naming the file, exit 2, nothing on stdout --------------------------------------------------
 BAD_FILES: dict[str, tuple[str, str]] = {
-    "not JSON": ("{not json", "not JSON"),
+    "not JSON": ("{not json", "not valid JSON"),
     "an object": ('{"urn": "x"}', "not a plan: expected a JSON array"),
     "a record without inputs": (
         json.dumps([{k: v for k, v in record(HPA, "h").items() if k != "inputs"}]),
@@ -183,10 +183,10 @@ BAD_FILES: dict[str, tuple[str, str]] = {
     "a name that is not text": (json.dumps([record(HPA, "h") | {"name": ["h"]}]), "must be text"),
     "two resources of one type and name": (json.dumps([record(HPA, "h"), record(HPA, "h")]), "two resources are"),
     # Found by an independent tester: these crashed with a RecursionError and a TypeError (sorting dependsOn).
-    "a 100k-deep array": ("[" * 100_000 + "]" * 100_000, "nested more than 100 deep"),
+    "a 100k-deep array": ("[" * 100_000 + "]" * 100_000, "nested 100000 levels deep, more than 100"),
     "inputs 150 deep": (
         json.dumps([record(HPA, "h", inputs=json.loads('{"a":' * 150 + "1" + "}" * 150))]),
-        "nested more than 100 deep",
+        "nested 152 levels deep, more than 100",
     ),
     "dependsOn of a number and an object": (
         json.dumps([record(HPA, "h") | {"dependsOn": [1, {"a": 2}]}]),

@@ -1,10 +1,20 @@
-"""The one bounded reader of files a user can name: regular files only, size-capped, UTF-8 checked, JSON depth-capped.
+"""The one bounded reader of files: regular files only, size-capped, UTF-8 checked, JSON depth-capped.
 
-Every reader of a user-suppliable file goes through here: stack files (settings/stack_file.py re-exports
-read_regular_file), the GPU catalogue and region tables (settings/catalogue.py), the VM price table
-(infra/cost.py), capacity records (capacity/records.py) and a benchmark's results.json (bench/record.py,
-bench/results.py). A file that cannot be used is refused in ONE line naming it (read_text_file raises the
-caller's own error class with that line), never a traceback and never a hang:
+Every file the program reads that a user can name, or that the program wrote where a user could replace it, is
+read through here (READERS in tests/unit/triton_gke/test_every_reader.py lists them all, and fails on a new one):
+stack files and Pulumi.yaml (settings/stack_file.py, whose read_yaml_file adds YAML's depth and alias guard;
+settings/schema.py, offline/runtime.py, offline/plan_folder.py), the replacement rules (offline/lifecycle.py), the
+catalogues and the VM price table (settings/catalogue.py, infra/cost.py), capacity records, results.json
+(bench/record.py, bench/results.py, bench/report.py), plan JSON (offline/plan_diff.py) and the plan's list of its
+files (offline/plan.py), the build manifest, cache digests and labels (model_repo/manifest.py, model_repo/build.py,
+infra/model_upload.py), config.pbtxt and model.py (model_repo/sync_source.py, model_repo/cpu_twin.py,
+bench/runner.py), the sandbox's state, run-folder markers and Locust statistics (sandbox/). The one exception is
+the Locust trace (loadtest/arrivals.py): it ships alone in the load generator's ConfigMap, so it keeps a copy of
+these few checks, driven by the same test. The sync record (model_repo/sync.py) comes from a bucket, not a file:
+it shares json_depth.
+
+A file that cannot be used is refused in ONE line naming it (read_text_file raises the caller's own error class
+with that line), never a traceback and never a hang:
 
 - not a regular file once links are resolved (a folder, a FIFO that would block open(2) and read(2) until a writer
   comes, /dev/zero that never ends, a socket): refused before it is opened, and again after (fstat), in case the
@@ -14,8 +24,8 @@ caller's own error class with that line), never a traceback and never a hang:
 - JSON (parse_json): nested deeper than MAX_JSON_DEPTH (checked on the text in linear time, before the parser
   recurses), NaN/Infinity (not JSON, though Python's json reads them), integers of more digits than Python converts.
 
-Standard library only and importing nothing of the project, so every layer (capacity, settings, infra, bench)
-imports it without an import cycle.
+Standard library only and importing nothing of the project: it sits in the bottom layer of .importlinter, so every
+room imports it without an import cycle.
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ _KINDS = (
     (stat.S_ISCHR, "a character device"),
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISLNK, "a symbolic link"),  # only where links are not followed
 )
 
 
@@ -60,17 +71,19 @@ def one_line(text: Path | str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
-def read_regular_file(path: Path, cap: int) -> bytes:
+def read_regular_file(path: Path, cap: int, *, follow_links: bool = True) -> bytes:
     """At most cap + 1 bytes of `path`, which must be a regular file once links are resolved (so a caller sees "more
-    than cap"). NotRegularFileError otherwise, OSError when it cannot be opened.
+    than cap"). NotRegularFileError otherwise, OSError when it cannot be opened (ELOOP for a link when not
+    follow_links: a marker the program wrote itself is never a link).
 
     The file's size cannot bound the read: /dev/zero and a FIFO report st_size 0 and /dev/zero never ends, a FIFO
     blocks open(2) and read(2) until a writer comes (fifo(7), https://man7.org/linux/man-pages/man7/fifo.7.html).
     So os.stat refuses them before anything is opened; the file is then opened O_NONBLOCK (an open that does not
     wait for a FIFO's writer, open(2)) and checked again with fstat, in case the path was swapped in between.
     """
-    _refuse_special(os.stat(path).st_mode)  # os.stat follows symbolic links
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    _refuse_special(os.stat(path, follow_symlinks=follow_links).st_mode)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow_links else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
     with os.fdopen(fd, "rb") as handle:
         _refuse_special(os.fstat(fd).st_mode)
         return handle.read(cap + 1)
@@ -81,12 +94,19 @@ def _refuse_special(mode: int) -> None:
         raise NotRegularFileError(next((kind for test, kind in _KINDS if test(mode)), "a special file"))
 
 
-def read_text_file(path: Path, cap: int, what: str, error: Callable[[str], Exception] = UnreadableFileError) -> str:
-    """The UTF-8 text of `path`, a regular file of at most `cap` bytes without NUL bytes; otherwise `error(line)`,
-    the line naming the file and saying what is wrong ("what": the file's kind, e.g. "a capacity record file")."""
+def read_capped_file(
+    path: Path,
+    cap: int,
+    what: str,
+    error: Callable[[str], Exception] = UnreadableFileError,
+    *,
+    follow_links: bool = True,
+) -> bytes:
+    """The bytes of `path`, a regular file of at most `cap` bytes; otherwise `error(line)`, the line naming the file
+    and saying what is wrong ("what": the file's kind, e.g. "a capacity record file")."""
     shown = one_line(path)
     try:
-        data = read_regular_file(Path(path), cap)
+        data = read_regular_file(Path(path), cap, follow_links=follow_links)
     except NotRegularFileError as err:
         real = os.path.realpath(path)
         where = shown if one_line(real) == one_line(os.path.abspath(path)) else f"{shown} ({one_line(real)})"
@@ -99,6 +119,21 @@ def read_text_file(path: Path, cap: int, what: str, error: Callable[[str], Excep
         raise error(f"{shown}: not a usable path ({one_line(err)})") from None
     if len(data) > cap:
         raise error(f"{shown}: more than {cap:,} bytes; not {what}")
+    return data
+
+
+def read_text_file(
+    path: Path,
+    cap: int,
+    what: str,
+    error: Callable[[str], Exception] = UnreadableFileError,
+    *,
+    follow_links: bool = True,
+) -> str:
+    """The UTF-8 text of `path`, a regular file of at most `cap` bytes without NUL bytes; otherwise `error(line)`,
+    the line naming the file and saying what is wrong ("what": the file's kind, e.g. "a capacity record file")."""
+    data = read_capped_file(path, cap, what, error, follow_links=follow_links)
+    shown = one_line(path)
     nul = data.find(b"\0")
     if nul >= 0:
         raise error(f"{shown}: binary data (a NUL byte at {nul}); not {what}")
