@@ -140,7 +140,19 @@ class ArgsError(ValueError, pulumi.RunError):
     (infra/config.py; RunError is "a clean exit rather than the usual verbose unhandled error logic",
     https://www.pulumi.com/docs/reference/pkg/nodejs/pulumi/pulumi/classes/RunError.html). Raised before the
     component declares any child, so nothing is half-declared.
+
+    The component and the problem are data (`component`, e.g. "TritonOnCluster 'team'", and `problem`, the line
+    from the field on), so a composing component names the field under its own without reading the text.
     """
+
+    def __init__(self, component: str, problem: str) -> None:
+        self.component = component
+        self.problem = problem
+        super().__init__(f"{component}: {problem}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        # Copied or pickled (asyncio, Pulumi's runtime) with its data: the default would call __init__(message).
+        return type(self), (self.component, self.problem)
 
 
 def unknown_field_problem(args: Mapping[str, Any], known: Collection[str]) -> str | None:

@@ -17,6 +17,7 @@ import yaml
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import FIRST_CUDA13_RELEASE, image_release, runs_on_driver
 from triton_gke.observability.settings import MonitoringError, validate_label_value
+from triton_gke.settings.serving import MAX_QUEUE_TIME_TARGET_MS, MAX_STARTUP_MINUTES
 
 # The component's name becomes the zonal NEGs' names `<name>-http`/`<name>-grpc` (k8s/triton.py neg_names), the
 # default `region` label of its metrics and its children's names. A NEG is a Compute Engine resource: "[a-z]([-a-z0-9]*
@@ -79,8 +80,8 @@ MAX_REPLICAS_LIMIT = 1000
 LIMITS = {
     "min_replicas": (1, MAX_REPLICAS_LIMIT),
     "max_replicas": (1, MAX_REPLICAS_LIMIT),
-    "startup_minutes": (1, 180),  # the stack's tritonStartupMinutes bound (settings/serving.py)
-    "queue_time_target_us": (1, 60_000_000),
+    "startup_minutes": (1, MAX_STARTUP_MINUTES),  # the stack's tritonStartupMinutes bound, from its one home
+    "queue_time_target_us": (1, MAX_QUEUE_TIME_TARGET_MS * 1000),  # the stack's autoscaleQueueTimeMs bound
 }
 WHOLE_NUMBERS = (*LIMITS, "gpus_per_pod")
 FLAGS = ("autoscaling", "monitoring", "load_test", "container_native_lb")
@@ -187,15 +188,15 @@ def flag_problem(key: str, value: Any, a: Mapping[str, Any], serves_metrics: boo
 
 
 def image_tag_problem(value: Any, driver_branch: int | None) -> Problem:
-    """The settings layer's rule (model_repo/settings.py image_release: a released YY.MM-py3 server image), and a
-    CUDA 13 image only where the nodes' driver branch is known to run it (runs_on_driver)."""
+    """The one rule of a Triton tag (model_repo/settings.py image_release: a released YY.MM-py3 server image, the
+    rule the settings layer applies to tritonImageTag), and a CUDA 13 image only where the nodes' driver branch is
+    known to run it (runs_on_driver)."""
     if isinstance(value, pulumi.Output):
         return _must_be_plain("image_tag", value, "the Triton image tag")
     try:
         release = image_release(value)
     except ModelRepoError as err:
-        # The settings layer's example tag is a CUDA 13 one, which needs a known driver here: name the default.
-        return "image_tag: " + str(err).split(": ", 1)[1].replace("e.g. 25.10-py3", "e.g. 25.06-py3")
+        return f"image_tag: {err.reason}"  # the rule's reason under this component's own field name
     if release < FIRST_CUDA13_RELEASE or (driver_branch is not None and runs_on_driver(release, driver_branch)):
         return None
     known = "its nodes' driver is unknown here" if driver_branch is None else f"its nodes run R{driver_branch}"
@@ -304,7 +305,7 @@ def region_problem(value: Any, a: Mapping[str, Any]) -> Problem:
     try:
         validate_label_value("region", value)
     except MonitoringError as err:
-        return str(err)
+        return f"region: {err.reason}"
     return None
 
 

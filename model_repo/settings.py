@@ -149,17 +149,19 @@ def image_release(tag: str) -> tuple[int, int]:
     match = _TAG_RE.match(tag) if isinstance(tag, str) else None
     if not match:
         raise ModelRepoError(
-            f"triton_image_tag: {tag!r} is not a Triton release tag (expected YY.MM-py3, e.g. 25.10-py3)"
+            f"{tag!r} is not a Triton release tag (expected YY.MM-py3, e.g. {TRITON_IMAGE_TAG})",
+            field="triton_image_tag",
         )
     release = int(match.group(1)), int(match.group(2))
     suffix = match.group(3) or ""
     if suffix != "-py3":
         what = OTHER_IMAGES.get(suffix, "not the server image")
-        raise ModelRepoError(f"triton_image_tag: {tag!r} is {what}; use the server image {tag[:5]}-py3")
+        raise ModelRepoError(f"{tag!r} is {what}; use the server image {tag[:5]}-py3", field="triton_image_tag")
     if not is_known_release(release):
         raise ModelRepoError(
-            f"triton_image_tag: {tag!r} is not a released Triton image; known releases "
-            f"{_show_release(FIRST_KNOWN_RELEASE)}-py3 to {_show_release(LAST_KNOWN_RELEASE)}-py3 (none in 25.07)"
+            f"{tag!r} is not a released Triton image; known releases "
+            f"{_show_release(FIRST_KNOWN_RELEASE)}-py3 to {_show_release(LAST_KNOWN_RELEASE)}-py3 (none in 25.07)",
+            field="triton_image_tag",
         )
     return release
 
@@ -234,78 +236,90 @@ def validate_settings(settings: ModelRepoSettings, gpu: str | None = DEFAULT_GPU
     """
     release = image_release(settings.triton_image_tag)
     if not settings.variants:
-        raise ModelRepoError("variants: at least one model variant is required")
+        raise ModelRepoError("at least one model variant is required", field="variants")
     seen: set[str] = set()
     for variant in settings.variants:
         _validate_variant(variant)
         if variant.name in seen:
-            raise ModelRepoError(f"variants: duplicate model name {variant.name!r}")
+            raise ModelRepoError(f"duplicate model name {variant.name!r}", field="variants")
         seen.add(variant.name)
-    _validate_source(settings, release)
+    validate_source(settings, release)
     if settings.labels is not None and not Path(settings.labels).is_file():
-        raise ModelRepoError(f"labels: file not found: {settings.labels}")
+        raise ModelRepoError(f"file not found: {settings.labels}", field="labels")
     if not settings.trt_cache_dir.startswith("/"):
-        raise ModelRepoError(f"trt_cache_dir: {settings.trt_cache_dir!r} must be an absolute container path")
+        raise ModelRepoError(f"{settings.trt_cache_dir!r} must be an absolute container path", field="trt_cache_dir")
     if gpu is not None:
         memory = gpu_memory_bytes(gpu)
         problem = gpu_memory_problem(settings, gpu, memory) if memory else None
         if problem:
             variant, field, why = problem
-            raise ModelRepoError(f"variant {variant.name!r}: {field} {getattr(variant, field)}: {why}")
+            raise ModelRepoError(
+                f"{field} {getattr(variant, field)}: {why}", field="variants", subject=f"variant {variant.name!r}"
+            )
 
 
 def _validate_variant(v: VariantSettings) -> None:
-    where = f"variant {v.name!r}"
+    def refuse(reason: str) -> ModelRepoError:
+        return ModelRepoError(reason, field="variants", subject=f"variant {v.name!r}")
+
     if not isinstance(v.name, str) or not _NAME_RE.match(v.name):
         raise ModelRepoError(
-            f"variant name {v.name!r}: use 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit"
+            "use 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit",
+            field="variants",
+            subject=f"variant name {v.name!r}",
         )
     if v.precision not in PRECISIONS:
-        raise ModelRepoError(f"{where}: precision {v.precision!r} is not one of {', '.join(PRECISIONS)}")
+        raise refuse(f"precision {v.precision!r} is not one of {', '.join(PRECISIONS)}")
     if v.input_dtype not in INPUT_DTYPES:
-        raise ModelRepoError(f"{where}: input_dtype {v.input_dtype!r} is not one of {', '.join(INPUT_DTYPES)}")
+        raise refuse(f"input_dtype {v.input_dtype!r} is not one of {', '.join(INPUT_DTYPES)}")
     for key in ("max_batch_size", "preferred_batch_size", "max_queue_delay_us", "instance_count"):
         value = getattr(v, key)
         if not isinstance(value, int) or isinstance(value, bool):
-            raise ModelRepoError(f"{where}: {key} must be an integer, got {value!r}")
+            raise refuse(f"{key} must be an integer, got {value!r}")
         if value > FIELD_MAXIMUM[key]:
-            raise ModelRepoError(f"{where}: {key} must be <= {FIELD_MAXIMUM[key]:,} (model config field), got {value}")
+            raise refuse(f"{key} must be <= {FIELD_MAXIMUM[key]:,} (model config field), got {value}")
     if v.max_batch_size <= 0:
-        raise ModelRepoError(f"{where}: max_batch_size must be >= 1, got {v.max_batch_size}")
+        raise refuse(f"max_batch_size must be >= 1, got {v.max_batch_size}")
     if not 1 <= v.preferred_batch_size <= v.max_batch_size:
-        raise ModelRepoError(
-            f"{where}: preferred_batch_size must be between 1 and max_batch_size "
+        raise refuse(
+            f"preferred_batch_size must be between 1 and max_batch_size "
             f"({v.max_batch_size}), got {v.preferred_batch_size}"
         )
     if v.max_queue_delay_us < 0:
-        raise ModelRepoError(f"{where}: max_queue_delay_us must be >= 0, got {v.max_queue_delay_us}")
+        raise refuse(f"max_queue_delay_us must be >= 0, got {v.max_queue_delay_us}")
     if v.instance_count < 1:
-        raise ModelRepoError(f"{where}: instance_count must be >= 1, got {v.instance_count}")
+        raise refuse(f"instance_count must be >= 1, got {v.instance_count}")
 
 
-def _validate_source(settings: ModelRepoSettings, release: tuple[int, int]) -> None:
+def validate_source(settings: ModelRepoSettings, release: tuple[int, int]) -> None:
+    """The model source exists and suits the image's release and the variants (release: image_release's)."""
     if settings.source is None:
         return
     path = Path(settings.source)
     if not path.exists():
-        raise ModelRepoError(f"source: model file not found: {path}")
+        raise ModelRepoError(f"model file not found: {path}", field="source")
     if path.is_dir():
         if not is_saved_model_dir(path):
-            raise ModelRepoError(f"source: {path} is a directory without saved_model.pb (not a TF SavedModel)")
+            raise ModelRepoError(f"{path} is a directory without saved_model.pb (not a TF SavedModel)", field="source")
         if release > LAST_TENSORFLOW_RELEASE:
             raise ModelRepoError(
-                f"source: {path} is a TF SavedModel, but triton_image_tag {settings.triton_image_tag} has no "
-                "TensorFlow backend (removed after 25.02); convert it to ONNX or use an image <= 25.02-py3"
+                f"{path} is a TF SavedModel, but triton_image_tag {settings.triton_image_tag} has no "
+                "TensorFlow backend (removed after 25.02); convert it to ONNX or use an image <= 25.02-py3",
+                field="source",
             )
         uint8 = next((v.name for v in settings.variants if v.uint8_input), None)
         if uint8:
             raise ModelRepoError(
-                f"variant {uint8!r}: input_dtype UINT8 is not available for a TF SavedModel "
-                "(the cast is added to an ONNX graph); use an ONNX source"
+                "input_dtype UINT8 is not available for a TF SavedModel "
+                "(the cast is added to an ONNX graph); use an ONNX source",
+                field="variants",
+                subject=f"variant {uint8!r}",
             )
         int8 = next((v.name for v in settings.variants if v.precision == "INT8"), None)
         if int8:
             raise ModelRepoError(
-                f"variant {int8!r}: precision INT8 is not available for a TF SavedModel "
-                "(Triton's TF-TRT accepts FP32/FP16 only); use an ONNX source for INT8"
+                "precision INT8 is not available for a TF SavedModel "
+                "(Triton's TF-TRT accepts FP32/FP16 only); use an ONNX source for INT8",
+                field="variants",
+                subject=f"variant {int8!r}",
             )

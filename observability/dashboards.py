@@ -22,7 +22,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import dashboard as model
 from triton_gke.observability.rules import quantile_label, recorded
-from triton_gke.observability.settings import SloSettings, validate_slo
+from triton_gke.observability.settings import SloSettings
 
 DASHBOARD_DIR = Path(__file__).resolve().parent.parent / "dashboards"
 DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -332,7 +332,6 @@ def load_test_dashboard(slo: SloSettings) -> Any:
 def dashboards(slo: SloSettings | None = None) -> dict[str, dict[str, Any]]:
     """File name -> dashboard JSON (as a dict), for the given SLO (default: SloSettings())."""
     slo = slo or SloSettings()
-    validate_slo(slo)
     built = {
         "triton-inference.json": inference_dashboard(slo),
         "triton-gpus.json": gpu_dashboard(slo),

@@ -32,7 +32,19 @@ _LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
 class MonitoringError(ValueError):
-    """A setting is invalid; the one-line message names the field and the value."""
+    """A setting is invalid; the one-line message names the field and the value.
+
+    The field is data (`field`, and `reason`: the line without it), so a caller names its own key for it.
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        # Copied or pickled with its data: the default would call __init__(message).
+        return type(self), (self.field, self.reason)
 
 
 @dataclass(frozen=True)
@@ -52,6 +64,11 @@ class SloSettings:
     down_for_minutes: float = 2
     rate_window: str = "1m"  # the rate() window of every recording rule
     summary_quantiles: tuple[float, ...] = field(default=DEFAULT_SUMMARY_QUANTILES)
+
+    def __post_init__(self) -> None:
+        # The type's own invariant, checked once where an SLO is made (by the settings layer from the stack, or by
+        # a caller of the public components), so the rules and dashboards built from it need not check it again.
+        validate_slo(self)
 
 
 @dataclass(frozen=True)
@@ -74,36 +91,36 @@ POD_SELECTORS: tuple[PodSelector, ...] = (TRITON_PODS, DCGM_PODS, LOCUST_MASTER_
 
 
 def validate_slo(slo: SloSettings) -> None:
-    """Raise MonitoringError on the first invalid field."""
+    """Raise MonitoringError on the first invalid field (SloSettings runs it when made)."""
     _positive_int("latency_ms", slo.latency_ms)
     _fraction("quantile", slo.quantile, open_upper=True)
     if slo.quantile not in slo.summary_quantiles:
         allowed = ", ".join(str(q) for q in slo.summary_quantiles)
-        raise MonitoringError(f"quantile: {slo.quantile} is not one of Triton's summary quantiles ({allowed})")
+        raise MonitoringError("quantile", f"{slo.quantile} is not one of Triton's summary quantiles ({allowed})")
     for key in ("for_minutes", "gpu_idle_for_minutes", "down_for_minutes", "queue_ms"):
         _non_negative(key, getattr(slo, key))
     _fraction("max_failure_ratio", slo.max_failure_ratio)
     _fraction("gpu_idle_utilisation", slo.gpu_idle_utilisation)
     validate_duration("rate_window", slo.rate_window)
     if not slo.summary_quantiles:
-        raise MonitoringError("summary_quantiles: at least one quantile is required")
+        raise MonitoringError("summary_quantiles", "at least one quantile is required")
     for q in slo.summary_quantiles:
         _fraction("summary_quantiles", q, open_upper=True)
 
 
 def validate_duration(key: str, value: object) -> None:
     if not isinstance(value, str) or not _DURATION_RE.match(value):
-        raise MonitoringError(f"{key}: {value!r} is not a Prometheus duration such as 15s, 1m or 500ms")
+        raise MonitoringError(key, f"{value!r} is not a Prometheus duration such as 15s, 1m or 500ms")
 
 
 def validate_label_value(key: str, value: object) -> None:
     if not isinstance(value, str) or not value or any(c in value for c in '"\\\n{}$'):
-        raise MonitoringError(f"{key}: {value!r} must be a non-empty string without quotes, braces, '$' or newlines")
+        raise MonitoringError(key, f"{value!r} must be a non-empty string without quotes, braces, '$' or newlines")
 
 
 def validate_label_name(key: str, value: object) -> None:
     if not isinstance(value, str) or not _LABEL_RE.match(value):
-        raise MonitoringError(f"{key}: {value!r} is not a Prometheus label name")
+        raise MonitoringError(key, f"{value!r} is not a Prometheus label name")
 
 
 def minutes_duration(minutes: float) -> str:
@@ -114,22 +131,22 @@ def minutes_duration(minutes: float) -> str:
 
 def _number(key: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise MonitoringError(f"{key}: must be a finite number, got {value!r}")
+        raise MonitoringError(key, f"must be a finite number, got {value!r}")
     return float(value)
 
 
 def _positive_int(key: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise MonitoringError(f"{key}: must be a positive integer, got {value!r}")
+        raise MonitoringError(key, f"must be a positive integer, got {value!r}")
 
 
 def _non_negative(key: str, value: object) -> None:
     if _number(key, value) < 0:
-        raise MonitoringError(f"{key}: must be >= 0, got {value!r}")
+        raise MonitoringError(key, f"must be >= 0, got {value!r}")
 
 
 def _fraction(key: str, value: object, open_upper: bool = False) -> None:
     number = _number(key, value)
     if not (0 < number < 1 if open_upper else 0 <= number <= 1):
         bounds = "strictly between 0 and 1" if open_upper else "between 0 and 1"
-        raise MonitoringError(f"{key}: must be {bounds}, got {value!r}")
+        raise MonitoringError(key, f"must be {bounds}, got {value!r}")

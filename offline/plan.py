@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 from triton_gke.cli.one_line import OneLineParser, file_path, invoked_as
 from triton_gke.infra.cost import load_vm_prices, region_costs, usd_per_million
+from triton_gke.k8s.common import ArgsError
 from triton_gke.k8s.schema import ManifestError, validate_manifest
 from triton_gke.offline.lifecycle import applied_state, compare, refused, stack_of, summary, unknown_names
 from triton_gke.offline.make_args import settings_words, with_model_repo_args
@@ -34,6 +35,8 @@ from triton_gke.settings import ConfigError, StackSettings, from_stack_file, sta
 from triton_gke.settings.load_balancer import describe_split, shares_of
 from triton_gke.settings.schema import build_dir, config_schema
 from triton_gke.settings.stack import check_stack_name
+
+from triton_gke.bounded_files import one_line, read_capped_file
 
 EXIT_BAD_CONFIG = 2
 EXIT_BAD_MANIFEST = 3
@@ -109,8 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     except PlanFileError as err:
         print(f"error: --against {' '.join(str(err).split())}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    except (ConfigError, FileNotFoundError) as err:
-        # One line always: a value quoted in a message may hold a line break.
+    except (ConfigError, FileNotFoundError, ArgsError) as err:
+        # One line always: a value quoted in a message may hold a line break. ArgsError: a component refused what
+        # the settings layer let through (it should not; pulumi up prints it as one line too, a RunError).
         message = with_model_repo_args(str(err), args.stack, settings_words(args.set, args.config_file))
         message = " ".join(message.split("\n"))
         print(f"error: {message}", file=sys.stderr)
@@ -495,6 +499,7 @@ def invalid_kubernetes_objects(plan: Plan, kubernetes_version: str) -> list[str]
 # Lists (one relative path a line) the files the plan wrote into its out folder: the next plan removes
 # those and nothing else, so `--out .` or a folder holding other files can never lose a stranger's file.
 WRITTEN_LIST = ".offline-plan-files"
+_WRITTEN_LIST_MAX_BYTES = 4 * 1024 * 1024  # a plan writes ~100 files
 # Every file is created, never opened for overwriting, and never through a link: a symlink planted in the
 # out folder (or the folder of a cluster replaced by one) would otherwise send the YAML to any file the user
 # can write (O_NOFOLLOW: open(2) fails on a link as the last component, O_EXCL: fails on anything existing,
@@ -567,7 +572,11 @@ def _previously_written(out_dir: Path) -> list[PurePosixPath]:
     listing = out_dir / WRITTEN_LIST
     if _lstat(listing) is None:
         return []
-    lines = listing.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
+    # Through the one bounded reader: out_dir is the user's, and the list replaced by a FIFO must not hang the plan.
+    data = read_capped_file(listing, _WRITTEN_LIST_MAX_BYTES, "the plan's list of the files it wrote", _FolderError)
+    if b"\0" in data:  # no file name holds one
+        raise _FolderError(f"{one_line(listing)}: binary data (a NUL byte); not the plan's list of the files it wrote")
+    lines = data.decode("utf-8", errors="surrogateescape").splitlines()  # names as os.fsencode wrote them
     entries = [PurePosixPath(line) for line in lines if line.strip()]
     inside = [e for e in entries if e.parts and not e.is_absolute() and ".." not in e.parts]
     return sorted({e for e in inside if (s := _check_path(out_dir, e)) is not None and stat.S_ISREG(s.st_mode)})

@@ -40,11 +40,17 @@ from triton_gke.settings.values import CapacitySettings, StackSettings
 DERIVED_KEYS = ("gpuMinNodes", "lbMaxRatePerPod", "autoscaleQueueTimeMs")
 # A factor of 11 is no longer headroom but a different target.
 MAX_HEADROOM_PERCENT = 1000
+# More requests/s than any cluster GKE allows could serve: 15,000 nodes (settings/cluster.py MAX_NODES_PER_CLUSTER) of
+# 4 T4s at the fastest variant's few thousand requests/s each stay below 10^9. A larger target is a typo, and an
+# unbounded one would overflow the sizing arithmetic's floats.
+MAX_TARGET_RPS = 10**9
 
 
 def sized(reader: Reader, settings: StackSettings) -> StackSettings:
     """The settings with the capacity read and, with a target, the derived pool minimum, LB rate and HPA target."""
-    target = reader.integer("targetRps")
+    target = reader.integer(
+        "targetRps", maximum=MAX_TARGET_RPS, too_large=f"expected at most {MAX_TARGET_RPS} requests/s"
+    )
     headroom = _headroom_percent(reader)
     if target:
         _refuse_derived_keys_set(reader, target)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from triton_gke.observability.settings import MonitoringError, SloSettings, validate_duration, validate_slo
+from triton_gke.observability.settings import MonitoringError, SloSettings, validate_duration
 from triton_gke.settings.cluster import DISK_MAX_GB
+from triton_gke.settings.lifecycle import MAX_WAIT_S
 from triton_gke.settings.reader import Reader
 from triton_gke.settings.values import MonitoringSettings
 
@@ -18,20 +19,36 @@ OPERATOR_REFUSED = (
 )
 
 
+# The longest SLO latency (and queue-time threshold below it): Triton's exit timeout must cover the longest request at
+# the SLO, and it is at most an hour (settings/lifecycle.py MAX_WAIT_S), so no longer SLO can be coherent.
+MAX_SLO_MS = MAX_WAIT_S * 1000
+# The longest an SLO breach may last before the alert fires: a week. Prometheus takes far longer `for:` durations
+# (int64 nanoseconds), but an alert that waits a week is no alert, so a larger value is a typo.
+MAX_SLO_FOR_MINUTES = 7 * 24 * 60
+
+
 def monitoring(reader: Reader) -> MonitoringSettings:
     # Below 100: at 100 the alert (failure ratio above it) could never fire; capacity records refuse it alike.
     failure_percent = reader.integer(
         "sloMaxFailurePercent", maximum=99, too_large="expected a percentage, 0 to 99 (at 100 the alert never fires)"
     )
     slo = SloSettings(
-        latency_ms=reader.integer("sloLatencyMs", minimum=1),
-        for_minutes=reader.integer("sloForMinutes", minimum=1),
+        latency_ms=reader.integer(
+            "sloLatencyMs", minimum=1, maximum=MAX_SLO_MS, too_large=f"expected at most {MAX_SLO_MS} ms (an hour)"
+        ),
+        for_minutes=reader.integer(
+            "sloForMinutes",
+            minimum=1,
+            maximum=MAX_SLO_FOR_MINUTES,
+            too_large=f"expected at most {MAX_SLO_FOR_MINUTES} minutes (a week)",
+        ),
         max_failure_ratio=failure_percent / 100,
         # A whole number, as the default it replaces (50): the alert's expression shows it as written.
-        queue_ms=reader.integer("sloQueueTimeMs", minimum=1),
+        queue_ms=reader.integer(
+            "sloQueueTimeMs", minimum=1, maximum=MAX_SLO_MS, too_large=f"expected at most {MAX_SLO_MS} ms (an hour)"
+        ),
     )
     retention = reader.string("prometheusRetention")
-    validate_slo(slo)  # cannot fail on the whole numbers read above; guards the dataclass contract
     try:
         validate_duration("prometheusRetention", retention)
     except MonitoringError:

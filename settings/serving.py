@@ -5,14 +5,14 @@ from __future__ import annotations
 from triton_gke.loadtest import arrivals
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import (
+    FIELD_MAXIMUM,
     REFERENCE_VARIANTS,
-    UINT64_MAX,
     ModelRepoSettings,
     VariantSettings,
     gpu_memory_problem,
     image_release,
     runs_on_driver,
-    validate_settings,
+    validate_source,
 )
 from triton_gke.settings import catalogue
 from triton_gke.settings.errors import ConfigError
@@ -20,22 +20,36 @@ from triton_gke.settings.reader import Reader
 from triton_gke.settings.schema import project_dir
 from triton_gke.settings.values import ClusterSettings, GpuPoolSettings, LoadTestSettings, ServingSettings
 
-# Kubernetes API counts (replicas, HPA min/maxReplicas, ports) are "integer (int32)", e.g.
-# https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/deployment-v1/; the node limits
-# (settings/cluster.py) and the worker limit below are far lower. Triton's batch sizes and instance counts are int32
-# too (model_repo.settings.FIELD_MAXIMUM).
-INT32_MAX = 2**31 - 1
-# A Kubernetes quantity (HPA target averageValue) cannot exceed 2^63-1
-# (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/).
-QUANTITY_MAX = 2**63 - 1
-TRITON_IMAGE = "nvcr.io/nvidia/tritonserver"
+# Triton's batch sizes and instance counts are int32, its queue delay uint64: model_repo.settings.FIELD_MAXIMUM, the
+# one home of those widths (model_config.proto), bounds the stack keys that set them.
 MAX_LOCUST_WORKERS = 100
 LOCUST_ARRIVALS = tuple(k for k in arrivals.KINDS if k != "trace")
 # Longest startup budget accepted for one Triton pod (tritonStartupMinutes): 3 hours.
 MAX_STARTUP_MINUTES = 180
+# Longest queue time the HPA may target (autoscaleQueueTimeMs; TritonOnCluster's queue_time_target_us): a minute.
+# Far below a Kubernetes quantity's 2^63-1 (the HPA target's averageValue,
+# https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/): a pod whose requests queue for a
+# minute has long missed any latency SLO this toolkit sizes for, so a larger target is a typo. One bound for the stack
+# and the component: a value the settings layer let through and the component refused would stop a plan inside the
+# program, not before it.
+MAX_QUEUE_TIME_TARGET_MS = 60_000
 
 
-def model_repo(reader: Reader) -> ModelRepoSettings:
+# The stack key of each ModelRepoSettings field a model rule judges (ModelRepoError.field).
+MODEL_FIELD_KEYS = {"triton_image_tag": "tritonImageTag", "source": "modelSource", "variants": "modelVariants"}
+
+
+def _model_error(reader: Reader, err: ModelRepoError) -> ConfigError:
+    """A model rule's refusal as the stack's line: its field's key (by the table, never by the text), its reason."""
+    return ConfigError(f"{reader.full(MODEL_FIELD_KEYS[str(err.field)])}: {err.reason}")
+
+
+def model_repo(reader: Reader, gpu: GpuPoolSettings) -> ModelRepoSettings:
+    """modelVariants, modelUint8Input, the variants' tuning keys, modelSource and tritonImageTag.
+
+    The variants' own bounds are read here (FIELD_MAXIMUM), so of model_repo.settings.validate_settings only the
+    rules no read covers apply: the image tag (image_release) and the source against it (validate_source).
+    """
     known = {v.name: v for v in REFERENCE_VARIANTS}
     names = reader.strings("modelVariants")
     if not names:
@@ -57,16 +71,15 @@ def model_repo(reader: Reader) -> ModelRepoSettings:
         triton_image_tag=reader.string("tritonImageTag"),
     )
     try:
-        validate_settings(settings, gpu=None)  # the GPU's memory below, naming the stack key
+        validate_source(settings, image_release(settings.triton_image_tag))
     except ModelRepoError as err:
-        raise ConfigError(f"{reader.full(_model_key(str(err)))}: {str(err).split(': ', 1)[-1]}") from None
-    _check_fits_gpu(reader, settings)
+        raise _model_error(reader, err) from None
+    _check_fits_gpu(reader, settings, gpu.accelerator_type)
     return settings
 
 
-def _check_fits_gpu(reader: Reader, settings: ModelRepoSettings) -> None:
+def _check_fits_gpu(reader: Reader, settings: ModelRepoSettings, gpu: str) -> None:
     """Every variant's instances and batches within one GPU's memory (model_repo.settings.gpu_memory_problem)."""
-    gpu = reader.string("gpuAcceleratorType")  # already checked against the GPU catalogue (settings/cluster.py)
     memory = catalogue.gpu_memory_bytes(gpu)
     problem = gpu_memory_problem(settings, gpu, memory) if memory else None
     if problem:
@@ -85,14 +98,6 @@ def _is_small(variant: VariantSettings) -> bool:
     return reference.max_batch_size != REFERENCE_VARIANTS[0].max_batch_size
 
 
-def _model_key(message: str) -> str:
-    """The stack key behind a model-settings error (they start with the settings field they concern)."""
-    for prefix, key in (("source", "modelSource"), ("triton_image_tag", "tritonImageTag")):
-        if message.startswith(prefix):
-            return key
-    return "modelVariants"
-
-
 def _variant(reader: Reader, reference: VariantSettings, uint8_input: bool) -> VariantSettings:
     small = reference.max_batch_size != REFERENCE_VARIANTS[0].max_batch_size
     batch_key, count_key = (
@@ -101,13 +106,19 @@ def _variant(reader: Reader, reference: VariantSettings, uint8_input: bool) -> V
         else ("modelMaxBatchSize", "modelInstanceCount")
     )
     max_batch = reader.integer(
-        batch_key, minimum=1, maximum=INT32_MAX, why="int32 max_batch_size in Triton's model config"
+        batch_key,
+        minimum=1,
+        maximum=FIELD_MAXIMUM["max_batch_size"],
+        why="int32 max_batch_size in Triton's model config",
     )
     preferred = (
         max_batch
         if small
         else reader.integer(
-            "modelPreferredBatchSize", minimum=1, maximum=INT32_MAX, why="int32 in Triton's model config"
+            "modelPreferredBatchSize",
+            minimum=1,
+            maximum=FIELD_MAXIMUM["preferred_batch_size"],
+            why="int32 in Triton's model config",
         )
     )
     if preferred > max_batch:
@@ -118,24 +129,30 @@ def _variant(reader: Reader, reference: VariantSettings, uint8_input: bool) -> V
         max_batch_size=max_batch,
         preferred_batch_size=preferred,
         max_queue_delay_us=reader.integer(
-            "modelMaxQueueDelayUs", maximum=UINT64_MAX, why="uint64 in Triton's model config"
+            "modelMaxQueueDelayUs", maximum=FIELD_MAXIMUM["max_queue_delay_us"], why="uint64 in Triton's model config"
         ),
         instance_count=reader.integer(
-            count_key, minimum=1, maximum=INT32_MAX, why="int32 instance_group count in Triton"
+            count_key, minimum=1, maximum=FIELD_MAXIMUM["instance_count"], why="int32 instance_group count in Triton"
         ),
         input_dtype="UINT8" if uint8_input else "FP32",
     )
+
+
+def nodes_driver_branch(kubernetes_minor: int, driver_version: str) -> int:
+    """The NVIDIA driver branch GKE installs on GPU nodes of Kubernetes 1.`kubernetes_minor` given gpuDriverVersion
+    (the one home of this rule: the stack's check below and TritonGkeRegion, infra/region.py, both ask here)."""
+    # INSTALLATION_DISABLED deploys k8s/nvidia_driver.py's preloaded COS installer without a version, which installs
+    # the COS image's default driver, the same branch as DEFAULT.
+    choice = "DEFAULT" if driver_version == "INSTALLATION_DISABLED" else driver_version
+    return catalogue.gke_driver_branch(kubernetes_minor, choice)
 
 
 def check_image_runs_on_driver(
     reader: Reader, model_repo: ModelRepoSettings, gpu: GpuPoolSettings, cluster: ClusterSettings
 ) -> None:
     """The Triton image must run on the NVIDIA driver branch the GPU nodes get (infra/data/gke_gpu_drivers.csv)."""
-    # INSTALLATION_DISABLED deploys k8s/nvidia_driver.py's preloaded COS installer without a version, which installs
-    # the COS image's default driver, the same branch as DEFAULT.
-    choice = "DEFAULT" if gpu.driver_version == "INSTALLATION_DISABLED" else gpu.driver_version
     tag = model_repo.triton_image_tag
-    branch = catalogue.gke_driver_branch(int(cluster.kubernetes_version.split(".")[1]), choice)
+    branch = nodes_driver_branch(int(cluster.kubernetes_version.split(".")[1]), gpu.driver_version)
     if not runs_on_driver(image_release(tag), branch):
         raise reader.fail(
             "tritonImageTag",
@@ -146,14 +163,14 @@ def check_image_runs_on_driver(
         )
 
 
-def serving(reader: Reader, model_repo: ModelRepoSettings) -> ServingSettings:
+def serving(reader: Reader) -> ServingSettings:
+    """autoscaleQueueTimeMs and tritonStartupMinutes; the image is model_repo.triton_image_tag's (one field)."""
     return ServingSettings(
-        image=f"{TRITON_IMAGE}:{model_repo.triton_image_tag}",
         queue_time_target_us=reader.integer(
             "autoscaleQueueTimeMs",
             minimum=1,
-            maximum=QUANTITY_MAX // 1000,
-            why="in microseconds a Kubernetes quantity",
+            maximum=MAX_QUEUE_TIME_TARGET_MS,
+            too_large=f"expected at most {MAX_QUEUE_TIME_TARGET_MS} ms (a minute of queueing)",
         )
         * 1000,
         startup_minutes=_startup_minutes(reader),
@@ -185,27 +202,28 @@ def load_test(reader: Reader, model_repo: ModelRepoSettings) -> LoadTestSettings
         maximum=MAX_LOCUST_WORKERS,
         too_large=f"at most {MAX_LOCUST_WORKERS} workers per cluster",
     )
+    steps = rate_steps(reader)
     return LoadTestSettings(
         workers=workers,
         model=model,
         rps_per_user=reader.integer("locustRps"),
         protocol=reader.choice("locustProtocol", ("http", "grpc")),
         payload=payload,
-        rate=_rate(reader),
-        rate_steps=rate_steps(reader),
+        rate=_rate(reader, steps),
+        rate_steps=steps,
         # trace needs a file inside the Locust pods, which the stack does not ship: poisson or constant only.
         arrival=reader.choice("locustArrival", LOCUST_ARRIVALS),
     )
 
 
-def _rate(reader: Reader) -> int:
-    """locustRate: 0 (unset) or a rate the locustfile takes (arrivals.MAX_RATE bounds both)."""
+def _rate(reader: Reader, steps: str) -> int:
+    """locustRate: 0 (unset) or a rate the locustfile takes (arrivals.MAX_RATE bounds both); steps: locustRateSteps."""
     rate = reader.integer(
         "locustRate",
         maximum=int(arrivals.MAX_RATE),  # a whole number exceeds the float cap exactly when it exceeds its floor
         too_large=f"expected requests/s from 1 to {arrivals.MAX_RATE:,.0f}, or 0 for none",
     )
-    if rate and reader.string("locustRateSteps"):
+    if rate and steps:
         # The locustfile's rate_steps shape sets the rate itself and would silently override `rate`.
         raise reader.fail("locustRate", rate, "set locustRate or locustRateSteps, not both")
     return rate

@@ -67,6 +67,8 @@ config_values = (
     | st.sampled_from(YAML_SPECIALS)
     | st.sampled_from(OTHER_VALID)
     | st.integers(min_value=-(10**12), max_value=10**12).map(str)
+    # Past every float and int64: a bound missed anywhere surfaces as an OverflowError traceback, not one line.
+    | st.integers(min_value=10**12, max_value=10**400).map(str)
 )
 
 
@@ -109,6 +111,47 @@ def test_text_with_control_characters_is_refused(key: str, text: str) -> None:
     refused = _refusal(stack_settings("dev") | {f"{PROJECT}:{key}": f"{text}\x00{text}"})
     assert refused is not None and "control characters" in str(refused), refused
     assert str(refused).startswith(f"{PROJECT}:{key}: ")
+
+
+# A value no reading of the key's type takes: JSON of another type, or text that is not JSON at all.
+NOT_JSON = st.text(max_size=20).filter(lambda text: not _parses(text))
+WRONG_TYPE = {
+    "integer": st.one_of(
+        st.floats(allow_nan=False, allow_infinity=False).filter(lambda x: x != int(x)).map(json.dumps),
+        st.sampled_from(["true", "false", "null", '"3"', "[1]", '{"a": 1}', "1.5", "NaN"]),
+        st.lists(st.integers(), max_size=3).map(json.dumps),
+        NOT_JSON,
+    ),
+    "boolean": st.one_of(
+        st.integers().map(str), st.sampled_from(['"true"', "null", "[true]", "yes", "True"]), NOT_JSON
+    ),
+    "array": st.one_of(
+        st.integers().map(str),
+        st.sampled_from(["true", "null", '"us-central1"', '{"a": "b"}']),
+        st.lists(st.integers() | st.booleans() | st.none(), min_size=1, max_size=3).map(json.dumps),
+        NOT_JSON,
+    ),
+}
+
+
+def _parses(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_value_of_the_wrong_type_is_refused_naming_its_own_key(data: st.DataObject) -> None:
+    """Each key is read by one home (settings/homes.py), so its own bad value is refused under its own name, never
+    under a key read before it. (String keys: control characters, the test above.)"""
+    key = data.draw(st.sampled_from(sorted(k for k, spec in KEYS.items() if spec.type != "string")))
+    value = data.draw(WRONG_TYPE[KEYS[key].type])
+    refused = _refusal(stack_settings("dev") | {f"{PROJECT}:{key}": value})
+    assert refused is not None, f"{key}={value!r} was accepted"
+    assert str(refused).startswith(f"{PROJECT}:{key}: ") and "\n" not in str(refused), refused
 
 
 # ---------------------------------------------------------------- namespaces and secrets
