@@ -29,6 +29,8 @@ import pulumi_gcp as gcp
 from triton_gke.contracts.triton import INFERENCE_PORTS, LIVE_PATH, READY_PATH, SERVER_METADATA_PATH
 from triton_gke.infra.naming import gcp_name
 from triton_gke.infra.negs import neg_url
+from triton_gke.settings.lifecycle import DEFAULTS as LIFECYCLE_DEFAULTS
+from triton_gke.settings.lifecycle import LifecycleSettings
 
 # Google's health-check and global front-end ranges: the only sources the firewall opens.
 HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
@@ -95,6 +97,9 @@ class GlobalLoadBalancerArgs:
     rate_limit_per_minute: int = 3000
     # Only these sources reach the backends (others get 403); empty: any source.
     source_ranges: tuple[str, ...] = ()
+    # The lifecycle contract (settings/lifecycle.py): the health check's interval, timeout, thresholds and path, and
+    # the connection draining of both backend services, coherent with the Triton pods' preStop and exit timeout.
+    lifecycle: LifecycleSettings = LIFECYCLE_DEFAULTS
 
 
 class GlobalLoadBalancer(pulumi.ComponentResource):
@@ -141,18 +146,21 @@ class GlobalLoadBalancer(pulumi.ComponentResource):
             )
 
     def _health_check(self) -> gcp.compute.HealthCheck:
-        # Strict readiness: a pod is healthy only when every model it serves has loaded.
+        # Strict readiness (the contract's path, READY_PATH): a pod is healthy only when every model it serves has
+        # loaded. Interval, timeout and thresholds bound how long a gone pod still gets requests
+        # (LifecycleSettings.endpoint_removal_s, which the preStop wait covers).
+        life = self._args.lifecycle
         return gcp.compute.HealthCheck(
             f"{self._name}-ready",
             name=self._physical("ready"),
             project=self._args.project,
             http_health_check=gcp.compute.HealthCheckHttpHealthCheckArgs(
-                port=TRITON_PORTS["http"], port_specification="USE_FIXED_PORT", request_path=READY_PATH
+                port=TRITON_PORTS["http"], port_specification="USE_FIXED_PORT", request_path=life.health_check_path
             ),
-            check_interval_sec=5,
-            timeout_sec=3,
-            healthy_threshold=2,
-            unhealthy_threshold=3,
+            check_interval_sec=life.health_check_interval_s,
+            timeout_sec=life.health_check_timeout_s,
+            healthy_threshold=life.healthy_threshold,
+            unhealthy_threshold=life.unhealthy_threshold,
             opts=pulumi.ResourceOptions(parent=self),
         )
 
@@ -167,6 +175,9 @@ class GlobalLoadBalancer(pulumi.ComponentResource):
             locality_lb_policy="LEAST_REQUEST",
             health_checks=health_check.id,
             timeout_sec=60,
+            # Requests a pod had when its endpoint left the NEG may finish for this long; the load balancer sends it
+            # no new ones (https://cloud.google.com/load-balancing/docs/enabling-connection-draining).
+            connection_draining_timeout_sec=a.lifecycle.drain_timeout_s,
             backends=[self._backend(region, zone, port) for region in a.regions for zone in region.zones],
             log_config=gcp.compute.BackendServiceLogConfigArgs(enable=True, sample_rate=0.1),
             security_policy=self.security_policy.id,
@@ -231,6 +242,7 @@ class GlobalLoadBalancer(pulumi.ComponentResource):
         grpc_rule = gcp.compute.URLMapPathMatcherRouteRuleArgs(
             priority=1,
             service=grpc.id,
+            route_action=_retry_unsent(),
             match_rules=[
                 gcp.compute.URLMapPathMatcherRouteRuleMatchRuleArgs(full_path_match=f"{GRPC_SERVICE}/{method}")
                 for method in GRPC_INFERENCE_METHODS
@@ -239,6 +251,7 @@ class GlobalLoadBalancer(pulumi.ComponentResource):
         http_rule = gcp.compute.URLMapPathMatcherRouteRuleArgs(
             priority=2,
             service=http.id,
+            route_action=_retry_unsent(),
             match_rules=[
                 gcp.compute.URLMapPathMatcherRouteRuleMatchRuleArgs(full_path_match=p) for p in HTTP_FULL_PATHS
             ]
@@ -345,4 +358,24 @@ def certificate_name(stack: str, domains: Sequence[str]) -> str:
 def _source_match(ranges: list[str]) -> gcp.compute.SecurityPolicyRuleMatchArgs:
     return gcp.compute.SecurityPolicyRuleMatchArgs(
         versioned_expr="SRC_IPS_V1", config=gcp.compute.SecurityPolicyRuleMatchConfigArgs(src_ip_ranges=ranges)
+    )
+
+
+# Requests the load balancer may send again: only those no pod has started on. A pod that crashed, or was killed
+# before its endpoint left the NEG, refuses the connection; the request is then sent to another endpoint instead of
+# failing (the local proof, docs/lifecycle.md: haproxy's `retry-on conn-failure` turns a kill -9's refused
+# connections into answers, and only the requests in flight on the killed pod fail). "connect-failure: a retry is
+# attempted on failures connecting to the instance or endpoint"; "refused-stream: ... the endpoint resets the stream
+# with a REFUSED_STREAM error code. This reset type indicates that it is safe to retry" (HttpRetryPolicy,
+# https://cloud.google.com/compute/docs/reference/rest/v1/urlMaps). No 5xx or reset condition: an inference that
+# reached Triton is never run twice. An update in place: only the URL map's name and project force a replacement
+# (terraform-provider-google-beta resource_compute_url_map.go; infra/data/replacement_rules.yaml).
+RETRY_CONDITIONS = ("connect-failure", "refused-stream")
+
+
+def _retry_unsent() -> gcp.compute.URLMapPathMatcherRouteRuleRouteActionArgs:
+    return gcp.compute.URLMapPathMatcherRouteRuleRouteActionArgs(
+        retry_policy=gcp.compute.URLMapPathMatcherRouteRuleRouteActionRetryPolicyArgs(
+            retry_conditions=list(RETRY_CONDITIONS), num_retries=1
+        )
     )

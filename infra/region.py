@@ -20,7 +20,7 @@ from triton_gke.infra.negs import ZonalNegs, ZonalNegsArgs
 from triton_gke.k8s.common import ArgsError, unknown_field_problem
 from triton_gke.k8s.on_cluster import ClusterWiring, TritonOnCluster, TritonOnClusterArgs, check_args
 from triton_gke.k8s.triton import neg_names
-from triton_gke.settings.catalogue import gke_driver_branch
+from triton_gke.settings.serving import nodes_driver_branch
 
 TYPE_TOKEN = "triton-gke:index:TritonGkeRegion"
 
@@ -88,6 +88,7 @@ class TritonGkeRegion(pulumi.ComponentResource):
             neg_name_prefix=self._cluster.cluster_name,
             driver_branch=driver_branch,
             child_aliases=tuple(child_aliases),
+            kubernetes_minor=_kubernetes_minor(cluster_args),
         )
         self._triton = TritonOnCluster(
             name,
@@ -127,38 +128,40 @@ def _serving(args: Any) -> Any:
     return {**serving, "container_native_lb": True}
 
 
-def _driver_branch(cluster: Any) -> int | None:
-    """The NVIDIA driver branch GKE installs on the region's GPU nodes, as the settings layer computes it
-    (settings/serving.py check_image_runs_on_driver); None where the Kubernetes version is not plain "1.MINOR"."""
+def _kubernetes_minor(cluster: Any) -> int | None:
+    """The cluster's Kubernetes minor (33 for "1.33"); None where the version is not plain "1.MINOR"."""
     if not isinstance(cluster, GkeClusterArgs) or not isinstance(cluster.kubernetes_version, str):
         return None
     parts = cluster.kubernetes_version.split(".")
-    if len(parts) < 2 or not parts[1].isdigit():
-        return None
-    # INSTALLATION_DISABLED deploys the COS installer without a version (k8s/nvidia_driver.py): DEFAULT's branch.
-    version = cluster.gpu_pool.driver_version
-    return gke_driver_branch(int(parts[1]), "DEFAULT" if version == "INSTALLATION_DISABLED" else version)
+    return int(parts[1]) if len(parts) >= 2 and parts[1].isdigit() else None
+
+
+def _driver_branch(cluster: Any) -> int | None:
+    """The NVIDIA driver branch GKE installs on the region's GPU nodes, by the settings layer's rule
+    (settings/serving.py nodes_driver_branch); None where the Kubernetes version is not plain "1.MINOR"."""
+    minor = _kubernetes_minor(cluster)
+    return None if minor is None else nodes_driver_branch(minor, cluster.gpu_pool.driver_version)
 
 
 def _check(name: str, args: Any, serving: Any, driver_branch: int | None) -> None:
     """One ArgsError line naming the field, before any child is declared: unknown fields first."""
     where = f"TritonGkeRegion {name!r}"
     if not isinstance(args, Mapping):
-        raise ArgsError(f"{where}: args: expected a TritonGkeRegionArgs mapping, got {type(args).__name__}")
+        raise ArgsError(where, f"args: expected a TritonGkeRegionArgs mapping, got {type(args).__name__}")
     unknown = unknown_field_problem(args, TritonGkeRegionArgs.__annotations__)
     if unknown:
-        raise ArgsError(f"{where}: {unknown}")
+        raise ArgsError(where, unknown)
     if not isinstance(args.get("cluster"), GkeClusterArgs):
-        raise ArgsError(f"{where}: cluster: expected GkeClusterArgs (infra/cluster_args.py gke_cluster_args)")
+        raise ArgsError(where, "cluster: expected GkeClusterArgs (infra/cluster_args.py gke_cluster_args)")
     if not isinstance(args.get("project"), str) or not args["project"]:
-        raise ArgsError(f"{where}: project: expected the Google Cloud project ID")
+        raise ArgsError(where, "project: expected the Google Cloud project ID")
     if args["cluster"].region != name:
-        raise ArgsError(f"{where}: cluster: its region {args['cluster'].region!r} is not this component's name")
+        raise ArgsError(where, f"cluster: its region {args['cluster'].region!r} is not this component's name")
     if isinstance(serving, Mapping) and "kubeconfig" in serving:
-        raise ArgsError(f"{where}: serving.kubeconfig: leave it out; the region's own cluster provider is used")
+        raise ArgsError(where, "serving.kubeconfig: leave it out; the region's own cluster provider is used")
     if isinstance(serving, Mapping) and serving.get("container_native_lb") is False:
-        raise ArgsError(f"{where}: serving.container_native_lb: leave it out; the region's load balancer needs NEGs")
+        raise ArgsError(where, "serving.container_native_lb: leave it out; the region's load balancer needs NEGs")
     try:
         check_args(name, serving, driver_branch=driver_branch)
     except ArgsError as err:
-        raise ArgsError(f"{where}: serving: {str(err).split(': ', 1)[1]}") from None
+        raise ArgsError(where, f"serving: {err.problem}") from None

@@ -148,15 +148,21 @@ class TritonGkeSystem(pulumi.ComponentResource):
             ),
             opts=self._moved,
         )
-        self._regions = {
-            region.name: TritonGkeRegion(
-                region.name,
-                self._region_args(settings, region, digest),
-                opts=pulumi.ResourceOptions(parent=self),
-                child_aliases=child_aliases,
-            )
-            for region in settings.regions
-        }
+        try:
+            self._regions = {
+                region.name: TritonGkeRegion(
+                    region.name,
+                    self._region_args(settings, region, digest),
+                    opts=pulumi.ResourceOptions(parent=self),
+                    child_aliases=child_aliases,
+                )
+                for region in settings.regions
+            }
+        except Exception:
+            # A region refused its args: the binding above still waits for the clusters, and the SDK waits for every
+            # registration before it reports the program's error, so without this the run would hang, not fail.
+            resolve_clusters(pulumi.Output.from_input([]))
+            raise
         resolve_clusters(pulumi.Output.from_input([r.cluster.cluster for r in self._regions.values()]))
         self._lb = self._load_balancer(settings) if settings.load_balancer.enabled else None
 
@@ -217,6 +223,7 @@ class TritonGkeSystem(pulumi.ComponentResource):
                 model_digest=digest,
                 load_test=_load_test(settings),
                 monitoring=_monitoring(settings, region.name),
+                lifecycle=settings.lifecycle,
             ),
             python=self._python,
         )
@@ -244,6 +251,7 @@ class TritonGkeSystem(pulumi.ComponentResource):
                 domain=lb.domain,
                 rate_limit_per_minute=lb.rate_limit_per_minute,
                 source_ranges=lb.source_ranges,
+                lifecycle=settings.lifecycle,
             ),
             opts=self._moved,
         )
@@ -291,21 +299,21 @@ def _checked(name: str, args: TritonGkeSystemArgs) -> StackSettings:
     """The settings, or one ArgsError line naming the field, before any child is declared."""
     where = f"TritonGkeSystem {name!r}"
     if not isinstance(args, dict):
-        raise ArgsError(f"{where}: args: expected a TritonGkeSystemArgs mapping, got {type(args).__name__}")
+        raise ArgsError(where, f"args: expected a TritonGkeSystemArgs mapping, got {type(args).__name__}")
     unknown = sorted(set(args) - set(TritonGkeSystemArgs.__annotations__))
     if unknown:
         raise ArgsError(
-            f"{where}: {unknown[0]}: unknown field; expected settings and optionally python, model_repository_dir"
+            where, f"{unknown[0]}: unknown field; expected settings and optionally python, model_repository_dir"
         )
     settings = args.get("settings")
     if not isinstance(settings, StackSettings):
-        raise ArgsError(f"{where}: settings: expected StackSettings (triton_gke.settings.load_stack_settings)")
+        raise ArgsError(where, "settings: expected StackSettings (triton_gke.settings.load_stack_settings)")
     python = args.get("python", VENV_PYTHON)
     if not isinstance(python, str) or not python.strip():
-        raise ArgsError(f"{where}: python: {python!r} is not valid; expected the path of a Python interpreter")
+        raise ArgsError(where, f"python: {python!r} is not valid; expected the path of a Python interpreter")
     folder = args.get("model_repository_dir", "build/model_repository")
     if not isinstance(folder, str) or not folder.strip():
-        raise ArgsError(f"{where}: model_repository_dir: {folder!r} is not valid; expected the built repository's path")
+        raise ArgsError(where, f"model_repository_dir: {folder!r} is not valid; expected the built repository's path")
     return settings
 
 

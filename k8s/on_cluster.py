@@ -28,16 +28,20 @@ from triton_gke.k8s.common import ArgsError, unknown_field_problem
 from triton_gke.k8s.loadtest import LOCUST_NAMESPACE, LoadTest, LoadTestArgs
 from triton_gke.k8s.monitoring import MONITORING_NAMESPACE, PROMETHEUS_URL, Monitoring, MonitoringArgs
 from triton_gke.k8s.triton import TRITON_NAMESPACE, TritonServing, TritonServingArgs, triton_address
+from triton_gke.model_repo.settings import TRITON_IMAGE_TAG
 from triton_gke.observability.settings import SloSettings
+from triton_gke.settings.lifecycle import DEFAULTS as LIFECYCLE_DEFAULTS
+from triton_gke.settings.lifecycle import LifecycleSettings
 
 # The component provider host names a component `<package>:index:<ClassName>` (pulumi/provider/experimental/
 # component.py validate_resource_type accepts only the `index` module; analyzer.py: "all the Pulumi types have the
 # typestring `<provider>:index:<type>`"): the in-process token is the same, so both paths give one URN.
 TYPE_TOKEN = "triton-gke:index:TritonOnCluster"
 TRITON_IMAGE = "nvcr.io/nvidia/tritonserver"
-# The stack's defaults (Pulumi.yaml: tritonImageTag, gpuAcceleratorType, gpuMinNodes, gpuMaxNodes, ...): k8s/ may not
-# read settings/, so tests/unit/infra/test_public_components.py checks these equal the schema's defaults.
-DEFAULT_IMAGE_TAG = "25.06-py3"
+# The stack's defaults (Pulumi.yaml: tritonImageTag, gpuAcceleratorType, gpuMinNodes, gpuMaxNodes, ...):
+# tests/unit/infra/test_public_components.py checks these equal the schema's defaults. The tag is the model
+# repository's own default (one value: the build records it, and the image must match the build).
+DEFAULT_IMAGE_TAG = TRITON_IMAGE_TAG
 DEFAULT_ACCELERATOR = "nvidia-tesla-t4"
 DEFAULT_MIN_REPLICAS, DEFAULT_MAX_REPLICAS = 1, 3
 DEFAULT_STARTUP_MINUTES = 40
@@ -115,6 +119,11 @@ class ClusterWiring:
     # derives their descendants' aliases from these (https://www.pulumi.com/docs/iac/concepts/resources/options/aliases/:
     # "the engine combines a parent's aliases with each child's own name and type").
     child_aliases: Sequence[pulumi.Alias] = ()
+    # The stack's lifecycle contract (settings/lifecycle.py): preStop, exit timeout, grace period, readiness gate,
+    # disruption budget of the Triton pods; the global load balancer's health check and draining follow the same.
+    lifecycle: LifecycleSettings = LIFECYCLE_DEFAULTS
+    # The cluster's Kubernetes minor (33 for 1.33) where the composer knows it; it picks the preStop handler.
+    kubernetes_minor: int | None = None
 
 
 class TritonOnCluster(pulumi.ComponentResource):
@@ -217,6 +226,8 @@ class TritonOnCluster(pulumi.ComponentResource):
             neg_cleanup=tuple(wiring.neg_cleanup),
             node_selector=a.get("gpu_node_selector"),
             toleration_key=a.get("gpu_toleration_key"),
+            lifecycle=wiring.lifecycle,
+            kubernetes_minor=wiring.kubernetes_minor,
         )
 
     def _with_aliases(self, child: pulumi.ResourceOptions, wiring: ClusterWiring) -> pulumi.ResourceOptions:
@@ -316,9 +327,9 @@ def check_args(name: str, args: Any, *, driver_branch: int | None = None) -> Non
     """
     where = f"TritonOnCluster {name!r}"
     if not isinstance(args, Mapping):
-        raise ArgsError(f"{where}: args: expected a TritonOnClusterArgs mapping, got {type(args).__name__}")
+        raise ArgsError(where, f"args: expected a TritonOnClusterArgs mapping, got {type(args).__name__}")
     for problem in _problems(name, args, driver_branch):
-        raise ArgsError(f"{where}: {problem}")
+        raise ArgsError(where, problem)
 
 
 def _problems(name: str, args: Mapping[str, Any], driver_branch: int | None) -> list[str]:

@@ -31,6 +31,8 @@ from triton_gke.k8s.common import (
     non_root_pod_security,
     restricted_namespace,
 )
+from triton_gke.settings.lifecycle import DEFAULTS as LIFECYCLE_DEFAULTS
+from triton_gke.settings.lifecycle import LifecycleSettings
 
 ADMIN_KEY_HEADER = "triton-admin-key"
 ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
@@ -41,6 +43,12 @@ TRITON_UID = 1000  # the triton-server user of NVIDIA's image
 # Pod-template annotation holding the model repository's digest: a model change is a template change, so a rollout.
 MODEL_DIGEST_ANNOTATION = "triton-gke/model-repository-digest"
 STARTUP_PROBE_PERIOD_S = 10
+# The pod condition GKE's NEG controller sets once the pod's endpoint passes the load balancer's health check
+# (kubernetes/ingress-gce pkg/neg/types/shared/types.go NegReadinessGate). See TritonServing._readiness_gates.
+NEG_READINESS_GATE = "cloud.google.com/load-balancer-neg-ready"
+# The preStop `sleep` action: beta and on by default from Kubernetes 1.30, GA in 1.34 (KEP-3960,
+# https://github.com/kubernetes/enhancements/issues/3960); before 1.30 the hook runs the image's `sleep` instead.
+SLEEP_ACTION_MINOR = 30
 
 
 def triton_address(protocol: str) -> str:
@@ -53,8 +61,18 @@ def neg_names(prefix: str) -> dict[str, str]:
     return {port: f"{prefix}-{port}" for port in ("http", "grpc")}
 
 
-def triton_server_args(model_repository: str, gpu: bool = True, admin_key: str = f"$({ADMIN_KEY_ENV})") -> list[str]:
-    """tritonserver's command line; local runs reuse it with a local repository and gpu=False."""
+def triton_server_args(
+    model_repository: str,
+    gpu: bool = True,
+    admin_key: str = f"$({ADMIN_KEY_ENV})",
+    exit_timeout_s: int = LIFECYCLE_DEFAULTS.exit_timeout_s,
+) -> list[str]:
+    """tritonserver's command line; local runs reuse it with a local repository and gpu=False.
+
+    exit_timeout_s: --exit-timeout-secs, how long requests in flight may finish after SIGTERM (the lifecycle
+    contract's exit_timeout_s, settings/lifecycle.py; Triton's HTTP and gRPC front ends wait for them:
+    triton-inference-server/server PRs #6986 and #7969).
+    """
     restricted = f"{','.join(RESTRICTED_APIS)}:{ADMIN_KEY_HEADER}={admin_key}"
     return [
         "tritonserver",
@@ -75,7 +93,7 @@ def triton_server_args(model_repository: str, gpu: bool = True, admin_key: str =
         f"--metrics-config=summary_quantiles={SUMMARY_QUANTILES}",
         f"--http-restricted-api={restricted}",
         f"--grpc-restricted-protocol={restricted}",
-        "--exit-timeout-secs=20",
+        f"--exit-timeout-secs={exit_timeout_s}",
     ]
 
 
@@ -114,11 +132,26 @@ class TritonServingArgs:
     # (contracts/placement.py); a cluster with other GPU node labels or taints names its own.
     node_selector: pulumi.Input[Mapping[str, str]] | None = None
     toleration_key: pulumi.Input[str] | None = None
+    # How a pod leaves the load balancer: preStop wait, exit timeout, grace period, readiness gate, disruption budget.
+    lifecycle: LifecycleSettings = LIFECYCLE_DEFAULTS
+    # The cluster's Kubernetes minor (33 for 1.33) where known: it picks the preStop handler (pre_stop_handler).
+    kubernetes_minor: int | None = None
 
 
 def startup_probe_failures(startup_minutes: int) -> int:
     """failureThreshold of the startup probe so that it allows `startup_minutes` (period STARTUP_PROBE_PERIOD_S)."""
     return startup_minutes * 60 // STARTUP_PROBE_PERIOD_S
+
+
+def pre_stop_handler(seconds: int, kubernetes_minor: int | None) -> kubernetes.core.v1.LifecycleHandlerArgs:
+    """The preStop wait: the kubelet's own `sleep` action (no binary needed in the image) from Kubernetes 1.30, where
+    it is on by default (KEP-3960); on older clusters the image's `sleep` (NVIDIA's Triton images are Ubuntu-based,
+    https://docs.nvidia.com/deeplearning/frameworks/support-matrix/index.html). Unknown minor: the sleep action."""
+    if kubernetes_minor is not None and kubernetes_minor < SLEEP_ACTION_MINOR:
+        return kubernetes.core.v1.LifecycleHandlerArgs(
+            exec_=kubernetes.core.v1.ExecActionArgs(command=["sleep", str(seconds)])
+        )
+    return kubernetes.core.v1.LifecycleHandlerArgs(sleep=kubernetes.core.v1.SleepActionArgs(seconds=seconds))
 
 
 def triton_timeouts(startup_minutes: int, max_replicas: int) -> tuple[pulumi.CustomTimeouts, pulumi.CustomTimeouts]:
@@ -246,7 +279,9 @@ class TritonServing(pulumi.ComponentResource):
                 # One pod per GPU node: it takes every GPU of the node, and never shares a node with another.
                 affinity=_one_pod_per_node(self.labels),
                 security_context=non_root_pod_security(TRITON_UID),
-                termination_grace_period_seconds=30,
+                # From deletion to SIGKILL, preStop included: preStop + exit timeout + margin (settings/lifecycle.py).
+                termination_grace_period_seconds=a.lifecycle.termination_grace_s,
+                readiness_gates=self._readiness_gates,
                 containers=[self._container(admin_secret)],
                 volumes=[
                     # TensorRT engines are built at model load (minutes on a T4) and kept for the pod's life.
@@ -266,7 +301,9 @@ class TritonServing(pulumi.ComponentResource):
         return kubernetes.core.v1.ContainerArgs(
             name="tritonserver",
             image=a.image,
-            args=pulumi.Output.from_input(a.model_repository).apply(triton_server_args),
+            args=pulumi.Output.from_input(a.model_repository).apply(
+                lambda repository: triton_server_args(repository, exit_timeout_s=a.lifecycle.exit_timeout_s)
+            ),
             env=[
                 kubernetes.core.v1.EnvVarArgs(
                     name=ADMIN_KEY_ENV,
@@ -297,15 +334,41 @@ class TritonServing(pulumi.ComponentResource):
             ),
             readiness_probe=http_probe(READY_PATH, "http", period=5, failures=3, timeout=3),
             liveness_probe=http_probe(LIVE_PATH, "http", period=10, failures=3, timeout=3),
+            # Keep serving until the load balancer has stopped sending (NEG detach, health check, programming): only
+            # then SIGTERM, on which Triton refuses new connections (triton-inference-server/server#6230).
+            lifecycle=kubernetes.core.v1.LifecycleArgs(
+                pre_stop=pre_stop_handler(a.lifecycle.pre_stop_s, a.kubernetes_minor)
+            ),
         )
 
+    @property
+    def _readiness_gates(self) -> list[kubernetes.core.v1.PodReadinessGateArgs] | None:
+        """The NEG readiness gate on pods behind the standalone NEGs: a rollout then waits for each new pod to pass
+        the load balancer's health check before removing an old one.
+
+        GKE turns the gate on by itself only for container-native load balancing through Ingress ("Pod readiness",
+        https://cloud.google.com/kubernetes-engine/docs/concepts/container-native-load-balancing). For the standalone
+        NEGs of the `exposed_ports` annotation the NEG controller does reflect the condition
+        (kubernetes/ingress-gce pkg/neg/controller.go mergeStandaloneNEGsPortInfo builds their PortInfo with
+        readinessGate true), but only for pods whose spec lists the gate (pkg/neg/readiness/utils.go needToProcess),
+        and nothing in ingress-gce adds it, so it is declared here. A NEG not yet attached to a health-checked backend
+        service marks it true at once (pkg/neg/readiness/reflector.go getExpectedNegCondition), so a first `up` does
+        not wait for the load balancer; a pod still unhealthy 10 minutes after creation is marked true too
+        (reflector.go unreadyTimeout). Without NEGs nothing would ever set it: no gate.
+        """
+        a = self._args
+        if a.neg_name_prefix is None or not a.lifecycle.neg_readiness_gate:
+            return None
+        return [kubernetes.core.v1.PodReadinessGateArgs(condition_type=NEG_READINESS_GATE)]
+
     def _disruption_budget(self, ns: pulumi.Input[str]) -> None:
-        # At most one Triton pod down at a time for node drains, as in a rollout (ROLLING_ONE_AT_A_TIME).
+        # Pods a node drain may take down at a time (tritonMaxUnavailable; 1: as a rollout, ROLLING_ONE_AT_A_TIME).
         kubernetes.policy.v1.PodDisruptionBudget(
             f"{self._name}-pdb",
             metadata=kubernetes.meta.v1.ObjectMetaArgs(name=TRITON_APP, namespace=ns),
             spec=kubernetes.policy.v1.PodDisruptionBudgetSpecArgs(
-                max_unavailable=1, selector=kubernetes.meta.v1.LabelSelectorArgs(match_labels=self.labels)
+                max_unavailable=self._args.lifecycle.pdb_max_unavailable,
+                selector=kubernetes.meta.v1.LabelSelectorArgs(match_labels=self.labels),
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -84,7 +84,7 @@ class NetworkNamespace:
 
     def __init__(self) -> None:
         self._holder: subprocess.Popen[str] | None = None
-        self._forwarders: list[_Forwarder] = []
+        self._forwarders: list[_Forwarder | _Inbound] = []
 
     def __enter__(self) -> NetworkNamespace:
         return self.open()
@@ -120,6 +120,10 @@ class NetworkNamespace:
         self._forwarders.append(forwarder)
         return forwarder.host_port
 
+    def reach(self, port: int) -> None:
+        """Let processes inside reach the host's 127.0.0.1:port at their own 127.0.0.1:port (that port only)."""
+        self._forwarders.append(_Inbound(self.path, port))
+
     def close(self) -> None:
         for forwarder in self._forwarders:
             forwarder.close()
@@ -134,15 +138,71 @@ class NetworkNamespace:
             self._holder = None
 
 
-class _Forwarder:
-    """TCP relay: 127.0.0.1:host_port on the host -> 127.0.0.1:port inside a namespace."""
+class NamedNamespace(NetworkNamespace):
+    """A loopback-only namespace with a name, /var/run/netns/NAME (ip-netns(8)), so that other programs can name
+    it: haproxy's `namespace` server keyword opens its connections there (sandbox/balancer.py). It lives until
+    close() deletes it, not as long as a process does; its name carries the creating process's id so a later run
+    can delete what a killed one left (delete_stale)."""
 
-    def __init__(self, ns_path: str, port: int) -> None:
-        self._ns_path, self._port = ns_path, port
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.host_port: int = self._listener.getsockname()[1]
+    PREFIX = "triton-gke-"
+
+    def __init__(self, tag: str) -> None:
+        super().__init__()
+        self.name = f"{self.PREFIX}{os.getpid()}-{tag}"
+        self._created = False
+
+    def open(self) -> NamedNamespace:
+        _ip("netns", "add", self.name)
+        self._created = True
+        try:
+            _ip("-n", self.name, "link", "set", "lo", "up")
+        except RuntimeError:
+            self.close()
+            raise
+        return self
+
+    @property
+    def path(self) -> str:
+        return f"/var/run/netns/{self.name}"
+
+    def close(self) -> None:
+        super().close()
+        if self._created:
+            with contextlib.suppress(RuntimeError):
+                _ip("netns", "delete", self.name)
+            self._created = False
+
+    @classmethod
+    def delete_stale(cls) -> list[str]:
+        """Delete the named namespaces of runs whose process is gone; their names."""
+        folder = Path("/var/run/netns")
+        stale = []
+        for entry in sorted(folder.glob(f"{cls.PREFIX}*")) if folder.is_dir() else []:
+            pid = entry.name.removeprefix(cls.PREFIX).split("-", 1)[0]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                with contextlib.suppress(RuntimeError):
+                    _ip("netns", "delete", entry.name)
+                    stale.append(entry.name)
+        return stale
+
+
+def _ip(*args: str) -> None:
+    done = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {' '.join(done.stderr.split()) or f'exit code {done.returncode}'}")
+
+
+class _Relay:
+    """A TCP relay: each connection accepted on `_listener` is piped to the upstream `_upstream()` opens."""
+
+    _listener: socket.socket
+
+    def _start(self, name: str) -> None:
         self._closed = False
-        threading.Thread(target=self._accept_loop, daemon=True, name=f"forward-{port}").start()
+        threading.Thread(target=self._accept_loop, daemon=True, name=name).start()
+
+    def _upstream(self) -> socket.socket:
+        raise NotImplementedError
 
     def _accept_loop(self) -> None:
         while not self._closed:
@@ -154,8 +214,7 @@ class _Forwarder:
 
     def _serve(self, client: socket.socket) -> None:
         try:
-            _setns(self._ns_path)  # this thread only: the upstream socket is created inside
-            upstream = socket.create_connection(("127.0.0.1", self._port), timeout=10)
+            upstream = self._upstream()
             upstream.settimeout(None)
         except OSError:
             client.close()
@@ -168,6 +227,48 @@ class _Forwarder:
         with contextlib.suppress(OSError):
             self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
+
+
+class _Forwarder(_Relay):
+    """TCP relay: 127.0.0.1:host_port on the host -> 127.0.0.1:port inside a namespace."""
+
+    def __init__(self, ns_path: str, port: int) -> None:
+        self._ns_path, self._port = ns_path, port
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.host_port: int = self._listener.getsockname()[1]
+        self._start(f"forward-{port}")
+
+    def _upstream(self) -> socket.socket:
+        _setns(self._ns_path)  # this (per-connection) thread only: the upstream socket is created inside
+        return socket.create_connection(("127.0.0.1", self._port), timeout=10)
+
+
+class _Inbound(_Relay):
+    """TCP relay the other way: 127.0.0.1:port inside a namespace -> 127.0.0.1:port on the host."""
+
+    def __init__(self, ns_path: str, port: int) -> None:
+        self._port = port
+        made: list[socket.socket | OSError] = []
+        # A thread that entered the namespace creates the listener (setns moves only the calling thread);
+        # the relays run in threads of this process's own namespace, so their upstream is the host's.
+        maker = threading.Thread(target=lambda: made.append(_listener_in(ns_path, port)))
+        maker.start()
+        maker.join()
+        if isinstance(made[0], OSError):
+            raise made[0]
+        self._listener = made[0]
+        self._start(f"inbound-{port}")
+
+    def _upstream(self) -> socket.socket:
+        return socket.create_connection(("127.0.0.1", self._port), timeout=10)
+
+
+def _listener_in(ns_path: str, port: int) -> socket.socket | OSError:
+    try:
+        _setns(ns_path)
+        return socket.create_server(("127.0.0.1", port))
+    except OSError as err:
+        return err
 
 
 def _pump(src: socket.socket, dst: socket.socket) -> None:

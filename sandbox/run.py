@@ -1,7 +1,7 @@
 """The stack's serving path on this machine, with real software: `make sandbox`.
 
     triton-gke sandbox [--stack dev] [--duration 20] [--users N] [--keep-data] [--no-isolation]
-                   [--out build/sandbox] [--set KEY=VALUE] [--config-file FILE]
+                   [--out build/sandbox] [--set KEY=VALUE] [--config-file FILE] [--scenario load|rollout]
 
 1. builds the stack's model repository (CPU twins in build/model_repository_cpu);
 2. starts a GCS emulator and uploads the twins with model_repo.sync into gs://BUCKET/PREFIX;
@@ -10,6 +10,9 @@
 4. starts Prometheus with the generated config (file_sd in place of kubernetes_sd) and rules;
 5. runs the project's locustfile headless against Triton with the stack's load-test settings;
 6. prints a report and writes it to OUT/report.json, with Locust's CSV files beside it.
+
+--scenario rollout runs sandbox/rollout.py instead: two replicas behind haproxy through a rolling replacement,
+a scale-in, a Spot preemption, a model update and a crash, with the stack's lifecycle values; OUT/rollout/.
 
 Every process it starts is stopped on success, failure, Ctrl-C, SIGTERM and SIGHUP. A part that cannot
 start is named in one line on stderr; exit codes: 1 a part failed, 2 bad settings, 130/143/129 interrupted
@@ -36,7 +39,7 @@ from triton_gke.observability.settings import TRITON_PODS
 from triton_gke.offline.build_models import cpu_twins
 from triton_gke.offline.plan import overrides_from
 from triton_gke.sandbox import components as parts
-from triton_gke.sandbox import leftovers, single_run
+from triton_gke.sandbox import leftovers, rollout, single_run
 from triton_gke.sandbox import report as reporting
 from triton_gke.sandbox.components import ComponentError, LoadSettings, LocustLoad, ScrapeTargets
 from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
@@ -46,6 +49,7 @@ from triton_gke.sandbox.triton import TritonServer
 from triton_gke.settings import ConfigError, StackSettings, from_stack_file
 from triton_gke.settings.schema import build_dir, project_dir
 
+SCENARIOS = ("load", "rollout")
 SCRAPE_INTERVAL_S = 2  # short, so a run of a few seconds still gets a dozen samples
 TICK_S = 5.0
 FIRST_SCRAPE_TIMEOUT_S = 30.0
@@ -256,6 +260,11 @@ def run(args: argparse.Namespace, settings: StackSettings, progress: Progress, c
     except single_run.SandboxBusy as err:
         raise ComponentError(str(err)) from None
     state = track_this_run(progress, cleanup)
+    if args.scenario == "rollout":  # sandbox/rollout.py: replicas behind haproxy through rollouts, under load
+        out = args.out.resolve() / "rollout"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        return rollout.run(settings, out, progress, cleanup, state)
     out = prepare_out(args.out.resolve(), args.keep_data)
     lt = settings.load_test
     load = LoadSettings(
@@ -316,6 +325,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--stack", default="dev", help="stack whose settings are used (default: dev)")
     parser.add_argument("--duration", type=_positive, default=20, help="seconds of load (default: 20)")
     parser.add_argument("--users", type=_positive, default=4, help="simulated Locust users (default: 4)")
+    parser.add_argument(
+        "--scenario",
+        choices=SCENARIOS,
+        default=SCENARIOS[0],
+        help="load: one Triton under load (default); rollout: two replicas behind haproxy through rollouts, "
+        "scale-in, Spot preemption, a model update and a crash, counting every failed request (OUT/rollout/; "
+        "its load is fixed: --duration, --users, --keep-data and --no-isolation do not apply)",
+    )
     parser.add_argument("--keep-data", action="store_true", help="keep the Prometheus TSDB in OUT/prometheus-data")
     parser.add_argument(
         "--no-isolation",

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from triton_gke.settings import capacity, cluster, keys, load_balancer, model_store, monitoring, serving
+from triton_gke.settings import capacity, cluster, keys, lifecycle, load_balancer, model_store, monitoring, serving
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.reader import Reader
 from triton_gke.settings.schema import config_schema
@@ -38,7 +38,7 @@ def load_stack_settings(
     gpu_pool = cluster.gpu_pool(reader, gpu_catalogue)
     regions = cluster.regions(reader, gpu_catalogue, gpu_pool.accelerator_type)
     cluster.check_provider_location(config, regions)
-    model_repo = serving.model_repo(reader)
+    model_repo = serving.model_repo(reader, gpu_pool)
     cluster_settings = cluster.cluster(reader)
     cpu_pool = cluster.cpu_pool(reader)
     cluster.check_nodes_per_zone(reader, regions, cpu_pool, gpu_pool)
@@ -53,11 +53,14 @@ def load_stack_settings(
         gpu_catalogue=gpu_catalogue,
         model_store=model_store.model_store(reader, regions),
         model_repo=model_repo,
-        serving=serving.serving(reader, model_repo),
+        serving=serving.serving(reader),
         load_test=serving.load_test(reader, model_repo),
         web_ui_source_ranges=cidr_ranges(reader, "webUiSourceRanges"),
         load_balancer=load_balancer.load_balancer(reader),
-        monitoring=monitoring.monitoring(reader),
+        monitoring=(monitored := monitoring.monitoring(reader)),
+        # After monitoring, the home of sloLatencyMs (settings/homes.py): the exit timeout must cover the longest
+        # request at the SLO.
+        lifecycle=lifecycle.lifecycle(reader, gpu_pool.spot, monitored.slo.latency_ms),
     )
     # Last: a target replaces the explicit pool minimum, LB rate and HPA target; then the SLO knobs must nest.
     return capacity.sized(reader, explicit)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from triton_gke.model_repo.settings import ModelRepoSettings
 from triton_gke.observability.settings import SloSettings
 from triton_gke.settings.catalogue import GpuCatalogue
+from triton_gke.settings.lifecycle import DEFAULTS as LIFECYCLE_DEFAULTS
+from triton_gke.settings.lifecycle import LifecycleSettings
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,8 @@ class ModelStoreSettings:
 
 @dataclass(frozen=True)
 class ServingSettings:
-    image: str
+    # The Triton image is not here: its one field is ModelRepoSettings.triton_image_tag (the build records it too),
+    # and k8s/on_cluster.py derives the image reference from it.
     queue_time_target_us: int
     # tritonStartupMinutes: the one budget Triton's startup probe and Pulumi's waits derive from (k8s/triton.py).
     startup_minutes: int = 40
@@ -139,3 +142,5 @@ class StackSettings:
     load_balancer: LoadBalancerSettings
     monitoring: MonitoringSettings
     capacity: CapacitySettings = CapacitySettings()
+    # How a Triton pod leaves the load balancer (settings/lifecycle.py): preStop, exit timeout, grace, health check.
+    lifecycle: LifecycleSettings = LIFECYCLE_DEFAULTS

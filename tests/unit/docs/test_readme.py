@@ -69,6 +69,10 @@ NOT_RUN: dict[str, str] = {
         "measures every variant for about 30 minutes on 2 cores; tests/unit/capacity/test_records.py runs a short "
         "benchmark that writes records"
     ),
+    "make sandbox ARGS='--scenario rollout'": (
+        "runs about 4 minutes with dev's lifecycle values (docs/results/rollout-dev.json is its committed run); "
+        "tests/live/sandbox/test_rollout.py runs the same proof with shorter waits, and the command until Ctrl-C"
+    ),
     "make capacity-compare ARGS='capacity/records build/bench-new/records'": (
         "needs the records of the benchmark above; tests/unit/capacity/test_records.py runs make capacity-compare"
     ),

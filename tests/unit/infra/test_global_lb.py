@@ -160,6 +160,20 @@ def test_url_map_routes_inference_only(prod_plan):
         assert routed_service(url_map.inputs, path) is None, f"{path} must not reach Triton"
 
 
+def test_inference_routes_resend_only_requests_no_pod_started(prod_plan):
+    """A refused connection (a crashed or killed pod still in its NEG) is sent once more, elsewhere; nothing that
+    reached Triton is (no 5xx, reset or gateway-error condition): "connect-failure", "refused-stream" are the
+    conditions under which no byte of the request was processed (HttpRetryPolicy,
+    https://cloud.google.com/compute/docs/reference/rest/v1/urlMaps). The local proof's kill -9 row depends on it."""
+    (url_map,) = prod_plan.of_type(URL_MAP)
+    (matcher,) = url_map.inputs["pathMatchers"]
+    policies = [rule["routeAction"]["retryPolicy"] for rule in matcher["routeRules"]]
+    assert len(policies) == 2  # gRPC and HTTP inference
+    for policy in policies:
+        assert sorted(policy["retryConditions"]) == ["connect-failure", "refused-stream"]
+        assert policy["numRetries"] == 1
+
+
 def test_forwarding_rules_are_explicitly_external_managed(prod_plan):
     rules = prod_plan.of_type("gcp:compute/globalForwardingRule:GlobalForwardingRule")
     assert [r.inputs["portRange"] for r in rules] == ["80"]

@@ -177,3 +177,35 @@ def test_kubeconfigs_are_exported_as_secrets_and_use_the_gke_auth_plugin(dev_pla
     providers = dev_plan.of_type(K8S_PROVIDER)
     assert providers and all(p.inputs["kubeconfig"] == "[secret]" for p in providers)
     assert set(dev_plan.outputs) >= {"clusters", "endpoints", "kubeconfigs"}
+
+
+def test_a_region_refusing_its_args_fails_the_program_instead_of_hanging_it(monkeypatch):
+    """The bucket's binding waits for the clusters through a deferred Output; had a region refused its args before
+    handing them over, the SDK would wait for that registration forever before reporting the error. Here the
+    component's bound is made tighter than the stack's, so the region refuses what the settings layer let through."""
+    import signal
+
+    from triton_gke.k8s import on_cluster_args
+    from triton_gke.k8s.common import ArgsError
+
+    monkeypatch.setitem(on_cluster_args.LIMITS, "queue_time_target_us", (1, 1000))
+
+    def hung(*_: object) -> None:
+        raise TimeoutError("the program hung instead of failing")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        with pytest.raises(ArgsError, match="queue_time_target_us"):
+            evaluate("dev")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_the_stack_and_the_component_share_one_queue_time_bound():
+    """One bound, so the settings layer refuses (in one line, before any resource) all the component would."""
+    from triton_gke.k8s.on_cluster_args import LIMITS
+    from triton_gke.settings.serving import MAX_QUEUE_TIME_TARGET_MS
+
+    assert LIMITS["queue_time_target_us"] == (1, MAX_QUEUE_TIME_TARGET_MS * 1000)

@@ -68,9 +68,21 @@ WRONG_TYPES = st.one_of(
     st.lists(st.integers(0, 9), max_size=2),
 )
 
-QUANTITY_MS = (2**63 - 1) // 1000
-# Alert threshold and SLO above any queue time, so the SLO knobs nest whatever the delay and HPA target.
-NESTED_ABOVE = {"sloQueueTimeMs": 2**63, "sloLatencyMs": 2**64}
+# The longest SLO a stack can have: Triton's exit timeout must cover the longest request at the SLO, and on dev's Spot
+# pool preStop + exit timeout + 2 s fit the 15 s a preempted pod gets (settings/lifecycle.py). With the fastest
+# health check (1 s, 1 failure, no programming allowance) preStop is 1 s, so the exit timeout and the SLO reach 12 s.
+LONGEST_SLO_MS = 12_000
+LONGEST_SLO_LIFECYCLE = {
+    "lbHealthCheckIntervalSeconds": 1,
+    "lbHealthCheckTimeoutSeconds": 1,
+    "lbUnhealthyThreshold": 1,
+    "lbProgrammingSeconds": 0,
+    "tritonPreStopSeconds": 1,
+    "tritonExitTimeoutSeconds": LONGEST_SLO_MS // 1000,
+    "lbDrainingTimeoutSeconds": LONGEST_SLO_MS // 1000,
+}
+# Alert threshold and SLO at the top, so the SLO knobs nest for every delay and HPA target below them.
+NESTED_ABOVE = {"sloQueueTimeMs": LONGEST_SLO_MS - 1, "sloLatencyMs": LONGEST_SLO_MS} | LONGEST_SLO_LIFECYCLE
 # key -> (lowest, highest, context that keeps every other key valid).
 BOUNDS = {
     # Persistent Disk pd-balanced 10 GB to 64 TiB (https://cloud.google.com/compute/docs/disks/persistent-disks).
@@ -89,12 +101,17 @@ BOUNDS = {
     "modelSmallBatchSize": (1, largest_fitting("modelSmallBatchSize"), {}),
     "modelInstanceCount": (1, largest_fitting("modelInstanceCount"), {}),
     "modelSmallBatchInstanceCount": (1, largest_fitting("modelSmallBatchInstanceCount"), {}),
-    # The SLO knobs must nest (settings/capacity.py): the delay below the HPA target, itself at most the quantity
-    # limit below, so the delay's own uint64 limit lies above what can nest; the context puts the rest at the top.
-    "modelMaxQueueDelayUs": (0, (2**63 - 1) // 1000 * 1000 - 1, NESTED_ABOVE | {"autoscaleQueueTimeMs": QUANTITY_MS}),
+    # The SLO knobs must nest (settings/capacity.py): the delay below the HPA target, itself below the alert threshold
+    # and the SLO, which the lifecycle bounds (LONGEST_SLO_MS), so the delay's own uint64 limit and the HPA target's
+    # quantity limit lie above what can nest; the context puts the rest at the top.
+    "modelMaxQueueDelayUs": (
+        0,
+        (LONGEST_SLO_MS - 2) * 1000 - 1,
+        NESTED_ABOVE | {"autoscaleQueueTimeMs": LONGEST_SLO_MS - 2},
+    ),
     # ms * 1000 is a Kubernetes quantity, at most 2^63-1
-    # (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/).
-    "autoscaleQueueTimeMs": (1, (2**63 - 1) // 1000, NESTED_ABOVE | {"modelMaxQueueDelayUs": 0}),
+    # (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/), far above the SLO.
+    "autoscaleQueueTimeMs": (1, LONGEST_SLO_MS - 2, NESTED_ABOVE | {"modelMaxQueueDelayUs": 0}),
     # GKE: 1,000 nodes per node pool per zone (https://cloud.google.com/kubernetes-engine/quotas); dev has one zone.
     "cpuMaxNodes": (1, 1000, {"cpuMinNodes": 1}),
     "gpuMaxNodes": (1, 1000, {"gpuMinNodes": 0}),

@@ -1,0 +1,121 @@
+"""The rollout proof with real software (sandbox/rollout.py): two tritonserver replicas in their own network
+namespaces behind haproxy, Locust's open-loop load through it, through a rolling replacement, a scale-in, a Spot
+preemption, a model update and a kill -9; then the first three again with their lifecycle setting removed.
+
+One run of everything, shared by the module. It uses the dev stack's lifecycle contract with shorter, still coherent
+waits given through the settings layer (the committed run in docs/results/rollout-dev.json has dev's own values),
+so the module costs a couple of minutes, not five. The model has no real weights: these tests count requests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from triton_gke.sandbox import rollout
+from triton_gke.sandbox.netns import NamedNamespace, isolation_available
+from triton_gke.settings import from_stack_file
+
+from tests.conftest import PROJECT_DIR
+
+pytestmark = [
+    pytest.mark.skipif(not isolation_available(), reason="needs network namespaces (unshare -n, ip netns)"),
+    pytest.mark.skipif(shutil.which("haproxy") is None, reason="haproxy is not installed (make system-packages)"),
+]
+
+# Coherent for dev (settings/lifecycle.py refuses anything else): endpoint removal 1 x 1 s + 2 s = 3 s, preStop 4 s,
+# exit timeout 1 s (dev's SLO is under 1 s), grace 7 s <= the Spot notice, draining 3 s.
+SHORT = {
+    "triton-gke:lbHealthCheckIntervalSeconds": "1",
+    "triton-gke:lbHealthCheckTimeoutSeconds": "1",
+    "triton-gke:lbUnhealthyThreshold": "1",
+    "triton-gke:lbProgrammingSeconds": "2",
+    "triton-gke:tritonPreStopSeconds": "4",
+    "triton-gke:tritonExitTimeoutSeconds": "1",
+    "triton-gke:tritonTerminationGraceSeconds": "7",
+    "triton-gke:lbDrainingTimeoutSeconds": "3",
+}
+Rows = dict[tuple[str, bool], dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory: pytest.TempPathFactory) -> Rows:
+    settings = from_stack_file("dev", SHORT)
+    out = tmp_path_factory.mktemp("rollout")
+    with contextlib.ExitStack() as cleanup:
+        proof = rollout.Proof(settings, out, print).open(cleanup)
+        proof.run()
+    return {(row["scenario"], row["setting"] == "stack"): row for row in proof.rows}
+
+
+@pytest.mark.parametrize("scenario", ["rolling", "scale-in", "spot", "model-update"])
+def test_no_request_fails(rows: Rows, scenario: str) -> None:
+    row = rows[(scenario, True)]
+    assert row["failed"] == 0 and row["sent"] >= 300, rollout.line(row)
+    assert rollout.agree(row), row
+
+
+def test_a_killed_replica_fails_at_most_the_requests_in_flight_on_it(rows: Rows) -> None:
+    row = rows[("kill", True)]
+    assert row["failed"] <= row["in_flight_at_kill"], rollout.line(row)
+    assert rollout.agree(row), row
+
+
+@pytest.mark.parametrize("scenario", ["rolling", "scale-in", "spot"])
+def test_without_its_lifecycle_setting_a_scenario_fails_requests(rows: Rows, scenario: str) -> None:
+    row = rows[(scenario, False)]
+    assert row["failed"] > 0, rollout.line(row)
+    assert rollout.agree(row), row
+
+
+def test_a_model_update_reaches_every_replica(rows: Rows) -> None:
+    versions = rows[("model-update", True)]["versions"]
+    assert len(versions["before"]) == len(versions["after"]) == 1 and versions["before"] != versions["after"]
+
+
+def test_nothing_is_left_running(rows: Rows) -> None:
+    assert rows
+    children = [p.name() for p in psutil.Process().children(recursive=True)]
+    assert not {"haproxy", "tritonserver", "locust"} & set(children), children
+    assert not list(Path("/var/run/netns").glob(f"{NamedNamespace.PREFIX}{psutil.Process().pid}-*"))
+
+
+def test_ctrl_c_stops_every_process_and_namespace(tmp_path: Path) -> None:
+    """Interrupted while a replica starts: exit 130 in one line, and nothing it started is left."""
+    command = [str(Path(sys.executable).with_name("triton-gke")), "sandbox", "--scenario", "rollout"]
+    process = subprocess.Popen(
+        [*command, "--out", str(tmp_path)],
+        cwd=PROJECT_DIR,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    seen: dict[int, str] = {}
+    deadline = time.monotonic() + 120
+    while "tritonserver" not in seen.values() and time.monotonic() < deadline and process.poll() is None:
+        with contextlib.suppress(psutil.Error):
+            seen |= {p.pid: p.name() for p in psutil.Process(process.pid).children(recursive=True)}
+        time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    _, stderr = process.communicate(timeout=90)
+    assert {"haproxy", "tritonserver"} <= set(seen.values()), seen
+    assert process.returncode == 130 and "interrupted by SIGINT" in stderr and "Traceback" not in stderr, stderr
+    assert not [pid for pid in seen if _running(pid)]
+    assert not list(Path("/var/run/netns").glob(f"{NamedNamespace.PREFIX}{process.pid}-*"))
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

@@ -1,0 +1,80 @@
+"""The rollout proof's pure parts: the haproxy configuration and request log, the table, the removed settings, and
+the docs table against the committed run (sandbox/balancer.py, sandbox/rollout.py). The run itself:
+tests/live/sandbox/test_rollout.py."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from triton_gke.sandbox import rollout
+from triton_gke.sandbox.balancer import BalancerSettings, Slot, haproxy_config, parse_log_line, percentile
+from triton_gke.settings.lifecycle import DEFAULTS, lifecycle_problem
+
+from tests.conftest import PROJECT_DIR
+
+COMMITTED = PROJECT_DIR / "docs" / "results" / "rollout-dev.json"
+PAGE = PROJECT_DIR / "docs" / "lifecycle.md"
+TABLE = re.compile(r"<!-- rollout table: .*? -->\n(.*?)<!-- end of rollout table -->", re.S)
+
+
+def test_haproxy_checks_every_server_with_the_contract_values() -> None:
+    settings = BalancerSettings.of(DEFAULTS)
+    text = haproxy_config(settings, 8080, PROJECT_DIR / "api.sock", [Slot("pod0", "ns0", 8000)])
+    assert f"option httpchk GET {DEFAULTS.health_check_path}" in text
+    assert f"timeout check {DEFAULTS.health_check_timeout_s}s" in text
+    server = "server pod0 127.0.0.1:8000 namespace ns0 check inter 2s rise 2 fall 2 disabled"
+    assert (DEFAULTS.health_check_interval_s, DEFAULTS.healthy_threshold, DEFAULTS.unhealthy_threshold) == (2, 2, 2)
+    assert server in text
+
+
+def test_a_request_log_line_is_read_and_anything_else_is_not() -> None:
+    entry = parse_log_line("1796161927.074 1000 POST /v2/models/rollout/infer 200 286 pod0 ----\n")
+    assert entry is not None and entry.ok and entry.server == "pod0"
+    assert (entry.accepted, entry.finished) == (pytest.approx(1796161928.074), pytest.approx(1796161928.36))
+    assert parse_log_line("Server triton/pod0 is UP, reason: Layer7 check passed") is None
+
+
+@given(st.text())
+def test_no_text_breaks_the_log_reader(text: str) -> None:
+    entry = parse_log_line(text)
+    assert entry is None or len(text.split()) == 8
+
+
+@given(st.lists(st.floats(0, 1e6), min_size=1), st.floats(0.01, 1))
+def test_percentile_is_one_of_the_values_and_ranks_them(values: list[float], q: float) -> None:
+    found = percentile(values, q)
+    assert found in values
+    assert sum(v <= found for v in values) >= q * len(values) - 1e-9
+
+
+def test_each_removed_setting_is_one_the_contract_refuses() -> None:
+    """The runs that must fail use values the settings layer would refuse for the stack (gpuSpot for the Spot one)."""
+    slo_ms = 1000
+    assert lifecycle_problem(DEFAULTS, slo_ms) is None
+    for removed in rollout.REMOVED:
+        changed = removed.change(DEFAULTS)
+        if removed.scenario == "spot":
+            assert lifecycle_problem(changed, slo_ms) is None  # coherent on a standard pool...
+            changed = type(changed)(**{**changed.__dict__, "spot": True})
+        assert lifecycle_problem(changed, slo_ms) is not None, removed.what
+
+
+def test_the_docs_table_is_the_committed_run() -> None:
+    rows = json.loads(COMMITTED.read_text(encoding="utf-8"))["rows"]
+    found = TABLE.search(PAGE.read_text(encoding="utf-8"))
+    assert found, f"{PAGE.name}: no rollout table between its markers"
+    assert found[1] == rollout.table(rows)
+
+
+def test_the_committed_run_failed_no_request_where_it_must_not() -> None:
+    rows = json.loads(COMMITTED.read_text(encoding="utf-8"))["rows"]
+    stack = {r["scenario"]: r for r in rows if r["setting"] == "stack"}
+    assert set(stack) == set(rollout.SCENARIOS)
+    assert all(stack[s]["failed"] == 0 and stack[s]["sent"] >= 300 for s in rollout.SCENARIOS if s != "kill")
+    assert stack["kill"]["failed"] <= stack["kill"]["in_flight_at_kill"]
+    assert all(r["failed"] > 0 for r in rows if r["setting"] != "stack")
+    assert all(rollout.agree(r) for r in rows)
