@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from triton_gke.bench import cost, machine, record, report, runner
+from triton_gke.bench import conditions, cost, machine, record, report, runner
 from triton_gke.bench.load_plan import LoadPlan, PlanError
 from triton_gke.bench.results import BenchRun
 from triton_gke.bench.slo_search import RateLadder, SloCriteria
@@ -117,6 +117,7 @@ def parser() -> argparse.ArgumentParser:
         help="also write the capacity records (OUT/records/, always written) into --records-dir: revision + 1",
     )
     p.add_argument("--records-dir", type=Path, default=RECORDS_DIR, help="the records --record updates")
+    record.add_guard_options(p)
     return p
 
 
@@ -319,13 +320,18 @@ def _bench(argv: list[str] | None) -> int:
         check_stack_name(args.stack, "--stack")  # it names the default --out folder and the stack file
         out = args.out or RESULTS_DIR / f"{args.stack}-{stamp:%Y-%m-%d}"
         check_args(args, out)
+        record.check_guard_options(args.record, args.force, args.accept_regression)
         record.check_before_run(args.target, args.saddr, args.record, args.records_dir, out)
         settings = record.stack_settings(args.stack, "--stack")
         config = bench_config(args, settings)
         models, serve = prepare(config, settings)
         facts = {**machine.facts(), "load_start": machine.load_average()}
         _warn_if_busy(facts)
+        watch = conditions.Watch()
+        before = watch.start()  # the baseline before any server starts (bench/conditions.py)
+        log(f"baseline: raw onnxruntime {before.inferences_per_s:.1f} inferences/s, {_others(before)}")
         outcome = runner.run_all(config, models, serve, log)
+        facts["conditions"] = _finish(watch)
     except (runner.BenchError, ConfigError, ModelRepoError, CapacityError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -353,7 +359,13 @@ def _bench(argv: list[str] | None) -> int:
         print(path)
     try:  # the capacity records (bench/record.py): OUT/records/ always, --records-dir with --record
         in_out, updated, notes = record.write_run_records(
-            json.loads(run.to_json()), settings, out, record=args.record, records_dir=args.records_dir
+            json.loads(run.to_json()),
+            settings,
+            out,
+            record=args.record,
+            records_dir=args.records_dir,
+            force=args.force,
+            accept_regression=args.accept_regression,
         )
     except CapacityError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -374,8 +386,29 @@ def _warn_if_busy(facts: dict[str, Any]) -> None:
         log(f"warning: load average {load[0]:.2f} on {facts['cores']} cores: other work will lower the numbers")
 
 
+def _others(baseline: conditions.Baseline) -> str:
+    if baseline.others_pct is None:
+        return "other processes: unknown (no /proc/stat)"
+    return f"other processes {baseline.others_pct:.0f} % of the machine, steal {baseline.steal_pct:.1f} %"
+
+
+def _finish(watch: conditions.Watch) -> dict[str, Any]:
+    found = watch.finish()
+    drift = f"{found.drift:+.0%}" if found.drift is not None else "n/a"
+    log(f"baseline after: {found.baseline_after:.1f} inferences/s (drift {drift}); load average {found.load_average}")
+    for reason in found.noisy:
+        log(f"warning: this run is marked noisy: {reason}")
+    return found.to_dict()
+
+
 def _notes(facts: dict[str, Any], config: runner.BenchConfig) -> list[str]:
+    found = facts.get("conditions") or {}
     notes = []
+    if found.get("noisy"):
+        notes.append(
+            "**This run is marked NOISY**: " + "; ".join(found["noisy"]) + ". Its figures are lower than a quiet "
+            "machine's; its capacity records say so, and `--record` writes them only with `--force`."
+        )
     for key in ("load_start", "load_end"):
         load = facts.get(key)
         if load and load[0] > 0.75 * facts["cores"]:

@@ -24,11 +24,11 @@ import numbers
 import shlex
 import sys
 from collections.abc import Callable, Mapping
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triton_gke.bench.results import MAX_RESULTS_BYTES
-from triton_gke.capacity.bounded_files import one_line, parse_json, read_text_file
 from triton_gke.capacity.from_bench import Measured, records_from_results
 from triton_gke.capacity.records import (
     RECORDS_DIR,
@@ -36,11 +36,14 @@ from triton_gke.capacity.records import (
     CapacityError,
     CapacityRecord,
     load_records,
+    record_file_name,
     records_lock,
     revised,
     write_records,
 )
 from triton_gke.cli.one_line import OneLineParser
+
+from triton_gke.bounded_files import one_line, parse_json, read_text_file
 
 if TYPE_CHECKING:
     from triton_gke.settings.values import StackSettings
@@ -75,6 +78,13 @@ def check_before_run(target: str, saddr: str | None, record: bool, records_dir: 
         problem = writable_folder(folder)
         if problem is not None:
             raise CapacityError(f"{option} {folder}: {problem}")
+
+
+def check_guard_options(record: bool, force: bool, accept_regression: bool) -> None:
+    """--force and --accept-regression only say what --record may replace: without it they would do nothing."""
+    for option, given in (("--force", force), ("--accept-regression", accept_regression)):
+        if given and not record:
+            raise CapacityError(f"{option}: only with --record (it says which records --record may replace)")
 
 
 def stack_settings(stack: str, what: str) -> StackSettings:
@@ -135,10 +145,14 @@ def write_run_records(
     records_dir: Path = RECORDS_DIR,
     source: Path | None = None,
     force: bool = False,
+    accept_regression: bool = False,
 ) -> tuple[list[CapacityRecord], list[CapacityRecord], list[str]]:
     """Write the run's records into OUT/records/ and, with `record`, into records_dir. Returns the records as
     written into OUT, as written into records_dir (none without `record`), and notes on variants without one
-    and on records left as they were (the same figures again). Everything is decided before the first write."""
+    and on records left as they were (the same figures again). Everything is decided before the first write: with
+    `record`, a record measured before the one it would replace, or by a run marked noisy (bench/conditions.py),
+    is refused without `force`, and a lower figure than the one it would replace without `accept_regression`
+    (CapacityError, one line naming the record file and both figures; nothing is written)."""
     source = source or out / "results.json"
     measured = measured_for(run, settings, source)
     if measured is None:
@@ -151,7 +165,9 @@ def write_run_records(
     # With --record, the folder is read (revisions, unchanged figures) and written under one lock: a concurrent
     # `bench.record --record` waits, then sees this run's files, so both updates land.
     with records_lock(records_dir) if record else contextlib.nullcontext():
-        records, unchanged = _against(records, records_dir, refuse_older=record and not force)
+        records, unchanged = _against(records, records_dir)
+        if record:
+            _guard(records, records_dir, force=force, accept_regression=accept_regression)
         notes += [f"{r.variant}: unchanged: {r.path} holds the same figures (revision {r.revision})" for r in unchanged]
         in_out = write_records(records + unchanged, out / OUT_RECORDS)
         return in_out, write_records(records, records_dir) if record and records else [], notes
@@ -189,26 +205,57 @@ def _same_figures(a: CapacityRecord, b: CapacityRecord) -> bool:
     return dataclasses.replace(a, revision=0, path=Path()) == dataclasses.replace(b, revision=0, path=Path())
 
 
-def _against(
-    records: list[CapacityRecord], records_dir: Path, *, refuse_older: bool
-) -> tuple[list[CapacityRecord], list[CapacityRecord]]:
+def _existing(records_dir: Path) -> dict[tuple[str, str, str, float], CapacityRecord]:
+    return {r.key: r for r in load_records(records_dir)} if records_dir.is_dir() else {}
+
+
+def _against(records: list[CapacityRecord], records_dir: Path) -> tuple[list[CapacityRecord], list[CapacityRecord]]:
     """(records to write, each revised: one more than the record of its key in records_dir, else 1; records whose
-    figures are already there, with that record's revision and path). With refuse_older, a run measured before the
-    record it would replace is a CapacityError."""
-    existing = {r.key: r for r in load_records(records_dir)} if records_dir.is_dir() else {}
+    figures are already there, with that record's revision and path)."""
+    existing = _existing(records_dir)
     changed, unchanged = [], []
     for new in records:
         old = existing.get(new.key)
         if old is not None and _same_figures(new, old):
             unchanged.append(dataclasses.replace(new, revision=old.revision, path=old.path))
-        elif old is not None and refuse_older and new.measured_at < old.measured_at:  # ISO dates sort as text
+        else:
+            changed.append(new)
+    return revised(changed, records_dir), unchanged
+
+
+def _guard(records: list[CapacityRecord], records_dir: Path, *, force: bool, accept_regression: bool) -> None:
+    """Refuse, in one line naming the record file and the figures, what would spoil records_dir: a run measured
+    before the record it replaces, or marked noisy (without `force`), or a lower figure (without
+    `accept_regression`). A noisy run is refused for a new record too: nothing measured on a busy machine lands
+    unasked."""
+    existing = _existing(records_dir)
+    for new in records:
+        old = existing.get(new.key)
+        target = old.path if old else records_dir / record_file_name(*new.key)
+        if new.noisy and not force:
+            raise CapacityError(
+                f"{new.variant}: this run is marked noisy ({new.noisy}); it would write {target} "
+                f"({new.max_rps_per_gpu:.1f} req/s per GPU); rerun on a quiet machine, or --force writes it"
+            )
+        if old is None:
+            continue
+        if not force and new.measured_at < old.measured_at:  # ISO dates sort as text
             raise CapacityError(
                 f"{new.variant}: {old.path} (measured {old.measured_at}) is newer than this run (measured "
                 f"{new.measured_at}); --force replaces it"
             )
-        else:
-            changed.append(new)
-    return revised(changed, records_dir), unchanged
+        if not accept_regression and _exact(new.max_rps_per_gpu) < _exact(old.max_rps_per_gpu):
+            change = 100 * (_exact(new.max_rps_per_gpu) / _exact(old.max_rps_per_gpu) - 1)
+            raise CapacityError(
+                f"{new.variant}: {old.path} holds {old.max_rps_per_gpu:.1f} req/s per GPU; this run measured "
+                f"{new.max_rps_per_gpu:.1f} ({float(change):+.1f} %); --accept-regression replaces it with the lower "
+                "figure"
+            )
+
+
+def _exact(value: float) -> Fraction:
+    """A figure as the decimal its file shows (27.4, not 27.39999...): 27.4 against 27.4 is no regression."""
+    return Fraction(repr(float(value)))
 
 
 def describe(record: CapacityRecord) -> str:
@@ -229,8 +276,22 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("results", type=Path, help="a bench --out folder (or its results.json)")
     p.add_argument("--record", action="store_true", help="also update capacity/records/ (or --records-dir)")
     p.add_argument("--records-dir", type=Path, default=RECORDS_DIR, help="the records to update (capacity/records)")
-    p.add_argument("--force", action="store_true", help="with --record: replace records measured after this run")
+    add_guard_options(p)
     return p
+
+
+def add_guard_options(p: argparse.ArgumentParser) -> None:
+    """--force and --accept-regression: what `--record` refuses without them (_guard)."""
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --record: write records of a run marked noisy, or replace records measured after this run",
+    )
+    p.add_argument(
+        "--accept-regression",
+        action="store_true",
+        help="with --record: replace a record with a lower figure",
+    )
 
 
 def read_results(path: Path) -> tuple[dict[str, Any], Path]:
@@ -300,6 +361,8 @@ MACHINE_FACTS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "triton": (lambda v: isinstance(v, str), "text"),
     "load_start": (_load, "three finite load averages >= 0, or null"),
     "load_end": (_load, "three finite load averages >= 0, or null"),
+    # bench/conditions.py RunConditions; its keys are checked where a record takes them (capacity/from_bench.py).
+    "conditions": (lambda v: isinstance(v, Mapping), "an object of run conditions (bench/conditions.py)"),
 }
 
 
@@ -308,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+        check_guard_options(args.record, args.force, args.accept_regression)
         run, source = read_results(args.results)
         saddr = _option(str(run.get("command", "")), "--saddr")
         check_before_run(str(run.get("target")), saddr, args.record, args.records_dir, source.parent)
@@ -321,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
             records_dir=args.records_dir,
             source=source,
             force=args.force,
+            accept_regression=args.accept_regression,
         )
     except (CapacityError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -41,12 +41,15 @@ from triton_gke.bench import perf_analyzer, raw_ort
 from triton_gke.bench.load_plan import LoadPlan
 from triton_gke.bench.probes import Sampler
 from triton_gke.bench.results import PerfAnalyzerOpinion, StepRow, VariantSummary
-from triton_gke.bench.slo_search import SloCriteria, SloResult, Step, rate_search, spread
+from triton_gke.bench.slo_search import PASS, SloCriteria, SloResult, Step, rate_search, spread, verdict
 from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LOCUSTFILE, LocustEnvironment
 from triton_gke.contracts.triton import READY_PATH
+from triton_gke.model_repo.configs import CONFIG_MAX_BYTES
 from triton_gke.model_repo.settings import ModelRepoSettings, VariantSettings
 from triton_gke.settings.schema import build_dir, project_dir
 from tritonclient.grpc import model_config_pb2 as mc
+
+from triton_gke.bounded_files import read_text_file
 
 # The package's own folder (the repository root in a checkout): on the locustfile's PYTHONPATH.
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -227,7 +230,9 @@ def read_model(settings: VariantSettings, folder: Path | None) -> Model:
     if folder is None:
         size = 224 * 224 * 3 * (1 if settings.uint8_input else 4)
         return Model(settings, None, "input", "probabilities", size)
-    config = text_format.Parse((folder / "config.pbtxt").read_text(encoding="utf-8"), mc.ModelConfig())
+    # Built earlier into a folder the user can write to: read through the one bounded reader.
+    text = read_text_file(folder / "config.pbtxt", CONFIG_MAX_BYTES, "a Triton model configuration", BenchError)
+    config = text_format.Parse(text, mc.ModelConfig())
     first = config.input[0]
     size = _TYPE_BYTES.get(mc.DataType.Name(first.data_type), 4)
     for dim in first.dims:
@@ -311,29 +316,127 @@ def locust_env(plan: LoadPlan, model: Model, endpoint: Endpoint, protocol: str) 
     return env
 
 
-def run_locust(plan: LoadPlan, model: Model, endpoint: Endpoint, protocol: str, workdir: Path) -> list[dict]:
-    """One ramp: real Locust, headless, with the project's locustfile; returns the steps it wrote."""
+def run_locust(
+    plan: LoadPlan,
+    model: Model,
+    endpoint: Endpoint,
+    protocol: str,
+    workdir: Path,
+    on_step: Callable[[dict], None] | None = None,
+) -> list[dict]:
+    """One ramp: real Locust, headless, with the project's locustfile; returns the steps it wrote. `on_step` gets
+    each step as the shape writes it (the progress line), polled every POLL_S while Locust runs."""
     steps_file = workdir / f"{model.name}-{len(list(workdir.glob('*.jsonl')))}.jsonl"
     plan = dataclasses.replace(plan, steps_file=str(steps_file))
     command = [str(LOCUST), "-f", f"{LOCUSTFILE},{SHAPE_FILE}", "--headless", "--only-summary"]
     log_path = steps_file.with_suffix(".log")
+    deadline = time.monotonic() + plan.max_duration_s() + 60
+    seen = 0
     with log_path.open("wb") as log:
-        try:
-            result = subprocess.run(
-                command,
-                cwd=project_dir(),
-                env=locust_env(plan, model, endpoint, protocol),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                timeout=plan.max_duration_s() + 60,
-            )
-        except subprocess.TimeoutExpired:
-            raise BenchError(f"locust overran its plan: {_tail(log_path)}") from None
+        env = locust_env(plan, model, endpoint, protocol)
+        with subprocess.Popen(command, cwd=project_dir(), env=env, stdout=log, stderr=subprocess.STDOUT) as locust:
+            try:
+                while locust.poll() is None:
+                    seen = _new_steps(steps_file, seen, on_step)
+                    if time.monotonic() > deadline:
+                        raise BenchError(f"locust overran its plan: {_tail(log_path)}")
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        locust.wait(POLL_S)
+            except BaseException:  # overrun, or a signal (run_interruptible): Locust goes with it
+                locust.kill()
+                locust.wait()
+                raise
+    _new_steps(steps_file, seen, on_step)
     rows = [json.loads(line) for line in steps_file.read_text().splitlines()] if steps_file.is_file() else []
     # Locust exits 1 when any request failed: failures are results here, not errors.
-    if result.returncode not in (0, 1) or not rows:
-        raise BenchError(f"locust exited {result.returncode} without steps: {_tail(log_path)}")
+    if locust.returncode not in (0, 1) or not rows:
+        raise BenchError(f"locust exited {locust.returncode} without steps: {_tail(log_path)}")
     return rows
+
+
+POLL_S = 0.5  # how often a running ramp's steps file is read for the progress line
+
+
+def _new_steps(steps_file: Path, seen: int, on_step: Callable[[dict], None] | None) -> int:
+    """Hand the complete lines after the first `seen` to on_step; returns how many lines are complete now."""
+    if on_step is None or not steps_file.is_file():
+        return seen
+    lines = steps_file.read_text(encoding="utf-8").split("\n")[:-1]  # the last is partial (or empty)
+    for line in lines[seen:]:
+        on_step(json.loads(line))
+    return len(lines)
+
+
+# ---------------------------------------------------------------- progress
+
+
+def _clock(seconds: float) -> str:
+    """1m05s, 12s, 1h02m."""
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def progress_line(where: str, record: dict, verdict: str, elapsed_s: float, left_s: float | None) -> str:
+    """One line per measured step: where, the rate offered and achieved, p95, the verdict, elapsed and time left."""
+    offered = record.get("offered_rps")
+    load = f"{record['users']} users" if offered is None else f"offered {offered:.1f} req/s"
+    p95 = record.get("p95_ms")
+    left = "n/a" if left_s is None else f"~{_clock(left_s)}"
+    return (
+        f"  {where} step {record['phase']}: {load}, achieved {record['rps']:.1f} req/s, "
+        f"p95 {'n/a' if p95 is None else f'{p95:.0f} ms'}, {verdict} | elapsed {_clock(elapsed_s)}, left {left}"
+    )
+
+
+@dataclass
+class Progress:
+    """The progress of a whole run, in Locust ramps (models x repeats): each step's line, with the time left
+    estimated from the ramps finished so far (their overheads included: server restarts, perf_analyzer), or
+    before the first one from the plan's typical ramp."""
+
+    ramps: int
+    typical_ramp_s: float
+    log: Log
+    started: float = field(default_factory=time.monotonic)
+    finished: int = 0
+    ramp_started: float = field(default_factory=time.monotonic)
+
+    def per_ramp_s(self) -> float:
+        return (self.ramp_started - self.started) / self.finished if self.finished else self.typical_ramp_s
+
+    def left_s(self) -> float:
+        in_ramp = time.monotonic() - self.ramp_started
+        return max(0.0, (self.ramps - self.finished) * self.per_ramp_s() - in_ramp)
+
+    def start_ramp(self) -> None:
+        self.ramp_started = time.monotonic()
+
+    def end_ramp(self) -> None:
+        self.finished += 1
+
+    def step(self, where: str, record: dict, verdict: str) -> None:
+        self.log(progress_line(where, record, verdict, time.monotonic() - self.started, self.left_s()))
+
+
+def typical_ramp_s(plan: LoadPlan) -> float:
+    """A ramp's usual length before any has run: the warm-up, TYPICAL_SEARCH_STEPS steps and the saturation levels
+    (the shape acts on 1 s ticks), plus a share of a variant's restart and perf_analyzer search."""
+    search = TYPICAL_SEARCH_STEPS * (plan.settle_s + plan.step_s + 1)
+    return plan.warmup_s + search + len(plan.saturation_users) * (plan.settle_s + plan.step_s + 1) + 30
+
+
+# The sandbox runs of bench/results/ took 9-14 search steps per ramp (climb, confirmations, bisection).
+TYPICAL_SEARCH_STEPS = 12
+
+
+def step_verdict(record: dict, criteria: SloCriteria) -> str:
+    """The progress line's verdict of a step: pass, fail or skip with the reason, or the phase's."""
+    if record.get("phase") == "saturation":
+        return "closed loop"
+    found = verdict(as_step(record), criteria)
+    return found.reason if found.kind == PASS else f"{found.kind}: {found.reason}"
 
 
 def _tail(path: Path) -> str:
@@ -359,8 +462,10 @@ class VariantRun:
 
 
 def capacity(result: SloResult) -> float | None:
-    """A search's answer: the highest offered request rate that met the SLO."""
-    return result.best.offered_rps if result.best else None
+    """A search's answer: the ACHIEVED rate (successful responses/s) of the step that met the SLO at the highest
+    offered rate. The figure the table, the ranking plot, the curves (x axis) and the records all show: a short
+    step's Poisson arrivals can fall well short of the rate offered (6.66 achieved at 9.0 offered, 40 requests)."""
+    return result.best.rps if result.best else None
 
 
 def median_repeat(results: list[SloResult]) -> int | None:
@@ -373,14 +478,24 @@ def search_steps(curve: list[dict]) -> list[Step]:
     return [as_step(r) for r in curve if r.get("phase", "search") != "saturation"]
 
 
-def bench_variant(model: Model, config: BenchConfig, serve: Serve, workdir: Path, log: Log) -> VariantRun:
+def bench_variant(
+    model: Model, config: BenchConfig, serve: Serve, workdir: Path, log: Log, progress: Progress | None = None
+) -> VariantRun:
     records: list[list[dict]] = []
     results: list[SloResult] = []
+    progress = progress or Progress(config.repeats, typical_ramp_s(config.plan), log)
     with serve(model.name) as endpoint, Sampler(model.name, endpoint.metrics_url, endpoint.pid) as sampler:
         if endpoint.ready_s is not None:
             log(f"  server restarted, {model.name} ready in {endpoint.ready_s:.1f} s")
         for repeat in range(config.repeats):
-            records.append(run_locust(config.plan, model, endpoint, config.protocol, workdir))
+            where = f"{model.name} repeat {repeat + 1}/{config.repeats}"
+
+            def on_step(record: dict, where: str = where) -> None:
+                progress.step(where, record, step_verdict(record, config.criteria))
+
+            progress.start_ramp()
+            records.append(run_locust(config.plan, model, endpoint, config.protocol, workdir, on_step))
+            progress.end_ramp()
             results.append(rate_search(search_steps(records[-1]), config.criteria))
             log(f"  repeat {repeat + 1}/{config.repeats}: {_describe(results[-1], records[-1])}")
         saturation = max((r["rps"] for curve in records for r in curve if r.get("phase") == "saturation"), default=None)
@@ -411,7 +526,8 @@ def _describe(result: SloResult, curve: list[dict]) -> str:
         )
     best = result.best
     return (
-        f"{measured} search steps, max {best.offered_rps:.1f} requests/s at the SLO (p95 {best.p95_ms:.0f} ms){closed}"
+        f"{measured} search steps, max {best.rps:.1f} requests/s achieved at the SLO (offered {best.offered_rps:.1f}, "
+        f"p95 {best.p95_ms:.0f} ms){closed}"
     )
 
 
@@ -470,7 +586,7 @@ def second_opinion(
     server, compared with the median repeat's answer."""
     middle = median_repeat(results)
     step = results[middle].best if middle is not None else None
-    compare = (step.offered_rps, step.p95_ms) if step else (None, None)
+    compare = (step.rps, step.p95_ms) if step else (None, None)  # achieved, as perf_analyzer's throughput
     rates = pa_range(config, saturation_rps)
     if not config.perf_analyzer:
         return PerfAnalyzerOpinion("", None, None, None, None, *compare, "skipped (--no-perf-analyzer)")
@@ -609,12 +725,14 @@ def run_all(config: BenchConfig, models: list[Model], serve: Serve, log: Log) ->
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-"))  # in the run folder bench/__main__ opened (sandbox.run_folder)
     runs, failed = [], []
+    progress = Progress(len(models) * config.repeats, typical_ramp_s(config.plan), log)
     try:
         for number, model in enumerate(models, start=1):
             log(f"[{number}/{len(models)}] {model.name} ({model.payload} payload, {model.bytes_per_request} bytes)")
             try:
-                runs.append(bench_variant(model, config, serve, workdir, log))
+                runs.append(bench_variant(model, config, serve, workdir, log, progress))
             except (BenchError, TritonStartError) as err:
+                progress.finished = number * config.repeats  # its ramps are not coming
                 failed.append(f"{model.name}: not measured: {str(err).splitlines()[0]}")
                 log(f"  {failed[-1]}")
     finally:

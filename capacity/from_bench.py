@@ -72,6 +72,7 @@ def records_from_results(
     summaries = _get(run, "summaries", where)
     if not isinstance(summaries, list):
         raise CapacityError(f"{where}: summaries: expected a list")
+    conditions = run_conditions(run, where)
     records: list[CapacityRecord] = []
     skipped: list[str] = []
     for index, summary in enumerate(summaries):
@@ -96,9 +97,34 @@ def records_from_results(
             "method": _method(run, summary, measured, at),
             "measured_at": measured_at,
             "revision": 1,
+            **conditions,
         }
         records.append(record_from_dict({"schema": 1, **values}, Path(f"{where} ({variant})")))
     return records, skipped
+
+
+def run_conditions(run: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The record keys of the run's conditions (bench/conditions.py, `machine.conditions` in results.json): the
+    raw ONNX Runtime baseline before and after, load average and steal over the run, and why it was marked noisy
+    (null when quiet). A run from before them gives none (the record's optional keys stay out)."""
+    machine = run.get("machine")
+    found = machine.get("conditions") if isinstance(machine, Mapping) else None
+    if found is None:
+        return {}
+    at = f"{where}: machine.conditions"
+    if not isinstance(found, Mapping):
+        raise CapacityError(f"{at}: expected an object")
+    noisy = _get(found, "noisy", at)
+    if not isinstance(noisy, list) or not all(isinstance(n, str) for n in noisy):
+        raise CapacityError(f"{at}: noisy: expected a list of reasons, got {str(noisy)[:40]}")
+    reasons = "; ".join("".join(c if c.isprintable() else " " for c in n) for n in noisy).strip()
+    return {
+        "baseline_before": _number(found, "baseline_before", at, optional=True),
+        "baseline_after": _number(found, "baseline_after", at, optional=True),
+        "load_average": _number(found, "load_average", at, optional=True),
+        "cpu_steal_percent": _number(found, "steal_pct", at, optional=True),
+        "noisy": reasons[: MAX_TEXT["noisy"]].strip() or None,
+    }
 
 
 def _method(run: Mapping[str, Any], summary: Mapping[str, Any], measured: Measured, at: str) -> str:

@@ -10,8 +10,9 @@ from triton_gke.bench.__main__ import main
 from triton_gke.bench.results import load_run
 
 
-def test_smoke_run_end_to_end(tmp_path: Path) -> None:
-    """One variant: warm-up, a two-rate search, two closed-loop levels: real tritonserver, real Locust, report."""
+def test_smoke_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One variant: warm-up, a two-rate search, two closed-loop levels: real tritonserver, real Locust, report; a
+    progress line per step, the baseline before and after, the achieved rate as the figure."""
     out = tmp_path / "out"
     args = ["--variants", "original", "--uint8", "--repeats", "1", "--start-rps", "2", "--max-rps", "4",
             "--growth", "2", "--max-users", "4", "--saturation-users", "1,2", "--step-seconds", "2",
@@ -25,9 +26,17 @@ def test_smoke_run_end_to_end(tmp_path: Path) -> None:
     ]  # fmt: skip
     assert all(r.requests >= 4 and r.failures == 0 and r.batch and r.server_cpu_pct for r in run.steps[1:])
     (summary,) = run.summaries
-    assert summary.variant == "original" and summary.found == 1 and summary.max_rps == 4.0
+    (chosen,) = [r for r in run.steps if r.chosen]
+    assert chosen.offered_rps == 4.0 and summary.offered_rps == 4.0  # the highest passing rate offered...
+    assert summary.variant == "original" and summary.found == 1 and summary.max_rps == chosen.rps  # ...its achieved
     assert summary.saturation_rps and summary.saturation_users in (1, 2) and summary.pa_note.startswith("skipped")
     assert summary.raw_rps and summary.served_raw == pytest.approx(summary.saturation_rps / summary.raw_rps)
     with (out / "summary.csv").open() as handle:
-        assert next(csv.DictReader(handle))["max_rps"] == "4.0"  # the column the independent check reads
+        assert float(next(csv.DictReader(handle))["max_rps"]) == round(chosen.rps, 4)  # the independent check's
     assert (out / "README.md").is_file()
+    progress = [line for line in capsys.readouterr().err.splitlines() if " | elapsed " in line]
+    assert [line.split(" step ")[1].split(":")[0] for line in progress] == [r.phase for r in run.steps]
+    assert all(", p95 " in line and ", left ~" in line for line in progress), progress
+    conditions = run.machine["conditions"]
+    assert conditions["baseline_before"] > 0 and conditions["baseline_after"] > 0 and conditions["cores"] >= 1
+    assert isinstance(conditions["noisy"], list) and conditions["steal_pct"] is not None

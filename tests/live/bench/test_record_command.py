@@ -53,7 +53,7 @@ def test_an_older_run_does_not_replace_a_newer_record_without_force(tmp_path: Pa
     records_dir = tmp_path / "records"
     newer = _folder(tmp_path / "a", json.dumps(_summary(max_rps=30.0)))
     assert _record([str(newer), "--record", "--records-dir", str(records_dir)]).returncode == 0
-    older_run = _summary(max_rps=20.0) | {"started": "2026-11-01T09:00:00+00:00"}
+    older_run = _summary(max_rps=35.0) | {"started": "2026-11-01T09:00:00+00:00"}  # higher: only its date counts
     older = _folder(tmp_path / "b", json.dumps(older_run))
     line = _one_line(_record([str(older), "--record", "--records-dir", str(records_dir)]))
     assert "(measured 2026-11-30) is newer than this run (measured 2026-11-01); --force replaces it" in line
@@ -62,4 +62,4 @@ def test_an_older_run_does_not_replace_a_newer_record_without_force(tmp_path: Pa
     forced = _record([str(older), "--record", "--records-dir", str(records_dir), "--force"])
     assert forced.returncode == 0, forced.stderr
     (replaced,) = load_records(records_dir)
-    assert (replaced.max_rps_per_gpu, replaced.revision) == (20.0, 2)
+    assert (replaced.max_rps_per_gpu, replaced.revision) == (35.0, 2)

@@ -51,9 +51,9 @@ def recorded_run() -> BenchRun:
         "original", "none", "FP32", 64, 64, 20000, 1, 602_112, 1, 1, 3.9949, 3.9949, 3.9949, 0.0, 4, 4.0, 238.7,
         257.7, 2.0, 222.2, 32.3, 31.0, 34.0, None, 7.32, 1, 4.07, 544.0, 0.98, "", 2, 7.37, 0.54, 2.6
     )  # fmt: skip
-    summary = dataclasses.replace(summary, max_rps=4.0, max_rps_low=4.0, max_rps_high=4.0, pa_concurrency=None,
+    summary = dataclasses.replace(summary, pa_concurrency=None,  # max_rps: the chosen step's achieved 3.9949
                                   pa_load="binary search 2-14.2 requests/s (Poisson, step 0.24)", pa_rps=4.07,
-                                  pa_p95_ms=380.0, pa_max_rps=4.4, pa_ratio=4.0 / 4.07, pa_p95_ratio=None,
+                                  pa_p95_ms=380.0, pa_max_rps=4.4, pa_ratio=3.9949 / 4.07, pa_p95_ratio=None,
                                   saturation_rps=9.5, saturation_users=4, saturation_batch=3.8, raw_batch=4,
                                   raw_rps=11.0, served_raw=9.5 / 11.0)  # fmt: skip
     no_result = dataclasses.replace(summary, variant="original_uint8", input_dtype="UINT8", bytes_per_request=150_528,
@@ -93,18 +93,22 @@ def test_report_writes_csvs_readme_and_json_from_a_recorded_run(tmp_path: Path) 
     assert rows[0]["gpu_pct"] == ""  # None is written as an empty cell
     with (tmp_path / "summary.csv").open() as handle:
         summary = list(csv.DictReader(handle))
-    assert [r["variant"] for r in summary] == ["original", "original_uint8"] and summary[0]["max_rps"] == "4.0"
+    assert [r["variant"] for r in summary] == ["original", "original_uint8"] and summary[0]["max_rps"] == "3.9949"
     assert summary[0]["pa_max_rps"] == "4.4" and summary[0]["saturation_rps"] == "9.5"
     readme = (tmp_path / "README.md").read_text()
     assert "NOT what a T4 does" in readme and "random weights" in readme
     pa_cell = "4.1 served, 4.4 asked (p95 380 ms; Locust / PA 0.98)"
-    assert f"| `original` | **4.0** | {pa_cell} | 239 | 258 | 222 (32) | 2.00 |" in readme
+    assert f"| `original` | **4.0** (offered 4.0) | {pa_cell} | 239 | 258 | 222 (32) | 2.00 |" in readme
     assert "| 9.5 (4, 3.80) | 0.86 (raw 11.0 img/s at batch 4) |" in readme
     assert "none met the SLO" in readme and "n/a (no rate met the SLO)" in readme
     assert "open-loop poisson arrivals" in readme and "bisection" in readme
     assert "## FP32 vs UINT8 payload" in readme and "| `original_uint8` | UINT8 | 150,528 |" in readme
     assert "reference T4" in readme and "load average at start (1/5/15 min) | 1.78 / 1.90 / 1.70" in readme
-    assert "Best for the SLO here: `original` at 4.0 RPS" in readme
+    # The chosen step held 24 requests: too few to recommend anything (report.MIN_EVIDENCE), and the line says so.
+    assert (
+        "- Best variant: withheld: `original` rest(s) on fewer than 200 requests (evidence: `original` 24 requests"
+        " in 1 chosen step(s)); rerun with more --repeats or longer --step-seconds." in readme
+    )
     assert load_run(tmp_path / "results.json") == run
     assert json.loads((tmp_path / "results.json").read_text())["settings"]["slo_ms"] == 400
 
@@ -241,3 +245,83 @@ def test_a_good_run_is_rerendered_with_the_same_tables(tmp_path: Path, capsys) -
     assert {"README.md", "summary.csv", "results.csv", "cost.csv", "results.json"} <= set(_snapshot(out))
     assert (out / "summary.csv").read_text() == (RUN / "summary.csv").read_text()
     assert not [p for p in out.iterdir() if p.name.startswith(".report-")]  # the staging folder is gone
+
+
+# ---------------------------------------------------------------- evidence and one figure (issue 24)
+def _with_requests(run: BenchRun, requests: dict[str, int]) -> BenchRun:
+    """The run with both variants found, each chosen step holding the given requests."""
+    figures = {"max_rps": 6.66, "max_rps_low": 6.66, "max_rps_high": 6.66}
+    uint8 = dataclasses.replace(
+        run.summaries[0], variant="original_uint8", input_dtype="UINT8", bytes_per_request=150_528, **figures
+    )
+    steps = [*run.steps, *(dataclasses.replace(r, variant="original_uint8", rps=6.66) for r in run.steps)]
+    steps = [dataclasses.replace(r, requests=requests[r.variant]) if r.chosen else r for r in steps]
+    return dataclasses.replace(run, summaries=[run.summaries[0], uint8], steps=steps)
+
+
+@given(fp32=st.integers(0, 2000), uint8=st.integers(0, 2000))
+@settings(max_examples=40, deadline=None)
+def test_a_recommendation_names_its_evidence_and_is_withheld_below_the_minimum(fp32: int, uint8: int) -> None:
+    run = _with_requests(recorded_run(), {"original": fp32, "original_uint8": uint8})
+    best, payload, _t4 = report.recommend(run.summaries, run.settings, run.steps)
+    evidence = f"`original_uint8` {uint8:,} requests in 1 chosen step(s), `original` {fp32:,} requests in 1"
+    short = [n for n, count in (("original_uint8", uint8), ("original", fp32)) if count < report.MIN_EVIDENCE]
+    if short:
+        assert best.startswith("Best variant: withheld: ") and payload.startswith("Payload: withheld: ")
+        assert ", ".join(f"`{n}`" for n in short) in payload and evidence in payload
+    else:
+        assert best.startswith("Best for the SLO here: `original_uint8` at 6.7 RPS") and evidence in best
+        assert payload.startswith("Payload: send UINT8") and evidence in payload
+
+
+def test_the_issue_s_single_step_of_40_requests_decides_nothing() -> None:
+    """The UINT8 advice of the busy run rested on one step of 40 requests (issue 24)."""
+    run = _with_requests(recorded_run(), {"original": 400, "original_uint8": 40})
+    lines = report.recommend(run.summaries, run.settings, run.steps)
+    assert lines[1] == (
+        "Payload: withheld: `original_uint8` rest(s) on fewer than 200 requests (evidence: `original_uint8` 40 "
+        "requests in 1 chosen step(s), `original` 400 requests in 1 chosen step(s)); rerun with more --repeats or "
+        "longer --step-seconds."
+    )
+
+
+def test_table_ranking_bar_and_ringed_curve_point_show_the_same_achieved_rate(tmp_path: Path) -> None:
+    """The chosen step's achieved rate (6.66 offered at 9.0 in the issue) is the table's figure, the ranking bar's
+    length and the x of the ringed point on the curves; the offered rate is only in brackets."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run = recorded_run()
+    chosen = next(r for r in run.steps if r.chosen)
+    steps = [dataclasses.replace(r, rps=6.66, offered_rps=9.0) if r.chosen else r for r in run.steps]
+    summary = dataclasses.replace(run.summaries[0], max_rps=6.66, max_rps_low=6.66, max_rps_high=6.66, offered_rps=9.0)
+    run = dataclasses.replace(run, steps=steps, summaries=[summary])
+    try:
+        report._ranking(run, tmp_path / "ranking.png", plt)
+        (bar,) = plt.gca().patches
+        report._curves(run, tmp_path / "curves.png", plt)
+        ringed = [line for line in plt.gcf().axes[0].lines if line.get_markersize() == 13]
+    finally:
+        plt.close("all")
+    assert bar.get_width() == 6.66 and [line.get_xdata()[0] for line in ringed] == [6.66] and chosen.step == 2
+    assert "| `original` | **6.7** (offered 9.0) |" in report.results_table(run.summaries, run.steps)
+
+
+def test_a_noisy_run_says_so_first_and_in_the_machine_table(tmp_path: Path) -> None:
+    run = recorded_run()
+    reasons = ["other processes used 48 % of the machine during the run (limit 25 %)"]
+    run.machine["conditions"] = {"cores": 2, "baseline_before": 248.0, "baseline_after": 160.0, "others_pct": 50.0,
+                                 "others_run_pct": 48.0, "load_average": 3.1, "own_cores": 1.2, "steal_pct": 0.1,
+                                 "noisy": reasons}  # fmt: skip
+    report.write_all(run, tmp_path)
+    readme = (tmp_path / "README.md").read_text()
+    title, banner = readme.split("\n\n")[:2]
+    assert title.startswith("# Benchmark: ") and banner.startswith(f"**Marked NOISY: {reasons[0]}.**")
+    assert "| raw onnxruntime baseline before / after (inferences/s) | 248.0 / 160.0 (-35.5%) |" in readme
+    assert "| marked noisy | " + reasons[0] + " |" in readme
+    assert report.read_run(tmp_path / "results.json").machine["conditions"]["noisy"] == reasons
+    run.machine["conditions"]["noisy"] = []
+    report.write_all(run, tmp_path)
+    assert "Marked NOISY" not in (tmp_path / "README.md").read_text()
+    assert "| marked noisy | no: a quiet run |" in (tmp_path / "README.md").read_text()

@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
+import time
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from triton_gke.bench import runner
 from triton_gke.bench.load_plan import LoadPlan
-from triton_gke.bench.results import payload_pairs
+from triton_gke.bench.results import PerfAnalyzerOpinion, StepRow, payload_pairs
 from triton_gke.bench.slo_search import (
     RateLadder,
+    rate_search,
 )
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS
 from triton_gke.sandbox.triton import TritonStartError
 
-from tests.unit.bench.test_slo_search import SLO
+from tests.unit.bench.test_slo_search import RECORDED_ORIGINAL_CPU, SLO
+
+SLO_400 = dataclasses.replace(SLO, slo_ms=400)
 
 
 # ---------------------------------------------------------------- runner helpers
@@ -56,3 +63,74 @@ def test_a_variant_that_cannot_be_served_is_reported_and_skipped() -> None:
     outcome = runner.run_all(config, [runner.read_model(REFERENCE_VARIANTS[0], None)], broken_server, lambda _: None)
     assert outcome.runs == [] and outcome.summaries == []
     assert outcome.failed == ["original: not measured: tritonserver exited with code 1 before it was ready"]
+
+
+# ---------------------------------------------------------------- progress and the one figure (issue 24)
+RECORDS = st.fixed_dictionaries(
+    {
+        "phase": st.sampled_from(["warm-up", "search", "saturation"]),
+        "users": st.integers(1, 1000),
+        "offered_rps": st.none() | st.floats(0.1, 5000),
+        "rps": st.floats(0, 5000),
+        "p95_ms": st.none() | st.floats(0, 1e6),
+    }
+)
+
+
+@given(record=RECORDS, elapsed=st.floats(0, 1e5), left=st.none() | st.floats(0, 1e5))
+def test_a_progress_line_gives_rate_p95_verdict_elapsed_and_time_left(
+    record: dict, elapsed: float, left: float | None
+) -> None:
+    line = runner.progress_line("original repeat 1/2", record, "pass", elapsed, left)
+    load = f"{record['users']} users" if record["offered_rps"] is None else f"offered {record['offered_rps']:.1f} req/s"
+    p95 = "n/a" if record["p95_ms"] is None else f"{record['p95_ms']:.0f} ms"
+    assert line == (
+        f"  original repeat 1/2 step {record['phase']}: {load}, achieved {record['rps']:.1f} req/s, p95 {p95}, pass"
+        f" | elapsed {runner._clock(elapsed)}, left {'n/a' if left is None else '~' + runner._clock(left)}"
+    )
+
+
+@given(seconds=st.floats(0, 1e6))
+def test_clock_reads_back_to_the_second(seconds: float) -> None:
+    text = runner._clock(seconds)
+    match = re.fullmatch(r"(?:(\d+)h(\d{2})m|(\d+)m(\d{2})s|(\d+)s)", text)
+    assert match, text
+    hours, h_minutes, minutes, secs, alone = (int(g) if g else 0 for g in match.groups())
+    total = hours * 3600 + h_minutes * 60 + minutes * 60 + secs + alone
+    assert abs(total - round(seconds)) < (60 if hours else 1)
+
+
+def test_time_left_comes_from_the_ramps_finished_so_far() -> None:
+    now = time.monotonic()
+    progress = runner.Progress(ramps=4, typical_ramp_s=200.0, log=lambda _: None, started=now - 100)
+    progress.ramp_started = now - 100
+    assert progress.left_s() == pytest.approx(4 * 200.0 - 100, abs=1)  # no ramp finished: the plan's typical one
+    progress.finished, progress.ramp_started = 2, now - 10  # two ramps took 90 s: 45 s each, 10 s into the third
+    assert progress.left_s() == pytest.approx(2 * 45.0 - 10, abs=1)
+    lines: list[str] = []
+    progress.log = lines.append
+    progress.step("original repeat 3/4", {"phase": "search", "users": 32, "offered_rps": 9.0, "rps": 6.66,
+                                          "p95_ms": 81.2}, "pass")  # fmt: skip
+    assert lines == ["  original repeat 3/4 step search: offered 9.0 req/s, achieved 6.7 req/s, p95 81 ms, pass | "
+                     "elapsed 1m40s, left ~1m20s"]  # fmt: skip
+
+
+def test_a_step_s_verdict_is_the_search_s() -> None:
+    step = {"users": 32, "rps": 8.7, "p50_ms": 60.0, "p95_ms": 120.0, "requests": 52, "failures": 0,
+            "offered_rps": 9.0, "warmup": False, "phase": "search"}  # fmt: skip
+    assert runner.step_verdict(step, SLO) == "fail: p95 120 ms > 100 ms"
+    assert runner.step_verdict(step | {"p95_ms": 80.0}, SLO) == "pass"
+    assert runner.step_verdict(step | {"phase": "saturation"}, SLO) == "closed loop"
+
+
+def test_the_summary_s_figure_is_the_achieved_rate_of_the_chosen_step() -> None:
+    """What the table, the ranking plot and the records show: 3.9949 achieved, not the 4.0 offered."""
+    result = rate_search(RECORDED_ORIGINAL_CPU, SLO_400)
+    rows = [StepRow("original", 1, i, s.users, s.offered_rps, s.warmup, 6.0, s.requests, s.failures, s.rps, s.p50_ms,
+                    s.p95_ms, s.p95_ms, 1.5, None, None, None, None, None, v, result.best_index == i)
+            for i, (s, v) in enumerate(zip(RECORDED_ORIGINAL_CPU, result.verdicts, strict=True))]  # fmt: skip
+    opinion = PerfAnalyzerOpinion("", None, None, None, None, None, None, "skipped")
+    model = runner.read_model(REFERENCE_VARIANTS[0], None)
+    summary = runner.summarise(runner.VariantRun(model, [], [result], rows, opinion, None), None)
+    (chosen,) = [r for r in rows if r.chosen]
+    assert summary.max_rps == chosen.rps == 3.9949 and summary.offered_rps == chosen.offered_rps == 4.0

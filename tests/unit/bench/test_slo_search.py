@@ -215,7 +215,8 @@ def test_rate_search_rules_on_a_recorded_search() -> None:
     # but it is below a passing rate: a later, lower failure bounds the answer from above all the same.
     state = rate_state(steps, criteria)
     assert state.passed == (2.0, 3.0, 4.5, 5.51) and state.failed == (6.75, 4.98)
-    assert runner.capacity(result) == 4.5 and result.best_index == 3
+    # The answer is the achieved rate of the step at the highest passing rate (4.5 offered): what plots and tables show.
+    assert runner.capacity(result) == 5.3 and result.best.offered_rps == 4.5 and result.best_index == 3
     assert result.verdicts[0] == WARMUP and result.verdicts[4] == "p95 722 ms > 300 ms"
     assert next_rate(steps, criteria, ladder) == pytest.approx(math.sqrt(4.5 * 4.98))
     assert next_rate(steps[:5], criteria, ladder) == 6.75  # one failure: measure the same rate again

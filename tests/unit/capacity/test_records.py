@@ -119,6 +119,8 @@ def records(draw: st.DrawFn) -> CapacityRecord:
         max_rps_per_gpu=draw(RATE), batch=draw(st.none() | within("batch")), p50_ms=p50, p95_ms=p95,
         source=draw(st.sampled_from(["reference", "measured"])), method=draw(LINE),
         measured_at=draw(st.dates(max_value=datetime.date.today())).isoformat(), revision=draw(st.integers(1, 10_000)),
+        baseline_before=draw(st.none() | within("baseline_before")), load_average=draw(st.none() | st.floats(0, 1e5)),
+        cpu_steal_percent=draw(st.none() | st.floats(0, 100)), noisy=draw(st.none() | LINE),
     )  # fmt: skip
 
 
@@ -163,6 +165,13 @@ BREAKAGES: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("max_rps_per_gpu", lambda d: {k: v for k, v in d.items() if k != "max_rps_per_gpu"}),
     ("maximum_rps", lambda d: d | {"maximum_rps": 3}),
     ("path", lambda d: d | {"path": "x.json"}),
+    # The run's conditions (optional keys, issue 24): of their types and bounds when present.
+    ("noisy", lambda d: d | {"noisy": "load average 3.1\nsteal 9 %"}),
+    ("noisy", lambda d: d | {"noisy": ["busy"]}),
+    ("noisy", lambda d: d | {"noisy": ""}),
+    ("cpu_steal_percent", lambda d: d | {"cpu_steal_percent": -0.5}),
+    ("load_average", lambda d: d | {"load_average": "2.0"}),
+    ("baseline_before", lambda d: d | {"baseline_before": 0}),
 ]
 
 
@@ -334,3 +343,13 @@ def test_a_bad_record_in_a_batch_writes_nothing(tmp_path: Path) -> None:
     assert not tmp_path.exists() or not list(tmp_path.iterdir())
     with pytest.raises(CapacityError, match="holds the same gpu"):
         write_records([record(), record(max_rps_per_gpu=2.0)], tmp_path)
+
+
+def test_a_record_without_the_run_conditions_still_reads_and_keeps_its_form(tmp_path: Path) -> None:
+    """Records committed before issue 24 have no conditions: they read as unknown (None), not as quiet or noisy."""
+    shipped = load_records()
+    assert shipped and all(r.noisy is None and r.baseline_before is None for r in shipped)
+    marked = record(baseline_before=120.5, baseline_after=101.0, load_average=3.1, cpu_steal_percent=0.2,
+                    noisy="raw onnxruntime baseline drifted -16 %")  # fmt: skip
+    (written,) = write_records([marked], tmp_path)
+    assert load_record(written.path) == written and json.loads(written.path.read_text())["noisy"] == marked.noisy

@@ -1,0 +1,39 @@
+"""bench.conditions against a real CPU hog: a busy loop beside the baselines marks the run noisy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import psutil
+from triton_gke.bench import conditions
+from triton_gke.bench.probes import cpu_count
+
+
+def _cpu_s(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+def test_a_cpu_hog_beside_the_run_marks_it_noisy() -> None:
+    """A real busy loop on one core while the baselines and a one-second run go (~4 s): the other processes' share
+    measured during the baseline holds at least the hog's own CPU (psutil's count of it), so does the run's, and the
+    run is marked."""
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        process = psutil.Process(hog.pid)
+        watch = conditions.Watch(baseline_s=1.0, interval_s=0.2)
+        started, used = time.monotonic(), _cpu_s(process)
+        before = watch.start()
+        hog_pct = 100 * (_cpu_s(process) - used) / ((time.monotonic() - started) * cpu_count())
+        time.sleep(1.0)  # the run itself: a second in which only the hog works
+        found = watch.finish()
+    finally:
+        hog.kill()
+        hog.wait()
+    assert hog_pct > conditions.OTHERS_MAX_PCT  # the hog did take its core
+    assert before.others_pct is not None and before.others_pct >= 0.8 * hog_pct, (before, hog_pct)
+    assert found.baseline_before and found.baseline_after and found.own_cores is not None
+    assert found.others_run_pct is not None and found.others_run_pct > conditions.OTHERS_MAX_PCT, found
+    assert any(r.startswith("other processes used ") for r in found.noisy), found
