@@ -34,12 +34,12 @@ export MAKE_ARGS_GOALS := $(MAKECMDGOALS)
 
 setup: $(VENV)/.installed
 
-## Debian packages the local runs need: prometheus (+ promtool) and iproute2 (loopback-only network namespaces)
+## Debian packages the local runs need: prometheus (+ promtool), iproute2 (loopback-only network namespaces) and haproxy (the rollout proof's load balancer)
 system-packages:
-	@command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v ip >/dev/null || { \
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v ip >/dev/null && command -v haproxy >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus iproute2 >/dev/null; \
-	  else echo "error: install Debian's prometheus and iproute2 packages: sudo apt-get install prometheus iproute2" >&2; exit 1; fi; }
+	    apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus iproute2 haproxy >/dev/null; \
+	  else echo "error: install Debian's prometheus, iproute2 and haproxy packages: sudo apt-get install prometheus iproute2 haproxy" >&2; exit 1; fi; }
 
 $(VENV)/.installed: requirements.txt requirements-nodeps.txt constraints.txt pyproject.toml
 	@echo "setup: $(VENV) with the pinned dependencies (first use, or a requirements file changed)" >&2
@@ -58,7 +58,7 @@ model-repo: setup
 plan: model-repo
 	$(RUN) --stack $(TRITON_GKE) plan
 
-## The local sandbox of STACK: models on a GCS emulator, a real Triton, Prometheus and Locust, then a report. ARGS: --set KEY=VALUE, --config-file FILE, --duration S, --out DIR
+## The local sandbox of STACK: models on a GCS emulator, a real Triton, Prometheus and Locust, then a report. ARGS: --set KEY=VALUE, --config-file FILE, --duration S, --out DIR, --scenario rollout (replicas behind haproxy through rollouts)
 sandbox: model-repo system-packages
 	$(RUN) --stack $(TRITON_GKE) sandbox
 
@@ -74,13 +74,18 @@ capacity-compare: setup
 dashboards: setup
 	$(TRITON_GKE) dashboards
 
-## Every test, unit and live (tests/live/ start tritonserver, Locust, Prometheus, the GCS emulator): what CI runs
-test: lint system-packages
-	$(RUN) $(PY) -m pytest
+# The unit tests run on every core (pytest-xdist; they start no process and share nothing they write), the live
+# ones one at a time after them: a live test may rebuild the shared build/model_repository, or measure latency.
+UNIT_WORKERS := -n auto --maxprocesses 4
 
-## The unit tests only (tests/unit/: pure and mock runtime, no process started). ARGS: pytest's options
+## Every test: the unit tests, then the live ones (tritonserver, Locust, Prometheus, haproxy, the GCS emulator): what CI runs. ARGS: pytest's options, given to both runs
+test: lint system-packages
+	$(RUN) $(PY) -m pytest -m "not live" $(UNIT_WORKERS)
+	$(RUN) $(PY) -m pytest -m live
+
+## The unit tests only (tests/unit/: pure and mock runtime, no process started), on every core. ARGS: pytest's options
 test-fast: setup
-	$(RUN) $(PY) -m pytest -m "not live"
+	$(RUN) $(PY) -m pytest -m "not live" $(UNIT_WORKERS)
 
 ## ruff, and the rooms' import rules (.importlinter, checked over the installed package's layout)
 lint: setup

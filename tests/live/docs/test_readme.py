@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -73,15 +74,28 @@ def examples() -> list[Example]:
     return documented_examples()
 
 
+# Commands that read what an earlier one wrote: run in the documents' order, one after the other.
+IN_ORDER = "applied-dev.json"
+
+
 @pytest.fixture(scope="module")
 def results(examples: list[Example]) -> dict[str, Result]:
-    """Each runnable README command run once (a command shown twice is run once)."""
-    ran: dict[str, Result] = {}
+    """Each runnable README command run once (a command shown twice is run once), two at a time: they are
+    independent processes (a build of the shared model repository is locked, model_repo/build.py), except the
+    ones that read an earlier one's file (IN_ORDER), which run in order in one lane."""
+    commands: dict[str, str] = {}
     for example in examples:
-        if example.key in RUN and example.key not in ran:
-            run = run_split if example.key in STDOUT_APART else run_pasted
-            ran[example.key] = run(example.command)
-    return ran
+        if example.key in RUN:
+            commands.setdefault(example.key, example.command)
+
+    def run(key: str) -> Result:
+        return (run_split if key in STDOUT_APART else run_pasted)(commands[key])
+
+    chained = [key for key in commands if IN_ORDER in key]
+    with ThreadPoolExecutor(2) as pool:
+        chain = pool.submit(lambda: {key: run(key) for key in chained})
+        rest = {key: pool.submit(run, key) for key in commands if key not in chained}
+        return {**chain.result(), **{key: future.result() for key, future in rest.items()}}
 
 
 @pytest.mark.parametrize("key", sorted(RUN))

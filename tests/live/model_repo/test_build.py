@@ -14,27 +14,16 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.http as httpclient
-from triton_gke.model_repo.build import BuildResult, build_repository, lock_path
-from triton_gke.model_repo.settings import (
-    REFERENCE_VARIANTS,
-    ModelRepoSettings,
-)
+from triton_gke.model_repo.build import BuildResult, lock_path
 from triton_gke.sandbox.processes import wait_for
 from triton_gke.sandbox.triton import TritonServer
 
 from tests.conftest import PROJECT_DIR
-from tests.unit.model_repo.test_build import small_onnx, uint8_copy
+from tests.support.onnx_models import small_onnx
+
+pytest_plugins = ("tests.support.model_builds",)
 
 REPO_ROOT = PROJECT_DIR
-
-
-@pytest.fixture(scope="module")
-def uint8_repos(tmp_path_factory: pytest.TempPathFactory) -> BuildResult:
-    """original and trt_int8 behind a UINT8 input, beside the FP32 original (files from build/cache)."""
-    original, int8 = REFERENCE_VARIANTS[0], REFERENCE_VARIANTS[3]
-    settings = ModelRepoSettings(variants=(original, uint8_copy(original), uint8_copy(int8)))
-    root = tmp_path_factory.mktemp("uint8")
-    return build_repository(settings, root / "gpu", root / "cpu")
 
 
 def test_uint8_model_casts_and_scales_in_the_graph(uint8_repos: BuildResult) -> None:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from google.protobuf import text_format
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 from triton_gke.model_repo.__main__ import main
 from triton_gke.model_repo.build import BuildResult, build_repository
 from triton_gke.model_repo.configs import validate_config_text
@@ -24,8 +23,9 @@ from triton_gke.model_repo.settings import (
 )
 from tritonclient.grpc import model_config_pb2 as mc
 
-pytest_plugins = ("tests.support.triton_fixtures",)
+from tests.support.onnx_models import small_onnx, uint8_copy
 
+pytest_plugins = ("tests.support.triton_fixtures", "tests.support.model_builds")
 
 
 REFERENCE = {  # name: (precision, max batch, preferred, queue delay us, instances)
@@ -45,34 +45,6 @@ def tensorrt_params(config: mc.ModelConfig) -> dict[str, str] | None:
     accelerators = config.optimization.execution_accelerators.gpu_execution_accelerator
     trt = [a for a in accelerators if a.name == "tensorrt"]
     return dict(trt[0].parameters) if trt else None
-
-
-def small_onnx(path: Path, input_name: str = "pixels", output_name: str = "scores", batch: str | int = "n") -> Path:
-    """A tiny conv net with its own tensor names (NCHW 3x32x32 -> 10 scores)."""
-    rng = np.random.default_rng(0)
-    weights = [
-        numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w"),
-        numpy_helper.from_array(rng.standard_normal((10, 8)).astype(np.float32), "fc"),
-        numpy_helper.from_array(np.zeros(10, np.float32), "fc_b"),
-    ]
-    nodes = [
-        helper.make_node("Conv", [input_name, "w"], ["c"], pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c"], ["r"]),
-        helper.make_node("GlobalAveragePool", ["r"], ["p"]),
-        helper.make_node("Flatten", ["p"], ["f"]),
-        helper.make_node("Gemm", ["f", "fc", "fc_b"], [output_name], transB=1),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "small",
-        [helper.make_tensor_value_info(input_name, TensorProto.FLOAT, [batch, 3, 32, 32])],
-        [helper.make_tensor_value_info(output_name, TensorProto.FLOAT, [batch, 10])],
-        weights,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return path
 
 
 # ---------------------------------------------------------------- the built repository
@@ -156,17 +128,6 @@ def test_rebuild_with_fewer_variants_replaces_the_repository(tmp_path: Path) -> 
 
 
 # ---------------------------------------------------------------- UINT8 input
-def uint8_copy(variant: VariantSettings) -> VariantSettings:
-    return dataclasses.replace(variant, name=f"{variant.name}_uint8", input_dtype="UINT8")
-
-
-@pytest.fixture(scope="module")
-def uint8_repos(tmp_path_factory: pytest.TempPathFactory) -> BuildResult:
-    """original and trt_int8 behind a UINT8 input, beside the FP32 original (files from build/cache)."""
-    original, int8 = REFERENCE_VARIANTS[0], REFERENCE_VARIANTS[3]
-    settings = ModelRepoSettings(variants=(original, uint8_copy(original), uint8_copy(int8)))
-    root = tmp_path_factory.mktemp("uint8")
-    return build_repository(settings, root / "gpu", root / "cpu")
 
 
 def test_uint8_variants_declare_a_uint8_input_everywhere(uint8_repos: BuildResult) -> None:

@@ -16,10 +16,9 @@ from triton_gke.model_repo.manifest import FILES, MANIFEST, ManifestMismatch, sh
 from triton_gke.model_repo.settings import ModelRepoSettings, default_settings
 from triton_gke.settings.errors import ConfigError
 
-from tests.unit.model_repo.test_build import small_onnx
+from tests.support.onnx_models import small_onnx
 
 pytest_plugins = ("tests.support.gcs_fixtures",)
-
 
 
 REBUILD = "rebuild with make model-repo"

@@ -24,11 +24,14 @@ from triton_gke.offline.lifecycle import (
     normalize,
     refused,
 )
+from triton_gke.offline.lifecycle_table import COMMON_CHANGES
 from triton_gke.offline.plan import plan_records
 from triton_gke.offline.plan_diff import index_records
 from triton_gke.offline.runtime import Plan
 
 from tests.conftest import PROJECT_DIR, evaluate
+
+pytest_plugins = ("tests.support.project_folder",)
 
 SHIPPED_STACKS = ("dev", "staging", "prod")
 
@@ -203,7 +206,12 @@ def test_the_read_back_paths_are_force_new_so_ignoring_them_matters():
             assert rules.types[type_token].classify(path)[0] == "replace", f"{type_token} {path}"
 
 
-def test_the_lifecycle_table_in_the_docs_is_what_the_code_gives():
+def test_the_lifecycle_table_in_the_docs_is_what_the_code_gives(own_project_folder):
+    """In a project folder of its own: the table's model changes rebuild build/model_repository there."""
+    from triton_gke.offline import build_models
+
+    for stack in COMMON_CHANGES:
+        assert build_models.main(["--stack", stack]) == 0
     assert lifecycle_table.main(["--check"]) == 0, "run triton-gke lifecycle-table"
 
 

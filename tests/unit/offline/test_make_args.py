@@ -38,7 +38,8 @@ TARGETS_WITH_ARGS = {
     "bench": ["--target", "bench", "--stack", TRITON_GKE, "bench"],
     "model-repo": ["--target", "model-repo", "--stack", TRITON_GKE, "model-repo"],
     "capacity-compare": ["--target", "capacity-compare", TRITON_GKE, "capacity", "compare"],
-    "test": ["--target", "test", "{PY}", "-m", "pytest"],
+    # test's second recipe line, the live tests (the first runs the unit tests on every core; both get ARGS)
+    "test": ["--target", "test", "{PY}", "-m", "pytest", "-m", "live"],
 }
 
 
