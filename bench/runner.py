@@ -44,8 +44,8 @@ from triton_gke.bench.results import PerfAnalyzerOpinion, StepRow, VariantSummar
 from triton_gke.bench.slo_search import PASS, SloCriteria, SloResult, Step, rate_search, spread, verdict
 from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LOCUSTFILE, LocustEnvironment
 from triton_gke.contracts.triton import READY_PATH
-from triton_gke.model_repo.configs import CONFIG_MAX_BYTES
 from triton_gke.model_repo.settings import ModelRepoSettings, VariantSettings
+from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES
 from triton_gke.settings.schema import build_dir, project_dir
 from tritonclient.grpc import model_config_pb2 as mc
 

@@ -25,8 +25,6 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 ONNX_FILENAME = "model.onnx"
 PYTHON_FILENAME = "model.py"
-# A Triton config.pbtxt is a few KiB; every reader of one reads it whole, through the one bounded reader, up to this.
-CONFIG_MAX_BYTES = 4 * 1024 * 1024
 SAVEDMODEL_DIRNAME = "model.savedmodel"
 LABELS_FILENAME = "labels.txt"
 VERSION = "1"

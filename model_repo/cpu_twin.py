@@ -18,7 +18,6 @@ import shutil
 from pathlib import Path
 
 from triton_gke.model_repo.configs import (
-    CONFIG_MAX_BYTES,
     PYTHON_FILENAME,
     ModelIO,
     base_config,
@@ -27,6 +26,7 @@ from triton_gke.model_repo.configs import (
 )
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import VariantSettings
+from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_gke.bounded_files import read_text_file

@@ -30,12 +30,14 @@ from pathlib import Path
 
 import google_crc32c
 from google.protobuf import text_format
-from triton_gke.model_repo.configs import CONFIG_MAX_BYTES
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_gke.bounded_files import read_capped_file, read_text_file
 
 CONFIG_NAME = "config.pbtxt"
+# A Triton config.pbtxt is a few KiB; every reader of one reads it whole, through the one bounded reader, up to this.
+# Here, not in model_repo/configs.py: the sync runs on the base install, without the `models` extra configs imports.
+CONFIG_MAX_BYTES = 4 * 1024 * 1024
 # Bytecode the Python backend leaves beside model.py is machine-specific; Finder litter is nobody's.
 IGNORED_DIRS = frozenset({"__pycache__"})
 IGNORED_FILES = frozenset({".DS_Store"})

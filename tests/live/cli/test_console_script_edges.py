@@ -162,11 +162,11 @@ def test_sync_checks_the_local_source_before_credentials(tmp_path: Path) -> None
     assert one_line(done) == "error: local model repository not found: nonexist"
 
 
-def test_plan_diff_of_a_binary_file_says_not_utf8(tmp_path: Path) -> None:
+def test_plan_diff_of_a_binary_file_says_it_is_binary(tmp_path: Path) -> None:
     binary = tmp_path / "bin.json"
     binary.write_bytes(b"\xff\xfe\x00binary")
     line = one_line(run(str(TRITON_GKE), "plan-diff", str(binary), str(binary)))
-    assert line == f"error: {binary}: not UTF-8 text (byte 0); not a plan (a JSON file)", line
+    assert line == f"error: {binary}: binary data (a NUL byte at 2); not a plan file (make plan ARGS=--json)", line
 
 
 # --- plan-folder --------------------------------------------------------------------------------------------------

@@ -36,10 +36,11 @@ from triton_gke.infra.cost import load_vm_prices
 from triton_gke.infra.model_upload import built_repository_digest
 from triton_gke.loadtest.arrivals import MAX_TRACE_BYTES, ArrivalError, read_trace
 from triton_gke.model_repo import build, cpu_twin, sync_source
-from triton_gke.model_repo.configs import CONFIG_MAX_BYTES, ModelIO, TensorSpec
+from triton_gke.model_repo.configs import ModelIO, TensorSpec
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.manifest import MANIFEST, MANIFEST_MAX_BYTES, read_manifest
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings
+from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES
 from triton_gke.offline import lifecycle, plan, plan_diff, plan_folder, runtime
 from triton_gke.sandbox import leftovers, run_folder
 from triton_gke.sandbox import report as sandbox_report
