@@ -12,6 +12,8 @@ from tensorflow_backend src/tensorflow.cc.
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +23,10 @@ from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import VariantSettings
+from triton_gke.model_repo.sync_source import MAX_ONNX_BYTES
 from tritonclient.grpc import model_config_pb2 as mc
+
+from triton_gke.bounded_files import read_capped_file
 
 ONNX_FILENAME = "model.onnx"
 PYTHON_FILENAME = "model.py"
@@ -92,16 +97,30 @@ class ModelIO:
 
 
 # ---------------------------------------------------------------- reading the model
+def _model_file_size(path: Path) -> int:
+    """The size of a regular model file within MAX_ONNX_BYTES (sync_source.py), or one line saying why not."""
+    try:
+        info = os.stat(path)
+    except OSError as err:
+        raise ModelRepoError(f"{path}: cannot read model file ({err.strerror or err})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ModelRepoError(f"{path}: not a regular file (a model must be one .onnx file)")
+    if info.st_size > MAX_ONNX_BYTES:
+        raise ModelRepoError(f"{path}: {info.st_size} bytes, over the 2 GiB one ONNX file can hold")
+    return info.st_size
 
 
 def read_onnx_io(path: Path) -> ModelIO:
     """Inputs/outputs of an ONNX file, batch dimension removed (it must be dynamic)."""
+    size = _model_file_size(path)
+    # Through the one bounded reader (a regular file, read to its size at most), parsed as a binary protobuf whatever
+    # the file's name: onnx.load picks a JSON or text parser from a .json or .txt suffix.
+    data = read_capped_file(path, size, "an ONNX model", ModelRepoError)
     try:
-        model = onnx.load(str(path), load_external_data=False)
-    except DecodeError:
+        model = onnx.load_model_from_string(data, format="protobuf")
+    except (DecodeError, ValueError, RuntimeError):
         raise ModelRepoError(f"{path}: not an ONNX model (protobuf decoding failed)") from None
-    except OSError as err:
-        raise ModelRepoError(f"{path}: cannot read model file ({err.strerror or err})") from None
+    del data
     graph = model.graph
     if not graph.node or not graph.output:
         raise ModelRepoError(f"{path}: not an ONNX model (no graph nodes or outputs)")

@@ -38,6 +38,10 @@ CONFIG_NAME = "config.pbtxt"
 # A Triton config.pbtxt is a few KiB; every reader of one reads it whole, through the one bounded reader, up to this.
 # Here, not in model_repo/configs.py: the sync runs on the base install, without the `models` extra configs imports.
 CONFIG_MAX_BYTES = 4 * 1024 * 1024
+# A single-file ONNX model is one protobuf message, which cannot exceed 2 GiB ("Large models >2GB" use external data,
+# https://github.com/onnx/onnx/blob/main/docs/ExternalData.md): a larger file is refused by its size, before a parser
+# holds it in memory.
+MAX_ONNX_BYTES = 2 * 1024**3
 # Bytecode the Python backend leaves beside model.py is machine-specific; Finder litter is nobody's.
 IGNORED_DIRS = frozenset({"__pycache__"})
 IGNORED_FILES = frozenset({".DS_Store"})
@@ -266,6 +270,8 @@ def _check_onnx(path: Path) -> None:
         st = path.stat()
     except OSError as err:
         raise SyncError(f"{show(path)}: not a valid ONNX model ({_first_line(err)})") from None
+    if st.st_size > MAX_ONNX_BYTES:
+        raise SyncError(f"{show(path)}: not a valid ONNX model ({st.st_size} bytes, over the 2 GiB one file can hold)")
     problem = _onnx_problem(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     if problem:
         raise SyncError(f"{show(path)}: not a valid ONNX model ({problem})")

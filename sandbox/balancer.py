@@ -313,9 +313,10 @@ class LocalBalancer:
     def wait_healthy(self, name: str, timeout_s: float) -> bool:
         return wait_for(lambda: self.status(name) == "UP", timeout_s, 0.1)
 
-    def in_flight(self, name: str) -> int:
-        """Requests on that server now (scur: current sessions, MGMT 9.1)."""
-        return int(self.servers().get(name, {}).get("scur") or 0)
+    def sessions(self, name: str) -> tuple[int, int]:
+        """(scur, stot) of that server: the sessions open now and all it was ever given (MGMT 9.1)."""
+        row = self.servers().get(name, {})
+        return int(row.get("scur") or 0), int(row.get("stot") or 0)
 
     def counters(self) -> Counters:
         rows = {(r["pxname"], r["svname"]): r for r in self._stat_rows()}

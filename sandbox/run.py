@@ -362,8 +362,18 @@ def _settings(args: argparse.Namespace) -> StackSettings:
         raise ConfigError(f"--stack {args.stack}: {err}") from None
 
 
+# Options of the load scenario that the rollout scenario's fixed load does not take: refused, not ignored.
+LOAD_ONLY_OPTIONS = ("--duration", "--users", "--keep-data", "--no-isolation")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.scenario == "rollout":
+        words = sys.argv[1:] if argv is None else argv
+        given = [o for o in LOAD_ONLY_OPTIONS if any(w == o or w.startswith(f"{o}=") for w in words)]
+        if given:
+            parser.error(f"{given[0]}: not with --scenario rollout (its load is fixed)")
     progress = Progress()
     signals = InterruptSignals()
     with signals.installed():

@@ -52,6 +52,10 @@ MAX_DRAIN_TIMEOUT_S = 3600
 SPOT_NOTICE_S = 15
 # Longest wait accepted for preStop, exit timeout and grace period: one hour, far above any real drain.
 MAX_WAIT_S = 3600
+# GKE's NEG controller marks the readiness gate true for a pod still failing the load balancer's health check 10
+# minutes after it was created (kubernetes/ingress-gce pkg/neg/readiness/reflector.go unreadyTimeout): a health check
+# that needs longer to call a new pod healthy would no longer hold the rollout.
+NEG_UNREADY_TIMEOUT_S = 600
 
 # Stack key (Pulumi.yaml) of each settable field; the others derive from the stack (spot, slo) or are fixed.
 STACK_KEYS: dict[str, str] = {
@@ -170,6 +174,12 @@ def _order_problem(v: LifecycleSettings, slo_latency_ms: int) -> tuple[str, str]
         return STACK_KEYS["termination_grace_s"], (
             f"longer than the {v.spot_notice_s} s a Spot preemption gives pods (gpuSpot: true); GKE ignores the rest "
             "(https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms)"
+        )
+    if v.healthy_threshold * v.health_check_interval_s > NEG_UNREADY_TIMEOUT_S:
+        return STACK_KEYS["healthy_threshold"], (
+            f"a new pod needs {v.healthy_threshold} x {v.health_check_interval_s} s of passing health checks, longer "
+            f"than the {NEG_UNREADY_TIMEOUT_S} s after which GKE opens the NEG readiness gate anyway "
+            "(kubernetes/ingress-gce reflector.go unreadyTimeout): rollouts would stop waiting for the load balancer"
         )
     if v.drain_timeout_s < v.exit_timeout_s:
         return STACK_KEYS["drain_timeout_s"], (

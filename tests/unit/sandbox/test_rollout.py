@@ -78,3 +78,15 @@ def test_the_committed_run_failed_no_request_where_it_must_not() -> None:
     assert stack["kill"]["failed"] <= stack["kill"]["in_flight_at_kill"]
     assert all(r["failed"] > 0 for r in rows if r["setting"] != "stack")
     assert all(rollout.agree(r) for r in rows)
+
+
+@pytest.mark.parametrize("words", [["--duration", "5"], ["--users=3"], ["--keep-data"], ["--no-isolation"]])
+def test_the_rollout_scenario_refuses_the_load_scenarios_options(words: list[str], capsys) -> None:
+    """Its load is fixed: an option it would ignore is refused in one line, before anything starts."""
+    from triton_gke.sandbox import run as sandbox
+
+    with pytest.raises(SystemExit) as done:
+        sandbox.main(["--scenario", "rollout", *words])
+    assert done.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "not with --scenario rollout" in line and words[0].split("=")[0] in line

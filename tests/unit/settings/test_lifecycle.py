@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from triton_gke.settings import ConfigError, load_stack_settings
 from triton_gke.settings.lifecycle import (
     DEFAULTS,
+    NEG_UNREADY_TIMEOUT_S,
     SPOT_NOTICE_S,
     STACK_KEYS,
     LifecycleSettings,
@@ -50,7 +51,7 @@ def coherent(draw: st.DrawFn) -> tuple[LifecycleSettings, int]:
         drain_timeout_s=draw(st.integers(exit_timeout, 3600)),
         health_check_interval_s=interval,
         health_check_timeout_s=draw(st.integers(1, interval)),
-        healthy_threshold=draw(st.integers(1, 10)),
+        healthy_threshold=draw(st.integers(1, min(10, NEG_UNREADY_TIMEOUT_S // interval))),
         unhealthy_threshold=unhealthy,
         lb_programming_s=programming,
         pdb_max_unavailable=draw(st.integers(1, 1000)),
@@ -197,3 +198,27 @@ def test_every_shipped_stack_reads_a_coherent_contract(stack: str) -> None:
     settings_ = load_stack_settings(stack_settings(stack), stack=stack)
     assert settings_.lifecycle.spot == settings_.gpu_pool.spot
     assert lifecycle_problem(settings_.lifecycle, settings_.monitoring.slo.latency_ms) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(interval=st.integers(61, 300), data=st.data())
+def test_a_health_check_slower_than_the_readiness_gates_timeout_is_refused(interval: int, data: st.DataObject) -> None:
+    """ingress-gce opens the NEG readiness gate 10 minutes after a pod's creation whatever its health (reflector.go
+    unreadyTimeout): healthy threshold x interval past that, and the rollout no longer waits for the load balancer."""
+    healthy = data.draw(st.integers(NEG_UNREADY_TIMEOUT_S // interval + 1, 10))
+    pre_stop = interval + DEFAULTS.lb_programming_s  # one failed check + programming: the endpoint's removal
+    values = dataclasses.replace(
+        DEFAULTS,
+        spot=False,
+        health_check_interval_s=interval,
+        health_check_timeout_s=interval,
+        healthy_threshold=healthy,
+        unhealthy_threshold=1,
+        pre_stop_s=pre_stop,
+        termination_grace_s=pre_stop + DEFAULTS.exit_timeout_s + MARGIN,
+    )
+    assert (
+        lifecycle_problem(dataclasses.replace(values, healthy_threshold=NEG_UNREADY_TIMEOUT_S // interval), 100) is None
+    )
+    problem = lifecycle_problem(values, 100)
+    assert problem is not None and problem[0] == "lbHealthyThreshold" and "unreadyTimeout" in problem[1], problem

@@ -35,12 +35,12 @@ from triton_gke.capacity.records import MAX_FILE_BYTES, CapacityError, load_reco
 from triton_gke.infra.cost import load_vm_prices
 from triton_gke.infra.model_upload import built_repository_digest
 from triton_gke.loadtest.arrivals import MAX_TRACE_BYTES, ArrivalError, read_trace
-from triton_gke.model_repo import build, cpu_twin, sync_source
+from triton_gke.model_repo import build, configs, cpu_twin, sync_source
 from triton_gke.model_repo.configs import ModelIO, TensorSpec
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.manifest import MANIFEST, MANIFEST_MAX_BYTES, read_manifest
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings
-from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES
+from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES, MAX_ONNX_BYTES
 from triton_gke.offline import lifecycle, plan, plan_diff, plan_folder, runtime
 from triton_gke.sandbox import leftovers, run_folder
 from triton_gke.sandbox import report as sandbox_report
@@ -126,6 +126,9 @@ READERS: tuple[Reader, ...] = (
     Reader("cache digest", ("model_repo/build.py:_checked_digest",),
            lambda p: build.cached_digest(p.with_name("model.onnx")), ModelRepoError, build._DIGEST_MAX_BYTES,
            file="model.onnx" + build.DIGEST_SUFFIX, prepare=_cached_model),
+    # Binary protobuf: NUL bytes and any byte values are its own, so those inputs are refused as "not an ONNX model".
+    Reader("ONNX model (--onnx, modelSource)", ("model_repo/configs.py:read_onnx_io",), configs.read_onnx_io,
+           ModelRepoError, MAX_ONNX_BYTES, utf8=False),
     Reader("labels file", ("model_repo/build.py:_labels",),
            lambda p: build._labels(ModelRepoSettings(labels=str(p)), _IO), ModelRepoError, build.LABELS_MAX_BYTES),
     Reader("CPU twin's config.pbtxt", ("model_repo/cpu_twin.py:delayed_copy",),
@@ -204,7 +207,6 @@ ALLOWED: dict[str, str] = {
     "model_repo/sync.py:_upload_chunked:open": _BLOCKS,
     "model_repo/sync_source.py:file_hashes:open": _BLOCKS,
     "model_repo/build.py:_uint8_copy.produce:onnx.load": _ONNX,
-    "model_repo/configs.py:read_onnx_io:onnx.load": _ONNX,
     "model_repo/quantize.py:quantize_int8:onnx.load": _ONNX,
     "k8s/on_cluster_args.py:kubeconfig_problem:yaml.safe_load": _TEXT,
     "settings/stack_file.py:_readings:yaml.safe_load": _TEXT,
