@@ -85,8 +85,15 @@ def read_regular_file(path: Path, cap: int, *, follow_links: bool = True) -> byt
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow_links else os.O_NOFOLLOW)
     fd = os.open(path, flags)
     with os.fdopen(fd, "rb") as handle:
-        _refuse_special(os.fstat(fd).st_mode)
-        return handle.read(cap + 1)
+        info = os.fstat(fd)
+        _refuse_special(info.st_mode)
+        # read(n) allocates n bytes before it reads: ask for what the (regular) file holds, plus one byte to see
+        # whether it grew since; only a file that did is read on, up to the cap.
+        want = min(cap, info.st_size) + 1
+        data = handle.read(want)
+        if len(data) == want and want <= cap:
+            data += handle.read(cap + 1 - want)
+        return data
 
 
 def _refuse_special(mode: int) -> None:
