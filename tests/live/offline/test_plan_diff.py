@@ -14,7 +14,7 @@ from tests.unit.offline.test_plan_diff import HPA, record, write
 def test_the_command_line_refuses_a_missing_file_and_an_unknown_option_in_one_line(tmp_path):
     good = write(tmp_path, "good.json", [record(HPA, "h")])
     cases = {
-        "missing.json: cannot read": [str(good), str(tmp_path / "missing.json")],
+        "missing.json: no such file": [str(good), str(tmp_path / "missing.json")],
         "unrecognized arguments: --allow-everything": [str(good), str(good), "--allow-everything"],
     }
     for expected, argv in cases.items():
