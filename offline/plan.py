@@ -30,7 +30,7 @@ from triton_gke.k8s.schema import ManifestError, validate_manifest
 from triton_gke.offline.lifecycle import applied_state, compare, refused, stack_of, summary, unknown_names
 from triton_gke.offline.make_args import settings_words, with_model_repo_args
 from triton_gke.offline.plan_diff import PlanFileError, index_records, load_plan
-from triton_gke.offline.runtime import Plan, PlannedResource, run_program
+from triton_gke.offline.runtime import Plan, PlannedResource, close_event_loop, run_program
 from triton_gke.settings import ConfigError, StackSettings, from_stack_file, stack_config
 from triton_gke.settings.load_balancer import describe_split, shares_of
 from triton_gke.settings.schema import build_dir, config_schema
@@ -98,6 +98,13 @@ K8S_PROPERTIES = (
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    finally:
+        close_event_loop()
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parse_args(argv)
     # Folder refusals name the option the folder came from: --out DIR, or --stack S for build/plan/S.
     option = "--out" if args.out else f"--stack {args.stack}"

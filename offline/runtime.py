@@ -464,6 +464,24 @@ def run_under_mocks(
     return Plan(stack=stack, resources=monitor.records, outputs=outputs, invokes=list(monitor.cloud.calls))
 
 
+def close_event_loop() -> None:
+    """Close the event loop the mock runtime ran programs in, at a command's end. Left to interpreter shutdown after a
+    program failed (its unfinished registrations still hold it), the loop's __del__ can run after its self-pipe socket
+    was collected and print a ValueError traceback under the command's one-line error. Its tasks are cancelled and
+    finished first, so none is destroyed pending (asyncio logs those)."""
+    policy = asyncio.get_event_loop_policy()
+    with contextlib.suppress(RuntimeError):
+        loop = policy.get_event_loop()
+        if loop.is_running() or loop.is_closed():
+            return
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.close()
+        policy.set_event_loop(policy.new_event_loop())  # for a later run in this process (the SDK reuses the loop)
+
+
 def output_values(outputs: Mapping[str, Any]) -> dict[str, Any]:
     """The stack outputs' values after a finished run, secrets masked (as _plain masks inputs), by name."""
     return {name: asyncio.run(_resolved(value)) for name, value in sorted(outputs.items())}
