@@ -13,7 +13,6 @@ from tensorflow_backend src/tensorflow.cc.
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,13 +97,13 @@ class ModelIO:
 
 # ---------------------------------------------------------------- reading the model
 def _model_file_size(path: Path) -> int:
-    """The size of a regular model file within MAX_ONNX_BYTES (sync_source.py), or one line saying why not."""
+    """The size of a model file within MAX_ONNX_BYTES (sync_source.py), or one line saying why not: checked before the
+    bounded reader, which would read up to its cap before it could say "more than". A folder, FIFO or device is the
+    reader's to refuse (it does so before opening)."""
     try:
         info = os.stat(path)
     except OSError as err:
         raise ModelRepoError(f"{path}: cannot read model file ({err.strerror or err})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise ModelRepoError(f"{path}: not a regular file (a model must be one .onnx file)")
     if info.st_size > MAX_ONNX_BYTES:
         raise ModelRepoError(f"{path}: {info.st_size} bytes, over the 2 GiB one ONNX file can hold")
     return info.st_size
