@@ -221,6 +221,16 @@ def run(prog: str, command: Command, argv: list[str]) -> int:
         if extra is None:
             raise
         return missing_extra(prog, extra)
+    finally:
+        _close_mock_runtime()
+
+
+def _close_mock_runtime() -> None:
+    """Every command that ran a program under the mock runtime (plan, plan-folder, lifecycle-table, ...) closes its
+    event loops before interpreter shutdown could print a traceback from one (offline/runtime.py close_event_loop)."""
+    runtime = sys.modules.get("triton_gke.offline.runtime")
+    if runtime is not None:
+        runtime.close_event_loop()
 
 
 def _dispatch(argv: Sequence[str] | None) -> int:

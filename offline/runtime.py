@@ -16,6 +16,7 @@ upgrade breaks any assumption made below.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import base64
 import contextlib
 import importlib.metadata
@@ -190,6 +191,20 @@ class InputTap(pulumi.runtime.Mocks):
 # MockResourceArgs, and because the URN is the monitor's to make (make_urn). If it changes, the plan loses its
 # ordering, URNs, aliases, timeouts and protect flags: tests/unit/offline/test_runtime.py checks the class, the
 # request fields and make_urn.
+# The event loops the SDK's mock monitor made in the engine's worker threads: MockMonitor.RegisterResource, Invoke and
+# ReadResource call sync_await, which gives each thread it runs in a loop of its own (_ensure_event_loop,
+# pulumi/runtime/sync_await.py) and never closes it. close_event_loop closes them at a command's end.
+_thread_loops: set[asyncio.AbstractEventLoop] = set()
+_thread_loops_lock = threading.Lock()
+
+
+def _note_thread_loop() -> None:
+    with contextlib.suppress(RuntimeError):  # no loop in this thread: nothing to close later
+        loop = asyncio.get_event_loop_policy().get_event_loop()
+        with _thread_loops_lock:
+            _thread_loops.add(loop)
+
+
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     """The mock monitor, plus a record of the fields the engine would use to order and bind resources; URNs,
     aliases and transforms as the engine makes and runs them (engine_urn, engine_aliases, run_transforms)."""
@@ -210,8 +225,19 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     def make_urn(self, parent: str, type_: str, name: str) -> str:
         return engine_urn(get_stack_and_project(), parent, type_, name)
 
+    def Invoke(self, request: Any) -> Any:
+        response = super().Invoke(request)
+        _note_thread_loop()
+        return response
+
+    def ReadResource(self, request: Any) -> Any:
+        response = super().ReadResource(request)
+        _note_thread_loop()
+        return response
+
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
+        _note_thread_loop()
         args = self.tap.take()
         if request.type != "pulumi:pulumi:Stack":
             if args is None:
@@ -465,21 +491,41 @@ def run_under_mocks(
 
 
 def close_event_loop() -> None:
-    """Close the event loop the mock runtime ran programs in, at a command's end. Left to interpreter shutdown after a
-    program failed (its unfinished registrations still hold it), the loop's __del__ can run after its self-pipe socket
-    was collected and print a ValueError traceback under the command's one-line error. Its tasks are cancelled and
-    finished first, so none is destroyed pending (asyncio logs those)."""
+    """Close the event loops the mock runtime ran programs in, at a command's end: the main thread's and those of the
+    monitor's worker threads (_thread_loops). Left to interpreter shutdown, a loop's __del__ can run after its
+    self-pipe socket was collected and print a ValueError traceback under the command's one-line error (CI saw three,
+    one per worker loop). The main loop's tasks are cancelled and finished first, so none is destroyed pending
+    (asyncio logs those); closing it also ends the worker threads (its default executor)."""
     policy = asyncio.get_event_loop_policy()
     with contextlib.suppress(RuntimeError):
         loop = policy.get_event_loop()
-        if loop.is_running() or loop.is_closed():
-            return
-        pending = asyncio.all_tasks(loop)
-        for task in pending:
-            task.cancel()
-        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        if loop.is_running():
+            return  # called from inside a run: its loops are still in use
+        if not loop.is_closed():
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.close()
+        fresh = policy.new_event_loop()
+        policy.set_event_loop(fresh)  # for a later run in this process (the SDK reuses the loop)
+        _fresh_loops[:] = [*(old for old in _fresh_loops if not old.is_closed()), fresh]
+    with _thread_loops_lock:
+        worker_loops = [loop for loop in _thread_loops if not loop.is_running()]
+        _thread_loops.difference_update(worker_loops)
+    for loop in worker_loops:
         loop.close()
-        policy.set_event_loop(policy.new_event_loop())  # for a later run in this process (the SDK reuses the loop)
+
+
+# The loops close_event_loop left for a later run: closed before interpreter shutdown, for the same reason.
+_fresh_loops: list[asyncio.AbstractEventLoop] = []
+
+
+@atexit.register
+def _close_fresh_loops() -> None:
+    for loop in _fresh_loops:
+        if not loop.is_running() and not loop.is_closed():
+            loop.close()
 
 
 def output_values(outputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -585,7 +631,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """python -m triton_gke.offline.runtime FOLDER [...]: the old entry of `triton-gke plan-folder`, kept working."""
     from triton_gke.offline import plan_folder  # it imports this module
 
-    return plan_folder.main(argv, prog="python -m triton_gke.offline.runtime")
+    try:
+        return plan_folder.main(argv, prog="python -m triton_gke.offline.runtime")
+    finally:
+        close_event_loop()
 
 
 if __name__ == "__main__":

@@ -294,3 +294,31 @@ def test_only_the_offline_runtime_reaches_past_the_public_pulumi_api() -> None:
         lines = enumerate(path.read_text().splitlines(), 1)
         offenders += [f"{relative}:{n}" for n, line in lines if private.search(line)]
     assert offenders == []
+
+
+def test_a_failed_plan_leaves_no_event_loop_open_for_interpreter_shutdown(tmp_path, monkeypatch, capsys):
+    """A plan that fails inside the program (here: no model repository built) must close every event loop the mock
+    runtime made, the worker threads' too: an open one is closed by its __del__ at interpreter shutdown, which can
+    run after its self-pipe socket was collected and print a ValueError traceback under the one-line error (CI)."""
+    import asyncio
+
+    from triton_gke.offline import plan
+
+    repo = Path(runtime.PROJECT_DIR)
+    (tmp_path / "Pulumi.dev.yaml").write_text((repo / "Pulumi.dev.yaml").read_text())
+    (tmp_path / "__main__.py").write_text((repo / "__main__.py").read_text())
+    monkeypatch.chdir(tmp_path)
+    runtime.close_event_loop()  # earlier runs in this process leave worker threads that have their loops already
+    made: list[asyncio.AbstractEventLoop] = []
+    original = asyncio.BaseEventLoop.__init__
+
+    def recording_init(self: asyncio.BaseEventLoop, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "__init__", recording_init)
+    assert plan.main(["--stack", "dev"]) == 2
+    assert "no model repository built" in capsys.readouterr().err
+    current = asyncio.get_event_loop_policy().get_event_loop()
+    left_open = [loop for loop in made if not loop.is_closed() and loop is not current]
+    assert len(made) >= 3 and not left_open, f"{len(left_open)} of {len(made)} event loops left open"
