@@ -30,7 +30,7 @@ RUN = @$(PY) -m triton_gke.offline.make_args --target $@
 MODEL_REPO_MODE := $(if $(filter model-repo,$(MAKECMDGOALS)),,--prerequisite)
 export MAKE_ARGS_GOALS := $(MAKECMDGOALS)
 
-.PHONY: setup system-packages plan sandbox bench capacity-compare test test-fast lint model-repo dashboards clean
+.PHONY: setup system-packages plan sandbox bench tune capacity-compare test test-fast lint model-repo dashboards clean
 
 setup: $(VENV)/.installed
 
@@ -66,6 +66,10 @@ sandbox: model-repo system-packages
 bench: model-repo system-packages
 	$(RUN) --stack $(TRITON_GKE) bench
 
+## Search one variant's serving configuration (batcher delay, batch sizes, instances) for the most capacity at the SLO on the CPU twin (bench/results/tune-*). ARGS: --variant V, --budget-minutes 20, --out DIR, --write-stack
+tune: model-repo system-packages
+	$(RUN) --stack $(TRITON_GKE) bench tune
+
 ## Compare two sets of capacity records (files or folders): ARGS='BASELINE NEW [--max-regression-percent 10]'. A regression ends in `Error 1`, bad input in `Error 2`; make itself exits 2 either way
 capacity-compare: setup
 	$(RUN) $(TRITON_GKE) capacity compare
@@ -74,14 +78,18 @@ capacity-compare: setup
 dashboards: setup
 	$(TRITON_GKE) dashboards
 
-# The unit tests run on every core (pytest-xdist; they start no process and share nothing they write), the live
-# ones one at a time after them: a live test may rebuild the shared build/model_repository, or measure latency.
+# make test: every test but the quiet ones on three pytest-xdist workers, whole files each (module-scoped servers
+# start once; the longest files first), then the quiet ones one at a time, alone. Three workers on two cores: the
+# live tests mostly wait on the processes they start, and the unit tests fill the cores meanwhile. Each live test
+# works in folders of its own; the quiet ones measure rates or latencies that a neighbour would skew
+# (tests/conftest.py QUIET). make test-fast: the unit tests alone, spread test by test over every core.
+TEST_WORKERS := -n 3 --dist loadfile --no-loadscope-reorder
 UNIT_WORKERS := -n auto --maxprocesses 4
 
-## Every test: the unit tests, then the live ones (tritonserver, Locust, Prometheus, haproxy, the GCS emulator): what CI runs. ARGS: pytest's options, given to both runs
+## Every test: the unit and live ones (tritonserver, Locust, Prometheus, haproxy, the GCS emulator) side by side, then the quiet live ones alone: what CI runs. ARGS: pytest's options, given to both runs
 test: lint system-packages
-	$(RUN) $(PY) -m pytest -m "not live" $(UNIT_WORKERS)
-	$(RUN) $(PY) -m pytest -m live
+	$(RUN) $(PY) -m pytest -m "not quiet" $(TEST_WORKERS)
+	$(RUN) $(PY) -m pytest -m "live and quiet"
 
 ## The unit tests only (tests/unit/: pure and mock runtime, no process started), on every core. ARGS: pytest's options
 test-fast: setup

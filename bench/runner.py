@@ -225,14 +225,19 @@ def build_sandbox_repository(repo: ModelRepoSettings, variants: list[VariantSett
     return result.cpu_out
 
 
+def read_config(folder: Path) -> mc.ModelConfig:
+    """The model folder's config.pbtxt. Built earlier into a folder the user can write to: read through the one
+    bounded reader."""
+    text = read_text_file(folder / "config.pbtxt", CONFIG_MAX_BYTES, "a Triton model configuration", BenchError)
+    return text_format.Parse(text, mc.ModelConfig())
+
+
 def read_model(settings: VariantSettings, folder: Path | None) -> Model:
     """Request shape from the built config.pbtxt (sandbox); the locustfile's defaults otherwise."""
     if folder is None:
         size = 224 * 224 * 3 * (1 if settings.uint8_input else 4)
         return Model(settings, None, "input", "probabilities", size)
-    # Built earlier into a folder the user can write to: read through the one bounded reader.
-    text = read_text_file(folder / "config.pbtxt", CONFIG_MAX_BYTES, "a Triton model configuration", BenchError)
-    config = text_format.Parse(text, mc.ModelConfig())
+    config = read_config(folder)
     first = config.input[0]
     size = _TYPE_BYTES.get(mc.DataType.Name(first.data_type), 4)
     for dim in first.dims:

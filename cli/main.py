@@ -91,6 +91,9 @@ BENCH_COMMANDS = {
     "pa-rates": Command(
         "triton_gke.bench.pa_rates", "perf_analyzer at fixed request rates on a local tritonserver", extra="local"
     ),
+    "tune": Command(
+        "triton_gke.bench.tune", "search one variant's serving configuration for capacity at the SLO", extra="local"
+    ),
 }
 MODEL_REPO_COMMANDS = {
     "custom": Command(

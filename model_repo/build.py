@@ -26,7 +26,7 @@ import onnx
 import onnxruntime
 from triton_gke.model_repo import configs, cpu_twin, quantize, resnet50
 from triton_gke.model_repo.errors import ModelRepoError
-from triton_gke.model_repo.manifest import FILES, MANIFEST, file_digests, rebuild, verify_repository
+from triton_gke.model_repo.manifest import FILES, MANIFEST, file_digests, read_manifest, rebuild, verify_repository
 from triton_gke.model_repo.settings import ModelRepoSettings, VariantSettings, is_saved_model_dir, validate_settings
 
 from triton_gke.bounded_files import read_text_file
@@ -465,13 +465,13 @@ def _commit(stage: Path, target: Path) -> None:
 
 
 def _holds(target: Path, stage: Path) -> bool:
-    """The target's manifest is byte for byte the staged one (same settings, source and file digests) and every
+    """The target's manifest is the staged one (same settings, source and file digests) and every
     file of the target still matches it (verify_repository: none changed, missing or added since its build)."""
     try:
-        if (target / MANIFEST).read_bytes() != (stage / MANIFEST).read_bytes():
+        if read_manifest(target) != read_manifest(stage):  # the one bounded reader: a FIFO planted there never hangs
             return False
         verify_repository(target)
-    except (OSError, ModelRepoError):
+    except ModelRepoError:
         return False
     return True
 

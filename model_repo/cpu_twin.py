@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from triton_gke.model_repo.configs import (
@@ -57,6 +58,17 @@ def inject_delay(config: mc.ModelConfig, delay_ms: int) -> None:
 
 def delayed_copy(twin_dir: Path, target_dir: Path, delay_ms: int) -> Path:
     """Copy a built twin folder to target_dir (its name becomes the model name), delay_ms slower."""
+
+    def slower(config: mc.ModelConfig) -> None:
+        config.name = Path(target_dir).name
+        inject_delay(config, delay_ms)
+
+    return edited_copy(twin_dir, target_dir, slower, f"CPU twin {Path(twin_dir).name}, {delay_ms} ms slower on purpose")
+
+
+def edited_copy(twin_dir: Path, target_dir: Path, edit: Callable[[mc.ModelConfig], None], note: str) -> Path:
+    """Copy a built twin folder to target_dir with its configuration changed by `edit` (checked as Triton would
+    check it) and `note` in its header; the ONNX file is hard-linked (read only), the rest copied."""
     twin_dir, target_dir = Path(twin_dir), Path(target_dir)
     config_path = twin_dir / "config.pbtxt"
     text = read_text_file(config_path, CONFIG_MAX_BYTES, "a Triton model configuration", ModelRepoError)
@@ -64,9 +76,8 @@ def delayed_copy(twin_dir: Path, target_dir: Path, delay_ms: int) -> Path:
     if config.backend != "python" or not (twin_dir / "1" / PYTHON_FILENAME).is_file():
         raise ModelRepoError(f"{twin_dir}: not a CPU twin (python backend with 1/{PYTHON_FILENAME})")
     shutil.copytree(twin_dir, target_dir, copy_function=_link_or_copy)
-    config.name = target_dir.name
-    inject_delay(config, delay_ms)
-    text = render(config, f"CPU twin {twin_dir.name}, {delay_ms} ms slower on purpose")
+    edit(config)
+    text = render(config, note)
     (target_dir / "config.pbtxt").write_text(text, encoding="utf-8")
     validate_config_text(text, target_dir / "config.pbtxt")
     return target_dir

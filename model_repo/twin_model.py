@@ -3,7 +3,8 @@
 Copied as `model.py` into each CPU twin's version folder by model_repo.cpu_twin. Input and
 output names come from the model configuration, so one file serves any ONNX model.
 A config parameter `inject_delay_ms` (absent by default) adds that much time to every
-execution: a deliberately slow model, for testing latency alerts.
+execution: a deliberately slow model, for testing latency alerts. `intra_op_thread_count` and
+`inter_op_thread_count` (absent by default) set ONNX Runtime's threads (bench/tune.py searches them).
 """
 
 from __future__ import annotations
@@ -28,12 +29,23 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def _session(path: Path, instances: int) -> ort.InferenceSession:
+def _threads(config: dict, key: str) -> int:
+    """A thread-count parameter under the name Triton's onnxruntime backend reads (intra_op_thread_count,
+    inter_op_thread_count: https://github.com/triton-inference-server/onnxruntime_backend#model-config-options);
+    0 when absent: this model's own choice."""
+    raw = config.get("parameters", {}).get(key, {}).get("string_value", "0")
+    count = int(raw)  # a bad value fails initialize(): the model does not load, the log says why
+    if not 0 <= count <= 1024:
+        raise ValueError(f"{key}={raw!r}: expected 0 to 1024 threads")
+    return count
+
+
+def _session(path: Path, instances: int, intra: int = 0, inter: int = 0) -> ort.InferenceSession:
     options = ort.SessionOptions()
     # Instances share the cores: more threads than cores/instances only adds contention,
     # and spinning threads burn the cores other instances need.
-    options.intra_op_num_threads = max(1, _cpu_count() // instances)
-    options.inter_op_num_threads = 1
+    options.intra_op_num_threads = intra or max(1, _cpu_count() // instances)
+    options.inter_op_num_threads = inter or 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
@@ -51,7 +63,8 @@ class TritonPythonModel:
         config = json.loads(args["model_config"])
         instances = sum(int(group.get("count", 1)) for group in config.get("instance_group", [])) or 1
         folder = Path(args["model_repository"]) / args["model_version"]
-        self.session = _session(folder / ONNX_FILENAME, instances)
+        threads = (_threads(config, "intra_op_thread_count"), _threads(config, "inter_op_thread_count"))
+        self.session = _session(folder / ONNX_FILENAME, instances, *threads)
         self.inputs = [tensor["name"] for tensor in config["input"]]
         self.outputs = [tensor["name"] for tensor in config["output"]]
         self.delay_s = _injected_delay_ms(config) / 1000

@@ -49,7 +49,7 @@ def split_args(text: str) -> list[str]:
 
 SETTINGS_OPTIONS = ("--set", "--config-file")
 # make goals whose program has no settings options: given them, the rebuilt model repository and the run disagree.
-NO_SETTINGS_GOALS = frozenset({"bench"})
+NO_SETTINGS_GOALS = frozenset({"bench", "tune"})
 
 
 def settings_options(words: Sequence[str]) -> list[str]:

@@ -192,6 +192,23 @@ __all__ = [
 
 
 def _compose(path: Path) -> Node | None:
+    text = stack_file_text(path)
+    loader = None
+    try:
+        loader = _Loader(text)  # its reader already refuses control characters
+        return loader.get_single_node()
+    except _Limit as err:
+        raise StackFileError(f"{path.name}: {err}; not a stack file") from None
+    except yaml.YAMLError as err:
+        raise StackFileError(f"{path.name}: not valid YAML: {_yaml_problem(err)}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def stack_file_text(path: Path) -> str:
+    """The stack file's text: a regular UTF-8 file of at most MAX_BYTES without NUL bytes, else StackFileError
+    naming it (the parse reads it so, and so does an edit of the file, bench/tune.py --write-stack)."""
     try:
         data = read_regular_file(path, MAX_BYTES)
     except NotRegularFileError as err:
@@ -208,20 +225,9 @@ def _compose(path: Path) -> Node | None:
     if b"\0" in data:
         raise StackFileError(f"{path.name}: binary data (NUL bytes), not a YAML stack file")
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise StackFileError(f"{path.name}: not UTF-8 text (byte {err.start}); a stack file is YAML") from None
-    loader = None
-    try:
-        loader = _Loader(text)  # its reader already refuses control characters
-        return loader.get_single_node()
-    except _Limit as err:
-        raise StackFileError(f"{path.name}: {err}; not a stack file") from None
-    except yaml.YAMLError as err:
-        raise StackFileError(f"{path.name}: not valid YAML: {_yaml_problem(err)}") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
 
 
 def _shown(path: Path) -> str:

@@ -17,6 +17,10 @@ from typing import Any
 
 import pytest
 
+# The shared helpers and fixture plugins get pytest's assertion messages, whether a test file imports them first or
+# lists them as a plugin (else: "Module already imported so cannot be rewritten").
+pytest.register_assert_rewrite("tests.support")
+
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_DIR))
 
@@ -72,11 +76,53 @@ def prod_plan() -> Plan:
 LIVE_DIR = PROJECT_DIR / "tests" / "live"
 
 
-# `make test` runs the unit tests on every core, then the live ones one at a time (`-m "not live"`, then `-m live`):
-# a live test may rebuild the shared build/model_repository with other settings, which a unit test running beside
-# it would read half-way. A selection (ARGS) holding tests of one kind only leaves the other run empty: that run
+# `make test` runs two phases: every test but the quiet ones on three workers (`-m "not quiet"`: unit tests share
+# nothing they write; each live test works in folders of its own and on ports it picks, and the shared
+# build/model_repository is only rebuilt when its settings change, model_repo/build.py _holds); then the `quiet` ones
+# one at a time (`-m "live and quiet"`): they measure rates, latencies or elapsed times, which a test beside them
+# would skew, or they load the whole machine themselves. QUIET names them, by file or test, with the reason.
+# `make test-fast` runs `-m "not live"`. A selection (ARGS) holding no test of a phase leaves that run empty: it
 # passes, saying so, instead of failing with pytest's "no tests ran" (exit 5).
-PHASES = {"live": True, "not live": False}
+QUIET = {
+    "tests/live/bench/test_conditions.py": "loads every core on purpose, and checks a quiet machine is called quiet",
+    "tests/live/sandbox/test_rollout.py": "zero failed requests with lifecycle waits of 1-4 s",
+    "tests/live/offline/test_plan.py::"
+    "test_a_long_string_aliased_thousands_of_times_is_refused_fast_and_in_bounded_memory": "refused in under 2 s",
+}
+# Not quiet, though they measure: the bench agreement's model sleeps its service time (the cores do not set its
+# capacity; its two searches already run side by side); the other rates, latencies and budgets they check hold with
+# room to spare beside one other worker (each measured so in a `make test` on 2 cores: docs/testing.md).
+PHASES: dict[str, Callable[[bool, bool], bool]] = {  # -m expression -> does a test (live?, quiet?) belong to it
+    "not live": lambda live, quiet: not live,
+    "live": lambda live, quiet: live,
+    "not quiet": lambda live, quiet: not quiet,
+    "live and not quiet": lambda live, quiet: live and not quiet,
+    "live and quiet": lambda live, quiet: live and quiet,
+}
+
+
+# The live files that take longest, in seconds alone (a `--durations` run of the live tests on this 2-core machine).
+# They are handed out first: xdist gives each worker whole files, and one started last would run alone at the end
+# (its default order is by number of tests, which put the 5-minute bench agreement, one test, last).
+LONGEST_FILES = {
+    "tests/live/bench/test_bench_agreement.py": 336,
+    "tests/live/loadtest/test_locustfile.py": 159,
+    "tests/live/sandbox/test_rollout.py": 121,
+    "tests/live/sandbox/test_sandbox.py": 95,
+    "tests/live/docs/test_readme.py": 91,
+    "tests/live/triton_gke/test_package.py": 91,
+    "tests/live/offline/test_plan.py": 85,
+    "tests/live/offline/test_plan_against.py": 88,
+    "tests/live/sandbox/test_faults.py": 65,
+    "tests/live/bench/test_pa_rates.py": 47,
+    "tests/live/model_repo/test_sync.py": 44,
+    "tests/live/offline/test_plan_out.py": 43,
+    "tests/live/observability/test_monitoring_stack.py": 40,
+}
+
+
+def is_quiet(nodeid: str) -> bool:
+    return any(nodeid == key or nodeid.startswith((f"{key}::", f"{key}[")) for key in QUIET)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
@@ -84,9 +130,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if LIVE_DIR in item.path.parents:
             item.add_marker(pytest.mark.live)
+            if is_quiet(item.nodeid):
+                item.add_marker(pytest.mark.quiet)
+    items.sort(key=lambda item: -LONGEST_FILES.get(item.nodeid.split("::", 1)[0], 0))  # stable: files stay whole
     wanted = PHASES.get(config.option.markexpr)
     config.stash[_PHASE_EMPTY] = (
-        bool(items) and wanted is not None and not any((LIVE_DIR in item.path.parents) is wanted for item in items)
+        bool(items)
+        and wanted is not None
+        and not any(wanted(LIVE_DIR in item.path.parents, is_quiet(item.nodeid)) for item in items)
     )
 
 

@@ -30,6 +30,13 @@ def make_project_folder(into: Path) -> Path:
     return into
 
 
+def own_tmpdir(into: Path) -> dict[str, str]:
+    """TMPDIR=into (created), for a child's environment: the run folders it makes (sandbox/run_folder.py) and the
+    orphaned ones it scans for and removes are then its own, never another test's in /tmp."""
+    into.mkdir(parents=True, exist_ok=True)
+    return {"TMPDIR": str(into)}
+
+
 @pytest.fixture
 def own_project_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The current folder for this test: a project folder of its own (make_project_folder)."""

@@ -52,6 +52,7 @@ NEEDS = {
     ("bench",): "local",
     ("bench", "pa-rates"): "local",
     ("bench", "report"): "local",
+    ("bench", "tune"): "local",
 }
 
 

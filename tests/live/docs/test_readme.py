@@ -1,5 +1,6 @@
 """Every command the README and the pages of docs/ show works when pasted: run verbatim with `bash -c` from the
-project root and checked for its exit code and what the documents say it prints."""
+root of a copy of the project (a folder of this module's own) and checked for its exit code and what the documents
+say it prints."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from triton_gke.offline.import_contracts import installed_view
 
 from tests.conftest import PROJECT_DIR
+from tests.support.project_folder import own_tmpdir
 from tests.unit.docs.test_readme import (
     RUN,
     Example,
@@ -35,30 +37,36 @@ def make_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in leaks}
 
 
-def run_pasted(command: str, cwd: Path = PROJECT_DIR) -> Result:
-    """The command as pasted into bash in the project root; output interleaved as on a terminal."""
+def pasted_env(cwd: Path) -> dict[str, str]:
     env = make_env()
     view = cwd / COPY_VIEW
     if view.is_dir():  # a project copy: its own code, not the checkout the shared venv's editable install maps
         env["PYTHONPATH"] = str(view)
+        # ... and its own $TMPDIR: the run folders of its sandbox, and the orphaned ones it removes, are its own.
+        env |= own_tmpdir(cwd / COPY_TMP)
+    return env
+
+
+def run_pasted(command: str, cwd: Path = PROJECT_DIR) -> Result:
+    """The command as pasted into bash in the project root; output interleaved as on a terminal."""
     done = subprocess.run(
         ["bash", "-c", command],
         cwd=cwd,
-        env=env,
+        env=pasted_env(cwd),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         timeout=TIMEOUT_S,
     )
-    return Result(done.returncode, done.stdout)
+    return Result(done.returncode, done.stdout, folder=cwd)
 
 
-def run_split(command: str) -> Result:
+def run_split(command: str, cwd: Path = PROJECT_DIR) -> Result:
     """As run_pasted, with stdout alone kept apart (for output meant to be piped)."""
     done = subprocess.run(
-        ["bash", "-c", command], cwd=PROJECT_DIR, env=make_env(), capture_output=True, text=True, timeout=TIMEOUT_S
+        ["bash", "-c", command], cwd=cwd, env=pasted_env(cwd), capture_output=True, text=True, timeout=TIMEOUT_S
     )
-    return Result(done.returncode, done.stdout + done.stderr, stdout=done.stdout)
+    return Result(done.returncode, done.stdout + done.stderr, stdout=done.stdout, folder=cwd)
 
 
 # Commands whose stdout must be kept apart from stderr to check it.
@@ -79,9 +87,17 @@ IN_ORDER = "applied-dev.json"
 
 
 @pytest.fixture(scope="module")
-def results(examples: list[Example]) -> dict[str, Result]:
+def readme_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the README's commands run: a copy of the project of this module's own (copy_project). `make sandbox`
+    takes the one-run-per-checkout lock and rebuilds build/model_repository*, the plans write build/plan/<stack> and
+    build/applied-dev.json: here none of that is the checkout's, which tests running beside this one use."""
+    return copy_project(tmp_path_factory.mktemp("readme") / "project")
+
+
+@pytest.fixture(scope="module")
+def results(examples: list[Example], readme_project: Path) -> dict[str, Result]:
     """Each runnable README command run once (a command shown twice is run once), two at a time: they are
-    independent processes (a build of the shared model repository is locked, model_repo/build.py), except the
+    independent processes (a build of the copy's model repository is locked, model_repo/build.py), except the
     ones that read an earlier one's file (IN_ORDER), which run in order in one lane."""
     commands: dict[str, str] = {}
     for example in examples:
@@ -89,7 +105,7 @@ def results(examples: list[Example]) -> dict[str, Result]:
             commands.setdefault(example.key, example.command)
 
     def run(key: str) -> Result:
-        return (run_split if key in STDOUT_APART else run_pasted)(commands[key])
+        return (run_split if key in STDOUT_APART else run_pasted)(commands[key], readme_project)
 
     chained = [key for key in commands if IN_ORDER in key]
     with ThreadPoolExecutor(2) as pool:
@@ -134,6 +150,7 @@ def test_an_unreachable_target_exits_2_naming_both_keys(results: dict[str, Resul
 
 # --- the rebuild hint, pasted ----------------------------------------------------------------------------------
 COPY_VIEW = ".package-view"
+COPY_TMP = Path("build") / "tmp"  # a copy's $TMPDIR: in its own build/, which nothing the commands read lists
 
 
 HINT = re.compile(r"run `(make model-repo [^`]+)` first")
@@ -144,11 +161,15 @@ _NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "build", "__pycache__", ".
 
 @pytest.fixture
 def project_copy(tmp_path: Path) -> Path:
-    """The project in a folder of its own, so flipping its build/model_repository races with no other test run.
+    """The project in a folder of its own, so flipping its build/model_repository races with no other test run."""
+    return copy_project(tmp_path / "project")
+
+
+def copy_project(copy: Path) -> Path:
+    """The project's files (not .git, build/, results) in `copy`, with a build/ of its own.
 
     The venv and the model cache (content-addressed, checked on reuse) are shared through symlinks.
     """
-    copy = tmp_path / "project"
     shutil.copytree(PROJECT_DIR, copy, ignore=_NOT_COPIED, symlinks=True)
     (copy / ".venv").symlink_to(PROJECT_DIR / ".venv")
     (copy / "build").mkdir()

@@ -25,7 +25,6 @@ from tests.unit.k8s.test_triton_rollout import DEPLOYMENT
 pytest_plugins = ("tests.support.triton_fixtures",)
 
 
-
 def test_the_plan_command_refuses_a_bad_budget_with_exit_code_2():
     result = subprocess.run(
         [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev", "--set", "tritonStartupMinutes=5"],
@@ -76,9 +75,9 @@ def test_a_running_triton_with_the_gke_flags_never_changes_its_models(model_repo
 
 
 # ---- the graph in make plan --json ------------------------------------------------------------------------------
-def test_plan_json_prints_each_resources_dependencies_and_timeouts():
-    result = subprocess.run(
-        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev", "--json"],
+def test_plan_json_prints_each_resources_dependencies_and_timeouts(tmp_path: Path) -> None:
+    result = subprocess.run(  # --out: its YAML not in the shared build/plan/dev
+        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev", "--json", "--out", str(tmp_path)],
         cwd=PROJECT_DIR,
         capture_output=True,
         text=True,

@@ -220,9 +220,9 @@ def test_a_share_that_leaves_a_protocol_nothing_is_refused_in_one_line(share: in
     assert len(result.stderr.splitlines()) == 1 and "triton-gke:lbHttpSharePercent" in result.stderr
 
 
-def test_plan_json_lists_every_resource_with_type_name_parent_inputs():
-    result = subprocess.run(
-        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "prod", "--json"],
+def test_plan_json_lists_every_resource_with_type_name_parent_inputs(tmp_path: Path) -> None:
+    result = subprocess.run(  # --out: its YAML not in the shared build/plan/prod
+        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "prod", "--json", "--out", str(tmp_path)],
         cwd=PROJECT_DIR,
         capture_output=True,
         text=True,
@@ -237,9 +237,9 @@ def test_plan_json_lists_every_resource_with_type_name_parent_inputs():
     assert sorted(p["parent"] for p in pools) == sorted(f"gke-{r}" for r in PROD_REGIONS)
 
 
-def test_plan_text_shows_the_tree_and_counts():
-    result = subprocess.run(
-        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev"],
+def test_plan_text_shows_the_tree_and_counts(tmp_path: Path) -> None:
+    result = subprocess.run(  # --out: its YAML not in the shared build/plan/dev
+        [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "dev", "--out", str(tmp_path)],
         cwd=PROJECT_DIR,
         capture_output=True,
         text=True,

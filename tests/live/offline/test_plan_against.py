@@ -7,12 +7,15 @@ import json
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from triton_gke.offline.plan import EXIT_DISRUPTIVE, plan_records
 from triton_gke.offline.runtime import Plan
 
 from tests.conftest import PROJECT_DIR, evaluate
+from tests.support.project_folder import make_project_folder
 from tests.unit.offline.test_lifecycle import SHIPPED_STACKS
 
 
@@ -21,18 +24,36 @@ def shipped_plans() -> dict[str, Plan]:
     return {stack: evaluate(stack) for stack in SHIPPED_STACKS}
 
 
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder the plans run in: a project folder of this module's own, with its model repository built. A plan
+    writes its YAML to build/plan/<stack> of the current folder, and the rerun hint is run as printed (no --out to
+    add), so neither writes the checkout's build/plan/ while another test plans there."""
+    folder = make_project_folder(tmp_path_factory.mktemp("plan-against") / "project")
+    (folder / ".venv").symlink_to(PROJECT_DIR / ".venv")  # the hint starts with .venv/bin/triton-gke
+    build = [sys.executable, "-m", "triton_gke.offline.build_models", "--stack", "dev"]  # dev and prod: same models
+    built = subprocess.run(build, cwd=folder, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    return folder
+
+
 # ---- the command ---------------------------------------------------------------------------------------------------
-def run_plan(*args: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture
+def run_plan(project: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    return lambda *args: plan_in(project, *args)
+
+
+def plan_in(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "triton_gke.offline.plan", *args],
-        cwd=PROJECT_DIR,
+        cwd=project,
         capture_output=True,
         text=True,
         timeout=300,
     )
 
 
-def test_make_plan_against_a_deployed_plan_refuses_a_disruptive_change_in_one_line(tmp_path, shipped_plans):
+def test_make_plan_against_a_deployed_plan_refuses_a_disruptive_change_in_one_line(tmp_path, shipped_plans, run_plan):
     applied = tmp_path / "applied.json"
     applied.write_text(json.dumps(plan_records(shipped_plans["dev"])), encoding="utf-8")
     same = run_plan("--stack", "dev", "--against", str(applied))
@@ -52,7 +73,7 @@ def test_make_plan_against_a_deployed_plan_refuses_a_disruptive_change_in_one_li
     assert allowed.returncode == 0, allowed.stderr
 
 
-def test_against_another_stacks_plan_or_an_unknown_allowed_name_is_refused(tmp_path, shipped_plans):
+def test_against_another_stacks_plan_or_an_unknown_allowed_name_is_refused(tmp_path, shipped_plans, run_plan):
     """Pulumi never diffs one stack's state against another stack's program: a prod plan against dev is a mistake,
     not 194 replacements. A misspelt --allow-disruption name would allow nothing: it is refused too."""
     prod = tmp_path / "prod.json"
@@ -68,7 +89,7 @@ def test_against_another_stacks_plan_or_an_unknown_allowed_name_is_refused(tmp_p
     assert typo.returncode == 2 and "'gke-us-centrl1-gpu': no resource of that name" in typo.stderr
 
 
-def test_a_protected_cluster_is_refused_even_when_everything_is_allowed(tmp_path, shipped_plans):
+def test_a_protected_cluster_is_refused_even_when_everything_is_allowed(tmp_path, shipped_plans, run_plan):
     """prod protects its clusters and bucket (Pulumi's protect: the engine refuses to delete them,
     https://www.pulumi.com/docs/iac/concepts/resources/options/protect/), so --allow-disruption all cannot make
     removing a region pass offline while the real `up` would fail."""
@@ -82,7 +103,9 @@ def test_a_protected_cluster_is_refused_even_when_everything_is_allowed(tmp_path
     assert "protected" in result.stderr and "gcp:container/cluster:Cluster::gke-asia-east1" in result.stderr
 
 
-def test_the_rerun_hint_pastes_as_it_is_with_the_settings_and_names_already_given(tmp_path, shipped_plans):
+def test_the_rerun_hint_pastes_as_it_is_with_the_settings_and_names_already_given(
+    tmp_path, shipped_plans, run_plan, project
+):
     """The hint is a shell command: run as printed, it passes. It keeps the --set words (a value with spaces and
     quotes included) and the names already allowed."""
     applied = tmp_path / "prod.json"
@@ -98,7 +121,7 @@ def test_the_rerun_hint_pastes_as_it_is_with_the_settings_and_names_already_give
     words = shlex.split(hint)
     assert words[:2] == [".venv/bin/triton-gke", "plan"] and f"regions={regions}" in words
     assert "gke-asia-east1" in words and "gke-asia-east1-gpu" in words
-    rerun = subprocess.run(words, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=300)
+    rerun = subprocess.run(words, cwd=project, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
 
 
@@ -111,7 +134,7 @@ def test_the_rerun_hint_pastes_as_it_is_with_the_settings_and_names_already_give
         ('{"a": 1}', "expected a JSON array"),
     ],
 )
-def test_against_a_file_that_is_not_a_plan_is_one_line_naming_it(tmp_path, content, expected):
+def test_against_a_file_that_is_not_a_plan_is_one_line_naming_it(tmp_path, content, expected, run_plan):
     bad = tmp_path / "bad.json"
     bad.write_text(content, encoding="utf-8")
     result = run_plan("--stack", "dev", "--against", str(bad))
@@ -119,7 +142,7 @@ def test_against_a_file_that_is_not_a_plan_is_one_line_naming_it(tmp_path, conte
     assert len(result.stderr.splitlines()) == 1 and str(bad) in result.stderr and expected in result.stderr
 
 
-def test_against_a_fifo_is_refused_without_waiting(tmp_path):
+def test_against_a_fifo_is_refused_without_waiting(tmp_path, run_plan):
     fifo = tmp_path / "plan.fifo"
     import os
 

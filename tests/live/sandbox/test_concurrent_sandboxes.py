@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -14,32 +15,50 @@ from triton_gke.sandbox.gcs_emulator import NAMESPACE_PORT, GcsEmulator
 from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
 
 from tests.conftest import PROJECT_DIR
+from tests.support.project_folder import make_project_folder, own_tmpdir
 
 
-def sandbox(out: Path) -> subprocess.Popen[str]:
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project folder of this test's own, the current one: single_run.LOCK_FILE is read from the current folder,
+    so the lock checked here is the one its sandboxes take, and no other test's sandbox holds it."""
+    folder = make_project_folder(tmp_path / "project")
+    monkeypatch.chdir(folder)
+    return folder
+
+
+def child_env(tmp_path: Path) -> dict[str, str]:
+    """Run folders in a $TMPDIR of the test's own: their orphan cleanup never touches another test's."""
+    return {**os.environ, **own_tmpdir(tmp_path / "tmp")}
+
+
+def sandbox(out: Path, project: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     command = [sys.executable, "-m", "triton_gke.sandbox.run", "--duration", "5", "--users", "1", "--out", str(out)]
-    return subprocess.Popen(command, cwd=PROJECT_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def holder_of(lock_file: Path) -> str:
     return lock_file.read_text() if lock_file.exists() else ""
 
 
-def test_a_second_sandbox_is_refused_in_one_line_naming_the_running_one(tmp_path: Path) -> None:
+def test_a_second_sandbox_is_refused_in_one_line_naming_the_running_one(tmp_path: Path, project: Path) -> None:
     # Two runs would both rebuild build/model_repository_cpu and the second would wipe the first's outputs.
-    first = sandbox(tmp_path / "one")
+    env = child_env(tmp_path)
+    first = sandbox(tmp_path / "one", project, env)
     try:
         deadline = time.monotonic() + 120
         while not holder_of(single_run.LOCK_FILE).startswith(f"{first.pid} ") and first.poll() is None:
             assert time.monotonic() < deadline, "the first sandbox never took the lock"
             time.sleep(0.2)
         if first.poll() is not None:
-            pytest.skip(f"the first sandbox ended at once (another one running here?): {first.communicate()[1]}")
+            # Its project folder is this test's own: no other sandbox can hold the lock, so this is a failure.
+            pytest.fail(f"the first sandbox ended before the test saw it hold the lock: {first.communicate()[1]}")
         since = holder_of(single_run.LOCK_FILE).split()[1]
 
         second = subprocess.run(
             [sys.executable, "-m", "triton_gke.sandbox.run", "--out", str(tmp_path / "two")],
-            cwd=PROJECT_DIR,
+            cwd=project,
+            env=env,
             capture_output=True,
             text=True,
             timeout=120,

@@ -40,6 +40,7 @@ from tests.live.loadtest.test_locustfile import (
     start_triton,
 )
 from tests.support.gcs_proxy import PausingProxy
+from tests.support.project_folder import make_project_folder, own_tmpdir
 
 pytest_plugins = ("tests.support.triton_fixtures", "tests.support.gcs_fixtures")
 
@@ -154,9 +155,10 @@ def _fake_emulator_package(folder: Path) -> Path:
 @pytest.mark.skipif(not (REPO_ROOT / "sandbox" / "run.py").exists(), reason="sandbox/run.py is not there yet")
 def test_sandbox_run_names_the_emulator_failure_in_one_line(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": f"{_fake_emulator_package(tmp_path / 'inject')}{os.pathsep}{REPO_ROOT}"}
+    env |= own_tmpdir(tmp_path / "tmp")  # its run folder, and the orphans it removes, this test's own
     run = subprocess.run(
         [sys.executable, "-m", "triton_gke.sandbox.run", "--duration", "1", "--out", str(tmp_path / "out")],
-        cwd=REPO_ROOT,
+        cwd=make_project_folder(tmp_path / "project"),  # its lock, run state and rebuilt repository too
         env=env,
         capture_output=True,
         text=True,

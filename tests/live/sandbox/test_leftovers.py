@@ -28,6 +28,14 @@ def lookalike() -> Iterator[subprocess.Popen[bytes]]:
     process.wait()
 
 
+def no_run_folders(tmp_path: Path) -> Path:
+    """An empty folder to scan for orphaned run folders (clean_leftovers' folder_base; default $TMPDIR, /tmp): the
+    cleanup then never removes another test's or another sandbox's run folder, nor counts it in what it cleaned."""
+    base = tmp_path / "run-folders"
+    base.mkdir(exist_ok=True)
+    return base
+
+
 def dead_owner() -> dict[str, int]:
     """The pid and start time of a process that has exited: the owner of a killed run."""
     process = subprocess.Popen(["true"])
@@ -57,7 +65,7 @@ def test_a_recorded_process_is_stopped_and_the_run_state_removed(tmp_path: Path,
     record = {"pid": lookalike.pid, "start": start_time(lookalike.pid), "commands": [LOOKALIKE]}
     path = write_state(tmp_path, dead_owner(), [record])
 
-    cleaned = clean_leftovers(tmp_path)
+    cleaned = clean_leftovers(tmp_path, folder_base=no_run_folders(tmp_path))
 
     assert cleaned.processes == [lookalike.pid] and lookalike.wait(10) is not None
     assert not path.exists()
@@ -78,7 +86,7 @@ def test_shm_files_and_folders_only_with_the_runs_own_names(tmp_path: Path) -> N
         folders = [own_folder, stranger_folder, deep_folder, tmp / "..", Path("/etc")]
         write_state(tmp_path / "runs", dead_owner(), [], shm=[run, "../etc/", "triton_sandbox_"], folders=folders)
 
-        cleaned = clean_leftovers(tmp_path / "runs")
+        cleaned = clean_leftovers(tmp_path / "runs", folder_base=no_run_folders(tmp_path))
 
         assert cleaned.shm_files == [str(own)] and not own.exists() and similar.exists()
         assert cleaned.folders == [str(own_folder)] and not own_folder.exists()
@@ -95,12 +103,12 @@ def test_a_run_still_alive_is_left_alone(tmp_path: Path, lookalike) -> None:
     alive_owner = {"pid": lookalike.pid, "start": start_time(lookalike.pid)}  # a second sandbox, running
     path = write_state(tmp_path, alive_owner, [record])
 
-    assert not clean_leftovers(tmp_path)
+    assert not clean_leftovers(tmp_path, folder_base=no_run_folders(tmp_path))
     assert lookalike.poll() is None and path.exists()
 
 
 def test_this_runs_state_records_its_children_and_goes_on_a_clean_exit(tmp_path: Path) -> None:
-    state = RunState(tmp_path).open()
+    state = RunState(tmp_path, folder_base=no_run_folders(tmp_path)).open()  # its run folder not in /tmp
     child = subprocess.Popen(LOOKALIKE)
     try:
         wait_until_ready(child)
@@ -127,7 +135,7 @@ def bystander() -> Iterator[subprocess.Popen[bytes]]:
 
 
 _mutations = st.one_of(
-    st.tuples(st.just("start"), st.integers(min_value=-10**6, max_value=10**6).filter(bool)),
+    st.tuples(st.just("start"), st.integers(min_value=-(10**6), max_value=10**6).filter(bool)),
     st.tuples(st.just("arg"), st.integers(min_value=0, max_value=len(LOOKALIKE) - 1)),
     st.tuples(st.just("extra"), st.text(max_size=8)),
     st.tuples(st.just("drop"), st.integers(min_value=0, max_value=len(LOOKALIKE) - 1)),
@@ -152,7 +160,7 @@ def test_a_process_with_another_start_time_or_command_line_is_never_signalled(
     state_dir = tmp_path_factory.mktemp("runs")
     write_state(state_dir, dead_owner(), [{"pid": bystander.pid, "start": start, "commands": [command]}])
 
-    cleaned = clean_leftovers(state_dir)
+    cleaned = clean_leftovers(state_dir, folder_base=no_run_folders(state_dir))
 
     assert cleaned.processes == [] and cleaned.spared == [bystander.pid]
     assert bystander.poll() is None
@@ -160,7 +168,7 @@ def test_a_process_with_another_start_time_or_command_line_is_never_signalled(
 
 def test_unreadable_state_is_dropped_without_acting_on_it(tmp_path: Path, lookalike) -> None:
     (tmp_path / "broken.json").write_text('{"owner": {"pid": 1')
-    assert not clean_leftovers(tmp_path)
+    assert not clean_leftovers(tmp_path, folder_base=no_run_folders(tmp_path))
     assert not (tmp_path / "broken.json").exists() and lookalike.poll() is None
 
 

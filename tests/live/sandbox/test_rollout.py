@@ -25,7 +25,7 @@ from triton_gke.sandbox import rollout
 from triton_gke.sandbox.netns import NamedNamespace, isolation_available
 from triton_gke.settings import from_stack_file
 
-from tests.conftest import PROJECT_DIR
+from tests.support.project_folder import make_project_folder, own_tmpdir
 
 pytestmark = [
     pytest.mark.skipif(not isolation_available(), reason="needs network namespaces (unshare -n, ip netns)"),
@@ -92,9 +92,12 @@ def test_nothing_is_left_running(rows: Rows) -> None:
 def test_ctrl_c_stops_every_process_and_namespace(tmp_path: Path) -> None:
     """Interrupted while a replica starts: exit 130 in one line, and nothing it started is left."""
     command = [str(Path(sys.executable).with_name("triton-gke")), "sandbox", "--scenario", "rollout"]
+    # In a project folder and $TMPDIR of its own: its lock, run state, rebuilt repository, run folder and orphan
+    # cleanup are never another test's.
     process = subprocess.Popen(
-        [*command, "--out", str(tmp_path)],
-        cwd=PROJECT_DIR,
+        [*command, "--out", str(tmp_path / "out")],
+        cwd=make_project_folder(tmp_path / "project"),
+        env={**os.environ, **own_tmpdir(tmp_path / "tmp")},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

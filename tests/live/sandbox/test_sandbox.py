@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -31,18 +32,23 @@ from triton_gke.sandbox import components as parts
 from triton_gke.sandbox import leftovers
 from triton_gke.sandbox.components import ComponentError
 from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
+from triton_gke.sandbox.private_tmp import private_tmp_available
 from triton_gke.settings import from_stack_file as load_settings
 
-from tests.conftest import PROJECT_DIR
+from tests.support.project_folder import make_project_folder, own_tmpdir
 
 pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus is not installed")
-
 
 
 MARK_KEY = "SANDBOX_TEST_RUN"
 
 
 SHM = Path("/dev/shm")
+# Where the tests' project folders go: outside /tmp, as a user's checkout is, so tritonserver gets a /tmp of its own
+# (sandbox/private_tmp.py refuses a project folder below /tmp, which its bind mount would hide). /var/tmp is there on
+# every FHS system ("/var/tmp : Temporary files preserved between system reboots",
+# https://refspecs.linuxfoundation.org/FHS_3.0/fhs/ch05s15.html).
+PROJECT_BASE = Path("/var/tmp")
 
 
 Start = Callable[..., "SandboxRun"]
@@ -55,6 +61,7 @@ class SandboxRun:
     process: subprocess.Popen[bytes]
     folder: Path
     mark: str
+    project: Path  # its project folder: build/sandbox/ (lock, .runs) and the rebuilt repository of this test only
     seen: dict[int, psutil.Process] = field(default_factory=dict)
     commands: set[str] = field(default_factory=set)
     folders: set[Path] = field(default_factory=set)  # Triton's work folder and model copies
@@ -136,20 +143,26 @@ def _alive(process: psutil.Process) -> bool:
 
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Iterator[Start]:
+    """Runs in a project folder and $TMPDIR of this test's own (its runs share both, as two runs in one checkout
+    do): the one-run lock, the run states, the rebuilt repository, the run folders and the orphans the next run
+    removes are never another test's."""
     runs: list[SandboxRun] = []
+    base = Path(tempfile.mkdtemp(prefix="triton-gke-sandbox-test-", dir=PROJECT_BASE))
+    project = make_project_folder(base / "project")
+    tmpdir = own_tmpdir(tmp_path / "tmp")
 
     def start(*args: str, env: dict[str, str] | None = None) -> SandboxRun:
         mark = uuid.uuid4().hex
         folder = tmp_path / f"run{len(runs)}"
         folder.mkdir()
-        environment = {**os.environ, **(env or {}), MARK_KEY: mark}
+        environment = {**os.environ, **tmpdir, **(env or {}), MARK_KEY: mark}
         command = [sys.executable, "-m", "triton_gke.sandbox.run", "--out", str(folder / "out"), *args]
         with (folder / "stdout").open("wb") as out, (folder / "stderr").open("wb") as err:
             # Its own process group, as in a terminal: Ctrl-C reaches every process of the group.
             process = subprocess.Popen(
-                command, cwd=PROJECT_DIR, env=environment, stdout=out, stderr=err, start_new_session=True
+                command, cwd=project, env=environment, stdout=out, stderr=err, start_new_session=True
             )
-        run = SandboxRun(process, folder, mark).watch()
+        run = SandboxRun(process, folder, mark, project).watch()
         runs.append(run)
         return run
 
@@ -158,6 +171,7 @@ def sandbox(tmp_path: Path) -> Iterator[Start]:
         if run.process.poll() is None:
             run.process.send_signal(signal.SIGTERM)
             run.wait(60)
+    shutil.rmtree(base, ignore_errors=True)  # its model repositories: ~250 MB
 
 
 def assert_nothing_left(run: SandboxRun) -> None:
@@ -180,6 +194,8 @@ def test_a_short_run_reports_real_load_and_leaves_nothing_behind(sandbox: Start)
 
     assert code == 0, f"{run.stdout}\n{run.stderr}"
     assert "sandbox report: stack dev" in run.stdout and "random weights" in run.stdout
+    # As in a user's checkout (PROJECT_BASE): the model copies in a /tmp of Triton's own where it can have one.
+    assert f"model copies in {'its own /tmp' if private_tmp_available() else 'its work folder'}" in run.stdout
     out = run.folder / "out"
     report = json.loads((out / "report.json").read_text())
     locust = report["locust"]
@@ -209,7 +225,7 @@ def test_a_short_run_reports_real_load_and_leaves_nothing_behind(sandbox: Start)
         assert any(part in command for command in run.commands), part
     assert_no_secret_written(run, out)
     assert_nothing_left(run)
-    assert not [p for p in leftovers.STATE_DIR.glob("*.json") if _owner(p) == run.process.pid]  # a clean exit
+    assert not [p for p in run_states(run) if _owner(p) == run.process.pid]  # a clean exit
 
 
 def admin_keys(run: SandboxRun) -> set[str]:
@@ -308,6 +324,7 @@ def test_the_next_run_stops_what_a_killed_run_left_and_nothing_else(sandbox: Sta
     for part in ("tritonserver", "triton_python_backend_stub", "prometheus", "locust", "gcp_storage_emulator"):
         assert any(part in command for command in killed.commands), part
     assert any(str(SHM) in item for item in left) and any("pid" in item for item in left), left
+    assert [p for p in run_states(killed) if _owner(p) == killed.process.pid]  # where the check below looks
     bystander = subprocess.Popen(["sleep", "600"])  # not the killed run's: must survive the cleanup
 
     # The next run cleans up first; an emulator made unavailable then stops it right after.
@@ -326,7 +343,13 @@ def test_the_next_run_stops_what_a_killed_run_left_and_nothing_else(sandbox: Sta
     bystander.kill()
     bystander.wait()
     owners = (killed.process.pid, following.process.pid)
-    assert not [p for p in leftovers.STATE_DIR.glob("*.json") if _owner(p) in owners]
+    assert not [p for p in run_states(following) if _owner(p) in owners]
+
+
+def run_states(run: SandboxRun) -> list[Path]:
+    """The state files in the run's project folder (sandbox/leftovers.py: build/sandbox/.runs of the current one)."""
+    with contextlib.chdir(run.project):
+        return sorted(leftovers.STATE_DIR.glob("*.json"))
 
 
 def _owner(state_file: Path) -> int | None:

@@ -76,6 +76,14 @@ NOT_RUN: dict[str, str] = {
     "make capacity-compare ARGS='capacity/records build/bench-new/records'": (
         "needs the records of the benchmark above; tests/unit/capacity/test_records.py runs make capacity-compare"
     ),
+    "make tune": (
+        "measures for 20 minutes on 2 cores; tests/live/bench/test_tune.py runs `triton-gke bench tune` with two "
+        "configurations and a 2-minute budget"
+    ),
+    "make tune ARGS='--write-stack'": (
+        "measures for 20 minutes and rewrites the committed Pulumi.dev.yaml; tests/unit/bench/test_tune.py edits a "
+        "copy of it and loads it through the stack checks"
+    ),
     ".venv/bin/triton-gke bench record build/bench-new --record": (
         "rewrites the committed capacity/records/ from the benchmark above; tests/unit/capacity/test_records.py "
         "runs it into a temporary folder"
@@ -104,6 +112,7 @@ class Result:
     returncode: int
     output: str  # stdout and stderr interleaved, as a terminal shows them
     stdout: str = field(default="")
+    folder: Path = PROJECT_DIR  # the project folder it ran in: where the files it wrote are
 
 
 def without_comment(command: str) -> str:
@@ -263,7 +272,7 @@ def check_dev_plan_in_europe(result: Result) -> None:
     assert 'location="europe-west4"' in result.output
     assert 'location="us-central1"' not in result.output
     assert "europe-west4-b" in result.output
-    assert (PROJECT_DIR / "Pulumi.dev.yaml").read_text().count("us-central1") >= 1, "the stack file is untouched"
+    assert (result.folder / "Pulumi.dev.yaml").read_text().count("us-central1") >= 1, "the stack file is untouched"
 
 
 def check_sandbox(result: Result) -> None:
@@ -292,7 +301,7 @@ def check_staging_sized_from_a_target(result: Result) -> None:
 def check_applied_plan_saved(result: Result) -> None:
     """'the plan you deployed': a JSON array of dev's resources in build/applied-dev.json."""
     assert result.returncode == 0, result.output
-    records = json.loads((PROJECT_DIR / "build" / "applied-dev.json").read_text(encoding="utf-8"))
+    records = json.loads((result.folder / "build" / "applied-dev.json").read_text(encoding="utf-8"))
     assert sum(r["type"] == "gcp:container/cluster:Cluster" for r in records) == 1
 
 

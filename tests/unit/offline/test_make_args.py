@@ -38,8 +38,8 @@ TARGETS_WITH_ARGS = {
     "bench": ["--target", "bench", "--stack", TRITON_GKE, "bench"],
     "model-repo": ["--target", "model-repo", "--stack", TRITON_GKE, "model-repo"],
     "capacity-compare": ["--target", "capacity-compare", TRITON_GKE, "capacity", "compare"],
-    # test's second recipe line, the live tests (the first runs the unit tests on every core; both get ARGS)
-    "test": ["--target", "test", "{PY}", "-m", "pytest", "-m", "live"],
+    # test's last recipe line, the quiet live tests (the one before runs all the others on workers; both get ARGS)
+    "test": ["--target", "test", "{PY}", "-m", "pytest", "-m", "live and quiet"],
 }
 
 

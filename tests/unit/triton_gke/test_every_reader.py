@@ -84,7 +84,7 @@ def _project_file(folder: Path) -> None:
 _IO = ModelIO(inputs=(), outputs=(TensorSpec("probabilities", "TYPE_FP32", (3,)),))
 
 READERS: tuple[Reader, ...] = (
-    Reader("stack file", ("settings/stack_file.py:_compose",), lambda p: stack_file.read_stack_file(p, "p", {}),
+    Reader("stack file", ("settings/stack_file.py:stack_file_text",), lambda p: stack_file.read_stack_file(p, "p", {}),
            stack_file.StackFileError, stack_file.MAX_BYTES, nesting="yaml", depth=stack_file.MAX_DEPTH),
     Reader("Pulumi.yaml (settings schema)", ("settings/schema.py:config_schema",), schema.config_schema.__wrapped__,
            ConfigError, stack_file.MAX_BYTES, nesting="yaml", depth=stack_file.MAX_DEPTH),
@@ -100,7 +100,7 @@ READERS: tuple[Reader, ...] = (
            MAX_RESULTS_BYTES, nesting="json"),
     Reader("results.json (bench report)", ("bench/report.py:read_run",), bench_report.read_run,
            bench_report.ReportError, MAX_RESULTS_BYTES, nesting="json"),
-    Reader("built config.pbtxt (bench)", ("bench/runner.py:read_model",),
+    Reader("built config.pbtxt (bench)", ("bench/runner.py:read_config",),
            lambda p: read_model(REFERENCE_VARIANTS[0], p.parent), BenchError, CONFIG_MAX_BYTES, file="config.pbtxt"),
     Reader("plan JSON (plan-diff, --against)", ("offline/plan_diff.py:load_plan",), plan_diff.load_plan,
            plan_diff.PlanFileError, plan_diff.MAX_PLAN_BYTES, nesting="json", depth=plan_diff.MAX_NESTING),
@@ -131,7 +131,7 @@ READERS: tuple[Reader, ...] = (
            ModelRepoError, MAX_ONNX_BYTES, utf8=False),
     Reader("labels file", ("model_repo/build.py:_labels",),
            lambda p: build._labels(ModelRepoSettings(labels=str(p)), _IO), ModelRepoError, build.LABELS_MAX_BYTES),
-    Reader("CPU twin's config.pbtxt", ("model_repo/cpu_twin.py:delayed_copy",),
+    Reader("CPU twin's config.pbtxt", ("model_repo/cpu_twin.py:edited_copy",),
            lambda p: cpu_twin.delayed_copy(p.parent, p.parent / "copy", 1), ModelRepoError, CONFIG_MAX_BYTES,
            file="config.pbtxt"),
     Reader("model source's config.pbtxt", ("model_repo/sync_source.py:_parse_config",), sync_source._parse_config,

@@ -1,0 +1,147 @@
+"""The tuner's search strategy: successive halving over serving configurations, pure (no server, no clock).
+
+Hyperband's inner loop, successive halving (Li et al., "Hyperband: A Novel Bandit-Based Approach to Hyperparameter
+Optimization", JMLR 18 (2018), https://jmlr.org/papers/v18/16-558.html): every candidate gets the smallest effort
+(one short rate search), the best 1/ETA of them get ETA times more, and so on until one is left. A candidate's score
+is the median of ALL its measurements so far (the first rung's are reused, never thrown away). The reference
+candidate (the stack's default configuration) is kept in every rung whatever its rank, so the default and the winner
+end measured with the same effort, side by side.
+
+Effort is counted in units (one unit: one short rate search, a Locust ramp); the budget bounds the units spent,
+whatever the wall clock says. `measure(candidate, effort)` returns one capacity per unit (achieved requests/s at
+the SLO; 0 for a ramp where no rate met it). `stop()` lets the caller end early (a wall-clock deadline): the search
+then returns what it has.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+C = TypeVar("C", bound=Hashable)
+ETA = 3  # survivors per rung: the best third (Hyperband's default eta)
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One round: how many candidates it measures and the effort (units) each gets."""
+
+    candidates: int
+    effort: int
+
+    @property
+    def cost(self) -> int:
+        return self.candidates * self.effort
+
+
+def survivors(alive: int, eta: int = ETA) -> int:
+    """How many of `alive` ranked candidates go on: the best 1/eta, at least one."""
+    return max(1, math.ceil(alive / eta))
+
+
+def schedule(count: int, budget: int, eta: int = ETA) -> list[Rung]:
+    """The rungs for `count` candidates (the reference among them) within `budget` units: the first rung gives each
+    one unit; each next one keeps survivors() plus the reference, each with eta times the effort of the last (less
+    when the budget left cannot pay for that, none when it cannot pay one unit each). Ends with the winner and the
+    reference; the units left after a full schedule go to a last rung of those two, as far as they pay."""
+    if count < 1 or budget < count:
+        return []
+    rungs, spent, alive, effort = [Rung(count, 1)], count, count, 1
+    while alive > 2:
+        alive = min(alive, survivors(alive, eta) + 1)  # + the reference, when it is not among the best
+        effort = min(effort * eta, (budget - spent) // alive)
+        if effort < 1:
+            return rungs
+        rungs.append(Rung(alive, effort))
+        spent += alive * effort
+    extra = (budget - spent) // 2 if count > 1 else budget - spent
+    if extra >= 1:
+        rungs.append(Rung(min(count, 2), extra))
+    return rungs
+
+
+def complete(rungs: Sequence[Rung], eta: int = ETA) -> bool:
+    """Whether a schedule halves down to the winner and the reference, giving the winner at least eta units."""
+    return bool(rungs) and rungs[-1].candidates <= 2 and sum(r.effort for r in rungs) >= eta
+
+
+def max_candidates(budget: int, eta: int = ETA, limit: int = 64) -> int:
+    """The most candidates whose schedule within `budget` is complete(): past it, the first rungs eat the budget and
+    the finalists are decided on one or two ramps each. A budget too small for any complete schedule still compares
+    the default with one other candidate (2 units: one search each), and 1 unit measures the default alone."""
+    fitting = [count for count in range(2, limit + 1) if complete(schedule(count, budget, eta), eta)]
+    return max(fitting, default=min(2, max(budget, 1)))
+
+
+@dataclass
+class Outcome(Generic[C]):
+    """What the search measured: every measurement per candidate, the units spent, the rungs run, the winner."""
+
+    scores: dict[C, list[float]]
+    spent: int
+    rungs: list[Rung]
+    best: C | None
+    reference: C
+    stopped_early: bool = False
+    ranked: list[C] = field(default_factory=list)
+
+    def median(self, candidate: C) -> float | None:
+        found = self.scores.get(candidate)
+        return statistics.median(found) if found else None
+
+
+def rank(scores: dict[C, list[float]], alive: Sequence[C]) -> list[C]:
+    """The candidates by median score, best first; ties keep the earlier (simpler, closer to the default) one."""
+    order = {c: i for i, c in enumerate(alive)}
+    return sorted(alive, key=lambda c: (-(statistics.median(scores[c]) if scores[c] else 0.0), order[c]))
+
+
+def successive_halving(
+    candidates: Sequence[C],
+    measure: Callable[[C, int], list[float]],
+    budget: int,
+    reference: C,
+    *,
+    eta: int = ETA,
+    stop: Callable[[], bool] = lambda: False,
+) -> Outcome[C]:
+    """Search `candidates` (the reference first, or anywhere: it is measured first) within `budget` units."""
+    if reference not in candidates:
+        raise ValueError("the reference (default) configuration must be among the candidates")
+    if len(set(candidates)) != len(candidates):
+        raise ValueError("candidates must be distinct")
+    alive = [reference, *(c for c in candidates if c != reference)]
+    rungs = schedule(len(alive), budget, eta)
+    if not rungs:
+        raise ValueError(f"a budget of {budget} units cannot measure {len(alive)} candidates once each")
+    scores: dict[C, list[float]] = {c: [] for c in alive}
+    spent, run, stopped = 0, [], False
+    for number, rung in enumerate(rungs):
+        if number:
+            alive = _keep(rank(scores, alive), rung.candidates, reference)
+        for candidate in alive:
+            if stop():
+                stopped = True
+                break
+            found = measure(candidate, rung.effort)
+            scores[candidate] += [max(0.0, v) for v in found[: rung.effort]] or [0.0]
+            spent += rung.effort
+        run.append(rung)
+        if stopped:
+            break
+    # The winner among the last rung's candidates: one eliminated early has fewer measurements, and one lucky one
+    # must not beat the finalists' medians.
+    finalists = [c for c in alive if scores[c]]
+    best = rank(scores, finalists)[0] if finalists else None
+    return Outcome(scores, spent, run, best, reference, stopped, rank(scores, [c for c in scores if scores[c]]))
+
+
+def _keep(ranked: list[C], count: int, reference: C) -> list[C]:
+    """The best `count` of `ranked`, the reference always among them (it takes the last place when it is not)."""
+    kept = ranked[:count]
+    if reference not in kept:
+        kept = [*ranked[: count - 1], reference]
+    return kept

@@ -1,0 +1,44 @@
+"""One short real tuning: `triton-gke bench tune` with two configurations and a tiny plan, on the CPU twin."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from triton_gke.bench.results import load_run
+from triton_gke.capacity.records import load_records
+from triton_gke.cli.main import main
+
+
+def test_a_short_tuning_measures_the_default_beside_a_candidate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two configurations (the stack's default and the first candidate), one short rate search each: the outputs
+    exist, the default was measured, each step printed a progress line naming its configuration."""
+    out = tmp_path / "out"
+    args = ["bench", "tune", "--max-candidates", "2", "--budget-minutes", "2", "--step-seconds", "1",
+            "--start-rps", "4", "--max-rps", "8", "--min-requests", "4"]  # fmt: skip
+    args += ["--build-dir", str(tmp_path / "build"), "--out", str(out)]
+    assert main(args) == 0
+    report = json.loads((out / "tune.json").read_text(encoding="utf-8"))
+    default, other = report["candidates"]
+    assert default["default"] and default["label"] == report["default"]["label"]
+    assert default["capacities"] and all(c > 0 for c in default["capacities"])  # measured, at the 100 ms SLO
+    assert other["capacities"] and other["max_queue_delay_us"] != default["max_queue_delay_us"]
+    assert report["units_spent"] == sum(r["candidates"] * r["effort"] for r in report["rungs"])
+    assert report["default"]["searches"] == report["best"]["searches"]  # side by side, the same effort
+    assert report["machine"]["conditions"]["baseline_before"] > 0 and "noisy" in report
+    (summary,) = load_run(out / "results.json").summaries
+    (record,) = load_records(out / "records")
+    assert record.variant == "original" and summary.max_rps == pytest.approx(report["best"]["median"])
+    assert record.max_rps_per_gpu == pytest.approx(summary.max_rps, rel=1e-3)
+    assert (out / "README.md").read_text(encoding="utf-8").startswith("# Tuning original on the CPU twin")
+    captured = capsys.readouterr()
+    assert any(
+        line.startswith(("pulumi config set triton-gke:", "the default is the best", "the winner's stack keys"))
+        for line in captured.out.splitlines()
+    )
+    progress = [line for line in captured.err.splitlines() if " | elapsed " in line]
+    assert any(f"[{default['label']}]" in line for line in progress)
+    assert any(f"[{other['label']}]" in line for line in progress)

@@ -1,0 +1,207 @@
+"""`triton-gke bench tune` (bench/tune.py) in-process: bad options refused in one line before anything starts; the
+candidates and the printed `pulumi config set` lines are ones the stack accepts; --write-stack's edit keeps the
+stack file's comments. tests/live/bench/test_tune.py runs a short real tuning."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from pathlib import Path
+
+import pytest
+import triton_gke.bench.tune as tune
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from triton_gke.cli.main import main as cli_main
+from triton_gke.settings import ConfigError, from_stack_file, load_stack_settings
+from triton_gke.settings.schema import config_schema
+from triton_gke.settings.stack import stack_config
+
+from tests.conftest import PROJECT_DIR
+
+PROJECT = config_schema()[0]
+
+
+@pytest.fixture(autouse=True)
+def no_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing is built or started: the build of the twin is a tripwire."""
+
+    def tripwire(*_args: object) -> None:
+        raise AssertionError("the tuner went on to build the CPU twin")
+
+    monkeypatch.setattr(tune.runner, "build_sandbox_repository", tripwire)
+
+
+@pytest.mark.parametrize(
+    ("argv", "starts"),
+    [
+        (["--variant", "trt_int4"], "error: --variant 'trt_int4': not deployed by the stack (deployed: original"),
+        (["--budget-minutes", "0"], "error: --budget-minutes 0: expected minutes from 1 to 600"),
+        (["--budget-minutes", "-5"], "error: --budget-minutes -5: expected minutes from 1 to 600"),
+        (["--budget-minutes", "nan"], "error: --budget-minutes nan: expected minutes from 1 to 600"),
+        (["--budget-minutes", "100000"], "error: --budget-minutes 100000: expected minutes from 1 to 600"),
+        (["--budget-minutes", "ten"], "error: argument --budget-minutes: invalid float value: 'ten'"),
+        (["--max-candidates", "2.5"], "error: argument --max-candidates: invalid int value: '2.5'"),
+        (["--max-candidates", "0"], "error: --max-candidates 0: expected 1 to 64"),
+        (["--budget-minutes", "1"], "error: --budget-minutes 1: too short for two rate searches"),
+        (["--stack", "../x"], "error: --stack '../x': not a Pulumi stack name"),
+        (["--stack", "nosuch"], "error: --stack 'nosuch': Pulumi.nosuch.yaml: no such stack file"),
+        (["--min-requests", "500"], "error: --min-requests 500: a step at --start-rps 8 lasts at most 16 s"),
+        (["--frobnicate"], "error: unrecognized arguments: --frobnicate"),
+    ],
+)
+def test_bad_options_are_one_line_exit_2(argv: list[str], starts: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert tune.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(starts) and err.count("\n") == 1, err
+
+
+def test_the_console_script_runs_it_as_a_bench_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["bench", "tune", "--variant", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("error: --variant 'nope': not deployed")
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["bench", "tune", "--help"])
+    assert exit_.value.code == 0 and "--budget-minutes" in capsys.readouterr().out
+
+
+@given(minutes=st.floats(allow_nan=True, allow_infinity=True))
+@settings(max_examples=80, deadline=None)
+def test_any_budget_is_refused_in_one_line_or_accepted(minutes: float) -> None:
+    args = tune.parser().parse_args([f"--budget-minutes={minutes!r}"])
+    low, high = tune.BUDGET_RANGE
+    if low <= minutes <= high:
+        tune.check_args(args)
+    else:
+        with pytest.raises(tune.runner.BenchError, match=r"^--budget-minutes [^\n]*: expected minutes from 1 to 600$"):
+            tune.check_args(args)
+
+
+# ---------------------------------------------------------------- candidates and the stack's rules
+
+
+def dev_default() -> tune.Candidate:
+    settings_ = from_stack_file("dev")
+    return tune.Candidate.of(tune.pick_variant(None, settings_))
+
+
+def test_the_default_is_the_stacks_capacity_variant_and_comes_first() -> None:
+    settings_ = from_stack_file("dev")
+    assert tune.pick_variant(None, settings_).name == settings_.capacity.variant == "original"
+    grid = tune.candidate_grid(dev_default(), cores=2)
+    assert grid[0] == dev_default() == tune.Candidate(20000, 64, 64, 1)
+    assert len(set(grid)) == len(grid)
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_every_accepted_candidates_pulumi_lines_pass_the_stack_checks(stack: str) -> None:
+    """Each line printed is `pulumi config set KEY VALUE -s STACK`; the stack file with those values loads."""
+    name = tune.pick_variant(None, from_stack_file(stack)).name
+    default = tune.Candidate.of(tune.pick_variant(None, from_stack_file(stack)))
+    for candidate in tune.accepted(tune.candidate_grid(default, cores=2), stack, lambda _: None):
+        config = stack_config(stack)
+        for line in tune.pulumi_lines(candidate, default, PROJECT, stack):
+            words = shlex.split(line)
+            assert words[:3] == ["pulumi", "config", "set"] and words[-2:] == ["-s", stack]
+            config[words[3]] = words[4]
+        loaded = load_stack_settings(config, stack=stack)
+        variant = next(v for v in loaded.model_repo.variants if v.name == name)
+        assert tune.Candidate.of(variant) == dataclasses.replace(candidate, intra_op_threads=None)
+
+
+def test_a_candidate_breaking_the_slo_order_is_skipped_with_the_stacks_reason() -> None:
+    too_long = dataclasses.replace(dev_default(), max_queue_delay_us=30000)  # = autoscaleQueueTimeMs on dev
+    bad_batch = dataclasses.replace(dev_default(), preferred_batch_size=128)  # above max batch 64
+    logged: list[str] = []
+    assert tune.accepted([dev_default(), too_long, bad_batch], "dev", logged.append) == [dev_default()]
+    assert "modelMaxQueueDelayUs: 30000 us is not below" in logged[0]
+    assert "modelPreferredBatchSize" in logged[1]
+
+
+# ---------------------------------------------------------------- --write-stack
+
+
+DEV_TEXT = (PROJECT_DIR / "Pulumi.dev.yaml").read_text(encoding="utf-8")
+
+
+def test_setting_keys_keeps_every_comment_and_line() -> None:
+    winner = tune.Candidate(5000, 8, 16, 2)
+    edited = tune.set_stack_keys(DEV_TEXT, PROJECT, winner.stack_values())
+    assert edited.startswith(DEV_TEXT)  # the keys are new in dev: added at the end of the config block
+    assert edited[len(DEV_TEXT) :].splitlines() == [f"  {PROJECT}:{k}: {v}" for k, v in winner.stack_values().items()]
+    again = tune.set_stack_keys(edited.replace(": 5000", ": 7000  # tuned"), PROJECT, {"modelMaxQueueDelayUs": 3000})
+    assert f"  {PROJECT}:modelMaxQueueDelayUs: 3000  # tuned\n" in again  # an existing key: value changed, comment kept
+    assert again.count("modelMaxQueueDelayUs") == 1
+
+
+def test_a_key_is_added_inside_the_config_block_not_after_a_later_top_level_key() -> None:
+    text = "# head\nconfig:\n    a:b: 1\n    a:list:\n      - x\n# between\nother: 2\n"
+    assert tune.set_stack_keys(text, "a", {"k": 5}) == (
+        "# head\nconfig:\n    a:b: 1\n    a:list:\n      - x\n    a:k: 5\n# between\nother: 2\n"
+    )
+
+
+@given(values=st.fixed_dictionaries({k: st.integers(0, 10**9) for k in tune.STACK_KEYS}))
+@settings(max_examples=50, deadline=None)
+def test_any_values_round_trip_through_the_strict_stack_reader(
+    values: dict[str, int], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from triton_gke.settings.stack_file import read_stack_file
+
+    path = tmp_path_factory.mktemp("stack") / "Pulumi.dev.yaml"
+    path.write_text(tune.set_stack_keys(DEV_TEXT, PROJECT, values), encoding="utf-8")
+    types = {f"{PROJECT}:{key}": spec.type for key, spec in config_schema()[1].items()}
+    read = read_stack_file(path, PROJECT, types)
+    assert {k: read[f"{PROJECT}:{k}"] for k in values} == {k: str(v) for k, v in values.items()}
+    assert path.read_text(encoding="utf-8").startswith(DEV_TEXT)
+
+
+def test_write_stack_refuses_an_edit_the_stack_refuses_and_leaves_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "Pulumi.dev.yaml").write_text(DEV_TEXT, encoding="utf-8")
+    monkeypatch.setattr("triton_gke.settings.schema.project_dir", lambda: tmp_path)
+    with pytest.raises(ConfigError, match="modelMaxQueueDelayUs"):
+        tune.write_stack("dev", tune.Candidate(40000, 64, 64, 1))
+    assert (tmp_path / "Pulumi.dev.yaml").read_text(encoding="utf-8") == DEV_TEXT
+    assert [p.name for p in tmp_path.iterdir()] == ["Pulumi.dev.yaml"]  # no temporary file left
+    path = tune.write_stack("dev", tune.Candidate(5000, 8, 16, 2))
+    assert from_stack_file("dev", config_file=path).model_repo.variants[0].max_queue_delay_us == 5000
+    assert path.read_text(encoding="utf-8").startswith(DEV_TEXT)
+
+
+# ---------------------------------------------------------------- the twin of a candidate
+
+TWIN_CONFIG = """name: "original"
+backend: "python"
+max_batch_size: 64
+input { name: "input" data_type: TYPE_FP32 dims: [3, 4] }
+output { name: "probabilities" data_type: TYPE_FP32 dims: [2] }
+instance_group { count: 1 kind: KIND_CPU }
+dynamic_batching { preferred_batch_size: 64 max_queue_delay_microseconds: 20000 }
+model_warmup {
+  name: "warmup_batch1" batch_size: 1
+  inputs { key: "input" value: { data_type: TYPE_FP32 dims: [3, 4] zero_data: true } }
+}
+"""
+
+
+def test_a_candidates_twin_is_the_built_twin_with_its_batching_instances_and_threads(tmp_path: Path) -> None:
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2 as mc
+
+    base = tmp_path / "built" / "original"
+    (base / "1").mkdir(parents=True)
+    (base / "1" / "model.onnx").write_bytes(b"onnx")
+    (base / "1" / "model.py").write_text("# the twin's model.py\n")
+    (base / "config.pbtxt").write_text(TWIN_CONFIG)
+    folder = tune.twin_folder(base, tune.Candidate(5000, 4, 8, 2, intra_op_threads=1), tmp_path / "c0")
+    config = text_format.Parse((folder / "config.pbtxt").read_text(), mc.ModelConfig())
+    assert (config.max_batch_size, list(config.dynamic_batching.preferred_batch_size)) == (8, [4])
+    assert config.dynamic_batching.max_queue_delay_microseconds == 5000 and config.instance_group[0].count == 2
+    assert config.parameters[tune.INTRA_PARAMETER].string_value == "1"
+    assert (folder / "1" / "model.onnx").stat().st_ino == (base / "1" / "model.onnx").stat().st_ino  # linked
+    assert (base / "config.pbtxt").read_text() == TWIN_CONFIG  # the built twin is left as it was
+    auto = tune.twin_folder(base, tune.Candidate(0, 1, 1, 1), tmp_path / "c1")
+    assert (
+        tune.INTRA_PARAMETER not in text_format.Parse((auto / "config.pbtxt").read_text(), mc.ModelConfig()).parameters
+    )

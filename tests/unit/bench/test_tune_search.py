@@ -1,0 +1,155 @@
+"""bench/tune_search.py: successive halving against server stand-ins whose best configuration is known.
+
+A stand-in is a capacity function of the candidate (a queue delay here): deterministic, plus noise smaller than
+the gap between the best and the runner-up. The search must find the best within the budget, count its effort
+(units, never the clock) and measure the default beside it to the end."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from triton_gke.bench.tune_search import (
+    Rung,
+    complete,
+    max_candidates,
+    schedule,
+    successive_halving,
+)
+
+DELAYS = (20000, 0, 1000, 2000, 5000, 10000, 15000)  # the default (20 ms) first, as the tuner passes them
+
+
+class StandIn:
+    """A server whose capacity at the SLO peaks at `best_delay`: `peak` there, falling by `gap` per step of the
+    delay list away from it, plus uniform noise of at most `noise`; it counts the effort it was asked for."""
+
+    def __init__(self, best_delay: int, peak: float, gap: float, noise: float, seed: int) -> None:
+        self.best, self.peak, self.gap, self.noise = best_delay, peak, gap, noise
+        self.random = random.Random(seed)
+        self.effort: Counter[int] = Counter()
+        self.order = sorted(DELAYS)
+
+    def capacity(self, delay: int) -> float:
+        distance = abs(self.order.index(delay) - self.order.index(self.best))
+        return self.peak - self.gap * distance + self.random.uniform(-self.noise, self.noise)
+
+    def __call__(self, delay: int, effort: int) -> list[float]:
+        self.effort[delay] += effort
+        return [self.capacity(delay) for _ in range(effort)]
+
+
+def test_the_known_best_delay_is_found_within_the_budget() -> None:
+    server = StandIn(best_delay=5000, peak=40.0, gap=3.0, noise=1.4, seed=1)
+    outcome = successive_halving(DELAYS, server, budget=20, reference=20000)
+    assert outcome.best == 5000
+    assert outcome.spent == sum(server.effort.values()) <= 20  # counted effort, every unit accounted
+    assert server.effort[5000] == server.effort[20000] > 1  # the default measured as long as the winner
+    assert len(outcome.scores[5000]) == server.effort[5000]  # every measurement kept (reused across rungs)
+    assert min(server.effort[d] for d in DELAYS) >= 1  # every candidate measured at least once
+
+
+def test_the_default_can_win_and_is_then_the_answer() -> None:
+    server = StandIn(best_delay=20000, peak=30.0, gap=5.0, noise=1.0, seed=2)
+    assert successive_halving(DELAYS, server, budget=15, reference=20000).best == 20000
+
+
+def test_a_stop_ends_the_search_with_what_it_measured() -> None:
+    server = StandIn(best_delay=0, peak=30.0, gap=5.0, noise=0.0, seed=3)
+    calls = iter(range(100))
+    outcome = successive_halving(DELAYS, server, budget=30, reference=20000, stop=lambda: next(calls) >= 3)
+    assert outcome.stopped_early and outcome.spent == 3 == sum(server.effort.values())
+    assert outcome.best is not None
+
+
+def test_a_candidate_that_measured_nothing_ranks_last() -> None:
+    def measure(delay: int, effort: int) -> list[float]:
+        return [] if delay == 0 else [float(delay)] * effort  # 0: its server never started
+
+    outcome = successive_halving((20000, 0, 5000), measure, budget=9, reference=20000)
+    assert outcome.best == 20000 and outcome.scores[0] == [0.0]
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"candidates": (0, 5000), "reference": 20000}, "must be among the candidates"),
+        ({"candidates": (20000, 20000), "reference": 20000}, "distinct"),
+        ({"candidates": DELAYS, "reference": 20000, "budget": 6}, "cannot measure 7 candidates"),
+    ],
+)
+def test_bad_searches_are_refused(bad: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        successive_halving(measure=lambda c, e: [1.0] * e, **{"budget": 20, **bad})
+
+
+def test_the_schedule_halves_to_the_winner_and_the_default() -> None:
+    assert schedule(6, 20) == [Rung(6, 1), Rung(3, 3), Rung(2, 2)]  # the default's 20 minutes: 6 x 1, 3 x 3, 2 x 2
+    assert complete(schedule(6, 20)) and max_candidates(20) == 6
+    assert schedule(9, 30) == [Rung(9, 1), Rung(4, 3), Rung(3, 3)]  # the budget ends before the final pair...
+    assert not complete(schedule(9, 30))  # ...so the tuner measures fewer candidates (max_candidates)
+    assert schedule(2, 2) == [Rung(2, 1)]
+    assert schedule(5, 4) == []  # cannot measure each once
+
+
+# ---------------------------------------------------------------- properties
+
+
+@given(count=st.integers(1, 20), budget=st.integers(1, 200), eta=st.integers(2, 4))
+@settings(max_examples=300, deadline=None)
+def test_a_schedule_never_spends_more_than_its_budget(count: int, budget: int, eta: int) -> None:
+    rungs = schedule(count, budget, eta)
+    assert sum(r.cost for r in rungs) <= budget
+    if budget >= count:
+        assert rungs[0] == Rung(count, 1)  # every candidate measured once first
+        assert all(later.candidates <= earlier.candidates for earlier, later in zip(rungs, rungs[1:], strict=False))
+    else:
+        assert rungs == []
+
+
+@given(budget=st.integers(2, 200))
+@settings(max_examples=100, deadline=None)
+def test_max_candidates_leaves_a_complete_schedule(budget: int) -> None:
+    count = max_candidates(budget)
+    assert 2 <= count <= budget  # the default and at least one other, each measured
+    assert complete(schedule(count, budget)) or count == 2
+
+
+@st.composite
+def stand_ins(draw: st.DrawFn) -> tuple[StandIn, int]:
+    best = draw(st.sampled_from(DELAYS))
+    gap = draw(st.floats(1.0, 10.0))
+    noise = draw(st.floats(0.0, 0.49)) * gap  # below half the gap: the best's every measurement beats the rest's
+    peak = draw(st.floats(10 * gap, 500.0))
+    return StandIn(best, peak, gap, noise, draw(st.integers(0, 2**16))), draw(st.integers(len(DELAYS), 120))
+
+
+@given(stand_ins())
+@settings(max_examples=150, deadline=None)
+def test_the_search_finds_any_known_optimum_within_its_budget(case: tuple[StandIn, int]) -> None:
+    server, budget = case
+    outcome = successive_halving(DELAYS, server, budget=budget, reference=20000)
+    assert outcome.best == server.best
+    assert outcome.spent == sum(server.effort.values()) <= budget
+    assert server.effort[20000] >= server.effort[server.best]  # the default measured at least as long as the best
+    assert {len(v) for v in outcome.scores.values()} >= {1}
+
+
+@given(budget=st.integers(len(DELAYS), 60), seed=st.integers(0, 1000))
+@settings(max_examples=60, deadline=None)
+def test_effort_is_counted_whatever_measure_returns(budget: int, seed: int) -> None:
+    """A measure that returns fewer or more values than asked (a crashed server, a chatty one) still costs the
+    units it was given, and never more than `effort` values are kept."""
+    rng = random.Random(seed)
+    asked: list[int] = []
+
+    def measure(delay: int, effort: int) -> list[float]:
+        asked.append(effort)
+        return [rng.uniform(0, 50) for _ in range(rng.randint(0, 2 * effort))]
+
+    outcome = successive_halving(DELAYS, measure, budget=budget, reference=20000)
+    assert outcome.spent == sum(asked) <= budget
+    assert sum(len(v) for v in outcome.scores.values()) <= sum(asked)
