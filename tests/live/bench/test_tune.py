@@ -10,28 +10,46 @@ from triton_gke.bench.results import load_run
 from triton_gke.capacity.records import load_records
 from triton_gke.cli.main import main
 
+from tests.support.project_folder import make_project_folder
+
+# The twin's p95 at a few requests/s is 60-140 ms on one 2-core VM and half that on another (ResNet-50 on 2 cores): a
+# 100 ms objective makes the test a question about the host. This one is about the tuner's mechanics, so it tunes a
+# stack of its own whose objective every host here meets at low rates (the nesting rule holds: 20 ms delay < 30 ms
+# autoscale target < 50 ms queue objective < 400 ms).
+SLO_MS = 400
+
+
+def tuning_stack(project: Path) -> str:
+    """Pulumi.tunetest.yaml in the project folder: dev's settings with sloLatencyMs SLO_MS."""
+    dev = (project / "Pulumi.dev.yaml").read_text(encoding="utf-8")
+    (project / "Pulumi.tunetest.yaml").write_text(f"{dev.rstrip()}\n  triton-gke:sloLatencyMs: {SLO_MS}\n")
+    return "tunetest"
+
 
 def test_a_short_tuning_measures_the_default_beside_a_candidate(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two configurations (the stack's default and the first candidate), one short rate search each: the outputs
     exist, the default was measured, each step printed a progress line naming its configuration."""
+    project = make_project_folder(tmp_path / "project")
+    monkeypatch.chdir(project)
     out = tmp_path / "out"
-    args = ["bench", "tune", "--max-candidates", "2", "--budget-minutes", "2", "--step-seconds", "1",
-            "--start-rps", "4", "--max-rps", "8", "--min-requests", "4"]  # fmt: skip
+    args = ["bench", "tune", "--stack", tuning_stack(project), "--max-candidates", "2", "--budget-minutes", "2",
+            "--step-seconds", "1", "--start-rps", "4", "--max-rps", "8", "--min-requests", "4"]  # fmt: skip
     args += ["--build-dir", str(tmp_path / "build"), "--out", str(out)]
     assert main(args) == 0
     report = json.loads((out / "tune.json").read_text(encoding="utf-8"))
     default, other = report["candidates"]
     assert default["default"] and default["label"] == report["default"]["label"]
-    assert default["capacities"] and all(c > 0 for c in default["capacities"])  # measured, at the 100 ms SLO
+    assert default["capacities"] and all(c > 0 for c in default["capacities"])  # measured, at the stack's SLO
     assert other["capacities"] and other["max_queue_delay_us"] != default["max_queue_delay_us"]
     assert report["units_spent"] == sum(r["candidates"] * r["effort"] for r in report["rungs"])
     assert report["default"]["searches"] == report["best"]["searches"]  # side by side, the same effort
     assert report["machine"]["conditions"]["baseline_before"] > 0 and "noisy" in report
     (summary,) = load_run(out / "results.json").summaries
     (record,) = load_records(out / "records")
-    assert record.variant == "original" and summary.max_rps == pytest.approx(report["best"]["median"])
+    assert record.variant == "original" and record.slo_latency_ms == SLO_MS
+    assert summary.max_rps == pytest.approx(report["best"]["median"])
     assert record.max_rps_per_gpu == pytest.approx(summary.max_rps, rel=1e-3)
     assert (out / "README.md").read_text(encoding="utf-8").startswith("# Tuning original on the CPU twin")
     captured = capsys.readouterr()
