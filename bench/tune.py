@@ -171,8 +171,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--start-rps", type=float, default=8.0, help="first request rate of the first search (8)")
     p.add_argument("--max-rps", type=float, default=500.0, help="highest request rate a search tries (500)")
     p.add_argument("--min-requests", type=int, default=40, help="requests a passing step needs (default 40)")
-    p.add_argument("--out", type=Path, help="output folder (default bench/results/tune-<stack>-<date>)")
-    p.add_argument("--build-dir", type=Path, default=runner.bench_build_dir(), help="where the CPU twin is built")
+    p.add_argument("--out", help="output folder (default bench/results/tune-<stack>-<date>)")
+    p.add_argument("--build-dir", default=runner.bench_build_dir(), help="where the CPU twin is built")
     p.add_argument("--write-stack", action="store_true", help="set the winner's keys in Pulumi.<stack>.yaml")
     return p
 
@@ -188,6 +188,23 @@ def check_args(args: argparse.Namespace) -> None:
     for option, value in (("--start-rps", args.start_rps), ("--max-rps", args.max_rps)):
         if not 0.1 <= value <= 100_000:
             raise runner.BenchError(f"{option} {value:g}: expected a rate from 0.1 to 100000 requests/s")
+    if args.min_requests < 1:
+        raise runner.BenchError(f"--min-requests {args.min_requests}: expected at least 1 request per passing step")
+    for option in ("--out", "--build-dir"):  # taken as text: Path('') would already be '.'
+        value = getattr(args, option[2:].replace("-", "_"))
+        if value is not None and not str(value).strip():
+            raise runner.BenchError(f"{option}: an empty path (it would mean the current folder)")
+    args.out = Path(args.out) if args.out is not None else None
+    args.build_dir = Path(args.build_dir)
+    if args.out is not None:
+        check_out_folder(args.out)
+
+
+def check_out_folder(out: Path) -> None:
+    """A tuning writes README.md, tune.json, results.json and records/ into --out: only into a new or empty folder,
+    or over an earlier tuning's (it holds tune.json), never over someone else's files (`--out .`, `--out docs`)."""
+    if out.is_dir() and any(out.iterdir()) and not (out / "tune.json").is_file():
+        raise runner.BenchError(f"--out {out}: a folder holding other files than a tuning's; choose a new one")
 
 
 def load_plan(args: argparse.Namespace, settings: StackSettings, start: float | None = None) -> LoadPlan:
@@ -215,7 +232,20 @@ def pick_variant(name: str | None, settings: StackSettings) -> VariantSettings:
         raise runner.BenchError(
             f"--variant {chosen[:80]!r}: not deployed by the stack (deployed: {', '.join(deployed)})"
         )
+    if _reads_small_keys(deployed[chosen]):
+        raise runner.BenchError(
+            f"--variant {chosen}: its batch and instances come from modelSmallBatchSize and "
+            "modelSmallBatchInstanceCount, which the tuner does not search; tune a variant that reads modelMaxBatchSize"
+        )
     return deployed[chosen]
+
+
+def _reads_small_keys(variant: VariantSettings) -> bool:
+    # settings/serving.py _variant: a reference variant whose batch differs from original's reads the small keys.
+    from triton_gke.model_repo.settings import REFERENCE_VARIANTS
+
+    reference = {v.name: v for v in REFERENCE_VARIANTS}.get(variant.name)
+    return reference is not None and reference.max_batch_size != REFERENCE_VARIANTS[0].max_batch_size
 
 
 # ---------------------------------------------------------------- the twin of each candidate
@@ -266,7 +296,10 @@ class Measurer:
 
         found = [runner.capacity(r) for run in self.runs.get(candidate, []) for r in run.results]
         earlier = spread(found)
-        plan = load_plan(self.args, self.settings, 0.7 * earlier.median if earlier else None)
+        try:
+            plan = load_plan(self.args, self.settings, 0.7 * earlier.median if earlier else None)
+        except runner.BenchError:  # a lower start the step limits cannot serve: start where the first search did
+            plan = load_plan(self.args, self.settings)
         config = runner.BenchConfig(
             stack=self.args.stack, target="sandbox", plan=plan, repeats=effort,
             protocol=self.settings.load_test.protocol, variants=(self.variant.name,), uint8=(), perf_analyzer=False,
@@ -343,18 +376,20 @@ def _add_key(lines: list[str], entry: str) -> list[str]:
     return [*lines[: last + 1], f"{indent}{entry}\n", *lines[last + 1 :]]
 
 
-def write_stack(stack: str, candidate: Candidate) -> Path:
-    """Set the candidate's keys in Pulumi.<stack>.yaml, after the settings layer accepted the edited file."""
+def write_stack(stack: str, candidate: Candidate, current: Candidate) -> Path:
+    """Set the keys the candidate changes (those `pulumi_lines` prints) in Pulumi.<stack>.yaml, after the settings
+    layer accepted the edited file. A linked stack file is edited where it lies; the file keeps its mode."""
     from triton_gke.settings import from_stack_file
     from triton_gke.settings.schema import config_schema, project_dir
     from triton_gke.settings.stack_file import stack_file_text
 
-    path = project_dir() / f"Pulumi.{stack}.yaml"
-    edited = set_stack_keys(stack_file_text(path), config_schema()[0], candidate.stack_values())
+    path = Path(os.path.realpath(project_dir() / f"Pulumi.{stack}.yaml"))
+    edited = set_stack_keys(stack_file_text(path), config_schema()[0], changed_values(candidate, current))
     handle, temporary = tempfile.mkstemp(prefix=f".Pulumi.{stack}.", suffix=".yaml", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:
             file.write(edited)
+        os.chmod(temporary, path.stat().st_mode & 0o7777)
         from_stack_file(stack, config_file=Path(temporary))  # the edited file, read as the stack would read it
         os.replace(temporary, path)
     finally:
@@ -363,8 +398,12 @@ def write_stack(stack: str, candidate: Candidate) -> Path:
     return path
 
 
+def changed_values(candidate: Candidate, current: Candidate) -> dict[str, int]:
+    return {k: v for k, v in candidate.stack_values().items() if current.stack_values()[k] != v}
+
+
 def pulumi_lines(candidate: Candidate, current: Candidate, project: str, stack: str) -> list[str]:
-    changed = {k: v for k, v in candidate.stack_values().items() if current.stack_values()[k] != v}
+    changed = changed_values(candidate, current)
     return [f"pulumi config set {project}:{key} {value} -s {shlex.quote(stack)}" for key, value in changed.items()]
 
 
@@ -415,6 +454,10 @@ def _tune(argv: list[str] | None) -> int:
         return 2
     if outcome.best is None:
         print("error: no candidate could be measured", file=sys.stderr)
+        return 1
+    if not any(score > 0 for found in outcome.scores.values() for score in found):
+        slo = settings.monitoring.slo.latency_ms
+        print(f"error: no configuration met p95 <= {slo} ms at any rate tried: nothing to recommend", file=sys.stderr)
         return 1
     report = _report(args, argv, settings, variant, outcome, measurer, facts, stamp, time.monotonic() - started)
     return _finish(args, out, settings, report, outcome, measurer, default)
@@ -538,9 +581,12 @@ def _finish(
         from triton_gke.settings import ConfigError
 
         try:
-            log(f"updated {write_stack(args.stack, outcome.best)}")  # type: ignore[arg-type]
+            log(f"updated {write_stack(args.stack, outcome.best, default)}")  # type: ignore[arg-type]
         except ConfigError as err:
             print(f"error: --write-stack: the stack refuses the edited file: {err}", file=sys.stderr)
+            return 2
+        except OSError as err:
+            print(f"error: --write-stack: cannot write {err.filename}: {err.strerror}", file=sys.stderr)
             return 2
     return 0
 

@@ -160,13 +160,66 @@ def test_write_stack_refuses_an_edit_the_stack_refuses_and_leaves_the_file(
 ) -> None:
     (tmp_path / "Pulumi.dev.yaml").write_text(DEV_TEXT, encoding="utf-8")
     monkeypatch.setattr("triton_gke.settings.schema.project_dir", lambda: tmp_path)
+    default = tune.Candidate(20000, 64, 64, 1)
     with pytest.raises(ConfigError, match="modelMaxQueueDelayUs"):
-        tune.write_stack("dev", tune.Candidate(40000, 64, 64, 1))
+        tune.write_stack("dev", tune.Candidate(40000, 64, 64, 1), default)
     assert (tmp_path / "Pulumi.dev.yaml").read_text(encoding="utf-8") == DEV_TEXT
     assert [p.name for p in tmp_path.iterdir()] == ["Pulumi.dev.yaml"]  # no temporary file left
-    path = tune.write_stack("dev", tune.Candidate(5000, 8, 16, 2))
+    path = tune.write_stack("dev", tune.Candidate(5000, 8, 16, 2), default)
     assert from_stack_file("dev", config_file=path).model_repo.variants[0].max_queue_delay_us == 5000
     assert path.read_text(encoding="utf-8").startswith(DEV_TEXT)
+
+
+def test_write_stack_sets_only_the_changed_keys_in_a_linked_file_and_keeps_its_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the red team: a linked stack file became a plain copy (its target unchanged), its mode became 0600,
+    and keys equal to the project's defaults were pinned into it."""
+    real = tmp_path / "stacks" / "Pulumi.dev.yaml"
+    real.parent.mkdir()
+    real.write_text(DEV_TEXT, encoding="utf-8")
+    real.chmod(0o644)
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "Pulumi.dev.yaml").symlink_to(real)
+    monkeypatch.setattr("triton_gke.settings.schema.project_dir", lambda: tmp_path / "project")
+    tune.write_stack("dev", tune.Candidate(5000, 64, 64, 1), tune.Candidate(20000, 64, 64, 1))
+    assert (tmp_path / "project" / "Pulumi.dev.yaml").is_symlink() and (real.stat().st_mode & 0o777) == 0o644
+    added = real.read_text(encoding="utf-8")[len(DEV_TEXT) :]
+    assert "modelMaxQueueDelayUs: 5000" in added and "BatchSize" not in added and "InstanceCount" not in added
+
+
+@pytest.mark.parametrize(
+    ("words", "fragment"),
+    [
+        (["--out", ""], "--out: an empty path"),
+        (["--build-dir", " "], "--build-dir: an empty path"),
+        (["--min-requests", "0"], "--min-requests 0: expected at least 1"),
+        (["--variant", "trt_int8_bs16_count4"], "--variant trt_int8_bs16_count4: its batch and instances come from"),
+    ],
+)
+def test_options_the_red_team_found_are_refused_in_one_line(
+    words: list[str], fragment: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tune.runner, "build_sandbox_repository", _never_built)
+    assert tune.main(words) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and fragment in err, err
+
+
+def test_out_holding_someone_elses_files_is_refused_and_an_earlier_tuning_is_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tune.runner, "build_sandbox_repository", _never_built)
+    (tmp_path / "README.md").write_text("mine\n")
+    assert tune.main(["--out", str(tmp_path)]) == 2
+    assert "holding other files than a tuning's" in capsys.readouterr().err
+    assert (tmp_path / "README.md").read_text() == "mine\n"
+    (tmp_path / "tune.json").write_text("{}\n")
+    tune.check_out_folder(tmp_path)  # an earlier tuning's folder: replaced
+
+
+def _never_built(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the twin was built although the options were refused")
 
 
 # ---------------------------------------------------------------- the twin of a candidate
