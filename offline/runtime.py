@@ -226,18 +226,22 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         return engine_urn(get_stack_and_project(), parent, type_, name)
 
     def Invoke(self, request: Any) -> Any:
-        response = super().Invoke(request)
-        _note_thread_loop()
-        return response
+        try:
+            return super().Invoke(request)
+        finally:
+            _note_thread_loop()
 
     def ReadResource(self, request: Any) -> Any:
-        response = super().ReadResource(request)
-        _note_thread_loop()
-        return response
+        try:
+            return super().ReadResource(request)
+        finally:
+            _note_thread_loop()
 
     def RegisterResource(self, request: Any) -> Any:
-        response = super().RegisterResource(request)
-        _note_thread_loop()
+        try:
+            response = super().RegisterResource(request)
+        finally:  # the thread's loop exists once the SDK's sync_await ran, whether or not the mock raised
+            _note_thread_loop()
         args = self.tap.take()
         if request.type != "pulumi:pulumi:Stack":
             if args is None:
