@@ -226,26 +226,20 @@ def unit_seconds(plan: LoadPlan) -> float:
 
 
 def pick_variant(name: str | None, settings: StackSettings) -> VariantSettings:
+    from triton_gke.settings.serving import reads_small_batch_keys
+
     chosen = name or settings.capacity.variant
     deployed = {v.name: v for v in settings.model_repo.variants}
     if chosen not in deployed:
         raise runner.BenchError(
             f"--variant {chosen[:80]!r}: not deployed by the stack (deployed: {', '.join(deployed)})"
         )
-    if _reads_small_keys(deployed[chosen]):
+    if reads_small_batch_keys(deployed[chosen]):
         raise runner.BenchError(
             f"--variant {chosen}: its batch and instances come from modelSmallBatchSize and "
             "modelSmallBatchInstanceCount, which the tuner does not search; tune a variant that reads modelMaxBatchSize"
         )
     return deployed[chosen]
-
-
-def _reads_small_keys(variant: VariantSettings) -> bool:
-    # settings/serving.py _variant: a reference variant whose batch differs from original's reads the small keys.
-    from triton_gke.model_repo.settings import REFERENCE_VARIANTS
-
-    reference = {v.name: v for v in REFERENCE_VARIANTS}.get(variant.name)
-    return reference is not None and reference.max_batch_size != REFERENCE_VARIANTS[0].max_batch_size
 
 
 # ---------------------------------------------------------------- the twin of each candidate

@@ -84,7 +84,7 @@ def _check_fits_gpu(reader: Reader, settings: ModelRepoSettings, gpu: str) -> No
     problem = gpu_memory_problem(settings, gpu, memory) if memory else None
     if problem:
         variant, field, why = problem
-        small = _is_small(variant)
+        small = reads_small_batch_keys(variant)
         keys = {
             "max_batch_size": "modelSmallBatchSize" if small else "modelMaxBatchSize",
             "instance_count": "modelSmallBatchInstanceCount" if small else "modelInstanceCount",
@@ -92,14 +92,15 @@ def _check_fits_gpu(reader: Reader, settings: ModelRepoSettings, gpu: str) -> No
         raise reader.fail(keys[field], getattr(variant, field), why)
 
 
-def _is_small(variant: VariantSettings) -> bool:
-    """The variant read from modelSmallBatch* (see _variant)."""
-    reference = next(v for v in REFERENCE_VARIANTS if v.name == variant.name)
-    return reference.max_batch_size != REFERENCE_VARIANTS[0].max_batch_size
+def reads_small_batch_keys(variant: VariantSettings) -> bool:
+    """The variant's batch and instances come from modelSmallBatchSize/modelSmallBatchInstanceCount (see _variant):
+    a reference variant whose batch differs from original's. The one home of that rule (bench tune asks here too)."""
+    reference = next((v for v in REFERENCE_VARIANTS if v.name == variant.name), None)
+    return reference is not None and reference.max_batch_size != REFERENCE_VARIANTS[0].max_batch_size
 
 
 def _variant(reader: Reader, reference: VariantSettings, uint8_input: bool) -> VariantSettings:
-    small = reference.max_batch_size != REFERENCE_VARIANTS[0].max_batch_size
+    small = reads_small_batch_keys(reference)
     batch_key, count_key = (
         ("modelSmallBatchSize", "modelSmallBatchInstanceCount")
         if small
