@@ -9,7 +9,8 @@ p95 met sloLatencyMs (runner.capacity). The candidates vary the stack's batching
 modelPreferredBatchSize, modelMaxBatchSize, modelInstanceCount) and, on the twin only, ONNX Runtime's intra-op
 threads; each is checked through the settings layer first, so every `pulumi config set` line printed is one the
 stack accepts. The stack's default configuration is always one of them and is measured to the end, beside the
-winner (bench/tune_search.py: successive halving within the budget).
+winner (bench/tune_search.py: successive halving within the budget). The budget is sized from the timed first search
+of the default; the best measured is recommended only when it beat the default beyond noise (tune_search.py).
 
 Writes into --out (default bench/results/tune-<stack>-<date>/): tune.json (every candidate, every measurement, the
 schedule, the machine's conditions), README.md, results.json and records/ (the winner's capacity record, as
@@ -220,8 +221,9 @@ def load_plan(args: argparse.Namespace, settings: StackSettings, start: float | 
 
 
 def unit_seconds(plan: LoadPlan) -> float:
-    """One unit of effort, a rate search, as budgeted: the warm-up, ~10 steps (the bench's sandbox runs took 9-14
-    for a whole search) and a share of the server's restart."""
+    """A rate search's length guessed before any ran (the warm-up, ~10 steps: the bench's sandbox runs took 9-14 for
+    a whole search, a share of the server's restart): only to refuse a budget too short for one and to estimate
+    progress until the default's search is timed. At 3-6 requests/s here a search took ~2.3 min, twice the guess."""
     return plan.warmup_s + 10 * (plan.settle_s + plan.step_s + 1) + 10
 
 
@@ -431,23 +433,20 @@ def _tune(argv: list[str] | None) -> int:
         settings = record.stack_settings(args.stack, "--stack")
         variant = pick_variant(args.variant, settings)
         plan = load_plan(args, settings)
-        units = math.floor(60 * args.budget_minutes / unit_seconds(plan))
-        if units < 2:
+        if 60 * args.budget_minutes < unit_seconds(plan):  # the budget is sized from a measured search later
             raise runner.BenchError(
-                f"--budget-minutes {args.budget_minutes:g}: too short for two rate searches of about "
-                f"{unit_seconds(plan):.0f} s each (the default and one candidate)"
+                f"--budget-minutes {args.budget_minutes:g}: too short for one rate search of about "
+                f"{unit_seconds(plan):.0f} s (the default's, which sizes the rest)"
             )
         default = Candidate.of(variant)
         grid = accepted(candidate_grid(default, conditions.cpu_count()), args.stack, log)
-        count = min(len(grid), tune_search.max_candidates(units), args.max_candidates or MAX_CANDIDATES)
-        candidates = grid[: max(count, 1)]
         base = runner.build_sandbox_repository(settings.model_repo, [variant], args.build_dir / args.stack)
-        outcome, measurer, facts = _search(args, settings, variant, base / variant.name, candidates, units, plan)
+        outcome, measurer, facts = _search(args, settings, variant, base / variant.name, grid, plan)
     except (runner.BenchError, ConfigError, ModelRepoError, CapacityError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    if outcome.best is None:
-        print("error: no candidate could be measured", file=sys.stderr)
+    if outcome is None or outcome.best is None:
+        print("error: the default configuration could not be measured", file=sys.stderr)
         return 1
     if not any(score > 0 for found in outcome.scores.values() for score in found):
         slo = settings.monitoring.slo.latency_ms
@@ -462,27 +461,41 @@ def _search(
     settings: StackSettings,
     variant: VariantSettings,
     base: Path,
-    candidates: list[Candidate],
-    units: int,
+    grid: list[Candidate],
     plan: LoadPlan,
-) -> tuple[Outcome[Candidate], Measurer, dict[str, Any]]:
-    rungs = tune_search.schedule(len(candidates), units)
-    log(
-        f"tuning {variant.name} at p95 <= {settings.monitoring.slo.latency_ms} ms: {len(candidates)} configurations, "
-        f"{units} rate searches of ~{unit_seconds(plan):.0f} s in {args.budget_minutes:g} min; rungs "
-        + ", ".join(f"{r.candidates} x {r.effort}" for r in rungs)
-    )
+) -> tuple[Outcome[Candidate] | None, Measurer, dict[str, Any]]:
+    """Time one search of the default, size the search from it (how many searches the budget pays for, so how many
+    configurations), then successive halving with that search as the default's first."""
+    log(f"tuning {variant.name} at p95 <= {settings.monitoring.slo.latency_ms} ms within {args.budget_minutes:g} min")
     facts = {**machine.facts(), "load_start": machine.load_average()}
     watch = conditions.Watch()
     before = watch.start()
     log(f"baseline: raw onnxruntime {before.inferences_per_s:.1f} inferences/s")
     workdir = Path(tempfile.mkdtemp(prefix="tune-"))
-    progress = TuneProgress(sum(r.cost for r in rungs), unit_seconds(plan), log)
+    budget_s = 60 * args.budget_minutes
+    progress = TuneProgress(max(2, math.floor(budget_s / unit_seconds(plan))), unit_seconds(plan), log)
     measurer = Measurer(args, settings, variant, base, workdir, progress, log)
-    deadline = time.monotonic() + 60 * args.budget_minutes
+    started = time.monotonic()
+    deadline = started + budget_s
+    default = grid[0]
     try:
+        first = measurer(default, 1)
+        search_s = time.monotonic() - started
+        if not first:
+            return None, measurer, facts
+        units, candidates, rungs = sized_search(grid, budget_s, search_s, args.max_candidates)
+        progress.ramps = sum(r.cost for r in rungs)
+        log(
+            f"one search of the default took {search_s:.0f} s: the budget pays for {units} searches, "
+            f"{len(candidates)} configurations; rungs " + ", ".join(f"{r.candidates} x {r.effort}" for r in rungs)
+        )
         outcome = tune_search.successive_halving(
-            candidates, measurer, units, candidates[0], stop=lambda: time.monotonic() > deadline
+            candidates,
+            measurer,
+            units,
+            default,
+            stop=lambda: time.monotonic() > deadline,
+            measured={default: first},
         )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -490,9 +503,23 @@ def _search(
     for reason in found.noisy:
         log(f"warning: this run is marked noisy: {reason}")
     facts.update(
-        conditions=found.to_dict(), load_end=machine.load_average(), triton="2.51.0 (nvidia-pytriton 0.7.0 wheel)"
+        conditions=found.to_dict(),
+        load_end=machine.load_average(),
+        triton="2.51.0 (nvidia-pytriton 0.7.0 wheel)",
+        default_search_s=round(search_s, 1),
     )
     return outcome, measurer, facts
+
+
+def sized_search(
+    grid: list[Candidate], budget_s: float, search_s: float, max_count: int | None
+) -> tuple[int, list[Candidate], list[tune_search.Rung]]:
+    """The searches the budget pays for at the measured time of one (the default's: the slowest kind, at the lowest
+    rates), the configurations that fit a complete schedule, and its rungs. At least the default and one other."""
+    units = max(2, math.floor(budget_s / max(search_s, 1.0)))
+    count = min(len(grid), tune_search.max_candidates(units), max_count or MAX_CANDIDATES)
+    candidates = grid[: max(count, 1)]
+    return units, candidates, tune_search.schedule(len(candidates), units)
 
 
 def _capacity(outcome: Outcome[Candidate], candidate: Candidate) -> dict[str, Any]:
@@ -515,10 +542,11 @@ def _report(
 ) -> dict[str, Any]:
     from triton_gke.settings.schema import config_schema
 
-    best, default = outcome.best, outcome.reference
+    best, default, chosen = outcome.best, outcome.reference, outcome.recommended
     assert best is not None
     best_cap, default_cap = _capacity(outcome, best), _capacity(outcome, default)
     ratio = best_cap["median"] / default_cap["median"] if best_cap["median"] and default_cap["median"] else None
+    searches = (len(outcome.scores[best]), len(outcome.scores[default]))
     return {
         "command": " ".join([PROG, shlex.join(argv)]).strip(),
         "stack": args.stack,
@@ -543,8 +571,13 @@ def _report(
         "best": {**dataclasses.asdict(best), "label": best.label(), **best_cap},
         "default": {**dataclasses.asdict(default), "label": default.label(), **default_cap},
         "ratio": ratio,
-        "pulumi": pulumi_lines(best, default, config_schema()[0], args.stack),
-        "twin_only": {INTRA_PARAMETER: best.intra_op_threads},
+        # Adopted only when every search of the best beat every search of the default and that is unlikely by
+        # chance (bench/tune_search.py significantly_better).
+        "significant": outcome.significant,
+        "chance": tune_search.chance_of_separation(*searches) if best != default else None,
+        "recommended": {**dataclasses.asdict(chosen), "label": chosen.label(), **_capacity(outcome, chosen)},
+        "pulumi": pulumi_lines(chosen, default, config_schema()[0], args.stack),
+        "twin_only": {INTRA_PARAMETER: chosen.intra_op_threads},
         "machine": facts,
         "noisy": facts["conditions"]["noisy"],
     }
@@ -565,7 +598,7 @@ def _finish(
     print(out / "tune.json")
     print(out / "README.md")
     try:
-        for path in _records(report, settings, out, measurer.merged(outcome.best)):  # type: ignore[arg-type]
+        for path in _records(report, settings, out, measurer.merged(outcome.recommended)):
             print(path)
     except CapacityError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -575,7 +608,7 @@ def _finish(
         from triton_gke.settings import ConfigError
 
         try:
-            log(f"updated {write_stack(args.stack, outcome.best, default)}")  # type: ignore[arg-type]
+            log(f"updated {write_stack(args.stack, outcome.recommended, default)}")
         except ConfigError as err:
             print(f"error: --write-stack: the stack refuses the edited file: {err}", file=sys.stderr)
             return 2
@@ -586,7 +619,8 @@ def _finish(
 
 
 def _records(report: dict[str, Any], settings: StackSettings, out: Path, run: runner.VariantRun | None) -> list[Path]:
-    """results.json (the winner as a bench run) and its capacity record in OUT/records/ (bench/record.py)."""
+    """results.json (the recommended configuration as a bench run) and its capacity record in OUT/records/
+    (bench/record.py)."""
     if run is None:
         return []
     summary_row = runner.summarise(run, None)
@@ -612,7 +646,7 @@ def _records(report: dict[str, Any], settings: StackSettings, out: Path, run: ru
         summaries=[summary_row],
         costs=[],
         pricing=[],
-        notes=[f"bench tune: the winning configuration ({report['best']['label']})"],
+        notes=[f"bench tune: the recommended configuration ({report['recommended']['label']})"],
     )
     (out / "results.json").write_text(bench_run.to_json(), encoding="utf-8")
     in_out, _, notes = record.write_run_records(json.loads(bench_run.to_json()), settings, out, record=False)
@@ -634,17 +668,39 @@ def _figure(capacity: dict[str, Any]) -> str:
     )
 
 
+def verdict(report: dict[str, Any]) -> str:
+    """Why the recommended configuration is the one to apply."""
+    best, default = report["best"], report["default"]
+    if best["label"] == default["label"]:
+        return "recommended: the default (no configuration measured better)"
+    odds = f"chance {report['chance']:.2g} when they are equal, at most {tune_search.ALPHA:g} needed"
+    if report["significant"]:
+        return (
+            f"recommended: the best: each of its {best['searches']} searches beat each of the default's "
+            f"{default['searches']} ({odds})"
+        )
+    return (
+        f"recommended: keep the default: the best measured did not beat it beyond noise over {best['searches']} and "
+        f"{default['searches']} searches ({odds} when every search beats)"
+    )
+
+
 def summary(report: dict[str, Any]) -> str:
     ratio = f"{report['ratio']:.2f}x the default" if report["ratio"] else "no ratio (the default found no rate)"
     lines = [
-        f"best: {report['best']['label']}: {_figure(report['best'])}",
+        f"best measured: {report['best']['label']}: {_figure(report['best'])}",
         f"default: {report['default']['label']}: {_figure(report['default'])}",
         f"ratio: {ratio} at p95 <= {report['slo_ms']} ms ({report['units_spent']} rate searches)",
+        verdict(report),
     ]
+    if report["stopped_early"]:
+        lines.append(
+            f"STOPPED EARLY at the end of the budget: the best measured had {report['best']['searches']} searches, "
+            f"the default {report['default']['searches']}"
+        )
     if report["noisy"]:
         lines.append("NOISY run: " + "; ".join(report["noisy"]))
-    same = report["best"]["label"] == report["default"]["label"]
-    unchanged = "the default is the best found" if same else "the winner's stack keys are the default's"
+    unchanged = "the recommended configuration's stack keys are the default's"
     lines += report["pulumi"] or [f"{unchanged}: no stack setting to change"]
     threads = report["twin_only"][INTRA_PARAMETER]
     if threads is not None:
@@ -665,6 +721,7 @@ def readme(report: dict[str, Any]) -> str:
         f"`{report['command']}`, {report['started']}, {report['wall_s'] / 60:.1f} min, {report['units_spent']} "
         f"rate searches.\n\n{summary(report)}\n\n"
         "| configuration | default | capacities (req/s, one per search) | median |\n| --- | --- | --- | --- |\n"
-        f"{rows}\n\nThe stack settings of the winner (they apply to every variant that reads them):\n\n"
+        f"{rows}\n\nThe stack settings of the recommended configuration (they apply to every variant that reads "
+        "them):\n\n"
         f"```sh\n{settings_block}\n```\n"
     )

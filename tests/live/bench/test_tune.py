@@ -29,12 +29,13 @@ def tuning_stack(project: Path) -> str:
 def test_a_short_tuning_measures_the_default_beside_a_candidate(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two configurations (the stack's default and the first candidate), one short rate search each: the outputs
-    exist, the default was measured, each step printed a progress line naming its configuration."""
+    """Two configurations (the stack's default and the first candidate), one short rate search each, sized from the
+    timed search of the default within one minute: the outputs exist, the default was measured, each step printed a
+    progress line naming its configuration, and one search each is too little to recommend a change."""
     project = make_project_folder(tmp_path / "project")
     monkeypatch.chdir(project)
     out = tmp_path / "out"
-    args = ["bench", "tune", "--stack", tuning_stack(project), "--max-candidates", "2", "--budget-minutes", "2",
+    args = ["bench", "tune", "--stack", tuning_stack(project), "--max-candidates", "2", "--budget-minutes", "1",
             "--step-seconds", "1", "--start-rps", "4", "--max-rps", "8", "--min-requests", "4"]  # fmt: skip
     args += ["--build-dir", str(tmp_path / "build"), "--out", str(out)]
     assert main(args) == 0
@@ -45,16 +46,19 @@ def test_a_short_tuning_measures_the_default_beside_a_candidate(
     assert other["capacities"] and other["max_queue_delay_us"] != default["max_queue_delay_us"]
     assert report["units_spent"] == sum(r["candidates"] * r["effort"] for r in report["rungs"])
     assert report["default"]["searches"] == report["best"]["searches"]  # side by side, the same effort
+    assert report["machine"]["default_search_s"] > 0  # the budget was sized from it
+    if report["best"]["label"] != report["default"]["label"]:  # one search each: chance 1/2, never evidence
+        assert not report["significant"] and report["recommended"]["label"] == report["default"]["label"]
     assert report["machine"]["conditions"]["baseline_before"] > 0 and "noisy" in report
     (summary,) = load_run(out / "results.json").summaries
     (record,) = load_records(out / "records")
     assert record.variant == "original" and record.slo_latency_ms == SLO_MS
-    assert summary.max_rps == pytest.approx(report["best"]["median"])
+    assert summary.max_rps == pytest.approx(report["recommended"]["median"])
     assert record.max_rps_per_gpu == pytest.approx(summary.max_rps, rel=1e-3)
     assert (out / "README.md").read_text(encoding="utf-8").startswith("# Tuning original on the CPU twin")
     captured = capsys.readouterr()
     assert any(
-        line.startswith(("pulumi config set triton-gke:", "the default is the best", "the winner's stack keys"))
+        line.startswith(("pulumi config set triton-gke:", "the recommended configuration's stack keys"))
         for line in captured.out.splitlines()
     )
     progress = [line for line in captured.err.splitlines() if " | elapsed " in line]

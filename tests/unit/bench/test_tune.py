@@ -12,6 +12,7 @@ import pytest
 import triton_gke.bench.tune as tune
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from triton_gke.bench.tune_search import complete
 from triton_gke.cli.main import main as cli_main
 from triton_gke.settings import ConfigError, from_stack_file, load_stack_settings
 from triton_gke.settings.schema import config_schema
@@ -43,7 +44,7 @@ def no_start(monkeypatch: pytest.MonkeyPatch) -> None:
         (["--budget-minutes", "ten"], "error: argument --budget-minutes: invalid float value: 'ten'"),
         (["--max-candidates", "2.5"], "error: argument --max-candidates: invalid int value: '2.5'"),
         (["--max-candidates", "0"], "error: --max-candidates 0: expected 1 to 64"),
-        (["--budget-minutes", "1"], "error: --budget-minutes 1: too short for two rate searches"),
+        (["--budget-minutes", "1"], "error: --budget-minutes 1: too short for one rate search"),
         (["--stack", "../x"], "error: --stack '../x': not a Pulumi stack name"),
         (["--stack", "nosuch"], "error: --stack 'nosuch': Pulumi.nosuch.yaml: no such stack file"),
         (["--min-requests", "500"], "error: --min-requests 500: a step at --start-rps 8 lasts at most 16 s"),
@@ -74,6 +75,30 @@ def test_any_budget_is_refused_in_one_line_or_accepted(minutes: float) -> None:
     else:
         with pytest.raises(tune.runner.BenchError, match=r"^--budget-minutes [^\n]*: expected minutes from 1 to 600$"):
             tune.check_args(args)
+
+
+def test_the_search_is_sized_from_the_measured_time_of_the_defaults_search() -> None:
+    """The first real run budgeted ~72 s a search and paid for 6 of the 10 it planned: a search there took ~2.3 min.
+    Sized from that measured time, 20 minutes pay for 8 searches: 3 configurations, each finalist searched 3 times."""
+    grid = tune.candidate_grid(dev_default(), cores=2)
+    units, candidates, rungs = tune.sized_search(grid, 20 * 60, 138.0, None)
+    assert units == 8 and candidates == grid[:3] and complete(rungs)
+    assert sum(r.cost for r in rungs) <= units
+    assert len(tune.sized_search(grid, 20 * 60, 30.0, None)[1]) > 3  # a faster machine: more configurations
+    assert tune.sized_search(grid, 20 * 60, 30.0, 2)[1] == grid[:2]  # --max-candidates
+    assert tune.sized_search(grid, 60, 600.0, None)[:2] == (2, grid[:2])  # always the default and one other
+
+
+@given(budget_s=st.floats(60, 36_000), search_s=st.floats(0, 36_000), cap=st.none() | st.integers(1, 64))
+@settings(max_examples=200, deadline=None)
+def test_a_sized_search_never_plans_more_than_its_budget_pays_for(
+    budget_s: float, search_s: float, cap: int | None
+) -> None:
+    grid = tune.candidate_grid(dev_default(), cores=2)
+    units, candidates, rungs = tune.sized_search(grid, budget_s, search_s, cap)
+    assert units == 2 or units * max(search_s, 1.0) <= budget_s
+    assert 1 <= len(candidates) <= min(len(grid), cap or 64) and candidates == grid[: len(candidates)]
+    assert sum(r.cost for r in rungs) <= units and rungs[0].candidates == len(candidates)
 
 
 # ---------------------------------------------------------------- candidates and the stack's rules
