@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -124,14 +123,17 @@ def verify_if_present(root: Path, error: type[Exception] = ManifestMismatch) -> 
             raise error(str(err)) from None
 
 
+# SHA-256 per file identity (device, inode) and stat: hard links of one file (the build links the ONNX file the
+# original and TensorRT variants share, model_repo/build.py) are one file, hashed once (358 MB read as 128 MB).
+_DIGESTS: dict[tuple[int, int, int, int, int], str] = {}
+
+
 def _digest(path: Path) -> str:
     try:
         st = path.stat()
-        return _stat_digest(path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if key not in _DIGESTS:
+            _DIGESTS[key] = sha256_file(path)
+        return _DIGESTS[key]
     except OSError as err:  # a broken link, a file made unreadable
         raise ManifestMismatch(f"{_show(path)}: cannot read ({err.strerror}); {rebuild()}") from None
-
-
-@cache
-def _stat_digest(path: Path, inode: int, size: int, mtime_ns: int, ctime_ns: int) -> str:
-    return sha256_file(path)

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import os
 import stat
+import tokenize
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -297,7 +299,15 @@ def _check_python(path: Path) -> None:
     # Bytes, so that compile() honours a coding declaration (PEP 263); bounded like every file the program reads.
     source = read_capped_file(path, MODEL_PY_MAX_BYTES, "a Python model", SyncError)
     try:
-        compile(source, str(path), "exec", dont_inherit=True)
+        # Decoded first, strictly, in the encoding its coding declaration or BOM names (UTF-8 without one): compile()
+        # of the bytes lets an incomplete UTF-8 sequence at the very end of a comment through (CPython 3.11:
+        # compile(b"#\xc3", ...) passes), which the Python backend's interpreter may refuse to read.
+        encoding = tokenize.detect_encoding(io.BytesIO(source).readline)[0]
+        text = source.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as err:
+        raise SyncError(f"{show(path)}: the Python backend's model.py is not valid text ({_first_line(err)})") from None
+    try:
+        compile(text, str(path), "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as err:  # ValueError: a NUL byte in the source
         where = f" line {err.lineno}" if isinstance(err, SyntaxError) and err.lineno else ""
         why = _first_line(err)
@@ -310,10 +320,19 @@ def _first_line(err: BaseException) -> str:
 
 
 def hash_local(local_dir: Path, paths: list[Path]) -> dict[str, LocalFile]:
-    """Hash files (every byte, before anything is sent), keyed by their POSIX path below local_dir."""
+    """Hash files (every byte, before anything is sent), keyed by their POSIX path below local_dir. Hard links of
+    one file (device, inode and stat alike: the build links the ONNX file several variants share) are read once."""
     result = {}
+    hashed: dict[tuple[int, int, int, int], tuple[str, str, int]] = {}
     for path in paths:
-        md5, crc, size = file_hashes(path)
+        try:
+            st = path.stat()
+        except OSError as err:
+            raise SyncError(f"cannot read {show(path)}: {err.strerror or err}") from err
+        identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if identity not in hashed:
+            hashed[identity] = file_hashes(path)
+        md5, crc, size = hashed[identity]
         relative = path.relative_to(local_dir).as_posix()
         result[relative] = LocalFile(relative, path, size, md5, crc)
     return result

@@ -76,7 +76,7 @@ def prod_plan() -> Plan:
 LIVE_DIR = PROJECT_DIR / "tests" / "live"
 
 
-# `make test` runs two phases: every test but the quiet ones on three workers (`-m "not quiet"`: unit tests share
+# `make test` runs two phases: every test but the quiet ones on four workers (`-m "not quiet"`: unit tests share
 # nothing they write; each live test works in folders of its own and on ports it picks, and the shared
 # build/model_repository is only rebuilt when its settings change, model_repo/build.py _holds); then the `quiet` ones
 # one at a time (`-m "live and quiet"`): they measure rates, latencies or elapsed times, which a test beside them
