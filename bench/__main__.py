@@ -62,7 +62,9 @@ def parser() -> argparse.ArgumentParser:
         prog="triton-gke bench",
         description="Measure-and-tune benchmark of the stack's model variants.",
         epilog="Also: triton-gke bench record (capacity records from a run's results.json), triton-gke bench report "
-        "(re-render a run from its results.json), triton-gke bench pa-rates (perf_analyzer at fixed rates); "
+        "(re-render a run from its results.json), triton-gke bench pa-rates (perf_analyzer at fixed rates), "
+        "triton-gke bench tune (search the serving configuration), triton-gke bench model-analyzer (Triton Model "
+        "Analyzer's search), triton-gke bench compare-tuners (their picks side by side); "
         "each with --help. Exit 0 measured, 1 no variant could be measured, 2 bad input, 128+N stopped by signal N.",
         hint=None,
         raise_as=runner.BenchError,

@@ -94,6 +94,14 @@ BENCH_COMMANDS = {
     "tune": Command(
         "triton_gke.bench.tune", "search one variant's serving configuration for capacity at the SLO", extra="local"
     ),
+    "model-analyzer": Command(
+        "triton_gke.bench.model_analyzer", "Triton Model Analyzer's own search on the CPU twin", extra="local"
+    ),
+    "compare-tuners": Command(
+        "triton_gke.bench.compare_tuners",
+        "the default, bench tune's and Model Analyzer's picks measured side by side",
+        extra="local",
+    ),
 }
 MODEL_REPO_COMMANDS = {
     "custom": Command(

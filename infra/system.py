@@ -205,7 +205,7 @@ class TritonGkeSystem(pulumi.ComponentResource):
                 model_repository=self._upload.repository_url,
                 model_reader_service_account=self._store.reader.email,
                 image_tag=settings.model_repo.triton_image_tag,
-                min_replicas=max(1, settings.gpu_pool.min_nodes),
+                min_replicas=settings.gpu_pool.min_triton_pods,
                 max_replicas=settings.gpu_pool.max_nodes,
                 gpu_node_selector={GKE_ACCELERATOR_LABEL: settings.gpu_pool.accelerator_type},
                 gpus_per_pod=settings.gpu_pool.accelerator_count,

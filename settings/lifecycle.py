@@ -137,7 +137,7 @@ def _range_problem(v: LifecycleSettings) -> tuple[str, str] | None:
         ("pre_stop_s", 0, MAX_WAIT_S, "at most an hour"),
         ("exit_timeout_s", 0, MAX_WAIT_S, "at most an hour"),
         ("termination_grace_s", 0, MAX_WAIT_S, "at most an hour"),
-        ("lb_programming_s", 0, MAX_WAIT_S, "at most an hour"),
+        ("lb_programming_s", 1, MAX_WAIT_S, "a NEG change is never programmed at once; at most an hour"),
         ("pdb_max_unavailable", 1, 2**31 - 1, "at least 1, or no node drain can proceed"),
     ):
         value = getattr(v, name)
@@ -189,6 +189,27 @@ def _order_problem(v: LifecycleSettings, slo_latency_ms: int) -> tuple[str, str]
     return None
 
 
+def disruption_problem(values: LifecycleSettings, min_pods: int) -> tuple[str, str] | None:
+    """A PodDisruptionBudget letting a node drain or upgrade evict every Triton pod a region keeps at its minimum:
+    maxUnavailable counts pods evictions may leave unavailable at once
+    (https://kubernetes.io/docs/tasks/run-application/configure-pdb/), so it must leave one serving."""
+    allowed = max(1, min_pods - 1)
+    if values.pdb_max_unavailable <= allowed:
+        return None
+    return STACK_KEYS["pdb_max_unavailable"], (
+        f"more than {allowed}: a node drain or upgrade could evict all {min_pods} Triton pod(s) a region keeps at "
+        "its minimum (gpuMinNodes, or what targetRps sizes) at once"
+    )
+
+
+def check_disruption_budget(reader: Reader, values: LifecycleSettings, min_pods: int) -> None:
+    """After the pool is sized: disruption_problem as one ConfigError line naming tritonMaxUnavailable."""
+    problem = disruption_problem(values, min_pods)
+    if problem:
+        key, reason = problem
+        raise reader.fail(key, values.pdb_max_unavailable, reason)
+
+
 def lifecycle(reader: Reader, spot: bool, slo_latency_ms: int) -> LifecycleSettings:
     """The stack's lifecycle values, refused in one line naming the key when incoherent."""
     values = LifecycleSettings(
@@ -208,6 +229,8 @@ __all__ = [
     "STACK_KEYS",
     "SPOT_NOTICE_S",
     "LifecycleSettings",
+    "check_disruption_budget",
+    "disruption_problem",
     "lifecycle",
     "lifecycle_problem",
     "longest_request_s",

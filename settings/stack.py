@@ -62,8 +62,11 @@ def load_stack_settings(
         # request at the SLO.
         lifecycle=lifecycle.lifecycle(reader, gpu_pool.spot, monitored.slo.latency_ms),
     )
-    # Last: a target replaces the explicit pool minimum, LB rate and HPA target; then the SLO knobs must nest.
-    return capacity.sized(reader, explicit)
+    # Last: a target replaces the explicit pool minimum, LB rate and HPA target; then the SLO knobs must nest, and
+    # the disruption budget must leave a pod of the sized minimum serving.
+    sized = capacity.sized(reader, explicit)
+    lifecycle.check_disruption_budget(reader, sized.lifecycle, sized.gpu_pool.min_triton_pods)
+    return sized
 
 
 # Pulumi's stack-name rule: "stack names are limited to 100 characters and may only contain alphanumeric, hyphens,

@@ -50,6 +50,11 @@ class GpuPoolSettings:
     def gke_installs_driver(self) -> bool:
         return self.driver_version != "INSTALLATION_DISABLED"
 
+    @property
+    def min_triton_pods(self) -> int:
+        """Triton pods a region keeps at its minimum (the HPA's minReplicas): one per GPU node, at least one."""
+        return max(1, self.min_nodes)
+
 
 @dataclass(frozen=True)
 class ModelStoreSettings:

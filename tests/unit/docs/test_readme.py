@@ -78,11 +78,20 @@ NOT_RUN: dict[str, str] = {
     ),
     "make tune": (
         "measures for 20 minutes on 2 cores; tests/live/bench/test_tune.py runs `triton-gke bench tune` with two "
-        "configurations and a 2-minute budget"
+        "configurations and a 1-minute budget"
     ),
     "make tune ARGS='--write-stack'": (
         "measures for 20 minutes and rewrites the committed Pulumi.dev.yaml; tests/unit/bench/test_tune.py edits a "
         "copy of it and loads it through the stack checks"
+    ),
+    ".venv/bin/triton-gke bench model-analyzer": (
+        "installs Model Analyzer (a 600 MB virtualenv) and searches for 6-14 minutes on 2 cores; "
+        "tests/unit/bench/test_model_analyzer.py reads a real run's files and refuses bad input before installing"
+    ),
+    ".venv/bin/triton-gke bench compare-tuners --tune bench/results/tune-dev-2026-12-02b "
+    "--model-analyzer bench/results/model-analyzer-dev-2026-12-02": (
+        "measures three configurations with two tools for about 30 minutes (bench/results/tuners-dev-2026-12-02 is "
+        "its committed run); tests/unit/bench/test_compare_tuners.py checks what it reads, its order and its figures"
     ),
     ".venv/bin/triton-gke bench record build/bench-new --record": (
         "rewrites the committed capacity/records/ from the benchmark above; tests/unit/capacity/test_records.py "

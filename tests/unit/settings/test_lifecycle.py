@@ -18,6 +18,7 @@ from triton_gke.settings.lifecycle import (
     SPOT_NOTICE_S,
     STACK_KEYS,
     LifecycleSettings,
+    disruption_problem,
     lifecycle_problem,
     longest_request_s,
 )
@@ -36,9 +37,9 @@ def coherent(draw: st.DrawFn) -> tuple[LifecycleSettings, int]:
     slo_ms = draw(st.integers(51, 1000 if spot else 60_000))
     longest = longest_request_s(slo_ms)
     budget = SPOT_NOTICE_S - MARGIN - longest if spot else 1600  # what preStop may take
-    interval = draw(st.integers(1, min(budget, 100)))
-    unhealthy = draw(st.integers(1, min(budget // interval, 10)))
-    programming = draw(st.integers(0, min(budget - unhealthy * interval, 300)))
+    interval = draw(st.integers(1, min(budget - 1, 100)))  # at least 1 s left for lbProgrammingSeconds
+    unhealthy = draw(st.integers(1, min((budget - 1) // interval, 10)))
+    programming = draw(st.integers(1, min(budget - unhealthy * interval, 300)))
     removal = unhealthy * interval + programming
     pre_stop = draw(st.integers(removal, min(budget, removal + 300)))
     exit_timeout = draw(st.integers(longest, SPOT_NOTICE_S - MARGIN - pre_stop if spot else longest + 300))
@@ -84,6 +85,7 @@ def test_coherent_values_reach_the_stack_settings_as_set(case: tuple[LifecycleSe
     """Through the stack keys, on a Spot stack (dev) or a standard one (prod), the values arrive unchanged."""
     values, slo_ms = case
     stack = "dev" if values.spot else "prod"
+    values = dataclasses.replace(values, pdb_max_unavailable=1)  # both keep a region's pods to 1 or 2: at most 1
     config = stack_settings(stack, sloLatencyMs=slo_ms, **_stack_overrides(values))
     assert load_stack_settings(config, stack=stack).lifecycle == values
 
@@ -222,3 +224,24 @@ def test_a_health_check_slower_than_the_readiness_gates_timeout_is_refused(inter
     )
     problem = lifecycle_problem(values, 100)
     assert problem is not None and problem[0] == "lbHealthyThreshold" and "unreadyTimeout" in problem[1], problem
+
+
+@given(min_pods=st.integers(1, 50), budget=st.integers(1, 100))
+def test_a_budget_that_could_evict_every_pod_of_a_regions_minimum_is_refused(min_pods: int, budget: int) -> None:
+    """maxUnavailable counts the pods evictions may take down at once: it must leave one of the region's minimum
+    serving (one pod: the budget 1 lets a drain proceed at all)."""
+    problem = disruption_problem(dataclasses.replace(DEFAULTS, pdb_max_unavailable=budget), min_pods)
+    assert (problem is None) == (budget <= max(1, min_pods - 1))
+    if problem:
+        assert problem[0] == "tritonMaxUnavailable" and f"all {min_pods} Triton pod(s)" in problem[1]
+
+
+def test_the_stack_checks_the_budget_against_the_sized_minimum() -> None:
+    """prod keeps 2 GPU nodes a region (2 Triton pods): 2 is refused; with gpuMinNodes 3 it is taken."""
+    message = _refusal("prod", 100, dataclasses.replace(DEFAULTS, pdb_max_unavailable=2))
+    assert message == (
+        f"{PROJECT}:tritonMaxUnavailable: 2 is not valid; more than 1: a node drain or upgrade could evict all 2 "
+        "Triton pod(s) a region keeps at its minimum (gpuMinNodes, or what targetRps sizes) at once"
+    )
+    three = stack_settings("prod", tritonMaxUnavailable=2, gpuMinNodes=3, gpuMaxNodes=4)
+    assert load_stack_settings(three, stack="prod").lifecycle.pdb_max_unavailable == 2

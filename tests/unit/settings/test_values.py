@@ -70,14 +70,15 @@ WRONG_TYPES = st.one_of(
 
 # The longest SLO a stack can have: Triton's exit timeout must cover the longest request at the SLO, and on dev's Spot
 # pool preStop + exit timeout + 2 s fit the 15 s a preempted pod gets (settings/lifecycle.py). With the fastest
-# health check (1 s, 1 failure, no programming allowance) preStop is 1 s, so the exit timeout and the SLO reach 12 s.
-LONGEST_SLO_MS = 12_000
+# health check (1 s, 1 failure, the least programming allowance, 1 s) preStop is 2 s, so the exit timeout and the SLO
+# reach 11 s.
+LONGEST_SLO_MS = 11_000
 LONGEST_SLO_LIFECYCLE = {
     "lbHealthCheckIntervalSeconds": 1,
     "lbHealthCheckTimeoutSeconds": 1,
     "lbUnhealthyThreshold": 1,
-    "lbProgrammingSeconds": 0,
-    "tritonPreStopSeconds": 1,
+    "lbProgrammingSeconds": 1,
+    "tritonPreStopSeconds": 2,
     "tritonExitTimeoutSeconds": LONGEST_SLO_MS // 1000,
     "lbDrainingTimeoutSeconds": LONGEST_SLO_MS // 1000,
 }

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from triton_gke.bench import compare_tuners, model_analyzer
 from triton_gke.bench import report as bench_report
 from triton_gke.bench.record import MAX_RESULTS_BYTES, read_results
 from triton_gke.bench.results import load_run
@@ -98,6 +99,19 @@ READERS: tuple[Reader, ...] = (
            MAX_RESULTS_BYTES, nesting="json"),
     Reader("results.json (bench results)", ("bench/results.py:load_run",), load_run, UnreadableFileError,
            MAX_RESULTS_BYTES, nesting="json"),
+    Reader("tune.json (compare-tuners)", ("bench/compare_tuners.py:tuner_entries",),
+           lambda p: compare_tuners.tuner_entries(p.parent), BenchError, compare_tuners.TUNE_JSON_MAX_BYTES,
+           file="tune.json", nesting="json"),
+    Reader("Model Analyzer's pick.json", ("bench/model_analyzer.py:load_pick",),
+           lambda p: model_analyzer.load_pick(p.parent), model_analyzer.ModelAnalyzerError,
+           model_analyzer.PICK_MAX_BYTES, file=model_analyzer.PICK_JSON, nesting="json"),
+    Reader("Model Analyzer's summary", ("bench/model_analyzer.py:read_summary",), model_analyzer.read_summary,
+           model_analyzer.ModelAnalyzerError, model_analyzer.SUMMARY_MAX_BYTES),
+    Reader("Model Analyzer's inference table", ("bench/model_analyzer.py:read_inference_csv",),
+           lambda p: model_analyzer.read_inference_csv(p, "original"), model_analyzer.ModelAnalyzerError,
+           model_analyzer.INFERENCE_CSV_MAX_BYTES),
+    Reader("Model Analyzer's config.pbtxt", ("bench/model_analyzer.py:read_config",), model_analyzer.read_config,
+           model_analyzer.ModelAnalyzerError, CONFIG_MAX_BYTES),
     Reader("results.json (bench report)", ("bench/report.py:read_run",), bench_report.read_run,
            bench_report.ReportError, MAX_RESULTS_BYTES, nesting="json"),
     Reader("built config.pbtxt (bench)", ("bench/runner.py:read_config",),
@@ -183,6 +197,9 @@ ALLOWED: dict[str, str] = {
     "bench/perf_analyzer.py:parse_search_csv:open": _OWN,
     "bench/perf_analyzer.py:_unpack:open": _OWN + " (a member of the perf_analyzer wheel being unpacked)",
     "bench/runner.py:run_locust:read_text": _OWN + " (Locust's steps file)",
+    "bench/model_analyzer.py:ensure_installed:read_text": _OWN + " (the install marker beside the venv it names)",
+    "bench/model_analyzer.py:_last_error:read_text": _OWN + " (Model Analyzer's log of this run)",
+    "bench/model_analyzer.py:_constraints_hash:read_bytes": _PACKAGE + " (the pins file, hashed)",
     "bench/runner.py:_tail:read_text": _OWN,
     "bench/runner.py:_new_steps:read_text": _OWN + " (Locust's steps file, read while Locust runs for progress lines)",
     "bench/conditions.py:_read:open": _PROC + " (/proc/stat, /proc/loadavg; at most 4 KiB read)",

@@ -1,0 +1,151 @@
+"""`triton-gke bench compare-tuners` (bench/compare_tuners.py) in-process: what it reads from a tuning and a Model
+Analyzer run, the order it measures in, the figures it reports, and bad input refused in one line before anything is
+built. The measurement itself is the bench's (tests/live/bench) and perf_analyzer's."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from triton_gke.bench import compare_tuners as ct
+from triton_gke.bench import model_analyzer as ma
+from triton_gke.bench import perf_analyzer, tune
+
+from tests.conftest import PROJECT_DIR
+
+FIRST_TUNING = PROJECT_DIR / "bench" / "results" / "tune-dev-2026-12-02"  # before the noise rule: no "recommended"
+MA_FIXTURES = Path(__file__).parent / "fixtures" / "model_analyzer"
+DEFAULT = tune.Candidate(20000, 64, 64, 1)
+
+
+@pytest.fixture(autouse=True)
+def no_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    def tripwire(*_args: object) -> None:
+        raise AssertionError("the comparison went on to build the CPU twin")
+
+    monkeypatch.setattr(ct.runner, "build_sandbox_repository", tripwire)
+
+
+def ma_run(folder: Path, search_s: float = 344.0) -> Path:
+    """A Model Analyzer output folder as bench.model_analyzer.search leaves it (the real run's files)."""
+    summary = folder / "reports" / "summaries" / "original" / ma.SUMMARY_HTML
+    summary.parent.mkdir(parents=True)
+    shutil.copyfile(MA_FIXTURES / ma.SUMMARY_HTML, summary)
+    (folder / "results").mkdir()
+    shutil.copyfile(MA_FIXTURES / ma.INFERENCE_CSV, folder / "results" / ma.INFERENCE_CSV)
+    shutil.copytree(MA_FIXTURES / "configs", folder / "configs")
+    asked = {"variant": "original", "percentile": 95, "latency_ms": 100, "search_s": search_s}
+    (folder / ma.PICK_JSON).write_text(json.dumps(asked))
+    return folder
+
+
+def test_the_first_tuning_gives_the_default_and_its_best_as_recommended() -> None:
+    entries = ct.tuner_entries(FIRST_TUNING)
+    assert [e.source for e in entries] == ["default", "bench tune (recommended)", "bench tune (best measured)"]
+    assert entries[0].candidate == DEFAULT and entries[0].search_s is None
+    assert entries[1].candidate == entries[2].candidate == tune.Candidate(2000, 4, 8, 1)
+    assert entries[1].search_s == json.loads((FIRST_TUNING / "tune.json").read_text())["wall_s"]
+    merged = ct.distinct(entries)
+    assert [e.source for e in merged] == ["default", "bench tune (recommended) = bench tune (best measured)"]
+
+
+def test_model_analyzers_pick_keeps_the_twins_threads_and_its_search_time(tmp_path: Path) -> None:
+    entry = ct.model_analyzer_entry(ma_run(tmp_path / "ma"), DEFAULT)
+    assert entry.candidate == tune.Candidate(20000, 1, 1, 2) and entry.search_s == 344.0
+    assert entry.source == "Model Analyzer" and "29.50 infer/s at concurrency 2" in entry.claim
+
+
+def test_a_pick_json_that_is_not_one_is_refused_in_one_line(tmp_path: Path) -> None:
+    folder = ma_run(tmp_path / "ma")
+    (folder / ma.PICK_JSON).write_text(json.dumps({"variant": "original", "percentile": True}))
+    with pytest.raises(ma.ModelAnalyzerError, match=r"pick\.json: not a Model Analyzer run's pick\.json"):
+        ma.load_pick(folder)
+
+
+def test_each_round_measures_every_configuration_with_both_tools_in_turn() -> None:
+    entries = [ct.Entry("default", DEFAULT, "", None), ct.Entry("x", tune.Candidate(0, 1, 1, 2), "", 1.0)]
+    calls: list[tuple[str, tune.Candidate, float | None]] = []
+
+    def ours(candidate: tune.Candidate, effort: int) -> list[float]:
+        calls.append(("ours", candidate, None))
+        return [] if candidate == DEFAULT and len(calls) > 2 else [10.0 * effort + len(calls)]
+
+    def theirs(candidate: tune.Candidate, near: float | None) -> perf_analyzer.SearchResult | None:
+        calls.append(("pa", candidate, near))
+        rates = perf_analyzer.RateRange(1, 2, 0.1)
+        return perf_analyzer.SearchResult(rates, near, near and near + 1, 50.0, 3) if near else None
+
+    found = ct.measure_rounds(entries, 2, ours, theirs, lambda _: None)
+    assert [(tool, c) for tool, c, _ in calls] == [
+        ("ours", DEFAULT), ("pa", DEFAULT), ("ours", entries[1].candidate), ("pa", entries[1].candidate),
+    ] * 2  # fmt: skip
+    assert calls[1][2] == 11.0  # perf_analyzer searches around what our search found, in the same round
+    assert found[DEFAULT] == {"ours": [11.0, None], "pa": [12.0, None]}  # a failed measurement stays a gap
+
+
+@given(
+    default=st.lists(st.none() | st.floats(0.1, 100), min_size=1, max_size=4),
+    other=st.lists(st.none() | st.floats(0.1, 100), min_size=1, max_size=4),
+)
+@settings(max_examples=100, deadline=None)
+def test_the_ratio_to_the_default_is_of_medians_and_absent_without_one(
+    default: list[float | None], other: list[float | None]
+) -> None:
+    import argparse
+    import datetime
+    import statistics
+
+    from triton_gke.settings import from_stack_file
+
+    dev = from_stack_file("dev")
+    variant = tune.pick_variant(None, dev)
+    entries = [ct.Entry("default", DEFAULT, "", None), ct.Entry("x", tune.Candidate(0, 1, 1, 2), "", 1.0)]
+    found = {DEFAULT: {"ours": default, "pa": default}, entries[1].candidate: {"ours": other, "pa": other}}
+    facts = {"conditions": {"noisy": []}}
+    args = argparse.Namespace(stack="dev", rounds=len(default))
+    report = ct._report(args, [], dev, variant, entries, found, facts, datetime.datetime.now(), 1.0)
+    row = report["rows"][1]["ours"]
+    got_default, got_other = [v for v in default if v is not None], [v for v in other if v is not None]
+    if got_default and got_other:
+        assert row["vs_default"] == pytest.approx(statistics.median(got_other) / statistics.median(got_default))
+    else:
+        assert row["vs_default"] is None
+    assert ("no rate met the SLO" in ct.table(report)) == (not got_default or not got_other)
+
+
+@pytest.mark.parametrize(
+    ("argv", "starts"),
+    [
+        (["--rounds", "0"], "error: --rounds 0: expected 1 to 10"),
+        (["--rounds", "two"], "error: argument --rounds: invalid int value: 'two'"),
+        (["--tune", "/nonexistent"], "error: /nonexistent/tune.json: no such file (a tuning's tune.json)"),
+        (["--stack", "../x"], "error: --stack '../x': not a Pulumi stack name"),
+        (["--out", ""], "error: --out: an empty path"),
+    ],
+)
+def test_bad_options_are_one_line_exit_2(
+    argv: list[str], starts: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["--tune", str(FIRST_TUNING), "--model-analyzer", str(ma_run(tmp_path / "ma")), "--out", str(tmp_path / "o")]
+    assert ct.main(base + argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(starts) and err.count("\n") == 1, err
+
+
+def test_a_tuning_of_another_stack_or_not_a_tuning_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    other = tmp_path / "tuning"
+    other.mkdir()
+    report = json.loads((FIRST_TUNING / "tune.json").read_text())
+    report["default"]["max_queue_delay_us"] = 1234
+    (other / "tune.json").write_text(json.dumps(report))
+    args = ["--tune", str(other), "--model-analyzer", str(ma_run(tmp_path / "ma")), "--out", str(tmp_path / "o")]
+    assert ct.main(args) == 2
+    assert "its default is not stack 'dev''s original" in capsys.readouterr().err
+    report["default"]["max_queue_delay_us"] = True
+    (other / "tune.json").write_text(json.dumps(report))
+    assert ct.main(args) == 2
+    assert "default: a configuration's values are whole numbers" in capsys.readouterr().err
