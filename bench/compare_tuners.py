@@ -43,7 +43,7 @@ from triton_gke.cli.one_line import OneLineParser
 from triton_gke.sandbox import run_folder
 from triton_gke.sandbox.processes import run_interruptible
 
-from triton_gke.bounded_files import parse_json, read_text_file
+from triton_gke.bounded_files import one_line, parse_json, read_text_file
 
 if TYPE_CHECKING:
     from triton_gke.model_repo.settings import VariantSettings
@@ -126,6 +126,20 @@ def distinct(entries: list[Entry]) -> list[Entry]:
         else:
             kept[entry.candidate] = entry
     return list(kept.values())
+
+
+def check_with_stack(entries: list[Entry], stack: str) -> None:
+    """Every configuration loaded through the stack's checks with its keys set, before anything is built: a
+    tune.json or an MA folder is a file anyone can edit."""
+    from triton_gke.settings import ConfigError, from_stack_file
+    from triton_gke.settings.schema import config_schema
+
+    project = config_schema()[0]
+    for entry in entries:
+        try:
+            from_stack_file(stack, tune.overrides(entry.candidate, project))
+        except ConfigError as err:
+            raise runner.BenchError(f"{entry.source}'s configuration: the stack refuses it: {err}") from None
 
 
 # ---------------------------------------------------------------- measuring
@@ -218,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _compare(argv: list[str] | None) -> int:
     from triton_gke.bench.model_analyzer import ModelAnalyzerError
+    from triton_gke.capacity.records import CapacityError
+    from triton_gke.model_repo.errors import ModelRepoError
     from triton_gke.settings import ConfigError
     from triton_gke.settings.stack import check_stack_name
 
@@ -240,10 +256,14 @@ def _compare(argv: list[str] | None) -> int:
         variant = tune.pick_variant(args.variant, settings)
         if entries[0].candidate != tune.Candidate.of(variant):
             raise runner.BenchError(f"--tune {args.tune}: its default is not stack {args.stack!r}'s {variant.name}")
+        check_with_stack(entries, args.stack)
         base = runner.build_sandbox_repository(settings.model_repo, [variant], args.build_dir / args.stack)
         found, facts = _measure(args, settings, variant, base / variant.name, entries)
-    except (runner.BenchError, ConfigError, ModelAnalyzerError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (runner.BenchError, ConfigError, ModelAnalyzerError, CapacityError, ModelRepoError) as err:
+        print(f"error: {one_line(str(err))}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"error: {one_line(str(err.filename))}: {err.strerror}", file=sys.stderr)
         return 2
     report = _report(args, argv, settings, variant, entries, found, facts, stamp, time.monotonic() - started)
     out.mkdir(parents=True, exist_ok=True)

@@ -667,9 +667,13 @@ def main(argv: list[str] | None = None) -> int:
     import datetime
 
     from triton_gke.bench import record, runner, tune
+    from triton_gke.capacity.records import CapacityError
     from triton_gke.cli.one_line import OneLineParser
+    from triton_gke.model_repo.errors import ModelRepoError
     from triton_gke.settings import ConfigError
     from triton_gke.settings.stack import check_stack_name
+
+    from triton_gke.bounded_files import one_line
 
     p = OneLineParser(
         prog=PROG,
@@ -700,13 +704,21 @@ def main(argv: list[str] | None = None) -> int:
         settings = record.stack_settings(args.stack, "--stack")
         variant = tune.pick_variant(args.variant, settings)
         out = Path(args.out or tune.RESULTS_DIR / f"model-analyzer-{args.stack}-{stamp:%Y-%m-%d}")
+        problem = runner.writable_folder(out)
+        if problem is not None:
+            raise runner.BenchError(f"--out {out}: {problem}")
+        if any(out.iterdir()):
+            raise runner.BenchError(f"--out {out}: not empty; Model Analyzer writes into a new or empty folder")
         twins = runner.build_sandbox_repository(settings.model_repo, [variant], Path(args.build_dir) / args.stack)
         pick = search(
             twins, variant.name, latency_ms=settings.monitoring.slo.latency_ms, percentile=args.percentile,
             limits=limits, out_dir=out, log=lambda line: print(line, file=sys.stderr, flush=True),
         )  # fmt: skip
-    except (ModelAnalyzerError, runner.BenchError, ConfigError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (ModelAnalyzerError, runner.BenchError, ConfigError, CapacityError, ModelRepoError) as err:
+        print(f"error: {one_line(str(err))}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"error: {one_line(str(err.filename))}: {err.strerror}", file=sys.stderr)
         return 2
     print(out / PICK_JSON)
     print(f"Model Analyzer's pick after {pick.search_s or 0:.0f} s: {pick.describe()}")

@@ -304,11 +304,11 @@ def _check_python(path: Path) -> None:
         # compile(b"#\xc3", ...) passes), which the Python backend's interpreter may refuse to read.
         encoding = tokenize.detect_encoding(io.BytesIO(source).readline)[0]
         text = source.decode(encoding)
-    except (SyntaxError, UnicodeDecodeError, LookupError) as err:
+    except (SyntaxError, UnicodeError, LookupError) as err:
         raise SyncError(f"{show(path)}: the Python backend's model.py is not valid text ({_first_line(err)})") from None
     try:
         compile(text, str(path), "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as err:  # ValueError: a NUL byte in the source
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as err:  # ValueError: a NUL byte; the others: depth
         where = f" line {err.lineno}" if isinstance(err, SyntaxError) and err.lineno else ""
         why = _first_line(err)
         raise SyncError(f"{show(path)}: the Python backend's model.py does not compile{where} ({why})") from None

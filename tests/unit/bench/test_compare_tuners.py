@@ -149,3 +149,37 @@ def test_a_tuning_of_another_stack_or_not_a_tuning_is_refused(tmp_path: Path, ca
     (other / "tune.json").write_text(json.dumps(report))
     assert ct.main(args) == 2
     assert "default: a configuration's values are whole numbers" in capsys.readouterr().err
+
+
+def test_a_configuration_the_stack_refuses_is_refused_before_anything_is_built(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """tune.json is a file anyone can edit (the red team: preferred 128 over max 8 crashed minutes into a run)."""
+    edited = tmp_path / "tuning"
+    edited.mkdir()
+    report = json.loads((FIRST_TUNING / "tune.json").read_text())
+    report["best"]["preferred_batch_size"] = 128
+    (edited / "tune.json").write_text(json.dumps(report))
+    args = ["--tune", str(edited), "--model-analyzer", str(ma_run(tmp_path / "ma")), "--out", str(tmp_path / "o")]
+    assert ct.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: bench tune (recommended) = bench tune (best measured)'s configuration: the stack ")
+    assert "modelPreferredBatchSize" in err and err.count("\n") == 1, err
+    assert ct.main([*args[:-2], "--out", str(tmp_path / "o2"), "--stack", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --stack 'nosuch': Pulumi.nosuch.yaml: no such stack file") and err.count("\n") == 1
+
+
+def test_model_analyzer_refuses_an_out_that_is_a_file_or_holds_files_before_building(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "file").write_text("x")
+    assert ma.main(["--out", str(tmp_path / "file")]) == 2
+    assert "exists and is not a folder" in capsys.readouterr().err
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    assert ma.main(["--out", str(tmp_path / "full")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --out {tmp_path / 'full'}: not empty") and err.count("\n") == 1
+    assert ma.main(["--stack", "nosuch", "--out", str(tmp_path / "new")]) == 2
+    assert capsys.readouterr().err.startswith("error: --stack 'nosuch': Pulumi.nosuch.yaml: no such stack file")

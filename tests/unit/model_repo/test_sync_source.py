@@ -26,10 +26,13 @@ def test_a_model_py_is_decoded_strictly_before_it_is_compiled(tmp_path) -> None:
     from triton_gke.model_repo.sync_source import SyncError, _check_python
 
     path = tmp_path / "model.py"
-    for refused in (b"#\xc3\xb4\xc3", b"x = 1  # \xc3", b"# coding: nope\n"):
+    for refused in (b"#\xc3\xb4\xc3", b"x = 1  # \xc3", b"# coding: nope\n", b"# coding: undefined\nx = 1\n"):
         path.write_bytes(refused)
         with pytest.raises(SyncError, match=r"model\.py: the Python backend's model\.py is not valid text \("):
             _check_python(path)
+    path.write_bytes(b"x = " + b"(" * 100_000 + b")" * 100_000 + b"\n")  # too deep for the compiler: one line
+    with pytest.raises(SyncError, match=r"model\.py: the Python backend's model\.py does not compile"):
+        _check_python(path)
     for accepted in (b'# -*- coding: latin-1 -*-\nx = "\xe9"\n', b"\xef\xbb\xbfx = 1\n", "x = 'é'\n".encode()):
         path.write_bytes(accepted)
         _check_python(path)
