@@ -587,11 +587,15 @@ _LATENCY_COLUMNS = {90: "p90 Latency (ms)", 95: "p95 Latency (ms)", 99: "p99 Lat
 def read_inference_csv(path: Path, model: str) -> list[Measurement]:
     """MA's metrics-model-inference.csv: the rows of `model`, in MA's order (best configuration first)."""
     text = read_text_file(path, INFERENCE_CSV_MAX_BYTES, "MA's inference table", ModelAnalyzerError)
-    table = list(csv.DictReader(io.StringIO(text, newline="")))
+    try:
+        # restval "": a short row's missing cells read as empty, never None
+        table = list(csv.DictReader(io.StringIO(text, newline=""), restval=""))
+    except csv.Error as err:  # e.g. a field over the csv module's 131,072-character limit
+        raise ModelAnalyzerError(f"{path}: not MA's inference table ({err})") from None
     missing = [title for title in _COLUMNS.values() if table and title not in table[0]]
     if missing:
         raise ModelAnalyzerError(f"{path}: no column {missing[0]!r} (not MA's inference table?)")
-    rows = [_measurement(path, row) for row in table if row.get("Model", "").strip() == model]
+    rows = [_measurement(path, row) for row in table if (row.get("Model") or "").strip() == model]
     if not rows:
         raise ModelAnalyzerError(f"{path}: no measurement of model {model!r}")
     return rows

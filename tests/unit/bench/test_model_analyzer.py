@@ -283,3 +283,15 @@ def test_a_preferred_size_above_the_maximum_is_refused(max_batch: int, above: in
 def test_a_configuration_without_dynamic_batching_is_refused() -> None:
     with pytest.raises(ma.ModelAnalyzerError, match="no dynamic_batching"):
         ma.stack_keys(mc.ModelConfig(name="m", max_batch_size=8))
+
+
+def test_a_table_with_a_huge_field_or_short_rows_is_one_line(tmp_path: Path) -> None:
+    """The red team: a field past the csv module's limit, and a short row whose later cells are missing, were
+    tracebacks (_csv.Error, AttributeError on None)."""
+    path = tmp_path / ma.INFERENCE_CSV
+    path.write_text(HEADER + "original," + "x" * 200_000 + "\n")
+    with pytest.raises(ma.ModelAnalyzerError, match=r"not MA's inference table \(field larger than field limit"):
+        ma.read_inference_csv(path, "original")
+    path.write_text(HEADER + "original,1,2\n")
+    with pytest.raises(ma.ModelAnalyzerError, match="a row MA's tables never hold"):
+        ma.read_inference_csv(path, "original")
