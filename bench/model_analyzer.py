@@ -711,7 +711,7 @@ def main(argv: list[str] | None = None) -> int:
         problem = runner.writable_folder(out)
         if problem is not None:
             raise runner.BenchError(f"--out {out}: {problem}")
-        if any(out.iterdir()):
+        if out.is_dir() and any(out.iterdir()):
             raise runner.BenchError(f"--out {out}: not empty; Model Analyzer writes into a new or empty folder")
         twins = runner.build_sandbox_repository(settings.model_repo, [variant], Path(args.build_dir) / args.stack)
         pick = search(

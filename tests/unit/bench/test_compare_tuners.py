@@ -183,3 +183,5 @@ def test_model_analyzer_refuses_an_out_that_is_a_file_or_holds_files_before_buil
     assert err.startswith(f"error: --out {tmp_path / 'full'}: not empty") and err.count("\n") == 1
     assert ma.main(["--stack", "nosuch", "--out", str(tmp_path / "new")]) == 2
     assert capsys.readouterr().err.startswith("error: --stack 'nosuch': Pulumi.nosuch.yaml: no such stack file")
+    with pytest.raises(AssertionError, match="went on to build the CPU twin"):  # a new --out passes the checks
+        ma.main(["--out", str(tmp_path / "new")])
