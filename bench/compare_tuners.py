@@ -131,15 +131,10 @@ def distinct(entries: list[Entry]) -> list[Entry]:
 def check_with_stack(entries: list[Entry], stack: str) -> None:
     """Every configuration loaded through the stack's checks with its keys set, before anything is built: a
     tune.json or an MA folder is a file anyone can edit."""
-    from triton_gke.settings import ConfigError, from_stack_file
-    from triton_gke.settings.schema import config_schema
-
-    project = config_schema()[0]
     for entry in entries:
-        try:
-            from_stack_file(stack, tune.overrides(entry.candidate, project))
-        except ConfigError as err:
-            raise runner.BenchError(f"{entry.source}'s configuration: the stack refuses it: {err}") from None
+        refusal = tune.stack_refusal(entry.candidate, stack)
+        if refusal:
+            raise runner.BenchError(f"{entry.source}'s configuration: the stack refuses it: {refusal}")
 
 
 # ---------------------------------------------------------------- measuring
@@ -243,8 +238,7 @@ def _compare(argv: list[str] | None) -> int:
         args = parser().parse_args(argv)
         if not ROUNDS_RANGE[0] <= args.rounds <= ROUNDS_RANGE[1]:
             raise runner.BenchError(f"--rounds {args.rounds}: expected {ROUNDS_RANGE[0]} to {ROUNDS_RANGE[1]}")
-        args.budget_minutes, args.max_candidates, args.write_stack = 600.0, None, False  # tune.check_args' options
-        tune.check_args(args)
+        tune.check_search_args(args)
         check_stack_name(args.stack, "--stack")
         out = args.out or tune.RESULTS_DIR / f"tuners-{args.stack}-{stamp:%Y-%m-%d}"
         problem = runner.writable_folder(out)

@@ -140,19 +140,26 @@ def accepted(candidates: Sequence[Candidate], stack: str, log: runner.Log) -> li
     """The candidates the stack accepts with their keys set (settings.from_stack_file: the SLO knobs' order
     modelMaxQueueDelayUs < autoscaleQueueTimeMs < sloQueueTimeMs < sloLatencyMs, preferred <= max batch, the GPU
     memory bound); each refused one is logged with the stack's own reason."""
-    from triton_gke.settings import ConfigError, from_stack_file
-    from triton_gke.settings.schema import config_schema
-
-    project = config_schema()[0]
     kept = []
     for candidate in candidates:
-        try:
-            from_stack_file(stack, overrides(candidate, project))
-        except ConfigError as err:
-            log(f"  skipped {candidate.label()}: the stack refuses it: {err}")
+        refusal = stack_refusal(candidate, stack)
+        if refusal:
+            log(f"  skipped {candidate.label()}: the stack refuses it: {refusal}")
             continue
         kept.append(candidate)
     return kept
+
+
+def stack_refusal(candidate: Candidate, stack: str) -> str | None:
+    """The stack's one-line refusal of the candidate's keys, or None when it accepts them."""
+    from triton_gke.settings import ConfigError, from_stack_file
+    from triton_gke.settings.schema import config_schema
+
+    try:
+        from_stack_file(stack, overrides(candidate, config_schema()[0]))
+    except ConfigError as err:
+        return str(err)
+    return None
 
 
 # ---------------------------------------------------------------- options
@@ -187,6 +194,11 @@ def check_args(args: argparse.Namespace) -> None:
         raise runner.BenchError(f"--budget-minutes {args.budget_minutes:g}: expected minutes from {low:g} to {high:g}")
     if args.max_candidates is not None and not 1 <= args.max_candidates <= MAX_CANDIDATES:
         raise runner.BenchError(f"--max-candidates {args.max_candidates}: expected 1 to {MAX_CANDIDATES}")
+    check_search_args(args)
+
+
+def check_search_args(args: argparse.Namespace) -> None:
+    """The options of a rate search and of where it builds and writes (shared with bench compare-tuners)."""
     if not 1.0 <= args.step_seconds <= 600.0:
         raise runner.BenchError(f"--step-seconds {args.step_seconds:g}: expected a number from 1 to 600")
     for option, value in (("--start-rps", args.start_rps), ("--max-rps", args.max_rps)):
