@@ -18,6 +18,7 @@ import ast
 import os
 import resource
 import signal
+import time
 import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -52,7 +53,9 @@ from triton_gke.settings.errors import ConfigError
 from triton_gke.bounded_files import MAX_JSON_DEPTH, UnreadableFileError
 
 PROJECT_DIR = Path(__file__).resolve().parents[3]
-HANG_LIMIT_S = 3  # a read that would block (a FIFO) or never end (/dev/zero) is cut here and fails the test
+HANG_LIMIT_S = 3  # a read that makes no progress this long (a FIFO) is cut here and fails the test
+READ_TIME_LIMIT_S = 120  # a read still making progress (a slow, busy machine reading a 128 MiB file) is cut here
+_PROGRESS_BYTES = 4096  # more than the cut's own read of /proc/self/io: a read that grew rchar by this much moved
 READ_LIMIT_BYTES = 2 << 30  # more memory than any reader needs (the largest cap is 128 MiB)
 _SLACK_BYTES = 64 * 1024  # what else a reader may read while refusing a file over its cap (a sibling file, /proc)
 PULUMI_YAML = "name: p\nruntime: python\n"
@@ -253,19 +256,27 @@ class StillReading(BaseException):  # noqa: N818 - not an Exception, so no reade
 
 
 @contextmanager
-def _bounded_call() -> Iterator[None]:
-    """A read that would block (a FIFO) is cut after HANG_LIMIT_S; one that would read /dev/zero into memory runs out
-    of address space (MemoryError) at READ_LIMIT_BYTES more than the process holds, instead of filling the machine's
-    memory within those seconds (a reader without a cap did: 22 GB, then the kernel's OOM killer)."""
+def _bounded_call(hang_limit_s: float = HANG_LIMIT_S) -> Iterator[None]:
+    """A read that would block (a FIFO) is cut after `hang_limit_s` without progress; one that would read /dev/zero
+    into memory runs out of address space (MemoryError) at READ_LIMIT_BYTES more than the process holds, instead of
+    filling the machine's memory (a reader without a cap did: 22 GB, then the kernel's OOM killer)."""
+
+    started = time.monotonic()
+    read_so_far = [_bytes_read()]
 
     def cut(signum: int, frame: object) -> None:
-        raise StillReading(f"still reading after {HANG_LIMIT_S} s")
+        # A time limit alone failed CI: a 2-core machine under four test workers took over 3 s to read 128 MiB.
+        now = _bytes_read()
+        if now - read_so_far[0] > _PROGRESS_BYTES and time.monotonic() - started < READ_TIME_LIMIT_S:
+            read_so_far[0] = now
+            return
+        raise StillReading(f"still reading after {time.monotonic() - started:.0f} s, {hang_limit_s} s without progress")
 
     previous = signal.signal(signal.SIGALRM, cut)
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     mapped = int(Path("/proc/self/statm").read_text().split()[0]) * resource.getpagesize()
     resource.setrlimit(resource.RLIMIT_AS, (min(mapped + READ_LIMIT_BYTES, hard), hard))
-    signal.setitimer(signal.ITIMER_REAL, HANG_LIMIT_S)
+    signal.setitimer(signal.ITIMER_REAL, hang_limit_s, hang_limit_s)
     try:
         yield
     finally:
@@ -354,6 +365,21 @@ def test_every_reader_refuses_hostile_files_in_one_line_naming_them(
         assert name in message, (kind, message)
         if kind == "huge":  # the cap holds: the file is refused after at most cap + 1 bytes, not read to its end
             assert _bytes_read() - before <= reader.cap + _SLACK_BYTES, message
+
+
+def test_the_cut_stops_a_read_that_blocks(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(StillReading, match="without progress"), _bounded_call(hang_limit_s=0.2):
+        fifo.read_bytes()  # open(2) of a FIFO without a writer blocks
+
+
+def test_the_cut_lets_a_slow_read_that_progresses_finish(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.write_bytes(b"x" * 8 * 2 * _PROGRESS_BYTES)
+    with _bounded_call(hang_limit_s=0.5), data.open("rb", buffering=0) as handle:
+        while handle.read(2 * _PROGRESS_BYTES):  # each chunk is progress; the whole read outlasts the limit
+            time.sleep(0.1)
 
 
 def _bytes_read() -> int:
