@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import ast
+from types import SimpleNamespace
 
-from tests.conftest import LIVE_DIR, LONGEST_FILES, PHASES, PROJECT_DIR, QUIET, is_quiet
+from tests.conftest import LIVE_DIR, LONGEST_FILES, PHASES, PROJECT_DIR, QUIET, is_quiet, pytest_ignore_collect
 
 MAKE_TEST_PHASES = ("not quiet", "live and quiet")
 
@@ -45,3 +46,16 @@ def test_the_makefile_runs_the_two_phases_in_order() -> None:
     recipe = (PROJECT_DIR / "Makefile").read_text().split("\ntest:", 1)[1].split("\n\n", 1)[0]
     ran = [phase for line in recipe.splitlines() for phase in MAKE_TEST_PHASES if f'-m "{phase}"' in line]
     assert ran == list(MAKE_TEST_PHASES), recipe
+
+
+def test_the_quiet_phase_imports_only_the_files_holding_quiet_tests() -> None:
+    def ignored(markexpr: str, path: str) -> bool:
+        config = SimpleNamespace(option=SimpleNamespace(markexpr=markexpr))
+        return bool(pytest_ignore_collect(PROJECT_DIR / path, config))  # type: ignore[arg-type]
+
+    assert not ignored("live and quiet", "tests/live/sandbox/test_rollout.py")
+    assert not ignored("live and quiet", "tests/live/offline/test_plan.py")  # one quiet test in it
+    assert ignored("live and quiet", "tests/live/offline/test_plan_out.py")
+    assert ignored("live and quiet", "tests/unit/test_phases.py")
+    assert not ignored("live and quiet", "tests/live")  # folders are walked
+    assert not ignored("not quiet", "tests/live/offline/test_plan_out.py")
