@@ -56,6 +56,7 @@ def attempt(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     # Without what an enclosing `make test` exports: under a make target the hints would name `make`.
     leaks = ("ARGS", "STACK", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "TRITON_GKE_MAKE_TARGET")
     clean = {k: v for k, v in os.environ.items() if k not in leaks}
+    clean["PYTHONDONTWRITEBYTECODE"] = ""  # the venv is installed --no-compile: its first imports write the bytecode
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600, env=clean)
 
 
