@@ -65,6 +65,17 @@ class Entry:
     candidate: tune.Candidate
     claim: str  # the proposing tool's own figure, as it stated it
     search_s: float | None  # how long the proposing tool searched
+    asked: Asked | None = None  # what the proposing run searched for (None: the stack's default, nothing asked)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The question a tuning run answered: a variant's best configuration at p<percentile> <= latency_ms."""
+
+    where: str  # the option and file it came from, for the error
+    variant: str
+    latency_ms: int
+    percentile: int = 95
 
 
 # ---------------------------------------------------------------- inputs
@@ -96,11 +107,15 @@ def tuner_entries(folder: Path) -> list[Entry]:
         return "not measured" if median is None else f"{median:.1f} req/s open loop, {part.get('searches')} searches"
 
     wall = report["wall_s"] if isinstance(report["wall_s"], (int, float)) else None
+    variant, slo_ms = report.get("variant"), report.get("slo_ms")
+    if not isinstance(variant, str) or isinstance(slo_ms, bool) or not isinstance(slo_ms, int):
+        raise runner.BenchError(f"{path}: not a `bench tune` report (no variant name and whole slo_ms)")
+    asked = Asked(f"--tune {path}", variant, slo_ms)
     entries = [Entry("default", _candidate(report["default"], f"{path}: default"), claim(report["default"]), None)]
-    entries.append(Entry("bench tune (recommended)", _candidate(chosen, f"{path}: recommended"), claim(chosen), wall))
-    entries.append(
-        Entry("bench tune (best measured)", _candidate(report["best"], f"{path}: best"), claim(report["best"]), wall)
-    )
+    recommended = _candidate(chosen, f"{path}: recommended")
+    entries.append(Entry("bench tune (recommended)", recommended, claim(chosen), wall, asked))
+    best = _candidate(report["best"], f"{path}: best")
+    entries.append(Entry("bench tune (best measured)", best, claim(report["best"]), wall, asked))
     return entries
 
 
@@ -113,7 +128,21 @@ def model_analyzer_entry(folder: Path, default: tune.Candidate) -> Entry:
         values["modelMaxQueueDelayUs"], values["modelPreferredBatchSize"], values["modelMaxBatchSize"],
         values["modelInstanceCount"], default.intra_op_threads,
     )  # fmt: skip
-    return Entry("Model Analyzer", candidate, pick.describe(), pick.search_s)
+    where = f"--model-analyzer {folder / model_analyzer.PICK_JSON}"
+    asked = Asked(where, pick.variant, pick.latency_ms, pick.percentile)
+    return Entry("Model Analyzer", candidate, pick.describe(), pick.search_s, asked)
+
+
+def check_same_question(entries: list[Entry], variant: str, latency_ms: int) -> None:
+    """Each tool's pick answers this comparison's question: the same variant at p95 <= the stack's SLO (a tuning of
+    another variant or SLO would be measured against a question it never searched)."""
+    for entry in entries:
+        asked = entry.asked
+        if asked and (asked.variant, asked.latency_ms, asked.percentile) != (variant, latency_ms, 95):
+            raise runner.BenchError(
+                f"{asked.where}: searched {one_line(asked.variant)[:80]!r} at p{asked.percentile} <= "
+                f"{asked.latency_ms} ms; this comparison measures {variant!r} at p95 <= {latency_ms} ms"
+            )
 
 
 def distinct(entries: list[Entry]) -> list[Entry]:
@@ -244,10 +273,14 @@ def _compare(argv: list[str] | None) -> int:
         problem = runner.writable_folder(out)
         if problem is not None:
             raise runner.BenchError(f"--out {out}: {problem}")
+        if Path(out).is_dir() and any(Path(out).iterdir()) and not (Path(out) / "comparison.json").is_file():
+            # its README.md and comparison.json are replaced: never in a tuning's or another run's folder
+            raise runner.BenchError(f"--out {out}: holds files but no comparison.json; give a new or empty folder")
         settings = record.stack_settings(args.stack, "--stack")
         entries = tuner_entries(Path(args.tune))
         entries = distinct([*entries, model_analyzer_entry(Path(args.model_analyzer), entries[0].candidate)])
         variant = tune.pick_variant(args.variant, settings)
+        check_same_question(entries, variant.name, settings.monitoring.slo.latency_ms)
         if entries[0].candidate != tune.Candidate.of(variant):
             raise runner.BenchError(f"--tune {args.tune}: its default is not stack {args.stack!r}'s {variant.name}")
         check_with_stack(entries, args.stack)

@@ -63,6 +63,7 @@ import io
 import json
 import math
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -80,7 +81,7 @@ from google.protobuf import text_format
 from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_gke.bounded_files import parse_json, read_text_file
+from triton_gke.bounded_files import one_line, parse_json, read_text_file
 
 MA_REQUIREMENT = "triton-model-analyzer==1.58.0"
 MA_CONSTRAINTS = Path(__file__).with_name("model_analyzer-constraints.txt")
@@ -91,6 +92,10 @@ INT32_MAX = 2**31 - 1
 UINT64_MAX = 2**64 - 1
 INFERENCE_CSV = "metrics-model-inference.csv"
 SUMMARY_HTML = "result_summary.html"
+# The command's options for SearchLimits' fields (its LimitError names the field).
+LIMIT_OPTIONS = {"max_concurrency": "--max-concurrency", "max_instance_count": "--max-instances",
+                 "max_model_batch_size": "--max-batch"}  # fmt: skip
+MODEL_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")  # the variants' names (model_repo/settings.py) are of these
 PICK_JSON = "pick.json"  # what search() asked for and how long it took, beside MA's own files (load_pick)
 # Caps for MA's files: a few KB each in real runs (tests/unit/bench/fixtures/model_analyzer/), far below these.
 SUMMARY_MAX_BYTES = 16 << 20  # the HTML embeds its plots as base64 images
@@ -101,6 +106,14 @@ PROXY_KEYS = ("http_proxy", "https_proxy", "grpc_proxy", "all_proxy", "no_proxy"
 
 class ModelAnalyzerError(RuntimeError):
     """Model Analyzer could not be installed, run or read; the message says why in one line."""
+
+
+class LimitError(ModelAnalyzerError):
+    """A search limit out of range; `field` names it (the command line names its option instead)."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field, self.problem = field, problem
 
 
 @dataclass(frozen=True)
@@ -122,14 +135,14 @@ class SearchLimits:
         for name in ("max_concurrency", "max_instance_count", "max_model_batch_size", "min_model_batch_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1024:
-                raise ModelAnalyzerError(f"{name}: expected a whole number from 1 to 1024, got {value!r}")
+                raise LimitError(name, f"expected a whole number from 1 to 1024, got {value!r}")
         if self.min_model_batch_size > self.max_model_batch_size:
-            raise ModelAnalyzerError(
-                f"min_model_batch_size {self.min_model_batch_size} exceeds max_model_batch_size "
-                f"{self.max_model_batch_size}"
+            raise LimitError(
+                "min_model_batch_size",
+                f"{self.min_model_batch_size} exceeds max_model_batch_size {self.max_model_batch_size}",
             )
         if not 60 <= self.budget_s <= 24 * 3600:  # NaN fails this too
-            raise ModelAnalyzerError(f"budget_s: expected seconds from 60 to 86400, got {self.budget_s!r}")
+            raise LimitError("budget_s", f"expected seconds from 60 to 86400, got {self.budget_s!r}")
 
 
 @dataclass(frozen=True)
@@ -161,6 +174,7 @@ class Pick:
     configurations: int
     search_s: float | None = None
     out_dir: Path | None = None
+    variant: str = ""  # the model searched (pick.json's variant)
 
     def stack_values(self) -> dict[str, int]:
         values = (self.max_queue_delay_us, self.preferred_batch_size, self.max_batch_size, self.instance_count)
@@ -171,7 +185,7 @@ class Pick:
         shown = "n/a" if latency is None else f"{latency:.1f} ms"
         verdict = "meets" if self.satisfies_constraints else "does NOT meet"
         return (
-            f"{self.config_name}: delay {self.max_queue_delay_us} us, batch {self.preferred_batch_size}/"
+            f"{one_line(self.config_name)}: delay {self.max_queue_delay_us} us, batch {self.preferred_batch_size}/"
             f"{self.max_batch_size}, {self.instance_count} instance(s); {self.best.throughput:.2f} infer/s at "
             f"concurrency {self.best.concurrency}, p{self.percentile} {shown} ({verdict} p{self.percentile} <= "
             f"{self.latency_ms} ms)"
@@ -486,8 +500,10 @@ def load_pick(out_dir: Path) -> Pick:
         isinstance(asked.get(k), bool) or not isinstance(asked.get(k), t) for k, t in fields.items()
     ):
         raise ModelAnalyzerError(f"{path}: not a Model Analyzer run's pick.json (variant, percentile, latency_ms)")
+    if not MODEL_NAME.fullmatch(asked["variant"]):  # it names MA's folders under out_dir: no path, no ".."
+        raise ModelAnalyzerError(f"{path}: variant {one_line(asked['variant'])[:80]!r} is not a model name")
     pick = parse_results(Path(out_dir), asked["variant"], asked["percentile"], asked["latency_ms"])
-    return replace(pick, search_s=float(asked["search_s"]), out_dir=Path(out_dir))
+    return replace(pick, search_s=float(asked["search_s"]), out_dir=Path(out_dir), variant=asked["variant"])
 
 
 def parse_results(export_dir: Path, model: str, percentile: int, latency_ms: int) -> Pick:
@@ -666,7 +682,14 @@ PROG = "triton-gke bench model-analyzer"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Model Analyzer's search on the stack's CPU twin at the stack's SLO; its pick and `pulumi config set` lines."""
+    """Model Analyzer's search on the stack's CPU twin at the stack's SLO; its pick and `pulumi config set` lines.
+    SIGINT, SIGTERM or SIGHUP stop MA and what it started (its own session would outlive us) and exit 128 + N."""
+    from triton_gke.sandbox.processes import run_interruptible
+
+    return run_interruptible(lambda: _main(argv), "stopped Model Analyzer and the servers it started")
+
+
+def _main(argv: list[str] | None) -> int:
     import argparse
     import datetime
 
@@ -676,8 +699,6 @@ def main(argv: list[str] | None = None) -> int:
     from triton_gke.model_repo.errors import ModelRepoError
     from triton_gke.settings import ConfigError
     from triton_gke.settings.stack import check_stack_name
-
-    from triton_gke.bounded_files import one_line
 
     p = OneLineParser(
         prog=PROG,
@@ -704,7 +725,12 @@ def main(argv: list[str] | None = None) -> int:
             value = getattr(args, option[2:].replace("-", "_"))
             if value is not None and not str(value).strip():
                 raise runner.BenchError(f"{option}: an empty path (it would mean the current folder)")
-        limits = SearchLimits(args.max_concurrency, args.max_instances, args.max_batch, 1, args.budget_minutes * 60)
+        try:
+            limits = SearchLimits(args.max_concurrency, args.max_instances, args.max_batch, 1, args.budget_minutes * 60)
+        except LimitError as err:
+            if err.field == "budget_s":
+                raise runner.BenchError(f"--budget-minutes {args.budget_minutes}: expected 1 to 1440") from None
+            raise runner.BenchError(f"{LIMIT_OPTIONS[err.field]}: {err.problem}") from None
         settings = record.stack_settings(args.stack, "--stack")
         variant = tune.pick_variant(args.variant, settings)
         out = Path(args.out or tune.RESULTS_DIR / f"model-analyzer-{args.stack}-{stamp:%Y-%m-%d}")

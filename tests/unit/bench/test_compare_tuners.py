@@ -185,3 +185,63 @@ def test_model_analyzer_refuses_an_out_that_is_a_file_or_holds_files_before_buil
     assert capsys.readouterr().err.startswith("error: --stack 'nosuch': Pulumi.nosuch.yaml: no such stack file")
     with pytest.raises(AssertionError, match="went on to build the CPU twin"):  # a new --out passes the checks
         ma.main(["--out", str(tmp_path / "new")])
+
+
+@pytest.mark.parametrize(
+    ("tool", "field", "value", "names"),
+    [
+        ("tune", "variant", "trt_fp16", "searched 'trt_fp16' at p95 <= 100 ms"),
+        ("tune", "slo_ms", 250, "searched 'original' at p95 <= 250 ms"),
+        ("ma", "latency_ms", 80, "searched 'original' at p95 <= 80 ms"),
+        ("ma", "percentile", 99, "searched 'original' at p99 <= 100 ms"),
+    ],
+)
+def test_a_pick_for_another_variant_or_slo_is_refused_before_anything_is_built(
+    tool: str, field: str, value: object, names: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each tool's pick must answer this comparison's question (the red team: a tuning at 250 ms was measured at
+    dev's 100 ms without a word). The error names the option and file."""
+    tuning, ma_folder = tmp_path / "tuning", ma_run(tmp_path / "ma")
+    tuning.mkdir()
+    report = json.loads((FIRST_TUNING / "tune.json").read_text())
+    if tool == "tune":
+        report[field] = value
+    (tuning / "tune.json").write_text(json.dumps(report))
+    if tool == "ma":
+        asked = json.loads((ma_folder / ma.PICK_JSON).read_text())
+        (ma_folder / ma.PICK_JSON).write_text(json.dumps(asked | {field: value}))
+    args = ["--tune", str(tuning), "--model-analyzer", str(ma_folder), "--out", str(tmp_path / "o")]
+    assert ct.main(args) == 2
+    err = capsys.readouterr().err
+    where = f"--tune {tuning / 'tune.json'}" if tool == "tune" else f"--model-analyzer {ma_folder / ma.PICK_JSON}"
+    assert err.startswith(f"error: {where}: {names}; this comparison measures 'original' at p95 <= 100 ms"), err
+    assert err.count("\n") == 1
+
+
+@given(variant=st.text(min_size=1, max_size=20))
+@settings(max_examples=60, deadline=None)
+def test_a_pick_json_variant_that_is_not_a_model_name_is_refused_in_one_line(variant: str) -> None:
+    """pick.json's variant names MA's folders under its run: a path or `..` would read outside it."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = ma_run(Path(tmp) / "ma")
+        (folder / ma.PICK_JSON).write_text(json.dumps({"variant": variant, "percentile": 95, "latency_ms": 100,
+                                                       "search_s": 1.0}))  # fmt: skip
+        if ma.MODEL_NAME.fullmatch(variant):
+            return  # a model name: read as MA's files say (the fixture's are original's)
+        with pytest.raises(ma.ModelAnalyzerError) as refused:
+            ma.load_pick(folder)
+        message = str(refused.value)
+        assert "is not a model name" in message and "\n" not in message and ma.PICK_JSON in message
+
+
+def test_an_out_folder_of_other_files_is_refused_and_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The red team: `--out` pointed at the tuning's own folder replaced its README.md."""
+    tuning = tmp_path / "tuning"
+    shutil.copytree(FIRST_TUNING, tuning)
+    before = (tuning / "README.md").read_bytes()
+    assert ct.main(["--tune", str(tuning), "--model-analyzer", str(ma_run(tmp_path / "ma")), "--out", str(tuning)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: --out {tuning}: holds files but no comparison.json; give a new or empty folder\n"
+    assert (tuning / "README.md").read_bytes() == before

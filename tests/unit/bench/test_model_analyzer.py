@@ -204,13 +204,30 @@ def test_an_install_with_the_same_pins_is_reused(tmp_path: Path, monkeypatch: py
     [
         ({"max_concurrency": 0}, "max_concurrency: expected a whole number from 1 to 1024, got 0"),
         ({"max_instance_count": 2.5}, "max_instance_count: expected a whole number"),
-        ({"min_model_batch_size": 8, "max_model_batch_size": 4}, "min_model_batch_size 8 exceeds"),
+        ({"min_model_batch_size": 8, "max_model_batch_size": 4}, "min_model_batch_size: 8 exceeds"),
         ({"budget_s": float("nan")}, "budget_s: expected seconds from 60 to 86400"),
     ],
 )
 def test_bad_search_limits_are_one_line(limits: dict, message: str) -> None:
     with pytest.raises(ma.ModelAnalyzerError, match=message):
         ma.SearchLimits(**limits)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--max-concurrency", "0"], "error: --max-concurrency: expected a whole number from 1 to 1024, got 0\n"),
+        (["--max-instances", "2000"], "error: --max-instances: expected a whole number from 1 to 1024, got 2000\n"),
+        (["--max-batch", "-1"], "error: --max-batch: expected a whole number from 1 to 1024, got -1\n"),
+        (["--budget-minutes", "0.5"], "error: --budget-minutes 0.5: expected 1 to 1440\n"),
+        (["--budget-minutes", "nan"], "error: --budget-minutes nan: expected 1 to 1440\n"),
+    ],
+)
+def test_bad_limits_on_the_command_line_name_the_option(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert ma.main([*argv, "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == message
 
 
 def test_the_profile_configuration_constrains_the_asked_percentile(tmp_path: Path) -> None:
