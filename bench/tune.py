@@ -105,16 +105,17 @@ class Candidate:
 
 def candidate_grid(default: Candidate, cores: int) -> list[Candidate]:
     """The default first, then the changes most likely to pay on a CPU twin near its SLO, each knob early (a short
-    budget measures only the first few): a shorter batcher delay (it is pure waiting below saturation), no batching
-    at all, smaller batches (compute grows with the batch on CPU), two instances (one thread each), the intra-op
-    threads; then more delays and combinations. Duplicates of the default are dropped."""
+    budget measures only the first few: on a slow host 20 minutes pay for two): no batching at all, a shorter
+    batcher delay (it is pure waiting below saturation), smaller batches (compute grows with the batch on CPU), two
+    instances (one thread each), the intra-op threads; then more delays and combinations. Duplicates of the default
+    are dropped."""
     d = default
     grid = [
         d,
-        dataclasses.replace(d, max_queue_delay_us=5000),
-        # No batching: Model Analyzer's pick in bench/results/tuners-dev-2026-12-02 (a batch of 4 costs about 4 single
-        # images on 2 CPU cores, so near the SLO waiting for one only adds latency).
+        # No batching: Model Analyzer's pick, which beat every other in bench/results/tuners-dev-2026-12-02 (a batch
+        # of 4 costs about 4 single images on 2 CPU cores, so near the SLO waiting for one only adds latency).
         dataclasses.replace(d, max_queue_delay_us=0, preferred_batch_size=1, max_batch_size=1),
+        dataclasses.replace(d, max_queue_delay_us=5000),
         dataclasses.replace(d, max_queue_delay_us=2000, preferred_batch_size=4, max_batch_size=8),
         dataclasses.replace(d, max_queue_delay_us=5000, instance_count=2, intra_op_threads=max(1, cores // 2)),
         dataclasses.replace(d, max_queue_delay_us=0),
