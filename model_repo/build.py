@@ -321,17 +321,30 @@ def _write_config(folder: Path, text: str, labels: tuple[str, ...]) -> None:
 
 
 def _copy_model(src: Path, dst: Path) -> None:
-    """Copy (never hard-link) a cached model, hashing it on the way: an edit of the built file can then never
-    reach the cache, and the copy is checked against the cache's recorded digest. Costs ~0.1 s per 100 MB here.
+    """Stage a cached model as a hard link to the cache: enough for _commit to tell whether the target already holds
+    this build (the manifest's model digests are the cache's checked ones), without writing 100 MB per model on
+    every `make plan`. A build that changes the target copies them first (_copy_linked_models): a built repository
+    never shares a file with the cache, so an edit of a built file can never reach it.
 
     Variants of one repository that serve the same file share one copy (hard links inside the staging
     folder, never to the cache): an edit of one of them is refused by the manifest check all the same.
     """
     stage = dst.parents[2]  # STAGE/<model>/<version>/model.onnx
     first = _first_copies.get((stage, src))
-    if first is not None and first.is_file():
-        os.link(first, dst)
-        return
+    try:
+        os.link(first if first is not None and first.is_file() else src, dst)
+    except OSError:  # no hard links to the cache here (another file system): copy it now
+        if first is not None and first.is_file():
+            raise
+        _copy_verified(src, dst)
+    else:
+        if dst.stat().st_ino == src.stat().st_ino:
+            _staged_links.setdefault(stage, []).append((src, dst))
+    _first_copies.setdefault((stage, src), dst)
+
+
+def _copy_verified(src: Path, dst: Path) -> None:
+    """Copy a cached model, hashing it on the way, and check the copy against the cache's recorded digest."""
     digest = hashlib.sha256()
     with src.open("rb") as reader, dst.open("xb") as writer:
         while block := reader.read(_COPY_BLOCK):
@@ -339,10 +352,23 @@ def _copy_model(src: Path, dst: Path) -> None:
             writer.write(block)
     if digest.hexdigest() != cached_digest(src):
         raise ModelRepoError(f"{src}: changed while it was copied into the repository; {rebuild()}")
-    _first_copies[(stage, src)] = dst
 
 
-_first_copies: dict[tuple[Path, Path], Path] = {}  # (staging folder, cached file) -> its copy there
+def _copy_linked_models(links: list[tuple[Path, Path]]) -> None:
+    """Replace each staged link to the cache by a verified copy, one copy per cached file (the others link to it)."""
+    copies: dict[Path, Path] = {}
+    for src, dst in links:
+        fresh = dst.with_name(f".{dst.name}.copy")
+        if src in copies:
+            os.link(copies[src], fresh)
+        else:
+            _copy_verified(src, fresh)
+        os.replace(fresh, dst)
+        copies.setdefault(src, dst)
+
+
+_first_copies: dict[tuple[Path, Path], Path] = {}  # (staging folder, cached file) -> its first file there
+_staged_links: dict[Path, list[tuple[Path, Path]]] = {}  # staging folder -> (cached file, its hard link there)
 
 
 def _write_manifest(stage: Path, settings: ModelRepoSettings, source: ModelSource) -> None:
@@ -448,8 +474,10 @@ def _commit(stage: Path, target: Path) -> None:
     """Swap the staged folder in (under the target's lock); the old one is put back if that fails. A target that
     already holds what was staged stays: a rebuild with the same settings then never leaves a reader (a plan, the
     sandbox, a sync running beside it) the instant between the two renames where the folder is missing."""
+    links = _staged_links.pop(stage, [])
     if _holds(target, stage):
         return
+    _copy_linked_models(links)
     old = target.with_name(f".{target.name}.old-{os.getpid()}")
     shutil.rmtree(old, ignore_errors=True)
     moved = target.exists()

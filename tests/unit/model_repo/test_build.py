@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import pytest
 from google.protobuf import text_format
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from triton_gke.model_repo.__main__ import main
 from triton_gke.model_repo.build import BuildResult, build_repository
 from triton_gke.model_repo.configs import validate_config_text
@@ -148,6 +148,35 @@ def test_a_rebuild_with_the_same_settings_keeps_the_built_folder_and_a_changed_o
     build_repository(ModelRepoSettings(variants=REFERENCE_VARIANTS[:1], source=str(source)), out, cache_dir=cache)
     assert out.stat().st_ino != third and sorted(p.name for p in out.iterdir() if p.is_dir()) == ["original"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging or lock left
+
+
+def _bytes_written() -> int:
+    """Bytes this process has written so far (wchar of proc_pid_io(5))."""
+    return int(next(line for line in Path("/proc/self/io").read_text().splitlines() if line.startswith("wchar:"))[6:])
+
+
+def test_a_same_settings_rebuild_copies_no_model_and_no_build_shares_a_file_with_the_cache(tmp_path: Path) -> None:
+    """Every `make plan` rebuilds: it copied each model (100 MB for ResNet-50) to compare and throw away. Now only a
+    build that changes the folder copies them; the built files never are the cache's (an edit would reach it)."""
+    model = onnx.load(str(small_onnx(tmp_path / "small.onnx")))
+    padding = np.zeros(1 << 20, np.float32)  # 4 MB the graph does not use: a model large enough to see its copies
+    model.graph.initializer.append(numpy_helper.from_array(padding, "padding"))
+    source = tmp_path / "padded.onnx"
+    onnx.save(model, str(source))
+    settings = ModelRepoSettings(variants=REFERENCE_VARIANTS[:3], source=str(source))  # all three serve one file
+    out, cache = tmp_path / "repo", tmp_path / "cache"
+    build_repository(settings, out, cache_dir=cache)
+    model_bytes = (out / "original" / "1" / "model.onnx").stat().st_size
+    before = _bytes_written()
+    build_repository(settings, out, cache_dir=cache)
+    assert _bytes_written() - before < model_bytes  # configs and the manifest only
+    (out / "trt_fp16" / "config.pbtxt").write_text("tampered\n")
+    build_repository(settings, out, cache_dir=cache)  # rebuilt: copies again
+    cached = {p.stat().st_ino for p in cache.glob("*.onnx")}
+    built = [p.stat() for p in out.rglob("model.onnx")]
+    assert len(built) == 3 and not cached & {st.st_ino for st in built}
+    assert len({(st.st_ino, st.st_size) for st in built if st.st_size == model_bytes}) == 1  # one copy, linked
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
 
 
 # ---------------------------------------------------------------- UINT8 input

@@ -222,7 +222,7 @@ ALLOWED: dict[str, str] = {
     "sandbox/netns.py:_setns:open": _WRITE + " (a namespace file of /proc, for setns)",
     "model_repo/build.py:_sha256:open": _BLOCKS,
     "model_repo/build.py:_file_hash:open": _BLOCKS,
-    "model_repo/build.py:_copy_model:open": _BLOCKS,
+    "model_repo/build.py:_copy_verified:open": _BLOCKS,
     "model_repo/manifest.py:sha256_file:open": _BLOCKS,
     "model_repo/sync.py:_upload_chunked:open": _BLOCKS,
     "model_repo/sync_source.py:file_hashes:open": _BLOCKS,
