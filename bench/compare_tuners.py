@@ -27,6 +27,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import math
 import shlex
 import shutil
 import sys
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from triton_gke.settings.values import StackSettings
 
 PROG = "triton-gke bench compare-tuners"
+MAX_INTRA_OP_THREADS = 1024  # what the twin accepts (model_repo/twin_model.py _threads): more fails its load mid-run
 TUNE_JSON_MAX_BYTES = 4 << 20
 ROUNDS_RANGE = (1, 10)
 # Per perf_analyzer window; it decides a rate on its last 3 windows merged (bench/perf_analyzer.py search_command):
@@ -90,6 +92,8 @@ def _candidate(fields: Any, where: str) -> tune.Candidate:
         values[4] is None or (isinstance(values[4], int) and not isinstance(values[4], bool))
     ):
         raise runner.BenchError(f"{where}: a configuration's values are whole numbers")
+    if values[4] is not None and not 0 <= values[4] <= MAX_INTRA_OP_THREADS:
+        raise runner.BenchError(f"{where}: intra_op_threads {values[4]}: expected 0 to {MAX_INTRA_OP_THREADS}")
     return tune.Candidate(*values)
 
 
@@ -103,8 +107,12 @@ def tuner_entries(folder: Path) -> list[Entry]:
     chosen = report.get("recommended", report["best"])  # reports before the noise rule had no "recommended"
 
     def claim(part: dict) -> str:
-        median = part.get("median")
-        return "not measured" if median is None else f"{median:.1f} req/s open loop, {part.get('searches')} searches"
+        median, searches = part.get("median"), part.get("searches")
+        if median is None:
+            return "not measured"
+        if isinstance(median, bool) or not isinstance(median, (int, float)) or not math.isfinite(median):
+            raise runner.BenchError(f"{path}: a median is a number of requests/s, got {one_line(repr(median))[:80]}")
+        return f"{median:.1f} req/s open loop, {one_line(str(searches))[:20]} searches"
 
     wall = report["wall_s"] if isinstance(report["wall_s"], (int, float)) else None
     variant, slo_ms = report.get("variant"), report.get("slo_ms")
@@ -238,7 +246,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tune", required=True, help="a `bench tune` output folder (holding tune.json)")
     p.add_argument("--model-analyzer", required=True, help="a bench.model_analyzer output folder")
     p.add_argument("--stack", default="dev", help="stack whose variant, SLO and settings apply (default dev)")
-    p.add_argument("--variant", help="the variant tuned (default: the tuning's)")
+    p.add_argument(
+        "--variant", help="the variant the tuning searched (default: the stack's capacityVariant, else locustModel)"
+    )
     p.add_argument("--rounds", type=int, default=2, help="measurements of each configuration by each tool (2)")
     p.add_argument("--step-seconds", type=float, default=4.0, help="measured seconds per step (default 4)")
     p.add_argument("--start-rps", type=float, default=4.0, help="first request rate of a search (4)")
@@ -273,9 +283,9 @@ def _compare(argv: list[str] | None) -> int:
         problem = runner.writable_folder(out)
         if problem is not None:
             raise runner.BenchError(f"--out {out}: {problem}")
-        if Path(out).is_dir() and any(Path(out).iterdir()) and not (Path(out) / "comparison.json").is_file():
-            # its README.md and comparison.json are replaced: never in a tuning's or another run's folder
-            raise runner.BenchError(f"--out {out}: holds files but no comparison.json; give a new or empty folder")
+        if Path(out).is_dir() and any(Path(out).iterdir()):
+            # Never over other files: a tuning's README, or a committed comparison (the default is dated by day)
+            raise runner.BenchError(f"--out {out}: not empty; the comparison writes into a new or empty folder")
         settings = record.stack_settings(args.stack, "--stack")
         entries = tuner_entries(Path(args.tune))
         entries = distinct([*entries, model_analyzer_entry(Path(args.model_analyzer), entries[0].candidate)])

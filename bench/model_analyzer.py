@@ -515,11 +515,18 @@ def parse_results(export_dir: Path, model: str, percentile: int, latency_ms: int
     ranked = read_summary(export_dir / "reports" / "summaries" / model / SUMMARY_HTML)
     rows = read_inference_csv(export_dir / "results" / INFERENCE_CSV, model)
     name, throughput = ranked[0]
+    summary = export_dir / "reports" / "summaries" / model / SUMMARY_HTML
+    if not MODEL_NAME.fullmatch(name):  # MA names them <model>_config_<n|default>; it names a file under configs/
+        raise ModelAnalyzerError(f"{summary}: the pick {one_line(name)[:80]!r} is not a configuration name")
     best = shown_measurement(rows, name, throughput)
     config_path = export_dir / "configs" / f"{name}.config.pbtxt"
     if not config_path.is_file():
         raise ModelAnalyzerError(f"MA's pick {name}: no {config_path}")
-    keys = stack_keys(read_config(config_path))
+    config = read_config(config_path)  # its errors name the file
+    try:
+        keys = stack_keys(config)
+    except ModelAnalyzerError as err:
+        raise ModelAnalyzerError(f"{config_path}: {err}") from None
     default_name = f"{model}_config_default"
     shown = dict(ranked)
     default = shown_measurement(rows, default_name, shown[default_name]) if default_name in shown else None

@@ -32,7 +32,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +45,8 @@ from triton_gke.capacity.records import CapacityError
 from triton_gke.cli.one_line import OneLineParser
 from triton_gke.sandbox import run_folder
 from triton_gke.sandbox.processes import run_interruptible
+
+from triton_gke.bounded_files import one_line
 
 if TYPE_CHECKING:
     from triton_gke.bench.tune_search import Outcome
@@ -195,11 +197,12 @@ def check_args(args: argparse.Namespace) -> None:
         raise runner.BenchError(f"--budget-minutes {args.budget_minutes:g}: expected minutes from {low:g} to {high:g}")
     if args.max_candidates is not None and not 1 <= args.max_candidates <= MAX_CANDIDATES:
         raise runner.BenchError(f"--max-candidates {args.max_candidates}: expected 1 to {MAX_CANDIDATES}")
-    check_search_args(args)
+    check_search_args(args, check_out_folder)
 
 
-def check_search_args(args: argparse.Namespace) -> None:
-    """The options of a rate search and of where it builds and writes (shared with bench compare-tuners)."""
+def check_search_args(args: argparse.Namespace, out_check: Callable[[Path], None] | None = None) -> None:
+    """The options of a rate search and of where it builds and writes (shared with bench compare-tuners, which
+    checks --out its own way: out_check None)."""
     if not 1.0 <= args.step_seconds <= 600.0:
         raise runner.BenchError(f"--step-seconds {args.step_seconds:g}: expected a number from 1 to 600")
     for option, value in (("--start-rps", args.start_rps), ("--max-rps", args.max_rps)):
@@ -213,8 +216,8 @@ def check_search_args(args: argparse.Namespace) -> None:
             raise runner.BenchError(f"{option}: an empty path (it would mean the current folder)")
     args.out = Path(args.out) if args.out is not None else None
     args.build_dir = Path(args.build_dir)
-    if args.out is not None:
-        check_out_folder(args.out)
+    if args.out is not None and out_check is not None:
+        out_check(args.out)
 
 
 def check_out_folder(out: Path) -> None:
@@ -459,7 +462,10 @@ def _tune(argv: list[str] | None) -> int:
         base = runner.build_sandbox_repository(settings.model_repo, [variant], args.build_dir / args.stack)
         outcome, measurer, facts = _search(args, settings, variant, base / variant.name, grid, plan)
     except (runner.BenchError, ConfigError, ModelRepoError, CapacityError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(str(err))}", file=sys.stderr)
+        return 2
+    except OSError as err:  # --build-dir a file, a folder not writable (red team: a NotADirectoryError traceback)
+        print(f"error: {one_line(str(err))}", file=sys.stderr)
         return 2
     if outcome is None or outcome.best is None:
         print("error: the default configuration could not be measured", file=sys.stderr)

@@ -76,6 +76,25 @@ def refused_settings(settings_words: Sequence[str], goals: Sequence[str]) -> str
     )
 
 
+# The test targets select their phases with -m (Makefile); pytest keeps the last -m, so one in ARGS would replace it.
+PHASED_TARGETS = ("test", "test-fast")
+MARK_OPTIONS = ("-m", "--markexpr")  # pytest's spellings (--markexpr=EXPR, -mEXPR too)
+
+
+def refused_marker(target: str, words: Sequence[str]) -> str | None:
+    """The one-line error for a -m in ARGS of make test/test-fast (the red team: `make test ARGS='-m live'` ran the
+    quiet tests beside the others, and every live test twice); None when there is none."""
+    if target not in PHASED_TARGETS:
+        return None
+    for word in words:
+        if word in MARK_OPTIONS or word.startswith("--markexpr=") or (word.startswith("-m") and word[:2] != "--"):
+            return (
+                f"error: ARGS: {word[:40]}: make {target} selects its own tests with -m (its phases); select with "
+                "-k EXPRESSION or test paths, or run .venv/bin/python -m pytest -m ... yourself"
+            )
+    return None
+
+
 def make_command(target: str, stack: str, words: Sequence[str]) -> str:
     """A `make` command line that, pasted into a POSIX shell, runs `target` of `stack` with exactly `words`."""
     command = ["make", target, f"STACK={shlex.quote(stack)}"]
@@ -137,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         words = split_args(text)
     except ValueError as err:
         print(f"error: ARGS: {str(err).lower()} in {text!r}; quote a word with spaces as 'WORD'", file=sys.stderr)
+        return EXIT_BAD_ARGS
+    marker = refused_marker(opts.target, words)
+    if marker:
+        print(marker, file=sys.stderr)
         return EXIT_BAD_ARGS
     if opts.prerequisite:
         words = settings_options(words)

@@ -243,5 +243,46 @@ def test_an_out_folder_of_other_files_is_refused_and_kept(tmp_path: Path, capsys
     before = (tuning / "README.md").read_bytes()
     assert ct.main(["--tune", str(tuning), "--model-analyzer", str(ma_run(tmp_path / "ma")), "--out", str(tuning)]) == 2
     err = capsys.readouterr().err
-    assert err == f"error: --out {tuning}: holds files but no comparison.json; give a new or empty folder\n"
+    assert err == f"error: --out {tuning}: not empty; the comparison writes into a new or empty folder\n"
     assert (tuning / "README.md").read_bytes() == before
+    earlier = tmp_path / "earlier"  # nor over an earlier comparison (the default folder is dated by day)
+    earlier.mkdir()
+    (earlier / "comparison.json").write_text("{}")
+    assert ct.main(["--tune", str(tuning), "--model-analyzer", str(tmp_path / "ma"), "--out", str(earlier)]) == 2
+    assert "not empty; the comparison writes into a new or empty folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("part", "field", "value", "says"),
+    [
+        ("default", "median", "7.5", "a median is a number of requests/s, got '7.5'"),
+        ("best", "median", [1], "a median is a number of requests/s, got [1]"),
+        ("best", "median", True, "a median is a number of requests/s, got True"),
+        ("best", "intra_op_threads", -1, ": intra_op_threads -1: expected 0 to 1024"),
+        ("best", "intra_op_threads", 10**18, ": intra_op_threads 1000000000000000000: expected 0 to 1024"),
+    ],
+)
+def test_a_tune_json_with_a_bad_figure_or_thread_count_is_one_line_before_anything_is_built(
+    part: str, field: str, value: object, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The red team: a median as text was a traceback at the end of the checks; -1 or 10^18 threads passed every
+    check and failed the twin's load mid-run (it takes 0-1024)."""
+    tuning = tmp_path / "tuning"
+    tuning.mkdir()
+    report = json.loads((FIRST_TUNING / "tune.json").read_text())
+    report[part][field] = value
+    (tuning / "tune.json").write_text(json.dumps(report))
+    args = ["--tune", str(tuning), "--model-analyzer", str(ma_run(tmp_path / "ma")), "--out", str(tmp_path / "o")]
+    assert ct.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tuning / 'tune.json'}") and says in err and err.count("\n") == 1, err
+
+
+def test_a_model_analyzer_pick_named_like_a_path_is_refused(tmp_path: Path) -> None:
+    """MA's summary names the configuration whose file under configs/ is read: `..` would read outside the run."""
+    folder = ma_run(tmp_path / "ma")
+    summary = folder / "reports" / "summaries" / "original" / ma.SUMMARY_HTML
+    (tmp_path / "outside.config.pbtxt").write_text((folder / "configs" / "original_config_2.config.pbtxt").read_text())
+    summary.write_text(summary.read_text().replace("original_config_2", "../../outside"))
+    with pytest.raises(ma.ModelAnalyzerError, match=r"the pick '\.\./\.\./outside' is not a configuration name"):
+        ma.load_pick(folder)

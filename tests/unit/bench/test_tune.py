@@ -283,3 +283,22 @@ def test_a_candidates_twin_is_the_built_twin_with_its_batching_instances_and_thr
     assert (
         tune.INTRA_PARAMETER not in text_format.Parse((auto / "config.pbtxt").read_text(), mc.ModelConfig()).parameters
     )
+
+
+def test_a_build_dir_that_is_a_file_and_an_out_with_a_line_break_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The red team: a NotADirectoryError traceback, and a two-line error."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file\n")
+
+    def build(_settings: object, _variants: object, folder: Path) -> None:  # as the build's first mkdir fails there
+        Path(folder).mkdir(parents=True, exist_ok=True)
+
+    monkeypatch.setattr(tune.runner, "build_sandbox_repository", build)
+    assert tune.main(["--build-dir", str(blocker / "bd"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(blocker) in err and err.count("\n") == 1 and "Traceback" not in err, err
+    assert tune.main(["--out", "/proc/x\nFAKE: second line"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out /proc/x") and err.count("\n") == 1, err

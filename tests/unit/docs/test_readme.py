@@ -90,7 +90,7 @@ NOT_RUN: dict[str, str] = {
     ),
     ".venv/bin/triton-gke bench compare-tuners --tune bench/results/tune-dev-2026-12-02b "
     "--model-analyzer bench/results/model-analyzer-dev-2026-12-02": (
-        "measures three configurations with two tools for about 30 minutes (bench/results/tuners-dev-2026-12-02 is "
+        "measures three configurations with two tools for about 50 minutes (bench/results/tuners-dev-2026-12-02 is "
         "its committed run); tests/unit/bench/test_compare_tuners.py checks what it reads, its order and its figures"
     ),
     ".venv/bin/triton-gke bench record build/bench-new --record": (

@@ -162,3 +162,22 @@ def test_the_plan_error_carries_the_overrides_into_the_hint() -> None:
     assert split_args(shlex.split(with_file)[3].removeprefix("ARGS=")) == ["--config-file", "my stack.yaml"]
     assert with_model_repo_args(message, "dev", []) == message
     assert make_command("plan", "dev", []) == "make plan STACK=dev"
+
+
+MARK_WORDS = st.sampled_from(["-m", "--markexpr", "--markexpr=live", "-mlive", "-m=live"])
+OTHER_WORDS = st.sampled_from(["-k", "lifecycle", "tests/unit", "-x", "--maxfail=1", "--markers", "-q", "-n", "0"])
+
+
+@given(before=st.lists(OTHER_WORDS, max_size=4), mark=MARK_WORDS, after=st.lists(OTHER_WORDS, max_size=4))
+@settings(max_examples=100, deadline=None)
+def test_a_marker_selection_in_args_of_the_test_targets_is_refused_naming_it(
+    before: list[str], mark: str, after: list[str]
+) -> None:
+    """pytest keeps the last -m: one in ARGS would replace the phase's own (the red team: `make test ARGS='-m live'`
+    ran the quiet tests beside the others and each live test twice)."""
+    for target in make_args.PHASED_TARGETS:
+        refused = make_args.refused_marker(target, [*before, mark, *after])
+        assert refused and refused.startswith(f"error: ARGS: {mark}: make {target} selects its own tests with -m")
+        assert "\n" not in refused
+        assert make_args.refused_marker(target, [*before, *after]) is None  # -k, paths, --markers, --maxfail pass
+    assert make_args.refused_marker("plan", [*before, mark, *after]) is None  # only the test targets select phases
