@@ -31,7 +31,8 @@ from triton_gke.k8s.triton import TRITON_NAMESPACE, TritonServing, TritonServing
 from triton_gke.model_repo.settings import TRITON_IMAGE_TAG
 from triton_gke.observability.settings import SloSettings
 from triton_gke.settings.lifecycle import DEFAULTS as LIFECYCLE_DEFAULTS
-from triton_gke.settings.lifecycle import LifecycleSettings
+from triton_gke.settings.lifecycle import STACK_KEYS as LIFECYCLE_KEYS
+from triton_gke.settings.lifecycle import LifecycleSettings, disruption_problem, lifecycle_problem
 
 # The component provider host names a component `<package>:index:<ClassName>` (pulumi/provider/experimental/
 # component.py validate_resource_type accepts only the `index` module; analyzer.py: "all the Pulumi types have the
@@ -149,6 +150,7 @@ class TritonOnCluster(pulumi.ComponentResource):
         wiring = wiring or ClusterWiring()
         # Before any child: a refusal leaves nothing half-declared.
         check_args(name, args, driver_branch=wiring.driver_branch)
+        check_lifecycle(name, wiring.lifecycle, _with_defaults(args)["min_replicas"])
         super().__init__(TYPE_TOKEN, name, None, opts)
         a = _with_defaults(args)
         child = self._child_options(name, a)
@@ -330,6 +332,19 @@ def check_args(name: str, args: Any, *, driver_branch: int | None = None) -> Non
         raise ArgsError(where, f"args: expected a TritonOnClusterArgs mapping, got {type(args).__name__}")
     for problem in _problems(name, args, driver_branch):
         raise ArgsError(where, problem)
+
+
+def check_lifecycle(name: str, lifecycle: LifecycleSettings, min_replicas: int) -> None:
+    """The lifecycle contract a Python composer wires in (ClusterWiring.lifecycle) holds the stack's rules
+    (settings/lifecycle.py), which a stack's settings pass before they get here: the ranges and order of the waits,
+    with the SLO the component does not know taken as its shortest (1 s), and a disruption budget that leaves one of
+    min_replicas serving. One ArgsError line naming the field and its stack key."""
+    problem = lifecycle_problem(lifecycle, slo_latency_ms=1) or disruption_problem(lifecycle, min_replicas)
+    if problem:
+        key, reason = problem
+        field = next(f for f, k in LIFECYCLE_KEYS.items() if k == key)
+        value = getattr(lifecycle, field)
+        raise ArgsError(f"TritonOnCluster {name!r}", f"wiring.lifecycle.{field} ({key}) {value!r}: {reason}")
 
 
 def _problems(name: str, args: Mapping[str, Any], driver_branch: int | None) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from triton_gke.contracts.triton import READY_PATH
+from triton_gke.k8s import on_cluster as on_cluster_module
 from triton_gke.k8s import triton as triton_module
 from triton_gke.k8s.triton import NEG_READINESS_GATE
 from triton_gke.offline.runtime import Plan, PlannedResource
@@ -255,8 +256,10 @@ def test_the_plan_carries_the_stack_values(plan: Plan, stack: str) -> None:
 
 
 def _unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The settings layer's check off, so incoherent stack values reach the plan (as if the rule were absent)."""
+    """The settings layer's check off, and TritonOnCluster's call of the same rules, so incoherent stack values reach
+    the plan (as if the rule were absent)."""
     monkeypatch.setattr(lifecycle_module, "lifecycle_problem", lambda values, slo_ms: None)
+    monkeypatch.setattr(on_cluster_module, "check_lifecycle", lambda name, lifecycle, min_replicas: None)
 
 
 def _failing(rule: str, stack: str, **overrides: Any) -> list[str]:

@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 from triton_gke.infra.region import TritonGkeRegion, TritonGkeRegionArgs
 from triton_gke.k8s import on_cluster_args as checks
 from triton_gke.k8s.common import ArgsError
-from triton_gke.k8s.on_cluster import TritonOnCluster, TritonOnClusterArgs, check_args
+from triton_gke.k8s.on_cluster import ClusterWiring, TritonOnCluster, TritonOnClusterArgs, check_args
 from triton_gke.offline.runtime import CloudMocks, Plan, RecordingMonitor, run_under_mocks
+from triton_gke.settings.lifecycle import LifecycleSettings
 
 from tests.conftest import PROJECT, PROJECT_DIR, stack_settings
 from tests.unit.infra.test_components import cluster_args
@@ -359,3 +360,56 @@ def test_any_refusal_names_the_field_it_is_about(field: str, value: Any) -> None
         check_args("team", {"model_repository": REPOSITORY, **MONITORED, field: value})
     except ArgsError as err:
         assert field_of(str(err)) in (*FIELDS, "name")
+
+
+# ---- the lifecycle contract a Python composer wires in ----------------------------------------------------------
+
+
+def declare_with_lifecycle(lifecycle: LifecycleSettings, min_replicas: int = 1) -> tuple[Plan | None, str]:
+    """(the plan, "") when TritonOnCluster takes `lifecycle`, else (None, its one-line refusal); nothing is declared
+    before a refusal."""
+    args: dict[str, Any] = {"model_repository": REPOSITORY, "min_replicas": min_replicas, "max_replicas": 8}
+    monitor = RecordingMonitor(CloudMocks())
+    wiring = ClusterWiring(lifecycle=lifecycle)
+    try:
+        declare = lambda: TritonOnCluster("team", args, wiring=wiring)  # noqa: E731
+        return run_under_mocks(declare, "dev", stack_settings("dev"), PROJECT, monitor), ""
+    except ArgsError as err:
+        assert monitor.records == [], "nothing declared before the refusal"
+        assert "\n" not in str(err)
+        return None, str(err)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pre_stop=st.integers(0, 30),
+    interval=st.integers(1, 5),
+    unhealthy=st.integers(1, 4),
+    programming=st.integers(1, 10),
+)
+def test_a_pre_stop_shorter_than_the_endpoints_removal_is_refused_by_the_component(
+    pre_stop: int, interval: int, unhealthy: int, programming: int
+) -> None:
+    """The composer's contract passes the stack's rules too (the red team: a ClusterWiring lifecycle skipped them)."""
+    lifecycle = LifecycleSettings(
+        pre_stop_s=pre_stop, health_check_interval_s=interval, health_check_timeout_s=1,
+        unhealthy_threshold=unhealthy, lb_programming_s=programming, termination_grace_s=pre_stop + 5,
+        drain_timeout_s=10,
+    )  # fmt: skip
+    plan, refused = declare_with_lifecycle(lifecycle)
+    removal = unhealthy * interval + programming
+    if pre_stop < removal:
+        assert plan is None
+        assert refused.startswith("TritonOnCluster 'team': wiring.lifecycle.pre_stop_s (tritonPreStopSeconds) ")
+    else:
+        assert plan is not None, refused
+
+
+def test_a_disruption_budget_that_could_evict_every_minimum_pod_is_refused() -> None:
+    lifecycle = LifecycleSettings(pdb_max_unavailable=2)
+    plan, refused = declare_with_lifecycle(lifecycle, min_replicas=2)
+    assert plan is None and "wiring.lifecycle.pdb_max_unavailable (tritonMaxUnavailable) 2: more than 1" in refused
+    plan, refused = declare_with_lifecycle(lifecycle, min_replicas=3)
+    assert plan is not None, refused
+    budgets = [r.inputs["spec"]["maxUnavailable"] for r in plan.resources if r.type.endswith("PodDisruptionBudget")]
+    assert budgets == [2]
