@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 # (reference tutorial): start at 20, cap at 5,000; 1,000 users keep up with ~2,000 RPS at 500 ms each.
 LADDERS = {"sandbox": (4.0, 500.0, 32), "stack": (20.0, 5000.0, 1000)}
 SATURATION_USERS = {"sandbox": (1, 2, 4, 8, 16), "stack": (8, 16, 32, 64, 128, 256, 512)}
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
 def _names(values: list[str] | None) -> tuple[str, ...]:
@@ -320,7 +319,7 @@ def _bench(argv: list[str] | None) -> int:
     try:
         args = parser().parse_args(argv)
         check_stack_name(args.stack, "--stack")  # it names the default --out folder and the stack file
-        out = args.out or RESULTS_DIR / f"{args.stack}-{stamp:%Y-%m-%d}"
+        out = args.out or runner.results_dir() / f"{args.stack}-{stamp:%Y-%m-%d}"
         check_args(args, out)
         record.check_guard_options(args.record, args.force, args.accept_regression)
         record.check_before_run(args.target, args.saddr, args.record, args.records_dir, out)

@@ -279,7 +279,7 @@ def _compare(argv: list[str] | None) -> int:
             raise runner.BenchError(f"--rounds {args.rounds}: expected {ROUNDS_RANGE[0]} to {ROUNDS_RANGE[1]}")
         tune.check_search_args(args)
         check_stack_name(args.stack, "--stack")
-        out = args.out or tune.RESULTS_DIR / f"tuners-{args.stack}-{stamp:%Y-%m-%d}"
+        out = args.out or runner.results_dir() / f"tuners-{args.stack}-{stamp:%Y-%m-%d}"
         problem = runner.writable_folder(out)
         if problem is not None:
             raise runner.BenchError(f"--out {out}: {problem}")

@@ -740,7 +740,7 @@ def _main(argv: list[str] | None) -> int:
             raise runner.BenchError(f"{LIMIT_OPTIONS[err.field]}: {err.problem}") from None
         settings = record.stack_settings(args.stack, "--stack")
         variant = tune.pick_variant(args.variant, settings)
-        out = Path(args.out or tune.RESULTS_DIR / f"model-analyzer-{args.stack}-{stamp:%Y-%m-%d}")
+        out = Path(args.out or runner.results_dir() / f"model-analyzer-{args.stack}-{stamp:%Y-%m-%d}")
         problem = runner.writable_folder(out)
         if problem is not None:
             raise runner.BenchError(f"--out {out}: {problem}")

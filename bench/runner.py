@@ -64,6 +64,12 @@ def bench_build_dir() -> Path:
     return build_dir() / "bench"
 
 
+def results_dir() -> Path:
+    """Where bench, tune and the tuner comparison write by default: the current project's bench/results (not the
+    installed package's folder: a command acts on the project in the current folder, settings/schema.py)."""
+    return project_dir() / "bench" / "results"
+
+
 class BenchError(RuntimeError):
     """The benchmark cannot go on; the message says why in one line."""
 

@@ -54,7 +54,6 @@ if TYPE_CHECKING:
     from triton_gke.settings.values import StackSettings
 
 PROG = "triton-gke bench tune"
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 BUDGET_RANGE = (1.0, 600.0)  # minutes: under one there is no rate search, over 10 h the options are a mistake
 MAX_CANDIDATES = 64
 # The stack keys of a candidate (Pulumi.yaml): every variant but trt_int8_bs16_count4 reads the batch and instance
@@ -445,7 +444,7 @@ def _tune(argv: list[str] | None) -> int:
         args = parser().parse_args(argv)
         check_args(args)
         check_stack_name(args.stack, "--stack")
-        out = args.out or RESULTS_DIR / f"tune-{args.stack}-{stamp:%Y-%m-%d}"
+        out = args.out or runner.results_dir() / f"tune-{args.stack}-{stamp:%Y-%m-%d}"
         problem = runner.writable_folder(out)
         if problem is not None:
             raise runner.BenchError(f"--out {out}: {problem}")
