@@ -280,12 +280,8 @@ def _compare(argv: list[str] | None) -> int:
         tune.check_search_args(args)
         check_stack_name(args.stack, "--stack")
         out = args.out or runner.results_dir() / f"tuners-{args.stack}-{stamp:%Y-%m-%d}"
-        problem = runner.writable_folder(out)
-        if problem is not None:
-            raise runner.BenchError(f"--out {out}: {problem}")
-        if Path(out).is_dir() and any(Path(out).iterdir()):
-            # Never over other files: a tuning's README, or a committed comparison (the default is dated by day)
-            raise runner.BenchError(f"--out {out}: not empty; the comparison writes into a new or empty folder")
+        # Never over other files: a tuning's README, or a committed comparison (the default is dated by day)
+        runner.check_new_or_empty(Path(out), "the comparison")
         settings = record.stack_settings(args.stack, "--stack")
         entries = tuner_entries(Path(args.tune))
         entries = distinct([*entries, model_analyzer_entry(Path(args.model_analyzer), entries[0].candidate)])

@@ -78,6 +78,7 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf import text_format
+from triton_gke.model_repo.settings import MODEL_NAME_RE
 from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES
 from tritonclient.grpc import model_config_pb2 as mc
 
@@ -95,7 +96,7 @@ SUMMARY_HTML = "result_summary.html"
 # The command's options for SearchLimits' fields (its LimitError names the field).
 LIMIT_OPTIONS = {"max_concurrency": "--max-concurrency", "max_instance_count": "--max-instances",
                  "max_model_batch_size": "--max-batch"}  # fmt: skip
-MODEL_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")  # the variants' names (model_repo/settings.py) are of these
+CONFIG_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")  # MA's configuration names: no path, no ".."
 PICK_JSON = "pick.json"  # what search() asked for and how long it took, beside MA's own files (load_pick)
 # Caps for MA's files: a few KB each in real runs (tests/unit/bench/fixtures/model_analyzer/), far below these.
 SUMMARY_MAX_BYTES = 16 << 20  # the HTML embeds its plots as base64 images
@@ -500,7 +501,7 @@ def load_pick(out_dir: Path) -> Pick:
         isinstance(asked.get(k), bool) or not isinstance(asked.get(k), t) for k, t in fields.items()
     ):
         raise ModelAnalyzerError(f"{path}: not a Model Analyzer run's pick.json (variant, percentile, latency_ms)")
-    if not MODEL_NAME.fullmatch(asked["variant"]):  # it names MA's folders under out_dir: no path, no ".."
+    if not MODEL_NAME_RE.fullmatch(asked["variant"]):  # it names MA's folders under out_dir: no path, no ".."
         raise ModelAnalyzerError(f"{path}: variant {one_line(asked['variant'])[:80]!r} is not a model name")
     pick = parse_results(Path(out_dir), asked["variant"], asked["percentile"], asked["latency_ms"])
     return replace(pick, search_s=float(asked["search_s"]), out_dir=Path(out_dir), variant=asked["variant"])
@@ -516,7 +517,7 @@ def parse_results(export_dir: Path, model: str, percentile: int, latency_ms: int
     rows = read_inference_csv(export_dir / "results" / INFERENCE_CSV, model)
     name, throughput = ranked[0]
     summary = export_dir / "reports" / "summaries" / model / SUMMARY_HTML
-    if not MODEL_NAME.fullmatch(name):  # MA names them <model>_config_<n|default>; it names a file under configs/
+    if not CONFIG_NAME.fullmatch(name):  # MA's <model>_config_<n|default>: it names a file under configs/
         raise ModelAnalyzerError(f"{summary}: the pick {one_line(name)[:80]!r} is not a configuration name")
     best = shown_measurement(rows, name, throughput)
     config_path = export_dir / "configs" / f"{name}.config.pbtxt"
@@ -741,11 +742,7 @@ def _main(argv: list[str] | None) -> int:
         settings = record.stack_settings(args.stack, "--stack")
         variant = tune.pick_variant(args.variant, settings)
         out = Path(args.out or runner.results_dir() / f"model-analyzer-{args.stack}-{stamp:%Y-%m-%d}")
-        problem = runner.writable_folder(out)
-        if problem is not None:
-            raise runner.BenchError(f"--out {out}: {problem}")
-        if out.is_dir() and any(out.iterdir()):
-            raise runner.BenchError(f"--out {out}: not empty; Model Analyzer writes into a new or empty folder")
+        runner.check_new_or_empty(out, "Model Analyzer")
         twins = runner.build_sandbox_repository(settings.model_repo, [variant], Path(args.build_dir) / args.stack)
         pick = search(
             twins, variant.name, latency_ms=settings.monitoring.slo.latency_ms, percentile=args.percentile,

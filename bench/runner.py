@@ -137,6 +137,16 @@ Log = Callable[[str], None]
 CONNECT_TIMEOUT_S = 3.0  # a Triton that does not accept a TCP connection in 3 s would fail every step anyway
 
 
+def check_new_or_empty(out: Path, writer: str) -> None:
+    """--out for a command that writes only into a new or empty folder: writable (writable_folder) and holding
+    nothing, so no earlier result or someone else's file is replaced."""
+    problem = writable_folder(out)
+    if problem is not None:
+        raise BenchError(f"--out {out}: {problem}")
+    if out.is_dir() and any(out.iterdir()):
+        raise BenchError(f"--out {out}: not empty; {writer} writes into a new or empty folder")
+
+
 def writable_folder(path: Path) -> str | None:
     """Why the run could not write its files into `path`, or None. Creates what is missing and a probe file, then
     removes both: a refusal comes before the run, not after it (when its results would be lost)."""

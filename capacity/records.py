@@ -71,7 +71,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
 # GPU names as GKE's accelerator types spell them (lowercase letters, digits, hyphens: "nvidia-tesla-t4",
 # "nvidia-l4"; https://cloud.google.com/kubernetes-engine/docs/how-to/gpus#create), or "cpu-twin".
 _GPU_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
-# Variant names as model_repo/settings.py accepts them (_NAME_RE there: Triton model folder names).
+# Variant names as model_repo/settings.py accepts them (MODEL_NAME_RE there: Triton model folder names).
 _VARIANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 # The names record_file_name gives (GPU__VARIANT__TAG__slo-Nms.json; -2, -3... where two tags share one): in a folder

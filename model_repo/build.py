@@ -331,10 +331,11 @@ def _copy_model(src: Path, dst: Path) -> None:
     """
     stage = dst.parents[2]  # STAGE/<model>/<version>/model.onnx
     first = _first_copies.get((stage, src))
+    linked = first if first is not None and first.is_file() else src
     try:
-        os.link(first if first is not None and first.is_file() else src, dst)
+        os.link(linked, dst)
     except OSError:  # no hard links to the cache here (another file system): copy it now
-        if first is not None and first.is_file():
+        if linked != src:
             raise
         _copy_verified(src, dst)
     else:

@@ -59,7 +59,7 @@ INPUT_BYTES = {"FP32": 4 * RESNET50_INPUT_VALUES, "UINT8": RESNET50_INPUT_VALUES
 WEIGHT_BYTES = {"none": 102_132_044, "FP32": 102_132_044, "FP16": 51_066_022, "INT8": 26_053_398}
 
 # Model names become folder names locally and object prefixes in gs://; keep them portable.
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # a Triton model folder name
 _TAG_RE = re.compile(r"^(\d{2})\.(\d{2})(-[A-Za-z0-9_.-]+)?$")
 
 # Triton container releases on NGC (nvcr.io/nvidia/tritonserver): monthly, per NVIDIA's release-notes index
@@ -262,7 +262,7 @@ def _validate_variant(v: VariantSettings) -> None:
     def refuse(reason: str) -> ModelRepoError:
         return ModelRepoError(reason, field="variants", subject=f"variant {v.name!r}")
 
-    if not isinstance(v.name, str) or not _NAME_RE.match(v.name):
+    if not isinstance(v.name, str) or not MODEL_NAME_RE.match(v.name):
         raise ModelRepoError(
             "use 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit",
             field="variants",

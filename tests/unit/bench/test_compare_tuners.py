@@ -228,7 +228,7 @@ def test_a_pick_json_variant_that_is_not_a_model_name_is_refused_in_one_line(var
         folder = ma_run(Path(tmp) / "ma")
         (folder / ma.PICK_JSON).write_text(json.dumps({"variant": variant, "percentile": 95, "latency_ms": 100,
                                                        "search_s": 1.0}))  # fmt: skip
-        if ma.MODEL_NAME.fullmatch(variant):
+        if ma.MODEL_NAME_RE.fullmatch(variant):
             return  # a model name: read as MA's files say (the fixture's are original's)
         with pytest.raises(ma.ModelAnalyzerError) as refused:
             ma.load_pick(folder)
