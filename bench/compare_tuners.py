@@ -114,7 +114,9 @@ def tuner_entries(folder: Path) -> list[Entry]:
             raise runner.BenchError(f"{path}: a median is a number of requests/s, got {one_line(repr(median))[:80]}")
         return f"{median:.1f} req/s open loop, {one_line(str(searches))[:20]} searches"
 
-    wall = report["wall_s"] if isinstance(report["wall_s"], (int, float)) else None
+    wall = report["wall_s"]
+    if isinstance(wall, bool) or not isinstance(wall, (int, float)) or not 0 <= wall < math.inf:
+        raise runner.BenchError(f"{path}: wall_s is the tuning's seconds, got {one_line(repr(wall))[:80]}")
     variant, slo_ms = report.get("variant"), report.get("slo_ms")
     if not isinstance(variant, str) or isinstance(slo_ms, bool) or not isinstance(slo_ms, int):
         raise runner.BenchError(f"{path}: not a `bench tune` report (no variant name and whole slo_ms)")
@@ -227,7 +229,9 @@ def measure_rounds(
             capacity = measured[0] if measured else None
             found[entry.candidate]["ours"].append(capacity)
             result = theirs(entry.candidate, capacity)
-            found[entry.candidate]["pa"].append(result.rps if result else None)
+            # A finished search that met no rate is 0, as ours is; only a failed one is a gap (None): a gap is left
+            # out of the median, and a "none met" left out with it raised the median (the first 3-round run did).
+            found[entry.candidate]["pa"].append((result.rps or 0.0) if result else None)
     return found
 
 

@@ -501,6 +501,8 @@ def load_pick(out_dir: Path) -> Pick:
         isinstance(asked.get(k), bool) or not isinstance(asked.get(k), t) for k, t in fields.items()
     ):
         raise ModelAnalyzerError(f"{path}: not a Model Analyzer run's pick.json (variant, percentile, latency_ms)")
+    if not 0 <= asked["search_s"] < math.inf:  # it is shown as minutes beside the tuner's: no inf, NaN or negative
+        raise ModelAnalyzerError(f"{path}: search_s is the search's seconds, got {asked['search_s']!r}")
     if not MODEL_NAME_RE.fullmatch(asked["variant"]):  # it names MA's folders under out_dir: no path, no ".."
         raise ModelAnalyzerError(f"{path}: variant {one_line(asked['variant'])[:80]!r} is not a model name")
     pick = parse_results(Path(out_dir), asked["variant"], asked["percentile"], asked["latency_ms"])
@@ -718,7 +720,6 @@ def _main(argv: list[str] | None) -> int:
     )
     p.add_argument("--stack", default="dev", help="stack whose variant and SLO apply (default dev)")
     p.add_argument("--variant", help="the variant (default: the stack's capacityVariant, else locustModel)")
-    p.add_argument("--percentile", type=int, default=95, choices=PERCENTILES, help="latency percentile (95)")
     p.add_argument("--max-concurrency", type=int, default=SearchLimits.max_concurrency)
     p.add_argument("--max-instances", type=int, default=SearchLimits.max_instance_count)
     p.add_argument("--max-batch", type=int, default=SearchLimits.max_model_batch_size)
@@ -745,7 +746,8 @@ def _main(argv: list[str] | None) -> int:
         runner.check_new_or_empty(out, "Model Analyzer")
         twins = runner.build_sandbox_repository(settings.model_repo, [variant], Path(args.build_dir) / args.stack)
         pick = search(
-            twins, variant.name, latency_ms=settings.monitoring.slo.latency_ms, percentile=args.percentile,
+            twins, variant.name, latency_ms=settings.monitoring.slo.latency_ms,
+            percentile=round(settings.monitoring.slo.quantile * 100),  # the stack's SLO (p95): what compare-tuners asks
             limits=limits, out_dir=out, log=lambda line: print(line, file=sys.stderr, flush=True),
         )  # fmt: skip
     except (ModelAnalyzerError, runner.BenchError, ConfigError, CapacityError, ModelRepoError) as err:

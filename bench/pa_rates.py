@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import datetime
 import json
-import re
 import shlex
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 from triton_gke.bench import machine, perf_analyzer
 from triton_gke.bench.runner import sandbox_server, writable_folder
 from triton_gke.cli.one_line import CONSOLE_SCRIPT, OneLineParser, hint_command
+from triton_gke.model_repo.settings import MODEL_NAME_RE
 from triton_gke.sandbox.processes import run_interruptible
 from triton_gke.sandbox.triton_wheel import TritonStartError
 from triton_gke.settings.errors import ConfigError
@@ -44,16 +44,12 @@ def parse_rates(text: str) -> list[float]:
     return rates
 
 
-# A model name as Triton's repository folders and `make bench`'s variants spell it: one path component, never '.'
-# or '..' (a Triton model is a folder of the repository: https://docs.nvidia.com/deeplearning/triton-inference-server/
-# user-guide/docs/user_guide/model_repository.html). It becomes part of a path below build/bench/<stack>/cpu.
-MODEL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
-
-
 def check_model_name(name: str) -> str:
-    """A plain model name (letters, digits, '_', '-', '.'; not '.' or '..'); ValueError naming the rule otherwise."""
-    if not MODEL_NAME.fullmatch(name) or name in {".", ".."}:
-        raise ValueError("not a model name (letters, digits, '_', '-' and '.', at most 100, not '.' or '..')")
+    """A model name as the stack accepts it (model_repo's MODEL_NAME_RE: a Triton model folder, one path component,
+    so never '.', '..' or a path); ValueError naming the rule otherwise. It becomes part of a path below
+    build/bench/<stack>/cpu."""
+    if not MODEL_NAME_RE.fullmatch(name):
+        raise ValueError("not a model name (a letter or digit, then letters, digits, '_', '-' or '.', at most 64)")
     return name
 
 

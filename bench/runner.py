@@ -143,8 +143,14 @@ def check_new_or_empty(out: Path, writer: str) -> None:
     problem = writable_folder(out)
     if problem is not None:
         raise BenchError(f"--out {out}: {problem}")
-    if out.is_dir() and any(out.iterdir()):
-        raise BenchError(f"--out {out}: not empty; {writer} writes into a new or empty folder")
+    held = sorted(out.iterdir()) if out.is_dir() else []
+    if held:
+        # Name what is there: an interrupted run leaves its partial files, and a bare "not empty" left users guessing.
+        more = f" and {len(held) - 1} more" if len(held) > 1 else ""
+        raise BenchError(
+            f"--out {out}: not empty (it holds {held[0].name[:80]!r}{more}: an earlier or interrupted run's?); "
+            f"{writer} writes into a new or empty folder: give another --out or remove this one"
+        )
 
 
 def writable_folder(path: Path) -> str | None:

@@ -5,15 +5,16 @@ built. The measurement itself is the bench's (tests/live/bench) and perf_analyze
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from triton_gke.bench import compare_tuners as ct
 from triton_gke.bench import model_analyzer as ma
-from triton_gke.bench import perf_analyzer, tune
+from triton_gke.bench import perf_analyzer, runner, tune
 
 from tests.conftest import PROJECT_DIR
 
@@ -85,6 +86,15 @@ def test_each_round_measures_every_configuration_with_both_tools_in_turn() -> No
     ] * 2  # fmt: skip
     assert calls[1][2] == 11.0  # perf_analyzer searches around what our search found, in the same round
     assert found[DEFAULT] == {"ours": [11.0, None], "pa": [12.0, None]}  # a failed measurement stays a gap
+
+
+def test_a_perf_analyzer_search_that_met_no_rate_counts_zero_and_a_failed_one_a_gap() -> None:
+    """As our search's "none met" is 0: the first 3-round comparison left perf_analyzer's out of the median,
+    which then showed 2.6 for values 3.2, none, 2.1 (median 2.1)."""
+    entries = [ct.Entry("default", DEFAULT, "", None)]
+    answers = iter([perf_analyzer.SearchResult(perf_analyzer.RateRange(1, 2, 0.1), None, None, None, 0), None])
+    found = ct.measure_rounds(entries, 2, lambda c, e: [0.0], lambda c, near: next(answers), lambda _: None)
+    assert found[DEFAULT]["pa"] == [0.0, None]
 
 
 @given(
@@ -243,13 +253,14 @@ def test_an_out_folder_of_other_files_is_refused_and_kept(tmp_path: Path, capsys
     before = (tuning / "README.md").read_bytes()
     assert ct.main(["--tune", str(tuning), "--model-analyzer", str(ma_run(tmp_path / "ma")), "--out", str(tuning)]) == 2
     err = capsys.readouterr().err
-    assert err == f"error: --out {tuning}: not empty; the comparison writes into a new or empty folder\n"
+    assert err.startswith(f"error: --out {tuning}: not empty (it holds 'README.md' and ") and err.count("\n") == 1
+    assert err.endswith("; the comparison writes into a new or empty folder: give another --out or remove this one\n")
     assert (tuning / "README.md").read_bytes() == before
     earlier = tmp_path / "earlier"  # nor over an earlier comparison (the default folder is dated by day)
     earlier.mkdir()
     (earlier / "comparison.json").write_text("{}")
     assert ct.main(["--tune", str(tuning), "--model-analyzer", str(tmp_path / "ma"), "--out", str(earlier)]) == 2
-    assert "not empty; the comparison writes into a new or empty folder" in capsys.readouterr().err
+    assert "not empty (it holds 'comparison.json': an earlier or interrupted run's?)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -286,3 +297,48 @@ def test_a_model_analyzer_pick_named_like_a_path_is_refused(tmp_path: Path) -> N
     summary.write_text(summary.read_text().replace("original_config_2", "../../outside"))
     with pytest.raises(ma.ModelAnalyzerError, match=r"the pick '\.\./\.\./outside' is not a configuration name"):
         ma.load_pick(folder)
+
+
+SECONDS_THAT_ARE_NOT = st.one_of(
+    st.sampled_from([math.inf, -math.inf, math.nan, -1, -1e-9, True, "344", None, [1]]),
+    st.floats(max_value=-1e-300),
+    st.integers(max_value=-1),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=SECONDS_THAT_ARE_NOT)
+def test_a_search_time_that_is_not_seconds_is_refused_in_one_line(value: object, tmp_path_factory) -> None:
+    """The red team: an inf wall_s or search_s showed as "inf min" beside the other tool's time."""
+    folder = tmp_path_factory.mktemp("t")
+    tuning = folder / "tuning"
+    tuning.mkdir()
+    report = json.loads((FIRST_TUNING / "tune.json").read_text())
+    report["wall_s"] = value
+    (tuning / "tune.json").write_text(json.dumps(report))
+    with pytest.raises(runner.BenchError) as refused:
+        ct.tuner_entries(tuning)
+    message = str(refused.value)  # inf and NaN are not JSON: the bounded reader refuses them first
+    assert "\n" not in message and (
+        "tune.json: wall_s is the tuning's seconds, got " in message
+        or ("tune.json: " in message and "not a finite number" in message)
+    )
+    ma_folder = ma_run(folder / "ma")
+    asked = json.loads((ma_folder / ma.PICK_JSON).read_text())
+    (ma_folder / ma.PICK_JSON).write_text(json.dumps({**asked, "search_s": value}))
+    with pytest.raises(ma.ModelAnalyzerError) as refused_ma:
+        ma.load_pick(ma_folder)
+    assert ma.PICK_JSON in str(refused_ma.value) and "\n" not in str(refused_ma.value)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.floats(min_value=0, max_value=1e9) | st.integers(min_value=0, max_value=10**9))
+def test_any_finite_search_time_is_read(value: float, tmp_path_factory) -> None:
+    folder = tmp_path_factory.mktemp("t")
+    ma_folder = ma_run(folder / "ma", search_s=value)
+    assert ma.load_pick(ma_folder).search_s == float(value)
+    tuning = folder / "tuning"
+    tuning.mkdir()
+    report = json.loads((FIRST_TUNING / "tune.json").read_text())
+    (tuning / "tune.json").write_text(json.dumps({**report, "wall_s": value}))
+    assert ct.tuner_entries(tuning)[1].search_s == value

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from triton_gke.bench import pa_rates, perf_analyzer
+from triton_gke.model_repo.settings import MODEL_NAME_RE
 
 
 # ---------------------------------------------------------------- bench.pa_rates
@@ -58,8 +59,8 @@ def test_window_requests_hold_the_old_window_at_a_rate_the_server_keeps_up_with(
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     name=st.one_of(
-        st.sampled_from(["", ".", "..", "../x", "a/b", "x\n", " ", "a b"]),
-        st.text(max_size=12).filter(lambda t: not pa_rates.MODEL_NAME.fullmatch(t) or t in {".", ".."}),
+        st.sampled_from(["", ".", "..", "../x", "a/b", "x\n", " ", "a b", ".hidden", "-x", "a" * 65]),
+        st.text(max_size=12).filter(lambda t: not MODEL_NAME_RE.fullmatch(t)),
     )
 )
 def test_pa_rates_refuses_a_model_that_is_not_a_name(name: str, tmp_path_factory, capsys) -> None:
