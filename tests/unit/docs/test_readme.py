@@ -88,9 +88,9 @@ NOT_RUN: dict[str, str] = {
         "installs Model Analyzer (a 600 MB virtualenv) and searches for 6-14 minutes on 2 cores; "
         "tests/unit/bench/test_model_analyzer.py reads a real run's files and refuses bad input before installing"
     ),
-    ".venv/bin/triton-gke bench compare-tuners --tune bench/results/tune-dev-2026-12-02b "
-    "--model-analyzer bench/results/model-analyzer-dev-2026-12-02": (
-        "measures three configurations with two tools for about 50 minutes (bench/results/tuners-dev-2026-12-02 is "
+    ".venv/bin/triton-gke bench compare-tuners --tune bench/results/tune-dev-2026-12-02c "
+    "--model-analyzer bench/results/model-analyzer-dev-2026-12-02 --rounds 3 --start-rps 4": (
+        "measures three configurations with two tools for about an hour (bench/results/tuners-dev-2026-12-02d is "
         "its committed run); tests/unit/bench/test_compare_tuners.py checks what it reads, its order and its figures"
     ),
     ".venv/bin/triton-gke bench record build/bench-new --record": (
