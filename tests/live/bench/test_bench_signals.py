@@ -16,6 +16,7 @@ import pytest
 from triton_gke.sandbox.processes import stop_process, wait_for
 
 from tests.conftest import PROJECT_DIR
+from tests.support.signals import hup_as_in_a_terminal
 
 PROJECT = PROJECT_DIR
 
@@ -45,7 +46,7 @@ def test_a_signalled_bench_stops_triton_and_locust_and_says_so_in_one_line(signu
             "--build-dir", str(tmp_path / "build"), "--out", str(tmp_path / "out")]  # fmt: skip
     bench = subprocess.Popen(
         [sys.executable, "-m", "triton_gke.bench", *args], cwd=PROJECT, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE, text=True, preexec_fn=hup_as_in_a_terminal,
     )  # fmt: skip
     seen: list[psutil.Process] = []
 

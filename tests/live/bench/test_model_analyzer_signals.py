@@ -18,6 +18,7 @@ import pytest
 from triton_gke.sandbox.processes import wait_for
 
 from tests.conftest import PROJECT_DIR
+from tests.support.signals import hup_as_in_a_terminal
 
 # The command's own main(), with the two steps that need the real MA and a built twin replaced: the "search" starts
 # the stand-in through the real _run, which waits on it as on MA.
@@ -47,6 +48,7 @@ def test_a_signalled_model_analyzer_command_stops_model_analyzer(signum: int, tm
     command = subprocess.Popen(
         [sys.executable, "-c", COMMAND, str(stand_in), str(tmp_path / "out")],
         cwd=PROJECT_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        preexec_fn=hup_as_in_a_terminal,
     )  # fmt: skip
     try:
         assert wait_for(lambda: pid_file.is_file() and pid_file.read_text().strip(), timeout_s=60, interval_s=0.1)
