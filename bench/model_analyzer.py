@@ -734,6 +734,9 @@ def _main(argv: list[str] | None) -> int:
             value = getattr(args, option[2:].replace("-", "_"))
             if value is not None and not str(value).strip():
                 raise runner.BenchError(f"{option}: an empty path (it would mean the current folder)")
+        problem = runner.writable_folder(Path(args.build_dir))  # the twin is built there before MA starts
+        if problem is not None:
+            raise runner.BenchError(f"--build-dir {args.build_dir}: {problem}")
         try:
             limits = SearchLimits(args.max_concurrency, args.max_instances, args.max_batch, 1, args.budget_minutes * 60)
         except LimitError as err:

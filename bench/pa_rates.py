@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from triton_gke.bench import machine, perf_analyzer
-from triton_gke.bench.runner import sandbox_server, writable_folder
+from triton_gke.bench.runner import BenchError, check_new_or_empty, sandbox_server
 from triton_gke.cli.one_line import CONSOLE_SCRIPT, OneLineParser, hint_command
 from triton_gke.model_repo.settings import MODEL_NAME_RE
 from triton_gke.sandbox.processes import run_interruptible
@@ -106,9 +106,10 @@ def _pa_rates(argv: list[str] | None) -> int:
         check_stack_name(args.stack, "--stack")
     except ConfigError as err:
         parser.error(str(err))
-    problem = writable_folder(args.out)  # before minutes of measuring, not after them
-    if problem is not None:
-        print(f"error: {parser.prog}: --out {args.out}: {problem}", file=sys.stderr)
+    try:  # before minutes of measuring, not after them; never over earlier files (it writes warm-up.csv at once)
+        check_new_or_empty(args.out, "pa-rates")
+    except BenchError as err:
+        print(f"error: {parser.prog}: {err}", file=sys.stderr)
         return 2
     repository = build_dir() / "bench" / args.stack / "cpu"
     if not (repository / args.model / "config.pbtxt").is_file():

@@ -207,6 +207,8 @@ def check_search_args(args: argparse.Namespace, out_check: Callable[[Path], None
     for option, value in (("--start-rps", args.start_rps), ("--max-rps", args.max_rps)):
         if not 0.1 <= value <= 100_000:
             raise runner.BenchError(f"{option} {value:g}: expected a rate from 0.1 to 100000 requests/s")
+    if args.start_rps > args.max_rps:  # as `bench` refuses it: the search would start above its own ceiling
+        raise runner.BenchError(f"--start-rps {args.start_rps:g} / --max-rps {args.max_rps:g}: expected start <= max")
     if args.min_requests < 1:
         raise runner.BenchError(f"--min-requests {args.min_requests}: expected at least 1 request per passing step")
     for option in ("--out", "--build-dir"):  # taken as text: Path('') would already be '.'
@@ -215,6 +217,9 @@ def check_search_args(args: argparse.Namespace, out_check: Callable[[Path], None
             raise runner.BenchError(f"{option}: an empty path (it would mean the current folder)")
     args.out = Path(args.out) if args.out is not None else None
     args.build_dir = Path(args.build_dir)
+    problem = runner.writable_folder(args.build_dir)  # the twins are built there before any measurement
+    if problem is not None:
+        raise runner.BenchError(f"--build-dir {args.build_dir}: {problem}")
     if args.out is not None and out_check is not None:
         out_check(args.out)
 

@@ -342,3 +342,30 @@ def test_any_finite_search_time_is_read(value: float, tmp_path_factory) -> None:
     report = json.loads((FIRST_TUNING / "tune.json").read_text())
     (tuning / "tune.json").write_text(json.dumps({**report, "wall_s": value}))
     assert ct.tuner_entries(tuning)[1].search_s == value
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--start-rps", "600"], "error: --start-rps 600 / --max-rps 500: expected start <= max"),
+        (["--build-dir", "/proc/x"], "error: --build-dir /proc/x: "),
+    ],
+)
+def test_a_search_option_the_run_could_not_honour_is_refused_before_anything_is_measured(
+    extra: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The red team: --start-rps above --max-rps started measuring; an unwritable --build-dir was an OSError line
+    naming neither the option nor why."""
+    args = ["--tune", str(FIRST_TUNING), "--model-analyzer", str(ma_run(tmp_path / "ma")), "--out", str(tmp_path / "o")]
+    assert ct.main([*args, *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(says) and err.count("\n") == 1 and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("option", ["--tune", "--model-analyzer"])
+def test_an_empty_folder_option_is_refused_naming_it(option: str, tmp_path: Path, capsys) -> None:
+    """The red team: `--tune ""` read the current folder's tune.json and named only 'tune.json'."""
+    given = {"--tune": str(FIRST_TUNING), "--model-analyzer": str(ma_run(tmp_path / "ma"))} | {option: ""}
+    args = [word for pair in given.items() for word in pair]
+    assert ct.main([*args, "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err == f"error: {option}: an empty path (it would mean the current folder)\n"

@@ -248,3 +248,14 @@ def test_bench_reads_set_as_an_unknown_option_not_settle_seconds(capsys: pytest.
 def test_bench_states_the_length_rule_for_a_101_character_stack(capsys: pytest.CaptureFixture[str]) -> None:
     assert bench_main.main(["--stack", "a" * 101]) == 2
     assert capsys.readouterr().err.endswith("not starting with '.', at most 100 characters)\n")
+
+
+@pytest.mark.usefixtures("no_start")
+@pytest.mark.parametrize("kind", ["proc", "under-file"])
+def test_a_build_dir_that_cannot_be_written_is_one_line_naming_it(kind: str, tmp_path: Path, capsys) -> None:
+    """The red team: `bench --build-dir /sys/x` was a PermissionError traceback (exit 1) once the twins were built."""
+    (tmp_path / "file").write_text("kept\n")
+    build = {"proc": Path("/proc/x"), "under-file": tmp_path / "file" / "build"}[kind]
+    err = _refused(["--build-dir", str(build), "--out", str(tmp_path / "out")], capsys)
+    assert err.startswith(f"error: --build-dir {build}: ") and (tmp_path / "file").read_text() == "kept\n"
+    assert not (tmp_path / "out").exists()

@@ -83,3 +83,13 @@ def test_pa_rates_refuses_a_stack_that_is_not_a_name(stack: str, tmp_path: Path,
         f"error: triton-gke bench pa-rates: --stack {stack!r}: not a Pulumi stack name (letters, digits, '-', '_' "
         "and '.', not starting with '.', at most 100 characters) (see --help)\n"
     )
+
+
+def test_pa_rates_never_writes_over_an_earlier_runs_files(tmp_path: Path, capsys) -> None:
+    """The red team: pa-rates measured into a folder of other files and replaced its warm-up.csv at once."""
+    out = tmp_path / "earlier"
+    out.mkdir()
+    (out / "warm-up.csv").write_text("mine\n")
+    err = _pa_rates(["--out", str(out)], capsys)
+    assert f"--out {out}: not empty (it holds 'warm-up.csv'" in err
+    assert [p.name for p in out.iterdir()] == ["warm-up.csv"] and (out / "warm-up.csv").read_text() == "mine\n"
