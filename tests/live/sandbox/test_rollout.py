@@ -47,6 +47,13 @@ SHORT = {
 Rows = dict[tuple[str, bool], dict[str, Any]]
 
 
+# A scenario without its setting fails only the requests that meet the gap it leaves (19 of 647 in the committed
+# run with dev's waits; with these short ones rolling without preStop failed 1, then 0 in a retry): a `make test` saw
+# a run where none did. Such a scenario gets up to three more tries (~10 s each, only when needed); the claim is that
+# requests CAN fail without the setting, while with it none may fail in any run.
+RETRIES_WITHOUT = 3
+
+
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory: pytest.TempPathFactory) -> Rows:
     settings = from_stack_file("dev", SHORT)
@@ -54,7 +61,18 @@ def rows(tmp_path_factory: pytest.TempPathFactory) -> Rows:
     with contextlib.ExitStack() as cleanup:
         proof = rollout.Proof(settings, out, print).open(cleanup)
         proof.run()
-    return {(row["scenario"], row["setting"] == "stack"): row for row in proof.rows}
+        for removal in rollout.REMOVED:
+            for _ in range(RETRIES_WITHOUT):
+                tries = [r for r in proof.rows if r["scenario"] == removal.scenario and r["setting"] != "stack"]
+                if any(r["failed"] > 0 for r in tries):
+                    break
+                proof.run(scenarios=(), removed=(removal,))
+    found: Rows = {}
+    for row in proof.rows:  # per scenario without its setting, the try that failed requests if one did
+        key = (row["scenario"], row["setting"] == "stack")
+        if key not in found or (not key[1] and found[key]["failed"] == 0):
+            found[key] = row
+    return found
 
 
 @pytest.mark.parametrize("scenario", ["rolling", "scale-in", "spot", "model-update"])
