@@ -155,10 +155,8 @@ def check_args(args: argparse.Namespace, out: Path) -> None:
         if value is not None and not low <= value <= high:  # NaN and infinities fail this too
             raise runner.BenchError(f"{_option(dest)} {value:g}: expected a number from {low:g} to {high:g}")
     _check_target_options(args)
-    for option, folder in (("--out", out), ("--build-dir", args.build_dir)):  # before minutes of work, not after
-        problem = runner.writable_folder(folder)
-        if problem is not None:
-            raise runner.BenchError(f"{option} {folder}: {problem}")
+    runner.check_writable(out, "--out")
+    runner.check_writable(args.build_dir, "--build-dir")
 
 
 def _check_target_options(args: argparse.Namespace) -> None:

@@ -282,9 +282,7 @@ def _compare(argv: list[str] | None) -> int:
         if not ROUNDS_RANGE[0] <= args.rounds <= ROUNDS_RANGE[1]:
             raise runner.BenchError(f"--rounds {args.rounds}: expected {ROUNDS_RANGE[0]} to {ROUNDS_RANGE[1]}")
         tune.check_search_args(args)
-        for option, value in (("--tune", args.tune), ("--model-analyzer", args.model_analyzer)):
-            if not value.strip():  # Path('') is the current folder: its tune.json or pick.json would be read
-                raise runner.BenchError(f"{option}: an empty path (it would mean the current folder)")
+        runner.refuse_empty_paths(args, "--tune", "--model-analyzer")  # '' would read the current folder's files
         check_stack_name(args.stack, "--stack")
         out = args.out or runner.results_dir() / f"tuners-{args.stack}-{stamp:%Y-%m-%d}"
         # Never over other files: a tuning's README, or a committed comparison (the default is dated by day)

@@ -730,13 +730,8 @@ def _main(argv: list[str] | None) -> int:
     try:
         args: argparse.Namespace = p.parse_args(sys.argv[1:] if argv is None else argv)
         check_stack_name(args.stack, "--stack")
-        for option in ("--out", "--build-dir"):
-            value = getattr(args, option[2:].replace("-", "_"))
-            if value is not None and not str(value).strip():
-                raise runner.BenchError(f"{option}: an empty path (it would mean the current folder)")
-        problem = runner.writable_folder(Path(args.build_dir))  # the twin is built there before MA starts
-        if problem is not None:
-            raise runner.BenchError(f"--build-dir {args.build_dir}: {problem}")
+        runner.refuse_empty_paths(args, "--out", "--build-dir")
+        runner.check_writable(Path(args.build_dir), "--build-dir")  # the twin is built there before MA starts
         try:
             limits = SearchLimits(args.max_concurrency, args.max_instances, args.max_batch, 1, args.budget_minutes * 60)
         except LimitError as err:

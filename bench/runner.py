@@ -137,12 +137,27 @@ Log = Callable[[str], None]
 CONNECT_TIMEOUT_S = 3.0  # a Triton that does not accept a TCP connection in 3 s would fail every step anyway
 
 
+def refuse_empty_paths(args: Any, *options: str) -> None:
+    """Folder options given as '' (Path('') is '.', the current folder, whose files would be read or replaced):
+    refused naming the option. Each option is read from its argparse attribute."""
+    for option in options:
+        value = getattr(args, option[2:].replace("-", "_"))
+        if value is not None and not str(value).strip():
+            raise BenchError(f"{option}: an empty path (it would mean the current folder)")
+
+
+def check_writable(folder: Path, option: str) -> None:
+    """BenchError naming `option` when the run could not write into `folder` (writable_folder): before the run's
+    minutes of work, not after them."""
+    problem = writable_folder(folder)
+    if problem is not None:
+        raise BenchError(f"{option} {folder}: {problem}")
+
+
 def check_new_or_empty(out: Path, writer: str) -> None:
     """--out for a command that writes only into a new or empty folder: writable (writable_folder) and holding
     nothing, so no earlier result or someone else's file is replaced."""
-    problem = writable_folder(out)
-    if problem is not None:
-        raise BenchError(f"--out {out}: {problem}")
+    check_writable(out, "--out")
     held = sorted(out.iterdir()) if out.is_dir() else []
     if held:
         # Name what is there: an interrupted run leaves its partial files, and a bare "not empty" left users guessing.

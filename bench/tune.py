@@ -211,15 +211,10 @@ def check_search_args(args: argparse.Namespace, out_check: Callable[[Path], None
         raise runner.BenchError(f"--start-rps {args.start_rps:g} / --max-rps {args.max_rps:g}: expected start <= max")
     if args.min_requests < 1:
         raise runner.BenchError(f"--min-requests {args.min_requests}: expected at least 1 request per passing step")
-    for option in ("--out", "--build-dir"):  # taken as text: Path('') would already be '.'
-        value = getattr(args, option[2:].replace("-", "_"))
-        if value is not None and not str(value).strip():
-            raise runner.BenchError(f"{option}: an empty path (it would mean the current folder)")
+    runner.refuse_empty_paths(args, "--out", "--build-dir")  # taken as text: Path('') would already be '.'
     args.out = Path(args.out) if args.out is not None else None
     args.build_dir = Path(args.build_dir)
-    problem = runner.writable_folder(args.build_dir)  # the twins are built there before any measurement
-    if problem is not None:
-        raise runner.BenchError(f"--build-dir {args.build_dir}: {problem}")
+    runner.check_writable(args.build_dir, "--build-dir")  # the twins are built there before any measurement
     if args.out is not None and out_check is not None:
         out_check(args.out)
 
@@ -450,9 +445,7 @@ def _tune(argv: list[str] | None) -> int:
         check_args(args)
         check_stack_name(args.stack, "--stack")
         out = args.out or runner.results_dir() / f"tune-{args.stack}-{stamp:%Y-%m-%d}"
-        problem = runner.writable_folder(out)
-        if problem is not None:
-            raise runner.BenchError(f"--out {out}: {problem}")
+        runner.check_writable(out, "--out")
         settings = record.stack_settings(args.stack, "--stack")
         variant = pick_variant(args.variant, settings)
         plan = load_plan(args, settings)
