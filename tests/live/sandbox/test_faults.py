@@ -33,7 +33,7 @@ from tests.conftest import PROJECT_DIR
 
 # Locust runner helpers shared with the load-test tests (plain functions, not tests).
 from tests.live.loadtest.test_locustfile import (
-    STARTUP_MARGIN_S,
+    RUN_TIME_REACHED,
     client_successes,
     locust_processes,
     start_locust,
@@ -64,21 +64,25 @@ def test_killed_triton_fails_requests_and_a_restart_serves_a_clean_run(
     server = start_triton(model_repos)
     try:
         port = free_port()
-        settings = {"saddr": server.http_url, "timeout_s": "2", "metrics_port": str(port), "metrics_addr": "127.0.0.1"}
+        # timeout_s: far above a ResNet-50 inference on busy cores (seconds at a load of 6-7); the killed server's
+        # failures come at once (connection refused), not by the timeout.
+        settings = {"saddr": server.http_url, "timeout_s": "30", "metrics_port": str(port), "metrics_addr": "127.0.0.1"}
         loaded = start_locust(tmp_path, settings, users=2, run_time_s=8)
         # A success the client saw (a served request can still time out at the client): Request Count > Failure
         # Count below then holds however slow the first inferences are.
-        assert wait_for(lambda: client_successes(port) >= 1, timeout_s=STARTUP_MARGIN_S), "no request succeeded"
+        assert loaded.wait_while_running(lambda: client_successes(port) >= 1), (
+            f"no request succeeded:\n{loaded.log_text()}"
+        )
         server.kill()
-        loaded.finish()  # ends by itself, or fails the test after its time limit
+        loaded.finish()  # ends by itself, or fails the test HANG_S after its time limit
         address = server.http_url
         server.restart()  # same ports: clients that reconnect find it where it was
         assert server.http_url == address
-        again = start_locust(tmp_path, {"saddr": address, "timeout_s": "5"}, users=2, run_time_s=5).finish()
+        again = start_locust(tmp_path, {"saddr": address, "timeout_s": "30"}, users=2, run_time_s=5).finish()
     finally:
         server.close()
     assert loaded.code == 1, loaded.output  # Locust's exit code when requests failed
-    assert loaded.elapsed_s < loaded.run_time_s + STARTUP_MARGIN_S
+    assert RUN_TIME_REACHED in loaded.output, loaded.output  # ended by its own time limit
     first = loaded.aggregated()
     assert int(first["Failure Count"]) > 0 and int(first["Request Count"]) > int(first["Failure Count"])
     assert again.code == 0, again.output
@@ -126,16 +130,16 @@ def test_gs_repository_with_storage_down_fails_within_a_bounded_wait() -> None:
 def test_gs_repository_in_a_missing_bucket_fails_at_once_naming_it() -> None:
     """The emulator is up, the bucket is not: Triton exits non-zero within seconds and says which bucket."""
     with NetworkNamespace() as netns, GcsEmulator(netns=netns) as gcs:
+        # The ready wait only ends a hang: "exited with code 1" below says Triton stopped by itself (within seconds
+        # on an idle machine), where a server that kept retrying would fail with "not ready after 120 s".
         server = TritonServer(
-            "gs://no-such-models/models", netns=netns, env={TRITON_ENV: gcs.internal_endpoint}, ready_timeout_s=60
+            "gs://no-such-models/models", netns=netns, env={TRITON_ENV: gcs.internal_endpoint}, ready_timeout_s=120
         )
-        started = time.monotonic()
         try:
             with pytest.raises(TritonStartError) as caught:
                 server.start()
         finally:
             server.close()
-    assert time.monotonic() - started < 60
     assert "exited with code 1" in str(caught.value)
     assert "no-such-models" in str(caught.value).split("errors in", 1)[1]
 
