@@ -24,7 +24,7 @@ import pulumi_command as command
 from triton_gke.cli.one_line import model_repo_command
 from triton_gke.infra.config import ConfigError
 from triton_gke.model_repo.errors import ModelRepoError
-from triton_gke.model_repo.manifest import MANIFEST, MANIFEST_MAX_BYTES, rebuild, verify_repository
+from triton_gke.model_repo.manifest import BY_RECIPE, MANIFEST, MANIFEST_MAX_BYTES, rebuild, verify_repository
 from triton_gke.model_repo.settings import ModelRepoSettings
 from triton_gke.model_repo.sync import hash_local, scan_local
 from triton_gke.settings.schema import build_dir, project_dir
@@ -99,14 +99,29 @@ def built_repository_digest(settings: ModelRepoSettings, stack: str, root: Path 
     # every byte to the build, which checked its models (model_repo/resnet50.py), and a plan runs in a new process
     # (onnx.checker.check_model is 0.8 s of it).
     paths = scan_local(root, check_files=False)
-    return _content_digest(root, tuple((p, p.stat().st_size, p.stat().st_mtime_ns) for p in paths))
+    by_recipe = manifest.get(BY_RECIPE) or {}
+    if not isinstance(by_recipe, dict) or not all(isinstance(v, str) for v in by_recipe.values()):
+        raise error(f"{where}: not a build manifest ({BY_RECIPE!r} is not a map of names)")
+    stats = tuple((p, p.stat().st_size, p.stat().st_mtime_ns) for p in paths)
+    return _content_digest(root, stats, tuple(sorted(by_recipe.items())))
 
 
 @cache
-def _content_digest(root: Path, files_with_stat: tuple[tuple[Path, int, int], ...]) -> str:
-    """Hashes every byte once per (size, mtime) of each file: a preview never re-reads an unchanged repository."""
+def _content_digest(
+    root: Path, files_with_stat: tuple[tuple[Path, int, int], ...], by_recipe: tuple[tuple[str, str], ...] = ()
+) -> str:
+    """Hashes every byte once per (size, mtime) of each file: a preview never re-reads an unchanged repository.
+
+    A file whose bytes depend on the machine that built it (the manifest's BY_RECIPE: a user model's INT8 copy
+    calibrated by ONNX Runtime) enters by its recipe instead: the same recipe built on another machine, or after the
+    cache was wiped, leaves the digest, so the sync trigger and every Triton pod template, unchanged.
+    """
     files = hash_local(root, [path for path, _, _ in files_with_stat])
-    listing = "\n".join(f"{name} {files[name].md5} {files[name].size}" for name in sorted(files))
+    recipes = dict(by_recipe)
+    listing = "\n".join(
+        f"{name} recipe {recipes[name]}" if name in recipes else f"{name} {files[name].md5} {files[name].size}"
+        for name in sorted(files)
+    )
     return hashlib.sha256(listing.encode()).hexdigest()
 
 

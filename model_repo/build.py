@@ -24,9 +24,17 @@ from pathlib import Path
 
 import onnx
 import onnxruntime
-from triton_gke.model_repo import configs, cpu_twin, quantize, resnet50
+from triton_gke.model_repo import configs, cpu_twin, digests, quantize, resnet50
 from triton_gke.model_repo.errors import ModelRepoError
-from triton_gke.model_repo.manifest import FILES, MANIFEST, file_digests, read_manifest, rebuild, verify_repository
+from triton_gke.model_repo.manifest import (
+    BY_RECIPE,
+    FILES,
+    MANIFEST,
+    file_digests,
+    read_manifest,
+    rebuild,
+    verify_repository,
+)
 from triton_gke.model_repo.settings import ModelRepoSettings, VariantSettings, is_saved_model_dir, validate_settings
 
 from triton_gke.bounded_files import read_text_file
@@ -38,6 +46,7 @@ def default_cache_dir() -> Path:
     return Path.cwd() / "build" / "cache"
 
 
+DIGESTS_NAME = f"model_repo/{digests.DIGESTS_FILE.name}"
 # Beside each cached KEY.onnx: the SHA-256 it had when it was produced, checked whenever the file is reused.
 DIGEST_SUFFIX = ".sha256"
 _COPY_BLOCK = 1 << 20
@@ -134,10 +143,30 @@ def resolve_source(settings: ModelRepoSettings, cache_dir: Path) -> ModelSource:
     io = configs.read_onnx_io(fp32)
     int8 = None
     if any(v.precision == "INT8" for v in settings.variants):
-        int8 = _cached(cache_dir, _int8_key(fp32), lambda p: quantize.quantize_int8(fp32, p))
+        int8 = _cached(cache_dir, _int8_key(fp32), lambda p: _mark(p, quantize.quantize_int8(fp32, p)))
     labels = _labels(settings, io)
     source = ModelSource(description, fp32.stem, fp32=fp32, int8=int8, io=io, labels=labels)
     return _with_uint8_files(source, settings, cache_dir)
+
+
+# Beside a cached KEY.onnx whose bytes depend on the machine that built it (a user model's INT8 copy calibrated by
+# ONNX Runtime's float32 kernels, model_repo/quantize.py): the manifest then names the file by its recipe (the cache
+# key), not its bytes, so an unchanged recipe built elsewhere never re-uploads or restarts anything.
+MACHINE_DEPENDENT_SUFFIX = ".machine-dependent"
+
+
+def _mark(produced: Path, exact: bool) -> None:
+    """Record (or clear) the machine-dependent mark of the cache entry being produced at `produced` (its temp name)."""
+    marker = Path(str(produced) + MACHINE_DEPENDENT_SUFFIX)
+    if exact:
+        marker.unlink(missing_ok=True)
+    else:
+        marker.write_text("calibrated by ONNX Runtime: its bytes depend on the CPU that built it\n", encoding="utf-8")
+
+
+def machine_dependent(cached: Path) -> bool:
+    """Whether this cache entry's bytes depend on the machine (it, or the file it was derived from, is marked)."""
+    return Path(str(cached) + MACHINE_DEPENDENT_SUFFIX).is_file()
 
 
 def _with_uint8_files(source: ModelSource, settings: ModelRepoSettings, cache_dir: Path) -> ModelSource:
@@ -168,6 +197,7 @@ def _uint8_copy(path: Path, cache_dir: Path) -> Path:
 
     def produce(target: Path) -> None:  # loads the 100 MB model only on a cache miss
         onnx.save(resnet50.with_uint8_input(onnx.load(str(path))), str(target))
+        _mark(target, not machine_dependent(path))  # a copy of a machine-dependent file is one too
 
     return _cached(cache_dir, key, produce)
 
@@ -206,11 +236,33 @@ def _cached(cache_dir: Path, key: str, produce: Callable[[Path], object]) -> Pat
     try:
         produce(Path(tmp))
         os.chmod(tmp, 0o444)  # a reminder: the cache is not to be edited
-        _write_atomic(_digest_path(target), _sha256(Path(tmp)) + "\n")
+        digest = _sha256(Path(tmp))
+        _warn_if_unpublished(key, digest)
+        _write_atomic(_digest_path(target), digest + "\n")
+        marker = Path(tmp + MACHINE_DEPENDENT_SUFFIX)
+        if marker.is_file():
+            os.replace(marker, Path(str(target) + MACHINE_DEPENDENT_SUFFIX))
+        else:
+            Path(str(target) + MACHINE_DEPENDENT_SUFFIX).unlink(missing_ok=True)
         os.replace(tmp, target)
     finally:
         Path(tmp).unlink(missing_ok=True)
+        Path(tmp + MACHINE_DEPENDENT_SUFFIX).unlink(missing_ok=True)
     return target
+
+
+def _warn_if_unpublished(key: str, digest: str) -> None:
+    """A built-in file whose bytes differ from the published ones (model_repo/builtin_digests.json) is served all the
+    same, with a warning: its repository digest differs too, so a `pulumi up` from here re-uploads every model and
+    restarts every Triton pod (docs/model-repository.md, "Reproducible builds")."""
+    wanted = digests.published().get(key)
+    if wanted is not None and wanted != digest:
+        print(
+            f"warning: {key}.onnx: this machine built other bytes than the published recipe "
+            f"({DIGESTS_NAME}: SHA-256 {wanted[:16]}..., built {digest[:16]}...); a pulumi up from here re-uploads "
+            "the models and restarts Triton; please report it with `python -m triton_gke.model_repo.check_digests`",
+            file=sys.stderr,
+        )
 
 
 def _digest_path(cached: Path) -> Path:
@@ -378,6 +430,12 @@ def _write_manifest(stage: Path, settings: ModelRepoSettings, source: ModelSourc
     if source.saved_model is None:
         for v in settings.variants:
             known[f"{v.name}/{configs.VERSION}/{configs.ONNX_FILENAME}"] = cached_digest(source.onnx_for(v))
+    # Files named by recipe (their cache key) in the upload's digest (infra/model_upload.py): see _mark.
+    by_recipe = {}
+    if source.saved_model is None:
+        for v in settings.variants:
+            if machine_dependent(source.onnx_for(v)):
+                by_recipe[f"{v.name}/{configs.VERSION}/{configs.ONNX_FILENAME}"] = source.onnx_for(v).stem
     manifest = {
         "source": source.description,
         "source_key": source.key,
@@ -385,6 +443,8 @@ def _write_manifest(stage: Path, settings: ModelRepoSettings, source: ModelSourc
         "models": [v.__dict__ for v in settings.variants],
         FILES: file_digests(stage, known),
     }
+    if by_recipe:
+        manifest[BY_RECIPE] = by_recipe
     (stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
 

@@ -23,6 +23,9 @@ MANIFEST = ".model_repo.json"  # marks folders this builder owns (and may replac
 # A manifest holds ~150 bytes a file; a built repository has tens of files, a user's model source a few thousand.
 MANIFEST_MAX_BYTES = 16 * 1024 * 1024
 FILES = "files"  # manifest key: POSIX path below the root -> SHA-256 (hex) of the file
+# Manifest key: POSIX path -> cache key (its recipe), for the model files whose bytes depend on the machine that built
+# them (model_repo/build.py _mark); the upload's digest names these by recipe, not bytes.
+BY_RECIPE = "machine_dependent"
 
 
 def rebuild(stack: str | None = None) -> str:

@@ -14,6 +14,7 @@ an INT8 model with its own FP32 twin only for trained weights.
 from __future__ import annotations
 
 import logging
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,14 +27,17 @@ from onnxruntime.quantization import (
     QuantType,
     quantize_static,
 )
+from onnxruntime.quantization.calibrate import TensorData, TensorsData, save_tensors_data
+from triton_gke.model_repo import fixed_point
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.resnet50 import IMAGE_SIZE, synthetic_images
 
 CALIBRATION_IMAGES = 16
 CALIBRATION_BATCH = 4
 CALIBRATION_SEED = 2024
-# Bump when the recipe below changes: it is part of the build cache key.
-QUANTIZER_VERSION = 1
+# Bump when the recipe below changes: it is part of the build cache key. 2: exact calibration ranges
+# (model_repo/fixed_point.py) where the model allows, Softmax left in float.
+QUANTIZER_VERSION = 2
 
 _NUMPY_TYPES = {
     onnx.TensorProto.FLOAT: np.float32,
@@ -80,26 +84,63 @@ def _calibration_input(model: onnx.ModelProto, path: Path) -> tuple[str, tuple[i
     return inputs[0].name, tuple(dims), _NUMPY_TYPES[tensor.elem_type]
 
 
-def quantize_int8(fp32_path: Path, out_path: Path) -> None:
-    """Write a QDQ INT8 model (per-channel symmetric weights, symmetric activations)."""
-    model = onnx.load(str(fp32_path), load_external_data=False)
+def quantize_int8(fp32_path: Path, out_path: Path) -> bool:
+    """Write a QDQ INT8 model (per-channel symmetric weights, symmetric activations, Softmax left in float).
+
+    True when its calibration ranges were computed exactly (the same file on every machine), False when ONNX
+    Runtime's calibration measured them (the file's last bits can depend on the CPU).
+    """
+    model = onnx.load(str(fp32_path))
     name, shape, dtype = _calibration_input(model, fp32_path)
+    # Softmax stays float: quantised, a 1,000-class output keeps only multiples of its largest probability / 127.
+    op_types = sorted({node.op_type for node in model.graph.node} - {"Softmax"})
     logging.disable(logging.WARNING)  # ORT's root-logger advice to pre-process; noise for us
     try:
-        _quantize(fp32_path, out_path, _SyntheticReader(name, shape, dtype))
+        with tempfile.TemporaryDirectory(prefix="calibration-") as folder:
+            ranges = _exact_ranges(model, name, shape, dtype, Path(folder) / "ranges.json")
+            reader = None if ranges else _SyntheticReader(name, shape, dtype)
+            _quantize(fp32_path, out_path, reader, op_types, ranges)
+            return ranges is not None
     finally:
         logging.disable(logging.NOTSET)
 
 
-def _quantize(fp32_path: Path, out_path: Path, reader: CalibrationDataReader) -> None:
+def _exact_ranges(model: onnx.ModelProto, name: str, shape: tuple[int, ...], dtype: type, path: Path) -> Path | None:
+    """Every tensor's calibration range, computed exactly (model_repo/fixed_point.py), as ORT's calibration cache.
+
+    None when the model uses an op fixed_point does not compute: ORT's own calibration then measures the ranges with
+    its float32 kernels, whose last bits depend on the CPU, so such a model's INT8 file can differ between machines
+    (docs/model-repository.md says so; the built-in ResNet-50 always takes the exact path).
+    """
+    images = np.concatenate(list(_batches(shape, dtype)))
+    try:
+        bounds = fixed_point.tensor_bounds(model, {name: images}, skip={"Softmax"})
+    except fixed_point.Unsupported:
+        return None
+    # MinMax calibration's result is each tensor's lowest and highest value over the calibration data (onnxruntime
+    # quantization/calibrate.py MinMaxCalibrater); the cache file is the one quantize_static(calibration_cache_path=)
+    # reads instead of calibrating (its save_tensors_data / load_tensors_data).
+    data = {
+        tensor: TensorData(lowest=np.array(low, dtype=np.float32), highest=np.array(high, dtype=np.float32))
+        for tensor, (low, high) in bounds.items()
+    }
+    save_tensors_data(TensorsData(CalibrationMethod.MinMax, data), path)
+    return path
+
+
+def _quantize(
+    fp32_path: Path, out_path: Path, reader: CalibrationDataReader | None, op_types: list[str], ranges: Path | None
+) -> None:
     quantize_static(
         str(fp32_path),
         str(out_path),
         reader,
         quant_format=QuantFormat.QDQ,
+        op_types_to_quantize=op_types,
         per_channel=True,
         activation_type=QuantType.QInt8,
         weight_type=QuantType.QInt8,
         calibrate_method=CalibrationMethod.MinMax,
         extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
+        calibration_cache_path=None if ranges is None else str(ranges),
     )

@@ -11,10 +11,12 @@ UINT8 front (cast, then /255) on such a model, so clients can send raw 8-bit pix
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+from triton_gke.model_repo import fixed_point
 
 INPUT_NAME = "input"
 OUTPUT_NAME = "probabilities"
@@ -22,8 +24,9 @@ IMAGE_SIZE = 224
 NUM_CLASSES = 1000
 DEFAULT_SEED = 50
 OPSET = 17
-# Bump when the graph or weight recipe changes: it is part of the build cache key.
-BUILDER_VERSION = 1
+# Bump when the graph or weight recipe changes: it is part of the build cache key. 2: exact statistics
+# (model_repo/fixed_point.py) and uniform initialisation, so the file is the same on every machine.
+BUILDER_VERSION = 2
 # Bump when with_uint8_input changes: it is part of the cache key of UINT8-input files.
 UINT8_FRONT_VERSION = 1
 UINT8_SCALE = 1.0 / 255.0  # 8-bit pixel values to the [0, 1] range the model expects
@@ -44,13 +47,16 @@ class _GraphBuilder:
     The running activations give each conv the batch statistics a BatchNorm would have
     seen, which are folded into the conv (scale and bias). Without this, random weights
     produce activations that barely depend on the input and do not survive INT8.
+    The activations are computed by model_repo/fixed_point.py, exactly and so identically on every machine: the
+    weights, and so the model file's bytes, depend on the recipe alone (not on the CPU's kernels or core count).
     """
 
     def __init__(self, seed: int, images: np.ndarray) -> None:
         self.rng = np.random.default_rng(seed)
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
-        self.values: dict[str, np.ndarray] = {INPUT_NAME: images}
+        self.weights: dict[str, np.ndarray] = {}
+        self.values: dict[str, fixed_point.Fixed] = {INPUT_NAME: fixed_point.to_fixed(images)}
         self._count = 0
 
     def _name(self, kind: str) -> str:
@@ -60,24 +66,31 @@ class _GraphBuilder:
     def const(self, kind: str, array: np.ndarray) -> str:
         name = self._name(kind)
         self.initializers.append(numpy_helper.from_array(array.astype(np.float32), name))
-        self.values[name] = array.astype(np.float32)
+        self.weights[name] = array.astype(np.float32)
         return name
 
     def op(self, op_type: str, inputs: list[str], output: str | None = None, **attrs: object) -> str:
         y = output or self._name(op_type.lower())
         node = helper.make_node(op_type, inputs, [y], **attrs)
         self.nodes.append(node)
-        self.values[y] = _run_node(node, [self.values[i] for i in inputs])
+        if op_type != "Softmax":  # the output: nothing reads it here (and exp is not computed exactly)
+            self.values[y] = fixed_point.run_node(node, [self.weights.get(i, self.values.get(i)) for i in inputs])
         return y
 
+    def uniform(self, shape: tuple[int, ...], std: float) -> np.ndarray:
+        """Zero-mean uniform noise of this standard deviation, float32, from integer bits only (no libm call whose
+        last bit could differ between machines, as Generator.standard_normal's exp/log tails could)."""
+        half_width = np.float32(std * math.sqrt(3.0))
+        return (self.rng.random(shape, dtype=np.float32) * np.float32(2.0) - np.float32(1.0)) * half_width
+
     def conv(self, x: str, c_in: int, c_out: int, k: int, stride: int = 1, gamma: float = 1.0) -> str:
-        """Conv with He-normal weights and a BatchNorm (batch statistics) folded in."""
-        w = self.rng.standard_normal((c_out, c_in, k, k), dtype=np.float32) * np.sqrt(2.0 / (c_in * k * k))
+        """Conv with He-uniform weights and a BatchNorm (batch statistics) folded in."""
+        w = self.uniform((c_out, c_in, k, k), math.sqrt(2.0 / (c_in * k * k)))
         attrs = {"kernel_shape": [k, k], "strides": [stride, stride], "pads": [k // 2] * 4}
-        raw = _run_node(helper.make_node("Conv", ["x", "w"], ["y"], **attrs), [self.values[x], w])
-        mean, std = raw.mean(axis=(0, 2, 3)), raw.std(axis=(0, 2, 3)) + 1e-5
-        scale = gamma / std
-        beta = self.rng.standard_normal(c_out, dtype=np.float32) * 0.1 * gamma
+        raw = fixed_point.conv(self.values[x], w, None, [stride, stride], [k // 2] * 4)
+        mean, std = fixed_point.channel_mean_std(raw, axes=(0, 2, 3), eps=1e-5)
+        scale = (gamma / std).astype(np.float32)
+        beta = self.uniform((c_out,), 0.1 * gamma)
         w_name = self.const("w", w * scale[:, None, None, None])
         b_name = self.const("b", beta - mean * scale)
         return self.op("Conv", [x, w_name, b_name], **attrs)
@@ -91,38 +104,20 @@ class _GraphBuilder:
         return self.op("Relu", [self.op("Add", [y, shortcut])])
 
 
-def _run_node(node: onnx.NodeProto, arrays: list[np.ndarray]) -> np.ndarray:
-    """Evaluate one ONNX node with ONNX Runtime (fast convs, same semantics as serving)."""
-    names = [f"in{i}" for i in range(len(arrays))]
-    single = helper.make_node(
-        node.op_type, names, ["out"], **{a.name: helper.get_attribute_value(a) for a in node.attribute}
-    )
-    graph = helper.make_graph(
-        [single],
-        "step",
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape) for n, a in zip(names, arrays, strict=True)],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-    model.ir_version = 8
-    options = ort.SessionOptions()
-    options.log_severity_level = 3  # no warnings about the throw-away one-node graphs
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return session.run(None, dict(zip(names, arrays, strict=True)))[0]
-
-
 def synthetic_images(count: int, seed: int) -> np.ndarray:
     """Seeded synthetic 'images' in [0, 1], NHWC FP32 (no real images offline).
 
-    Coarse random colour blocks plus fine noise: images differ in global content, as
+    Coarse random colour blocks plus fine uniform noise (std 0.05): images differ in global content, as
     photos do. Pure i.i.d. noise would not: global pooling averages it away, leaving
-    every image with (almost) the same features.
+    every image with (almost) the same features. Integer bits and exact float32 operations only, so the same
+    images on every machine.
     """
     rng = np.random.default_rng(seed)
     coarse = rng.random((count, 8, 8, 3), dtype=np.float32)
     blocks = coarse.repeat(IMAGE_SIZE // 8, axis=1).repeat(IMAGE_SIZE // 8, axis=2)
-    noise = rng.normal(0.0, 0.05, blocks.shape).astype(np.float32)
-    return np.clip(blocks + noise, 0.0, 1.0)
+    half_width = np.float32(0.05 * math.sqrt(3.0))
+    noise = (rng.random(blocks.shape, dtype=np.float32) * np.float32(2.0) - np.float32(1.0)) * half_width
+    return np.clip(blocks + noise, np.float32(0.0), np.float32(1.0))
 
 
 def build_resnet50(seed: int = DEFAULT_SEED) -> onnx.ModelProto:
@@ -144,10 +139,9 @@ def build_resnet50(seed: int = DEFAULT_SEED) -> onnx.ModelProto:
 
 def _standardised_fc(g: _GraphBuilder, features: str, c_in: int) -> tuple[str, str]:
     """Random fc whose inputs are standardised per channel (the last BatchNorm's job)."""
-    feats = g.values[features]
-    mean, std = feats.mean(axis=0), feats.std(axis=0) + 1e-3
-    weight = g.rng.standard_normal((NUM_CLASSES, c_in), dtype=np.float32) * _FC_STD / std
-    return g.const("fc_w", weight), g.const("fc_b", -(weight @ mean))
+    mean, std = fixed_point.channel_mean_std(g.values[features], axes=(0,), eps=1e-3)
+    weight = (g.uniform((NUM_CLASSES, c_in), _FC_STD) / std).astype(np.float32)
+    return g.const("fc_w", weight), g.const("fc_b", -fixed_point.exact_dot_rows(weight, mean))
 
 
 def _finish(g: _GraphBuilder, seed: int) -> onnx.ModelProto:

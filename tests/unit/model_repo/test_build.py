@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -388,3 +389,86 @@ def test_validate_config_text_rejects_what_triton_would(model_repos: BuildResult
     with pytest.raises(ModelRepoError) as caught:
         validate_config_text(text.replace(old, new), path)
     assert str(caught.value).startswith(str(path)) and fragment in str(caught.value)
+
+
+# ---------------------------------------------------------------- reproducible builds
+
+
+def _sigmoid_net(path: Path) -> Path:
+    """A model with an op the exact evaluator does not compute (Sigmoid): its INT8 copy is calibrated by ORT."""
+    weights = numpy_helper.from_array(np.random.default_rng(0).random((4, 12), dtype=np.float32), "w")
+    nodes = [
+        helper.make_node("Flatten", ["x"], ["f"]),
+        helper.make_node("Gemm", ["f", "w"], ["g"], transB=1),
+        helper.make_node("Sigmoid", ["g"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "sigmoid",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 2, 2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 4])],
+        [weights],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def test_a_machine_dependent_int8_file_built_elsewhere_leaves_the_upload_digest_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ORT-calibrated INT8 bytes can differ between CPUs: the same recipe built 'elsewhere' (a cache wiped and the
+    file's last bytes different) must not change the sync trigger, while an exactly built file enters by its bytes."""
+    from triton_gke.infra.model_upload import built_repository_digest
+    from triton_gke.model_repo import quantize
+
+    settings = ModelRepoSettings(variants=REFERENCE_VARIANTS, source=str(_sigmoid_net(tmp_path / "m.onnx")))
+    build_repository(settings, tmp_path / "here", cache_dir=tmp_path / "cache-here")
+    real = quantize.quantize_int8
+
+    def on_another_cpu(fp32: Path, out: Path) -> bool:
+        exact = real(fp32, out)
+        model = onnx.load(str(out))
+        model.doc_string = "calibrated on another CPU"  # other bytes, same recipe
+        onnx.save(model, str(out))
+        return exact
+
+    monkeypatch.setattr(quantize, "quantize_int8", on_another_cpu)
+    build_repository(settings, tmp_path / "there", cache_dir=tmp_path / "cache-there")
+    here, there = (
+        tmp_path / "here" / "trt_int8" / "1" / "model.onnx",
+        tmp_path / "there" / "trt_int8" / "1" / "model.onnx",
+    )
+    assert here.read_bytes() != there.read_bytes()
+    digest = built_repository_digest(settings, "dev", tmp_path / "here")
+    assert built_repository_digest(settings, "dev", tmp_path / "there") == digest
+
+    # A file that is not machine-dependent (here: the mark removed) enters by its bytes: the digests part.
+    for folder in ("here", "there"):
+        manifest_path = tmp_path / folder / ".model_repo.json"
+        manifest = json.loads(manifest_path.read_text())
+        assert set(manifest.pop("machine_dependent")) == {"trt_int8/1/model.onnx", "trt_int8_bs16_count4/1/model.onnx"}
+        manifest_path.write_text(json.dumps(manifest))
+    assert built_repository_digest(settings, "dev", tmp_path / "here") != built_repository_digest(
+        settings, "dev", tmp_path / "there"
+    )
+
+
+def test_the_builtin_int8_model_is_exact_so_its_bytes_enter_the_digest(model_repos: BuildResult) -> None:
+    manifest = json.loads((model_repos.out / ".model_repo.json").read_text())
+    assert "machine_dependent" not in manifest
+
+
+def test_a_built_file_other_than_the_published_one_is_served_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from triton_gke.model_repo import build, digests
+
+    monkeypatch.setattr(digests, "published", lambda: {"k" * 32: "0" * 64})
+    build._warn_if_unpublished("k" * 32, "1" * 64)
+    warning = capsys.readouterr().err
+    assert warning.startswith("warning: kkkk") and "re-uploads" in warning and warning.count("\n") == 1
+    build._warn_if_unpublished("k" * 32, "0" * 64)
+    build._warn_if_unpublished("other", "1" * 64)
+    assert capsys.readouterr().err == ""
