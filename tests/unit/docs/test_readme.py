@@ -40,7 +40,14 @@ _NO_CLUSTER = "needs a deployed GKE cluster and Google Cloud credentials (none h
 
 
 NOT_RUN: dict[str, str] = {
+    ".venv/bin/python -m triton_gke.model_repo.check_digests": (
+        "two builds from an empty cache: tests/live/model_repo/test_reproducible.py runs it verbatim, on every core "
+        "and pinned to one"
+    ),
     "make test": "runs the whole suite, this test included (it would recurse); CI runs it through .ci/run",
+    ".venv/bin/python -m tests.support.cpu_hog --workers 4 --seconds 3600 & make test; kill $!": (
+        "the whole suite (it would recurse) beside a CPU hog; tests/live/bench/test_conditions.py runs the hog"
+    ),
     "gcloud container clusters get-credentials triton-dev-us-central1 --region us-central1 --project YOUR_PROJECT": (
         _NO_CLUSTER
     ),
