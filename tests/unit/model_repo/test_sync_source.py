@@ -13,10 +13,12 @@ def test_the_onnx_check_is_fast_on_a_large_model(tmp_path) -> None:
 
     big = tmp_path / "model.onnx"
     big.write_bytes(onnx_model(os.urandom(100 * 1000 * 1000)))
-    started = time.perf_counter()
+    # CPU seconds of this process (time.process_time: user and system CPU, not the time spent waiting for a core,
+    # https://docs.python.org/3/library/time.html#time.process_time): other work on the machine does not move it.
+    # 0.11 s measured here; 5 s catches a check that reads or parses the 100 MB of weights, not a slow host.
+    started = time.process_time()
     check_model_file(big)
-    # 0.11 s measured on this machine; the bound leaves room for 2 busy cores.
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
 
 
 def test_a_model_py_is_decoded_strictly_before_it_is_compiled(tmp_path) -> None:
