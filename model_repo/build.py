@@ -143,7 +143,10 @@ def resolve_source(settings: ModelRepoSettings, cache_dir: Path) -> ModelSource:
     io = configs.read_onnx_io(fp32)
     int8 = None
     if any(v.precision == "INT8" for v in settings.variants):
-        int8 = _cached(cache_dir, _int8_key(fp32), lambda p: _mark(p, quantize.quantize_int8(fp32, p)))
+        try:
+            int8 = _cached(cache_dir, _int8_key(fp32), lambda p: _mark(p, quantize.quantize_int8(fp32, p)))
+        except ModelRepoError as err:  # name the user's file, not its copy in the cache
+            raise ModelRepoError(str(err).replace(str(fp32), settings.source or str(fp32), 1)) from None
     labels = _labels(settings, io)
     source = ModelSource(description, fp32.stem, fp32=fp32, int8=int8, io=io, labels=labels)
     return _with_uint8_files(source, settings, cache_dir)

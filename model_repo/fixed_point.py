@@ -83,6 +83,16 @@ def _attrs(node: onnx.NodeProto) -> dict[str, object]:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
+def _auto_pad(attrs: dict[str, object]) -> bool:
+    """Whether the node pads by auto_pad (not computed here) rather than by explicit pads."""
+    return attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET")
+
+
+def _activation(value: Fixed | np.ndarray) -> Fixed:
+    """An op's data input: an activation, or an initializer (a bias added by Add) made fixed point."""
+    return value if isinstance(value, Fixed) else to_fixed(value)
+
+
 def _matmul(x: Fixed, k: int, w: np.ndarray, bias: np.ndarray | None) -> tuple[np.ndarray, int]:
     """x.ints [M, K] @ w^T (w float [N, K], cut to BITS bits) + bias on the product's grid: (integers, exponent)."""
     wf = to_fixed(w)
@@ -113,11 +123,7 @@ def conv(x: Fixed, w: np.ndarray, bias: np.ndarray | None, strides: list[int], p
 
 def _conv_node(node: onnx.NodeProto, inputs: list[Fixed | np.ndarray]) -> Fixed:
     a = _attrs(node)
-    if (
-        a.get("group", 1) != 1
-        or any(d != 1 for d in a.get("dilations", [1, 1]))
-        or a.get("auto_pad", b"NOTSET") != b"NOTSET"
-    ):
+    if a.get("group", 1) != 1 or any(d != 1 for d in a.get("dilations", [1, 1])) or _auto_pad(a):
         raise Unsupported(f"Conv {node.name or node.output[0]!r}: groups, dilations or auto_pad")
     x, w, *rest = inputs
     k = list(a.get("kernel_shape", w.shape[2:]))
@@ -137,11 +143,11 @@ def _gemm_node(node: onnx.NodeProto, inputs: list[Fixed | np.ndarray]) -> Fixed:
 
 def _max_pool_node(node: onnx.NodeProto, inputs: list[Fixed | np.ndarray]) -> Fixed:
     a = _attrs(node)
-    (x,) = inputs
+    x = inputs[0]
     kh, kw = a["kernel_shape"]
     pads, strides = list(a.get("pads", [0, 0, 0, 0])), list(a.get("strides", [1, 1]))
-    if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])):
-        raise Unsupported(f"MaxPool {node.name or node.output[0]!r}: ceil_mode or dilations")
+    if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])) or _auto_pad(a):
+        raise Unsupported(f"MaxPool {node.name or node.output[0]!r}: ceil_mode, dilations or auto_pad")
     padded = np.pad(x.ints, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])), constant_values=-np.inf)
     windows = np.lib.stride_tricks.sliding_window_view(padded, (kh, kw), axis=(2, 3))
     return Fixed(windows[:, :, :: strides[0], :: strides[1]].max(axis=(4, 5)), x.exp)
@@ -172,9 +178,10 @@ _OPS: dict[str, Callable[[onnx.NodeProto, list], Fixed]] = {
     "Gemm": _gemm_node,
     "MaxPool": _max_pool_node,
     "Relu": lambda node, inputs: Fixed(np.maximum(inputs[0].ints, 0.0), inputs[0].exp),
-    "Add": lambda node, inputs: _add(inputs[0], inputs[1]),
+    "Add": lambda node, inputs: _add(_activation(inputs[0]), _activation(inputs[1])),
     "GlobalAveragePool": lambda node, inputs: _global_average_pool(inputs[0]),
-    "Transpose": lambda node, inputs: Fixed(np.transpose(inputs[0].ints, _attrs(node)["perm"]), inputs[0].exp),
+    # Transpose without perm reverses the axes (ONNX operator spec, Transpose).
+    "Transpose": lambda node, inputs: Fixed(np.transpose(inputs[0].ints, _attrs(node).get("perm")), inputs[0].exp),
     "Flatten": lambda node, inputs: _flatten(node, inputs[0]),
 }
 
@@ -189,7 +196,12 @@ def run_node(node: onnx.NodeProto, inputs: list[Fixed | np.ndarray]) -> Fixed:
     op = _OPS.get(node.op_type)
     if op is None or node.domain not in ("", "ai.onnx"):
         raise Unsupported(f"op {node.op_type!r} (node {node.name or node.output[0]!r}) is not computed exactly")
-    return op(node, inputs)
+    if node.op_type not in ("Conv", "Gemm", "Add") and not isinstance(inputs[0], Fixed):
+        raise Unsupported(f"{node.op_type} {node.name or node.output[0]!r} of a constant is not computed here")
+    try:
+        return op(node, inputs)
+    except (ValueError, KeyError, IndexError, TypeError) as err:  # shapes or attributes this module does not follow
+        raise Unsupported(f"{node.op_type} {node.name or node.output[0]!r}: {err}") from None
 
 
 def tensor_bounds(model: onnx.ModelProto, feeds: dict[str, np.ndarray], skip: Iterable[str] = ()) -> dict:

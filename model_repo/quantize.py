@@ -39,11 +39,9 @@ CALIBRATION_SEED = 2024
 # (model_repo/fixed_point.py) where the model allows, Softmax left in float.
 QUANTIZER_VERSION = 2
 
-_NUMPY_TYPES = {
-    onnx.TensorProto.FLOAT: np.float32,
-    onnx.TensorProto.FLOAT16: np.float16,
-    onnx.TensorProto.DOUBLE: np.float64,
-}
+# FP32 only: an FP16 model's QDQ copy carries FP16 scales, which DequantizeLinear refuses (red team: ORT could not
+# load it); a DOUBLE one is not served by TensorRT.
+_NUMPY_TYPES = {onnx.TensorProto.FLOAT: np.float32}
 
 
 class _SyntheticReader(CalibrationDataReader):
@@ -79,7 +77,7 @@ def _calibration_input(model: onnx.ModelProto, path: Path) -> tuple[str, tuple[i
     dims = [d.dim_value for d in tensor.shape.dim[1:]]
     if tensor.elem_type not in _NUMPY_TYPES or any(d <= 0 for d in dims):
         raise ModelRepoError(
-            f"{path}: INT8 calibration needs a float input with fixed non-batch dims, input {inputs[0].name!r} has none"
+            f"{path}: INT8 calibration needs an FP32 input with fixed non-batch dims, input {inputs[0].name!r} has none"
         )
     return inputs[0].name, tuple(dims), _NUMPY_TYPES[tensor.elem_type]
 
@@ -92,6 +90,11 @@ def quantize_int8(fp32_path: Path, out_path: Path) -> bool:
     """
     model = onnx.load(str(fp32_path))
     name, shape, dtype = _calibration_input(model, fp32_path)
+    for tensor in model.graph.initializer:  # ORT's quantizer asserts on them ("scale issue"): say which one
+        values = onnx.numpy_helper.to_array(tensor)
+        if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
+            why = f"initializer {tensor.name!r} holds NaN or infinity; INT8 needs finite weights"
+            raise ModelRepoError(f"{fp32_path}: {why}")
     # Softmax stays float: quantised, a 1,000-class output keeps only multiples of its largest probability / 127.
     op_types = sorted({node.op_type for node in model.graph.node} - {"Softmax"})
     logging.disable(logging.WARNING)  # ORT's root-logger advice to pre-process; noise for us
@@ -99,10 +102,27 @@ def quantize_int8(fp32_path: Path, out_path: Path) -> bool:
         with tempfile.TemporaryDirectory(prefix="calibration-") as folder:
             ranges = _exact_ranges(model, name, shape, dtype, Path(folder) / "ranges.json")
             reader = None if ranges else _SyntheticReader(name, shape, dtype)
-            _quantize(fp32_path, out_path, reader, op_types, ranges)
-            return ranges is not None
+            try:
+                _quantize(fp32_path, out_path, reader, op_types, ranges)
+            except Exception as err:  # ORT's quantizer on a model it cannot handle: asserts, numpy errors (red team)
+                raise ModelRepoError(f"{fp32_path}: INT8 quantisation failed: {_first_line(err)}") from None
+        _check_quantized(fp32_path, out_path)
+        return ranges is not None
     finally:
         logging.disable(logging.NOTSET)
+
+
+def _first_line(err: Exception) -> str:
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0] if lines else ''}".strip()
+
+
+def _check_quantized(fp32_path: Path, out_path: Path) -> None:
+    """The INT8 copy must be a valid model with its types and shapes inferred (full_check), or nothing is served."""
+    try:
+        onnx.checker.check_model(str(out_path), full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as err:
+        raise ModelRepoError(f"{fp32_path}: its INT8 copy is not a valid model: {_first_line(err)}") from None
 
 
 def _exact_ranges(model: onnx.ModelProto, name: str, shape: tuple[int, ...], dtype: type, path: Path) -> Path | None:

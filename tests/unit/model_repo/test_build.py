@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from google.protobuf import text_format
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 from triton_gke.model_repo.__main__ import main
 from triton_gke.model_repo.build import BuildResult, build_repository
@@ -472,3 +475,88 @@ def test_a_built_file_other_than_the_published_one_is_served_with_a_warning(
     build._warn_if_unpublished("k" * 32, "0" * 64)
     build._warn_if_unpublished("other", "1" * 64)
     assert capsys.readouterr().err == ""
+
+
+def _conv_net(path: Path, conv: dict, pool: dict, bias: bool, weight_fill: float | None) -> Path:
+    """NCHW 4x8x8 -> Conv (attributes given) -> Relu -> MaxPool (given) -> GlobalAveragePool -> Flatten -> Gemm."""
+    rng = np.random.default_rng(1)
+    groups = conv.get("group", 1)
+    weight = rng.standard_normal((4, 4 // groups, 3, 3)).astype(np.float32)
+    if weight_fill is not None:
+        weight.flat[0] = weight_fill
+    weights = [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(rng.random((5, 4), np.float32), "fc")]
+    conv_inputs = ["x", "w"]
+    if bias:
+        weights.append(numpy_helper.from_array(rng.random(4, np.float32), "b"))
+        conv_inputs.append("b")
+    nodes = [
+        helper.make_node("Conv", conv_inputs, ["c"], kernel_shape=[3, 3], **conv),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], **pool),
+        helper.make_node("GlobalAveragePool", ["p"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "fc"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "net",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 5])],
+        weights,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+_conv_attrs = st.fixed_dictionaries(
+    {},
+    optional={
+        "group": st.sampled_from([1, 2, 4]),
+        "dilations": st.sampled_from([[1, 1], [2, 2]]),
+        "strides": st.sampled_from([[1, 1], [2, 1]]),
+        "pads": st.sampled_from([[0, 0, 0, 0], [1, 1, 1, 1], [0, 1, 1, 0]]),
+    },
+)
+_pool_attrs = st.one_of(
+    st.fixed_dictionaries({}, optional={"pads": st.just([0, 0, 1, 1]), "ceil_mode": st.sampled_from([0, 1])}),
+    st.fixed_dictionaries({"auto_pad": st.sampled_from(["SAME_UPPER", "VALID"])}),
+)
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(_conv_attrs, _pool_attrs, st.booleans(), st.sampled_from([None, None, float("nan"), float("inf")]))
+def test_a_users_int8_build_serves_a_loadable_model_or_is_refused_in_one_line(
+    tmp_path: Path, conv: dict, pool: dict, bias: bool, weight_fill: float | None
+) -> None:
+    """Generated conv nets with the attributes ONNX allows: the INT8 copy loads in ONNX Runtime and tracks the FP32
+    model, marked machine-dependent exactly when the exact evaluator could not compute it; else one line, no file."""
+    import onnxruntime as ort
+
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    source = _conv_net(folder / "net.onnx", conv, pool, bias, weight_fill)
+    settings_ = ModelRepoSettings(variants=(REFERENCE_VARIANTS[0], REFERENCE_VARIANTS[3]), source=str(source))
+    try:
+        build_repository(settings_, folder / "out", cache_dir=folder / "cache")
+    except ModelRepoError as err:
+        assert weight_fill is not None, err  # finite models of these shapes all quantise
+        assert str(err).startswith(f"{source}: ") and "\n" not in str(err)
+        assert not (folder / "out").exists()
+        return
+    assert weight_fill is None
+    images = np.random.default_rng(2).random((3, 4, 8, 8), dtype=np.float32)
+    run = {
+        name: ort.InferenceSession(str(folder / "out" / name / "1" / "model.onnx")).run(None, {"x": images})[0]
+        for name in ("original", "trt_int8")
+    }
+    # INT8 of a 4-channel net is coarse (14 % of the peak on one output, the same with ORT's own calibration):
+    # it must track the FP32 outputs, not equal them.
+    assert np.corrcoef(run["original"].ravel(), run["trt_int8"].ravel())[0, 1] >= 0.95
+    manifest = json.loads((folder / "out" / ".model_repo.json").read_text())
+    inexact = (
+        conv.get("group", 1) != 1 or conv.get("dilations") == [2, 2] or "auto_pad" in pool or pool.get("ceil_mode")
+    )
+    assert ("machine_dependent" in manifest) == bool(inexact)
