@@ -1,7 +1,10 @@
-"""bench.conditions against a real CPU hog: a busy loop beside the baselines marks the run noisy."""
+"""bench.conditions against a real CPU hog (tests/support/cpu_hog.py): a busy loop beside the baselines marks the run
+noisy; the hog itself keeps its cores busy and leaves nothing running behind it."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import subprocess
 import sys
 import time
@@ -9,6 +12,12 @@ import time
 import psutil
 from triton_gke.bench import conditions
 from triton_gke.bench.probes import cpu_count
+from triton_gke.sandbox.processes import wait_for
+
+from tests.conftest import PROJECT_DIR
+from tests.support.cpu_hog import hogging
+
+HANG_S = 60  # only ends a hung test: every wait below returns as soon as what it waits for happened
 
 
 def _cpu_s(process: psutil.Process) -> float:
@@ -22,8 +31,7 @@ def test_a_cpu_hog_beside_the_run_marks_it_noisy() -> None:
     run is marked. One hog per core: beside the baseline's threads and other work (two test runs here) one hog alone got
     9 % of two cores. On a machine already busy the run is marked anyway; the psutil check is what shows the hogs'
     own CPU was counted."""
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cpu_count())]
-    try:
+    with hogging(cpu_count()) as hogs:
         processes = [psutil.Process(hog.pid) for hog in hogs]
         watch = conditions.Watch(baseline_s=1.0, interval_s=0.2)
         started, used = time.monotonic(), sum(map(_cpu_s, processes))
@@ -31,12 +39,48 @@ def test_a_cpu_hog_beside_the_run_marks_it_noisy() -> None:
         hog_pct = 100 * (sum(map(_cpu_s, processes)) - used) / ((time.monotonic() - started) * cpu_count())
         time.sleep(1.0)  # the run itself: a second in which only the hogs work
         found = watch.finish()
-    finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
+    assert all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in processes)  # stopped at the end
     assert hog_pct > 5  # the hogs ran (on a busy machine they share the cores with whatever else runs)
     assert before.others_pct is not None and before.others_pct >= 0.8 * hog_pct, (before, hog_pct)
     assert found.baseline_before and found.baseline_after and found.own_cores is not None
     assert found.others_run_pct is not None and found.others_run_pct > conditions.OTHERS_MAX_PCT, found
     assert any(r.startswith("other processes used ") for r in found.noisy), found
+
+
+def _hog_command(*args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "tests.support.cpu_hog", *args], cwd=PROJECT_DIR)
+
+
+def _workers(hog: subprocess.Popen[bytes], count: int) -> list[psutil.Process]:
+    found: list[psutil.Process] = []
+
+    def started() -> bool:
+        found[:] = psutil.Process(hog.pid).children()
+        return len(found) == count and all(_cpu_s(p) > 0.05 for p in found)  # each one busy
+
+    assert wait_for(started, timeout_s=HANG_S, interval_s=0.1), found
+    return found
+
+
+def _gone(processes: list[psutil.Process]) -> bool:
+    return all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in processes)
+
+
+def test_the_hog_command_runs_its_workers_and_stops_them_with_itself() -> None:
+    """`python -m tests.support.cpu_hog`: N busy workers; SIGTERM stops them, so does the end of --seconds, and a
+    SIGKILL of the hog (no chance to clean up) too, since each worker watches its parent."""
+    exits = {"SIGTERM": 128 + signal.SIGTERM, "SIGKILL": -signal.SIGKILL, "--seconds": 0}
+    for stop, code in exits.items():
+        hog = _hog_command("--workers", "2", *(["--seconds", "1"] if stop == "--seconds" else []))
+        workers: list[psutil.Process] = []
+        try:
+            workers = _workers(hog, 2)
+            if stop != "--seconds":
+                hog.send_signal(getattr(signal, stop))
+            assert hog.wait(timeout=HANG_S) == code, stop
+            assert wait_for(lambda w=workers: _gone(w), timeout_s=HANG_S, interval_s=0.1), (stop, workers)
+        finally:  # a failed check leaves no busy process behind
+            for process in [*workers, psutil.Process(hog.pid)] if hog.poll() is None else workers:
+                with contextlib.suppress(psutil.Error):
+                    process.kill()
+            hog.wait()

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+import time
 from pathlib import Path
 
 import pytest
 import triton_gke.bench.tune as tune
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from triton_gke.bench import tune_search
 from triton_gke.bench.tune_search import complete
 from triton_gke.cli.main import main as cli_main
 from triton_gke.settings import ConfigError, from_stack_file, load_stack_settings
@@ -87,6 +89,29 @@ def test_the_search_is_sized_from_the_measured_time_of_the_defaults_search() -> 
     assert len(tune.sized_search(grid, 20 * 60, 30.0, None)[1]) > 3  # a faster machine: more configurations
     assert tune.sized_search(grid, 20 * 60, 30.0, 2)[1] == grid[:2]  # --max-candidates
     assert tune.sized_search(grid, 60, 600.0, None)[:2] == (2, grid[:2])  # always the default and one other
+
+
+@pytest.mark.parametrize("units", [2, 4])
+def test_the_budgets_end_cuts_no_search_before_the_default_was_compared_with_one_other(units: int) -> None:
+    """The default's search outlasted the whole budget (a one-minute budget on busy cores: 111 s). The other
+    configuration of the first rung is still searched, as the sizing paid for; later searches stop at the deadline."""
+    grid = tune.candidate_grid(dev_default(), cores=2)
+    default, other = grid[:2]
+    searched, measured = {default}, []
+
+    def measure(candidate: tune.Candidate, effort: int) -> list[float]:
+        searched.add(candidate)
+        measured.append(candidate)
+        return [5.0] * effort
+
+    stop = tune.budget_stop(time.monotonic() - 1, searched)  # the deadline has passed
+    assert not stop()
+    outcome = tune_search.successive_halving(
+        [default, other], measure, units, default, stop=stop, measured={default: [4.0]}
+    )
+    assert measured == [other] and outcome.scores == {default: [4.0], other: [5.0]}
+    assert outcome.stopped_early == (units > 2)  # 4 units plan a second rung of both: the deadline cuts it
+    assert not tune.budget_stop(time.monotonic() + 3600, searched)()  # before the deadline nothing stops
 
 
 @given(budget_s=st.floats(60, 36_000), search_s=st.floats(0, 36_000), cap=st.none() | st.integers(1, 64))
