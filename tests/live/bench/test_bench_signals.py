@@ -28,6 +28,16 @@ def _descendants(pid: int) -> list[psutil.Process]:
         return []
 
 
+def _running(processes: list[psutil.Process]) -> list[psutil.Process]:
+    """Those still running: a process that exited is seen (a zombie) until its parent, or init, reaps it."""
+    found = []
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+    return found
+
+
 def _names(processes: list[psutil.Process]) -> set[str]:
     names = set()
     for process in processes:
@@ -71,8 +81,10 @@ def test_a_signalled_bench_stops_triton_and_locust_and_says_so_in_one_line(signu
         f"interrupted by {signal.Signals(signum).name}: stopped every process the bench started"
     ), err
     assert "Traceback" not in err
-    time.sleep(1)  # psutil sees a process that just exited until it is reaped
-    left = [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    # The bench waited for its children; their own children (Triton's stubs) end a moment later: a wait, not a sleep,
+    # whose deadline only ends a hang.
+    wait_for(lambda: not _running(started), timeout_s=60, interval_s=0.2)
+    left = _running(started)
     for process in left:  # a failing run must not leave them serving for the rest of the suite
         with contextlib.suppress(psutil.Error):
             process.kill()
