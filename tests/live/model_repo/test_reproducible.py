@@ -2,8 +2,8 @@
 is the one published in model_repo/builtin_digests.json (so a `pulumi up` from any machine re-uploads nothing).
 
 The published digests are also what another CPU model builds: `qemu-x86_64 -cpu Haswell` (AVX2, no AVX-512) ran the
-same command to `same` for every file (docs/model-repository.md, "Reproducible builds"); that run takes too long to
-repeat here.
+same command to `same` for every file (docs/model-repository.md, "Reproducible builds"); emulated, it took 32 minutes,
+too long to repeat here.
 """
 
 from __future__ import annotations
