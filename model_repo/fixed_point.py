@@ -36,7 +36,7 @@ class Unsupported(ValueError):
 
 @dataclass(frozen=True)
 class Fixed:
-    """value = ints * 2**exp, ints integral float64 values below 2**BITS in magnitude (after _fit)."""
+    """value = ints * 2**exp, ints integral float64 values of magnitude at most 2**BITS (rounding can reach it)."""
 
     ints: np.ndarray
     exp: int
