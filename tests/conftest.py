@@ -118,6 +118,7 @@ LONGEST_FILES = {
     "tests/live/sandbox/test_rollout.py": 121,
     "tests/live/sandbox/test_sandbox.py": 95,
     "tests/live/docs/test_readme.py": 91,
+    "tests/live/model_repo/test_reproducible.py": 90,
     "tests/live/triton_gke/test_package.py": 91,
     "tests/live/offline/test_plan.py": 85,
     "tests/live/offline/test_plan_against.py": 88,

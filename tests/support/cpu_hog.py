@@ -2,9 +2,8 @@
 
 For reproducing what a shared CI runner or a laptop doing other work does to the suite:
 
-    .venv/bin/python -m tests.support.cpu_hog &              # every core busy until killed
-    .venv/bin/python -m tests.support.cpu_hog --workers 4 --seconds 600
-    make test; kill %1
+    .venv/bin/python -m tests.support.cpu_hog -- make test   # every core busy while `make test` runs
+    .venv/bin/python -m tests.support.cpu_hog --workers 4 --seconds 600 &
 
 The workers are plain processes at normal priority (no nice), so the scheduler shares each core between a worker
 and whatever else wants it: a test's own process gets about half a core where it had a whole one. They stop when
@@ -19,6 +18,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -73,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.support.cpu_hog", description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=cores(), help="busy processes (default: one per core)")
     parser.add_argument("--seconds", type=float, default=None, help="stop after this long (default: until killed)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND: run it, busy until it ends; its status")
     args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if args.workers < 1 or (args.seconds is not None and not args.seconds > 0):
         parser.error("--workers must be at least 1 and --seconds above 0")
 
@@ -86,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     length = f"for {args.seconds:g} s" if args.seconds else "until killed"
     print(f"cpu_hog: {args.workers} busy processes (pid {os.getpid()}), {length}", file=sys.stderr, flush=True)
     try:
+        if command:  # in the foreground: Ctrl-C reaches the command and the hog alike, and both stop
+            return subprocess.run(command).returncode
         for process in processes:
             process.join()
     finally:

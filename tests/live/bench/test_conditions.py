@@ -4,10 +4,12 @@ noisy; the hog itself keeps its cores busy and leaves nothing running behind it.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 from triton_gke.bench import conditions
@@ -84,3 +86,37 @@ def test_the_hog_command_runs_its_workers_and_stops_them_with_itself() -> None:
                 with contextlib.suppress(psutil.Error):
                     process.kill()
             hog.wait()
+
+
+def test_the_hog_runs_a_command_and_stops_with_it_even_on_ctrl_c(tmp_path: Path) -> None:
+    """`cpu_hog -- COMMAND` (docs/testing.md): busy while the command runs, the command's status, and a Ctrl-C (SIGINT
+    to the foreground process group) stops both: the form `hog & make test; kill $!` left the hog running."""
+    marker = tmp_path / "ran"
+    hog = _hog_command("--workers", "1", "--", sys.executable, "-c", f"open({str(marker)!r}, 'w'); raise SystemExit(3)")
+    assert hog.wait(timeout=HANG_S) == 3 and marker.exists()
+    hog = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.cpu_hog", "--workers", "1", "--", "sleep", "600"],
+        cwd=PROJECT_DIR,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    try:
+        workers = [p for p in _workers_and_command(hog) if p.name() != "sleep"]
+        command = [p for p in psutil.Process(hog.pid).children() if p.name() == "sleep"]
+        os.killpg(hog.pid, signal.SIGINT)
+        assert hog.wait(timeout=HANG_S) == 128 + signal.SIGINT
+        assert wait_for(lambda: _gone(workers + command), timeout_s=HANG_S, interval_s=0.1)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(hog.pid, signal.SIGKILL)
+        hog.wait()
+
+
+def _workers_and_command(hog: subprocess.Popen[bytes]) -> list[psutil.Process]:
+    found: list[psutil.Process] = []
+
+    def started() -> bool:
+        found[:] = psutil.Process(hog.pid).children()
+        return len(found) == 2 and any(p.name() == "sleep" for p in found)
+
+    assert wait_for(started, timeout_s=HANG_S, interval_s=0.1), found
+    return found

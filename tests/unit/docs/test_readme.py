@@ -45,7 +45,7 @@ NOT_RUN: dict[str, str] = {
         "and pinned to one"
     ),
     "make test": "runs the whole suite, this test included (it would recurse); CI runs it through .ci/run",
-    ".venv/bin/python -m tests.support.cpu_hog --workers 4 --seconds 3600 & make test; kill $!": (
+    ".venv/bin/python -m tests.support.cpu_hog -- make test": (
         "the whole suite (it would recurse) beside a CPU hog; tests/live/bench/test_conditions.py runs the hog"
     ),
     "gcloud container clusters get-credentials triton-dev-us-central1 --region us-central1 --project YOUR_PROJECT": (
