@@ -206,9 +206,16 @@ def _unknown(word: str) -> str:
     return f"unknown subcommand {word!r}"
 
 
+def install_hint(extra: str) -> str:
+    """How to add an extra: reinstall from the wheel or checkout this package came from (docs/library.md#install)."""
+    return f"reinstall triton-gke from its wheel or checkout with [{extra}] (in a checkout: pip install '.[{extra}]')"
+
+
 def missing_extra(prog: str, extra: str) -> int:
     """One line naming the extra to install, exit 2 (bad input: this install lacks what the command needs)."""
-    print(f"error: {prog} needs the {extra!r} extra: pip install 'triton-gke[{extra}]'", file=sys.stderr)
+    # No package-index name: triton-gke is not published on one, so `pip install triton-gke[...]` would fetch whatever
+    # someone registered under that name (issue 33). The user reinstalls what they installed, with the extra.
+    print(f"error: {prog} needs the {extra!r} extra: {install_hint(extra)}", file=sys.stderr)
     return EXIT_USAGE
 
 

@@ -87,7 +87,7 @@ def test_a_missing_extra_is_one_line_naming_it(words: tuple[str, ...], tmp_path:
     args = ["--out", str(tmp_path / "x")] if words == ("model-repo", "custom") else []
     args = [str(tmp_path)] if words == ("bench", "report") else args
     line = one_line(run(sys.executable, "-c", WITHOUT_EXTRAS, *words, *args))
-    assert line == f"error: triton-gke {' '.join(words)} needs the {extra!r} extra: pip install 'triton-gke[{extra}]'"
+    assert line == f"error: triton-gke {' '.join(words)} needs the {extra!r} extra: {cli.install_hint(extra)}"
 
 
 def test_what_pulumi_up_runs_needs_no_extra() -> None:

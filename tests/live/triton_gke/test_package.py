@@ -250,10 +250,12 @@ def test_installed_commands_need_no_extra_for_help_and_name_the_missing_one(venv
         assert run([triton_gke, *words, "--help"], project).stdout.startswith(f"usage: triton-gke {' '.join(words)}")
     assert run([triton_gke, "bench", "pa-rates", "--help"], project).stdout.startswith("usage: triton-gke bench")
     assert refused([triton_gke, "sandbox"], project) == (
-        "error: triton-gke sandbox needs the 'local' extra: pip install 'triton-gke[local]'"
+        "error: triton-gke sandbox needs the 'local' extra: reinstall triton-gke from its wheel or checkout with "
+        "[local] (in a checkout: pip install '.[local]')"
     )
     assert refused([triton_gke, "model-repo", "--stack", "dev"], project) == (
-        "error: triton-gke model-repo needs the 'models' extra: pip install 'triton-gke[models]'"
+        "error: triton-gke model-repo needs the 'models' extra: reinstall triton-gke from its wheel or checkout "
+        "with [models] (in a checkout: pip install '.[models]')"
     )
     # What `pulumi up` runs, with the base dependencies alone: the sync (its .onnx check) and the NEG cleanup.
     run([str(venv), "-c", "import onnx.checker, triton_gke.model_repo.sync, triton_gke.infra.neg_cleanup"], project)

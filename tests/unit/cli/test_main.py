@@ -55,5 +55,6 @@ def test_a_missing_module_past_the_check_names_its_extra(monkeypatch: pytest.Mon
     monkeypatch.setattr(cli.importlib, "import_module", missing)
     assert cli.main(["plan-diff", "a", "b"]) == 2
     assert capsys.readouterr().err == (
-        "error: triton-gke plan-diff needs the 'local' extra: pip install 'triton-gke[local]'\n"
+        "error: triton-gke plan-diff needs the 'local' extra: reinstall triton-gke from its wheel or checkout with "
+        "[local] (in a checkout: pip install '.[local]')\n"
     )

@@ -63,6 +63,18 @@ NOT_RUN: dict[str, str] = {
         "needs the Pulumi CLI and a consuming program; "
         "tests/live/triton_gke/test_provider.py calls the same provider over gRPC"
     ),
+    ".venv/bin/python -m pip wheel . --no-deps -w dist": (
+        "writes dist/ into the checkout; tests/live/triton_gke/test_package.py builds the same wheel (pip wheel . "
+        "--no-deps) from a copy of the tree and installs it in fresh virtualenvs"
+    ),
+    'pip install "triton-gke[models] @ file://$PWD/dist/triton_gke-0.2.0-py3-none-any.whl"': (
+        "installs into the reader's own program virtualenv; tests/live/triton_gke/test_package.py installs the built "
+        "wheel outside the repository"
+    ),
+    ".venv/bin/python -m triton_gke.reference": (
+        "rewrites the committed docs/reference/; tests/unit/docs/test_reference.py generates the pages in memory and "
+        "fails when they differ from the committed ones"
+    ),
     ".venv/bin/triton-gke provider --write-schema": (
         "rewrites the committed triton_gke/schema.json; the --schema line beside it is run, and "
         "tests/unit/triton_gke/test_provider.py fails when the two differ"

@@ -204,6 +204,8 @@ ALLOWED: dict[str, str] = {
     "bench/model_analyzer.py:_last_error:read_text": _OWN + " (Model Analyzer's log of this run)",
     "bench/model_analyzer.py:_constraints_hash:read_bytes": _PACKAGE + " (the pins file, hashed)",
     "model_repo/digests.py:published:read_text": _PACKAGE + " (the published digests of the built-in models)",
+    "triton_gke/reference.py:committed_schema:read_text": _PACKAGE
+    + " (the provider schema the reference is made from)",
     "bench/runner.py:_tail:read_text": _OWN,
     "bench/runner.py:_new_steps:read_text": _OWN + " (Locust's steps file, read while Locust runs for progress lines)",
     "bench/conditions.py:_read:open": _PROC + " (/proc/stat, /proc/loadavg; at most 4 KiB read)",
