@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 from triton_gke.contracts.naming import model_bucket_name
+from triton_gke.contracts.workloads import workload_identity_member
 from triton_gke.infra.naming import gcp_name
 
 READER_ROLES = ("roles/storage.objectViewer", "roles/storage.legacyBucketReader")
@@ -26,7 +27,8 @@ class ModelStoreArgs:
     stack: str
     location: str
     force_destroy: bool
-    # The Kubernetes service account Triton runs as (same name in every cluster).
+    # The Kubernetes service account Triton runs as, the same in every cluster of the stack and named per stack
+    # (contracts/workloads.py triton_service_account): the principal is per project, not per cluster.
     kubernetes_namespace: str
     kubernetes_service_account: str
     # The Workload Identity clusters: GKE creates the project's pool (PROJECT.svc.id.goog) with the first of them,
@@ -81,14 +83,16 @@ class ModelStore(pulumi.ComponentResource):
             )
             for role in READER_ROLES
         ]
-        # One binding serves every cluster: the workload pool (PROJECT.svc.id.goog) is per project.
+        # One binding serves every cluster: the workload pool (PROJECT.svc.id.goog) is per project, so the member is
+        # every pod of the project's clusters that runs as NAMESPACE/KSA, which is why the KSA is named per stack.
         self.read_access.append(
             gcp.serviceaccount.IAMMember(
                 f"{name}-workload-identity",
                 service_account_id=self.reader.name,
                 role="roles/iam.workloadIdentityUser",
-                member=f"serviceAccount:{args.project}.svc.id.goog"
-                f"[{args.kubernetes_namespace}/{args.kubernetes_service_account}]",
+                member=workload_identity_member(
+                    args.project, args.kubernetes_namespace, args.kubernetes_service_account
+                ),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=_resources(args.workload_identity_clusters)),
             )
         )

@@ -22,7 +22,7 @@ from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_random as random
-from triton_gke.contracts.workloads import GRAFANA_PORT, LOCUST_WEB_PORT, PROMETHEUS_PORT
+from triton_gke.contracts.workloads import GRAFANA_PORT, LOCUST_WEB_PORT, PROMETHEUS_PORT, triton_service_account
 from triton_gke.infra.cluster_args import gke_cluster_args
 from triton_gke.infra.cost import stack_cost_summary
 from triton_gke.infra.global_lb import GlobalLoadBalancer, GlobalLoadBalancerArgs, RegionBackend
@@ -36,7 +36,7 @@ from triton_gke.k8s.common import ArgsError
 from triton_gke.k8s.loadtest import LOCUST_NAMESPACE, LoadTestArgs
 from triton_gke.k8s.monitoring import MONITORING_NAMESPACE, MonitoringArgs
 from triton_gke.k8s.on_cluster import GKE_ACCELERATOR_LABEL, ClusterWiring, TritonOnClusterArgs
-from triton_gke.k8s.triton import TRITON_NAMESPACE, TRITON_SERVICE_ACCOUNT, triton_address
+from triton_gke.k8s.triton import TRITON_NAMESPACE, triton_address
 from triton_gke.settings.load_balancer import backend_rates, shares_of
 from triton_gke.settings.values import StackSettings
 
@@ -175,7 +175,8 @@ class TritonGkeSystem(pulumi.ComponentResource):
                 location=settings.model_store.location,
                 force_destroy=settings.model_store.force_destroy,
                 kubernetes_namespace=TRITON_NAMESPACE,
-                kubernetes_service_account=TRITON_SERVICE_ACCOUNT,
+                # Per stack: stacks that share a project must not share the principal (see triton_service_account).
+                kubernetes_service_account=triton_service_account(settings.stack),
                 workload_identity_clusters=clusters,
             ),
             opts=self._moved,
@@ -204,6 +205,7 @@ class TritonGkeSystem(pulumi.ComponentResource):
             serving=TritonOnClusterArgs(
                 model_repository=self._upload.repository_url,
                 model_reader_service_account=self._store.reader.email,
+                service_account_name=triton_service_account(settings.stack),  # the principal the binding names
                 image_tag=settings.model_repo.triton_image_tag,
                 min_replicas=settings.gpu_pool.min_triton_pods,
                 max_replicas=settings.gpu_pool.max_nodes,

@@ -21,7 +21,7 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 import pulumi_random as random
 from triton_gke.contracts.triton import PORTS
-from triton_gke.contracts.workloads import TRITON_APP
+from triton_gke.contracts.workloads import TRITON_APP, TRITON_SERVICE_ACCOUNT
 from triton_gke.k8s import on_cluster_args as checks
 from triton_gke.k8s.autoscaling import Autoscaling, AutoscalingArgs, serves_custom_metrics
 from triton_gke.k8s.common import ArgsError, unknown_field_problem
@@ -75,6 +75,10 @@ class TritonOnClusterArgs(TypedDict):
     """The tag of nvcr.io/nvidia/tritonserver; default: the toolkit's pinned Triton tag."""
     model_reader_service_account: NotRequired[pulumi.Input[str]]
     """The Google service account email the pods act as through Workload Identity to read the bucket; absent: none."""
+    service_account_name: NotRequired[str]
+    """The Kubernetes service account the Triton pods run as, in namespace triton (a DNS-1123 label); default triton.
+    Workload Identity names it PROJECT.svc.id.goog[triton/NAME] in every cluster of the project, so give each
+    environment that shares a project its own (the stack's program uses triton-STACK)."""
     autoscaling: NotRequired[bool]
     """An HPA on Triton's queue time (needs monitoring: its adapter serves the metric). Default false."""
     monitoring: NotRequired[bool]
@@ -230,6 +234,7 @@ class TritonOnCluster(pulumi.ComponentResource):
             toleration_key=a.get("gpu_toleration_key"),
             lifecycle=wiring.lifecycle,
             kubernetes_minor=wiring.kubernetes_minor,
+            service_account=a["service_account_name"],
         )
 
     def _with_aliases(self, child: pulumi.ResourceOptions, wiring: ClusterWiring) -> pulumi.ResourceOptions:
@@ -313,6 +318,7 @@ def _with_defaults(args: Mapping[str, Any]) -> dict[str, Any]:
         "gpus_per_pod": 1,
         "startup_minutes": DEFAULT_STARTUP_MINUTES,
         "queue_time_target_us": DEFAULT_QUEUE_TIME_TARGET_US,
+        "service_account_name": TRITON_SERVICE_ACCOUNT,
     }
     given = {k: v for k, v in args.items() if v is not None}
     # A min_replicas above the default bound raises the default max_replicas with it (an explicit one is checked).

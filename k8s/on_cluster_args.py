@@ -14,6 +14,7 @@ from typing import Any
 
 import pulumi
 import yaml
+from triton_gke.contracts.naming import DNS_LABEL, DNS_LABEL_MAX
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import FIRST_CUDA13_RELEASE, image_release, runs_on_driver
 from triton_gke.observability.settings import MonitoringError, validate_label_value
@@ -51,6 +52,12 @@ GS = "gs://"
 # can begin with a DNS subdomain prefix and a single /"; the API server validates it as a qualified name).
 LABEL_NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)")
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+# A Kubernetes service account's name is a DNS subdomain (https://kubernetes.io/docs/concepts/security/
+# service-accounts/); the component takes the stricter DNS-1123 label (contracts/naming.py DNS_LABEL, at most 63), the
+# form the stack's own names take (contracts/workloads.py triton_service_account) and a Workload Identity principal
+# PROJECT.svc.id.goog[NAMESPACE/KSA] spells without dots.
+KSA_NAME_MAX = DNS_LABEL_MAX
 
 # T4 machine shapes carry 1, 2 or 4 GPUs (https://cloud.google.com/compute/docs/gpus#t4-gpus, "NVIDIA T4 GPUs";
 # settings/cluster.py T4_LIMITS), and a pod takes all of its node's.
@@ -264,6 +271,18 @@ def service_account_problem(value: Any) -> Problem:
     )
 
 
+def service_account_name_problem(value: Any) -> Problem:
+    key = "service_account_name"
+    if isinstance(value, pulumi.Output):
+        return _must_be_plain(key, value, "the Kubernetes service account's name")
+    if isinstance(value, str) and DNS_LABEL.fullmatch(value) and len(value) <= KSA_NAME_MAX:
+        return None
+    return (
+        f"{key}: {value!r} is not valid; expected a DNS-1123 label (lowercase letters, digits and -, starting and "
+        f"ending with a letter or digit, at most {KSA_NAME_MAX} characters)"
+    )
+
+
 def admin_key_problem(value: Any) -> Problem:
     if value is None or isinstance(value, pulumi.Output):
         return None
@@ -321,6 +340,7 @@ def field_checks(serves_metrics: bool, driver_branch: int | None) -> dict[str, C
         "gpu_toleration_key": lambda v, a: toleration_key_problem(v),
         "image_tag": lambda v, a: image_tag_problem(v, driver_branch),
         "model_reader_service_account": lambda v, a: service_account_problem(v),
+        "service_account_name": lambda v, a: service_account_name_problem(v),
         "admin_key": lambda v, a: admin_key_problem(v),
         "grafana_admin_password": grafana_password_problem,
         "region": region_problem,

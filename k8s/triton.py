@@ -15,7 +15,8 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 
 # Names, ports, health paths and the TensorRT cache path other rooms must agree on live in contracts/; the model store
-# binds TRITON_NAMESPACE/TRITON_SERVICE_ACCOUNT to its bucket reader by Workload Identity.
+# binds TRITON_NAMESPACE/<the service account> to its bucket reader by Workload Identity (a stack passes its own
+# name, contracts/workloads.py triton_service_account; TRITON_SERVICE_ACCOUNT is the standalone default).
 from triton_gke.contracts.triton import LIVE_PATH, PORTS, READY_PATH, TRT_CACHE_DIR
 from triton_gke.contracts.workloads import (
     TRITON_APP,
@@ -136,6 +137,10 @@ class TritonServingArgs:
     lifecycle: LifecycleSettings = LIFECYCLE_DEFAULTS
     # The cluster's Kubernetes minor (33 for 1.33) where known: it picks the preStop handler (pre_stop_handler).
     kubernetes_minor: int | None = None
+    # The name of the Kubernetes service account the pods run as, in TRITON_NAMESPACE: the principal
+    # PROJECT.svc.id.goog[triton/NAME] a Workload Identity binding names. A stack passes its own
+    # (contracts/workloads.py triton_service_account), so stacks in one project do not share it.
+    service_account: str = TRITON_SERVICE_ACCOUNT
 
 
 def startup_probe_failures(startup_minutes: int) -> int:
@@ -185,7 +190,7 @@ class TritonServing(pulumi.ComponentResource):
         service_account = kubernetes.core.v1.ServiceAccount(
             f"{name}-sa",
             metadata=kubernetes.meta.v1.ObjectMetaArgs(
-                name=TRITON_SERVICE_ACCOUNT,
+                name=args.service_account,
                 namespace=ns,
                 annotations=None
                 if args.reader_email is None

@@ -82,7 +82,12 @@ KEY_PROPERTIES: dict[str, tuple[str, ...]] = {
         "forceDestroy",
     ),
     "gcp:projects/iAMMember:IAMMember": ("role", "member"),
+    "gcp:serviceaccount/iAMMember:IAMMember": ("role", "member", "serviceAccountId"),
 }
+# Who may act as a Google service account through Workload Identity (render_text's own section).
+SA_IAM_TYPES = ("gcp:serviceaccount/iAMMember:IAMMember", "gcp:serviceaccount/iAMBinding:IAMBinding")
+WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
+TRITON_IMAGE_PREFIX = "nvcr.io/nvidia/tritonserver:"
 
 # Shown for every Kubernetes object (those a kind lacks are skipped).
 K8S_PROPERTIES = (
@@ -353,6 +358,7 @@ def render_text(plan: Plan, k8s_files: list[Path]) -> str:
             walk(child.urn, indent + "    ")
 
     walk("", "")
+    lines += ["", *workload_identity_lines(plan)]
     lines += ["", "Resources by type:"]
     counts = Counter(r.type for r in plan.resources)
     lines += [f"  {n:4d}  {t}" for t, n in sorted(counts.items())]
@@ -360,6 +366,26 @@ def render_text(plan: Plan, k8s_files: list[Path]) -> str:
     if k8s_files:
         lines.append(f"Kubernetes objects: {len(k8s_files)} written under {_common_dir(k8s_files)}")
     return "\n".join(lines)
+
+
+def workload_identity_lines(plan: Plan) -> list[str]:
+    """The section of the text plan that names each stack's own principal: every Kubernetes principal that may act as
+    a Google service account (roles/iam.workloadIdentityUser), and the service account each Triton Deployment runs
+    as. Every cluster of a project gives NAMESPACE/KSA the same principal, so a principal another stack of the
+    project also runs would let that stack read this one's bucket (docs/security.md)."""
+    lines = ["Workload Identity (a pod running as the member, in any cluster of the project, acts as the account):"]
+    for resource in plan.resources:
+        if resource.type not in SA_IAM_TYPES or resource.inputs.get("role") != WORKLOAD_IDENTITY_USER:
+            continue
+        account = str(resource.inputs.get("serviceAccountId", "")).rsplit("/", 1)[-1]
+        members = [resource.inputs["member"]] if "member" in resource.inputs else resource.inputs.get("members", [])
+        lines += [f"  {member} -> {account}  ({resource.name})" for member in members]
+    for deployment in plan.of_type("kubernetes:apps/v1:Deployment"):
+        pod = _lookup(deployment.inputs, "spec.template.spec") or {}
+        if any(str(c.get("image", "")).startswith(TRITON_IMAGE_PREFIX) for c in pod.get("containers", [])):
+            namespace = _lookup(deployment.inputs, "metadata.namespace")
+            lines.append(f"  Triton runs as {namespace}/{pod.get('serviceAccountName')}  ({deployment.name})")
+    return lines
 
 
 def _common_dir(files: list[Path]) -> Path:

@@ -11,6 +11,7 @@ wrapped in read-only proxies (so: Mapping and Sequence, never list or dict check
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import re
 import shlex
@@ -40,6 +41,10 @@ CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
 BUCKET = "gcp:storage/bucket:Bucket"
 FIREWALL = "gcp:compute/firewall:Firewall"
+# Who may act as a Google service account: its IAM member, binding and whole policy.
+SA_IAM_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
+SA_IAM_BINDING = "gcp:serviceaccount/iAMBinding:IAMBinding"
+WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
 SERVICE = "kubernetes:core/v1:Service"
 # Where each workload kind keeps its pod spec.
 POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
@@ -79,6 +84,21 @@ DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 TRITON_RESTRICTED_APIS = frozenset({"model-repository", "shared-memory", "logging", "trace"})
 TRITON_RESTRICTION_FLAGS = ("--http-restricted-api", "--grpc-restricted-protocol")
 DEFAULT_PROD_STACKS = ("prod",)
+
+# The per-stack Kubernetes service account of contracts/workloads.py triton_service_account (contracts/naming.py
+# dns_label of "triton" and the stack), copied, not imported, as GPU_TAINT_KEY is; tests/unit/contracts/
+# test_contracts.py compares the copy with the contract over generated stack names.
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_LABEL_MAX, _DNS_LABEL_HASH = 63, 8
+# The shared name every stack used before Triton's service account was named per stack.
+SHARED_TRITON_PRINCIPAL = ("triton", "triton")
+# A Kubernetes service account as a Workload Identity member: serviceAccount:POOL[NAMESPACE/KSA]
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity), or the principal identifier
+# principal://iam.googleapis.com/projects/NUMBER/locations/global/workloadIdentityPools/POOL/subject/ns/NAMESPACE/sa/KSA
+# and the set principalSet://.../namespace/NAMESPACE (every service account of a namespace).
+_KSA_MEMBER = re.compile(r"serviceAccount:(?P<pool>[^\[\]]+)\[(?P<ns>[^/\]]+)/(?P<ksa>[^\]]+)\]")
+_KSA_PRINCIPAL = re.compile(r"principal://iam\.googleapis\.com/.*/subject/ns/(?P<ns>[^/]+)/sa/(?P<ksa>[^/]+)")
+_NAMESPACE_SET = re.compile(r"principalSet://iam\.googleapis\.com/.*/namespace/(?P<ns>[^/]+)")
 
 
 # ---------------------------------------------------------------- property access
@@ -127,6 +147,18 @@ def stack_of(urn: str) -> str:
     """The stack in a URN: urn:pulumi:STACK::PROJECT::TYPE::NAME."""
     head = urn.split("::", 1)[0]
     return head.split(":", 2)[2] if head.count(":") >= 2 else ""
+
+
+def stack_service_account(stack: str) -> str:
+    """The Kubernetes service account the stack's clusters run Triton as: `triton-<stack>` as a DNS-1123 label, with
+    a hash of the text as given where sanitizing or cutting changed it (the copy of the contract, see above)."""
+    text = f"triton-{stack}"
+    if len(text) <= _DNS_LABEL_MAX and _DNS_LABEL.fullmatch(text):
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:_DNS_LABEL_HASH]
+    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    head = name[: _DNS_LABEL_MAX - _DNS_LABEL_HASH - 1].rstrip("-")
+    return f"{head}-{digest}" if head else digest
 
 
 # ---------------------------------------------------------------- GKE
@@ -213,6 +245,58 @@ def validate_prod_deletion_protection(args: ResourceValidationArgs, report_viola
             "(set triton-gke:bucketForceDestroy: false)",
             None,
         )
+
+
+def kubernetes_principal(member: str) -> tuple[str, str | None] | None:
+    """(namespace, service account) of a Workload Identity member naming Kubernetes workloads (service account None:
+    every one of the namespace); None for any other member (a user, group, Google service account...)."""
+    for pattern in (_KSA_MEMBER, _KSA_PRINCIPAL):
+        found = pattern.fullmatch(member)
+        if found:
+            return found.group("ns"), found.group("ksa")
+    found = _NAMESPACE_SET.fullmatch(member)
+    return (found.group("ns"), None) if found else None
+
+
+def principal_problem(member: str, stack: str) -> str | None:
+    """Why a Kubernetes principal may not act as a Google service account of `stack`; None when it names the stack.
+
+    Every cluster of a project maps NAMESPACE/KSA to the same principal, whichever stack created the cluster
+    (https://cloud.google.com/kubernetes-engine/fleet-management/docs/best-practices-workload-identity: "workloads
+    running in a specific namespace share the same IAM identity across clusters within a project"). So the principal
+    must be the stack's own: its service account (or, a namespace per stack, its namespace) is the stack's name
+    stack_service_account(stack).
+    """
+    principal = kubernetes_principal(member)
+    if principal is None:
+        return None
+    namespace, account = principal
+    own = stack_service_account(stack)
+    if (namespace, account) == SHARED_TRITON_PRINCIPAL:
+        return f"{member!r} is the shared triton/triton, the same principal in every stack's clusters of the project"
+    if account is None and namespace != own:
+        return f"{member!r} is every service account of namespace {namespace!r}, which does not name stack {stack!r}"
+    if own not in (namespace, account):
+        return f"{member!r} does not name stack {stack!r} (expected service account or namespace {own!r})"
+    return None
+
+
+def validate_workload_identity_per_stack(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    if args.resource_type not in (SA_IAM_MEMBER, SA_IAM_BINDING):
+        return
+    if get(args.props, "role") != WORKLOAD_IDENTITY_USER:
+        return
+    members = [get(args.props, "member")] if args.resource_type == SA_IAM_MEMBER else items(get(args.props, "members"))
+    stack = stack_of(args.urn)
+    for member in members:
+        problem = principal_problem(str(member or ""), stack)
+        if problem:
+            report_violation(
+                f"{args.resource_type.rsplit(':', 1)[-1]} {args.name!r} grants {WORKLOAD_IDENTITY_USER} to {problem}: "
+                "a pod running as it in any cluster of the project, another stack's included, could act as this "
+                "stack's service account",
+                None,
+            )
 
 
 # ---------------------------------------------------------------- storage and network
@@ -601,6 +685,14 @@ POLICIES: list[ResourceValidationPolicy] = [
         "gke-workload-identity",
         "Clusters enable Workload Identity; node pools use the GKE metadata server (GKE_METADATA).",
         validate_workload_identity,
+        MANDATORY,
+        Severity.HIGH,
+    ),
+    _policy(
+        "workload-identity-per-stack",
+        "A roles/iam.workloadIdentityUser binding names a Kubernetes principal of its own stack (service account or "
+        "namespace triton-STACK), never the shared triton/triton that every stack's clusters of a project share.",
+        validate_workload_identity_per_stack,
         MANDATORY,
         Severity.HIGH,
     ),

@@ -203,12 +203,40 @@ def test_kubernetes_label_syntax_is_accepted(key: str, value: str) -> None:
         ("model_reader_service_account", "reader@p.iam.gserviceaccount.com\n"),
         ("model_reader_service_account", "@"),
         ("model_reader_service_account", "reader@example.com"),
+        ("service_account_name", "Triton"),
+        ("service_account_name", "triton_dev"),
+        ("service_account_name", "triton.dev"),
+        ("service_account_name", "-triton"),
+        ("service_account_name", "t" * 64),
+        ("service_account_name", ""),
+        ("service_account_name", 7),
         ("kubeconfig", "not: [yaml"),
         ("kubeconfig", "just some text"),
     ],
 )
 def test_values_the_cluster_would_reject_are_refused_naming_the_field(field: str, value: Any) -> None:
     assert field_of(declare_refused({"model_repository": REPOSITORY, field: value})) == field
+
+
+def test_the_service_account_is_triton_by_default_and_the_one_given_otherwise() -> None:
+    """The pods run as the service account a Workload Identity binding names: PROJECT.svc.id.goog[triton/NAME]."""
+    for extra, expected in (({}, "triton"), ({"service_account_name": "triton-qa"}, "triton-qa")):
+        plan = plan_of({"model_repository": REPOSITORY, **extra})
+        (account,) = plan.of_type("kubernetes:core/v1:ServiceAccount")
+        assert (account.inputs["metadata"]["namespace"], account.inputs["metadata"]["name"]) == ("triton", expected)
+        (deployment,) = plan.of_type("kubernetes:apps/v1:Deployment")
+        assert deployment.inputs["spec"]["template"]["spec"]["serviceAccountName"] == expected
+    message = refusal({"model_repository": REPOSITORY, "service_account_name": "Triton_QA"})
+    assert message == (
+        "TritonOnCluster 'team': service_account_name: 'Triton_QA' is not valid; expected a DNS-1123 label "
+        "(lowercase letters, digits and -, starting and ending with a letter or digit, at most 63 characters)"
+    )
+    assert (
+        field_of(
+            declare_refused({"model_repository": REPOSITORY, "service_account_name": pulumi.Output.from_input("x")})
+        )
+        == "service_account_name"
+    )
 
 
 def test_a_cuda13_image_passes_where_the_composer_knows_a_driver_that_runs_it() -> None:

@@ -95,10 +95,32 @@ def baseline(stack: str, tmp_path: Path) -> dict[str, dict[str, Any]]:
     return plan
 
 
+# Issue 32: Triton's Kubernetes service account is named per stack (triton-STACK, was triton in every stack), so the
+# next `up` of a stack deployed before renames it: a new ServiceAccount (its metadata.name forces replacement) and the
+# Workload Identity binding's new member (member forces replacement), both created before the old ones are deleted;
+# the Deployment's serviceAccountName changes, an ordinary rolling update. Intended replacements, and the only ones.
+RENAMED_SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount::triton-"
+RENAMED_BINDING = "gcp:serviceaccount/iAMMember:IAMMember::models-workload-identity"
+
+
+def is_the_service_account_rename(change: Any) -> bool:
+    if change.action != "replace":
+        return False
+    if change.key.startswith(RENAMED_SERVICE_ACCOUNT) and change.key.endswith("-sa"):
+        return change.paths == ("metadata.name",)
+    return change.key == RENAMED_BINDING and change.paths == ("member",)
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_wrapped_stacks_keep_every_deployed_resource(stack: str, tmp_path: Path) -> None:
     changes = compare(applied_state(baseline(stack, tmp_path)), records(evaluate(stack)))
-    assert [c.line() for c in changes if c.action in ("create", "replace", "delete")] == []
+    renamed = [c for c in changes if is_the_service_account_rename(c)]
+    assert [c.line() for c in changes if c.action in ("create", "replace", "delete") and c not in renamed] == []
+    regions = {c.name for c in changes if c.key.startswith("gcp:container/cluster:Cluster::")}
+    assert len(renamed) == len(regions) + 1, [c.line() for c in renamed]  # a ServiceAccount per region, one binding
+    triton = [c for c in changes if c.key.startswith("kubernetes:apps/v1:Deployment::triton-")]
+    assert len(triton) == len(regions)
+    assert all(c.action == "update" and "spec.template.spec.serviceAccountName" in c.paths for c in triton), triton
 
 
 def test_without_one_alias_that_resource_and_its_descendants_are_replaced(
@@ -113,7 +135,8 @@ def test_without_one_alias_that_resource_and_its_descendants_are_replaced(
     old = applied_state(baseline("dev", tmp_path))
     monkeypatch.setattr(system, "ModelStore", unaliased)
     changes = compare(old, records(evaluate("dev")))
-    replaced = {c.key for c in changes if c.action == "replace"}
+    # (less the intended rename of Triton's Kubernetes service account, above)
+    replaced = {c.key for c in changes if c.action == "replace" and not c.key.startswith(RENAMED_SERVICE_ACCOUNT)}
     below_store = {k for k, r in old.items() if r["parent"] == "models" and not r["type"].startswith("triton-gke:")}
     assert replaced and replaced == below_store & replaced
     assert {c.key for c in changes if c.action in ("create", "delete")} == set()

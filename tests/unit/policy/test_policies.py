@@ -36,6 +36,8 @@ from triton_gke.policy.policies import (
     WEB_UIS,
     image_problem,
     is_triton,
+    kubernetes_principal,
+    principal_problem,
     restricted_apis,
     stack_of,
     web_ui_of,
@@ -51,6 +53,8 @@ STACK_BY_NAME = {p.name: p for p in STACK_POLICIES}
 
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+SA_IAM = "gcp:serviceaccount/iAMMember:IAMMember"
+POOL = "serviceAccount:my-gcp-project.svc.id.goog"
 
 
 def _options(resource: PlannedResource) -> PolicyResourceOptions:
@@ -459,6 +463,33 @@ CRAFTED: dict[str, tuple[str, str, Callable[[Plan], PlannedResource], Callable[[
         ),
         "--http-restricted-api does not put logging, model-repository, shared-memory, trace",
     ),
+    # Issue 32: every cluster of a project maps NAMESPACE/KSA to one principal: dev's pods could act as prod's reader.
+    "bucket reader bound to the shared triton/triton": (
+        "workload-identity-per-stack",
+        "prod",
+        lambda p: _first(p, SA_IAM),
+        _set("member", f"{POOL}[triton/triton]"),
+        "IAMMember 'models-workload-identity' grants roles/iam.workloadIdentityUser to "
+        "'serviceAccount:my-gcp-project.svc.id.goog[triton/triton]' is the shared triton/triton",
+    ),
+    "staging's reader bound to prod's principal": (
+        "workload-identity-per-stack",
+        "staging",
+        lambda p: _first(p, SA_IAM),
+        _set("member", f"{POOL}[triton/triton-prod]"),
+        "does not name stack 'staging' (expected service account or namespace 'triton-staging')",
+    ),
+    "reader bound to a whole namespace by principal set": (
+        "workload-identity-per-stack",
+        "dev",
+        lambda p: _first(p, SA_IAM),
+        _set(
+            "member",
+            "principalSet://iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/"
+            "my-gcp-project.svc.id.goog/namespace/triton",
+        ),
+        "is every service account of namespace 'triton', which does not name stack 'dev'",
+    ),
 }
 
 
@@ -478,6 +509,51 @@ def test_every_policy_has_a_crafted_violation() -> None:
 
 
 # ---------------------------------------------------------------- details of the parsers
+def test_each_stack_binds_its_own_triton_principal(plans: dict[str, Plan]) -> None:
+    for stack, plan in plans.items():
+        (binding,) = plan.of_type(SA_IAM)
+        assert binding.inputs["member"] == f"{POOL}[triton/triton-{stack}]"
+        assert violations(binding, "workload-identity-per-stack") == []
+
+
+@pytest.mark.parametrize(
+    ("member", "stack", "allowed"),
+    [
+        (f"{POOL}[triton/triton-dev]", "dev", True),
+        (f"{POOL}[triton-dev/triton]", "dev", True),  # a namespace per stack names it too
+        (f"{POOL}[triton/triton-dev]", "prod", False),
+        (f"{POOL}[triton/triton]", "triton", False),
+        (f"{POOL}[team/models]", "dev", False),
+        (
+            "principal://iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p.svc.id.goog/subject/ns/"
+            "triton/sa/triton-prod",
+            "prod",
+            True,
+        ),  # fmt: skip
+        (
+            "principal://iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p.svc.id.goog/subject/ns/"
+            "triton/sa/triton",
+            "prod",
+            False,
+        ),  # fmt: skip
+        ("serviceAccount:reader@p.iam.gserviceaccount.com", "dev", True),  # not a Kubernetes principal
+        ("group:ops@example.com", "dev", True),
+    ],
+)
+def test_which_kubernetes_principals_name_the_stack(member: str, stack: str, allowed: bool) -> None:
+    assert (principal_problem(member, stack) is None) == allowed
+
+
+def test_a_binding_of_many_members_names_each_one_that_is_not_the_stacks(plans: dict[str, Plan]) -> None:
+    binding = copy.deepcopy(_first(plans["dev"], SA_IAM))
+    binding.type = "gcp:serviceaccount/iAMBinding:IAMBinding"
+    member = binding.inputs.pop("member")
+    binding.inputs["members"] = [member, f"{POOL}[triton/triton]", f"{POOL}[triton/triton-prod]"]
+    found = violations(binding, "workload-identity-per-stack")
+    assert len(found) == 2 and all(f.startswith("IAMBinding 'models-workload-identity' grants") for f in found)
+    assert kubernetes_principal(f"{POOL}[a/b]") == ("a", "b") and kubernetes_principal("user:x@example.com") is None
+
+
 @pytest.mark.parametrize(
     ("image", "problem"),
     [

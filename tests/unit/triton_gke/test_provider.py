@@ -39,7 +39,7 @@ def test_schema_holds_the_contract_of_triton_on_cluster() -> None:
     assert resource["requiredInputs"] == ["modelRepository"]
     expected_inputs = {
         "modelRepository", "kubeconfig", "gpuNodeSelector", "gpuTolerationKey", "minReplicas", "maxReplicas",
-        "imageTag", "modelReaderServiceAccount", "autoscaling", "monitoring", "loadTest",
+        "imageTag", "modelReaderServiceAccount", "serviceAccountName", "autoscaling", "monitoring", "loadTest",
     }  # fmt: skip
     assert expected_inputs <= set(resource["inputProperties"])
     assert {"namespace", "httpEndpoint", "grpcEndpoint"} <= set(resource["properties"])
