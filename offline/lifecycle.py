@@ -11,6 +11,11 @@ path by path, leaving out each resource's ignoreChanges. A changed path the prov
 (infra/data/replacement_rules.yaml, taken from the providers' own sources) replaces the resource; any other change
 updates it in place.
 
+The blast radius follows the engine: a replaced resource's ID changes for every resource holding it; a replaced GKE
+cluster makes the kubeconfig of its Kubernetes provider unknown, which replaces the provider, and a replaced provider
+replaces every resource it manages, each line saying why. A replacement that deletes the old resource before it creates
+the new one (a fixed name, or the deleteBeforeReplace option) is marked `[outage: deleted before created ...]`.
+
 A replacement or deletion that takes a region down or loses state (a GKE cluster, a GPU node pool, the model bucket,
 the global address, Triton's Deployment or namespace) is refused unless named in --allow-disruption: docs/lifecycle.md
 says how to make such a change safely.
@@ -19,8 +24,9 @@ says how to make such a change safely.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -41,6 +47,7 @@ NODE_POOL = "gcp:container/nodePool:NodePool"
 BUCKET = "gcp:storage/bucket:Bucket"
 GLOBAL_ADDRESS = "gcp:compute/globalAddress:GlobalAddress"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+K8S_PROVIDER = "pulumi:providers:kubernetes"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 TRITON_NAMESPACE = "triton"
 TRITON_APP = "triton"
@@ -103,6 +110,8 @@ class Change:
     reasons: tuple[str, ...] = ()  # why it is replaced: "PATH (forces replacement: SOURCE)"
     disruption: str = ""  # what it takes down; refused unless allowed
     protected: bool = False  # Pulumi's protect flag is set: refused even when allowed
+    provider: str = ""  # replaced because this provider (TYPE::NAME) is replaced
+    outage: str = ""  # why the replacement deletes the old resource before it creates the new one
 
     @property
     def name(self) -> str:
@@ -112,6 +121,7 @@ class Change:
         detail = "; ".join(self.reasons) if self.reasons else ", ".join(self.paths[:6])
         more = f" (+{len(self.paths) - 6} more)" if not self.reasons and len(self.paths) > 6 else ""
         text = f"{self.action:<9} {self.key}" + (f": {detail}{more}" if detail else "")
+        text += f"  [outage: deleted before created: {self.outage}]" if self.outage else ""
         return text + (f"  [takes down: {self.disruption}]" if self.disruption else "")
 
 
@@ -240,50 +250,202 @@ def compare(
     for key, old in pairs.items():
         if _managed(after[key]):
             changes.append(_diff(key, before[old], after[key], rules))
-    changes = _cascade(changes, after, rules)
     olds = {key: before[old] for key, old in pairs.items()}
+    changes = _cascade(changes, olds, after, rules)
     changes = [_with_disruption(c, olds.get(c.key) or before.get(c.key) or after[c.key]) for c in changes]
     return sorted(changes, key=lambda c: (ACTIONS.index(c.action), c.key))
 
 
-def _cascade(changes: list[Change], after: Mapping[str, dict[str, Any]], rules: Rules) -> list[Change]:
-    """A replaced resource gets a new ID, so every resource whose inputs hold that ID changes too: updated, or
-    replaced when the referring property forces it (and so on, down the chain). The offline plan's IDs are the
-    mock runtime's "NAME-id" (offline/runtime.py CloudMocks), the same before and after, so the plans alone hide it."""
-    by_key = {c.key: c for c in changes}
-    pending = [c for c in changes if c.action == "replace"]
+def _cascade(
+    changes: list[Change],
+    olds: Mapping[str, dict[str, Any]],
+    after: Mapping[str, dict[str, Any]],
+    rules: Rules,
+) -> list[Change]:
+    """Everything a replacement takes with it, down the chain, each replacement marked when it deletes first:
+
+    - A replaced resource gets a new ID, so every resource whose inputs hold that ID changes too: updated, or
+      replaced when the referring property forces it. The offline plan's IDs are the mock runtime's "NAME-id"
+      (offline/runtime.py CloudMocks), the same before and after, so the plans alone hide it.
+    - A resource replaced delete-first takes first every dependent whose property holding its outputs forces a
+      replacement (_deleted_first_dependents).
+    - A replaced GKE cluster replaces the Kubernetes provider built from it (_provider_of_cluster).
+    - A replaced provider replaces every resource it manages (_managed_by)."""
+    by_key = {c.key: _with_outage(c, olds.get(c.key), after.get(c.key)) for c in changes}
+    pending = [c for c in by_key.values() if c.action == "replace"]
+
+    def replace(change: Change, paths: Sequence[str], reasons: Sequence[str], **fields: str) -> None:
+        new = Change(change.key, "replace", (*change.paths, *paths), (*change.reasons, *reasons), **fields)
+        by_key[change.key] = new if new.outage else _with_outage(new, olds.get(change.key), after.get(change.key))
+        pending.append(by_key[change.key])
+
     while pending:
         replaced = pending.pop()
+        for key, reason in (*_provider_of_cluster(replaced, after), *_managed_by(replaced, after)):
+            change = by_key.get(key)
+            if change is not None and change.action in ("update", "unchanged"):
+                replace(change, (), (reason,), provider=replaced.key if reason.startswith("its provider") else "")
+        for key, paths in _deleted_first_dependents(replaced, olds, after, rules):
+            change = by_key.get(key)
+            if change is not None and change.action in ("update", "unchanged"):
+                why = f"holds an output of {replaced.key}, deleted before created: forces replacement"
+                replace(change, paths, [f"{p} ({why})" for p in paths], outage=f"with {replaced.key}")
         marker = f"{replaced.name}-id"
         for key, record in after.items():
             change = by_key.get(key)
             if change is None or change.action not in ("update", "unchanged") or not _managed(record):
                 continue
-            paths = [p for p in _paths_holding(record["inputs"], marker)]
+            paths = _paths_holding(record["inputs"], marker)
             if not paths:
                 continue
-            type_rules = rules.types.get(record["type"])
-            verdicts = [type_rules.classify(p) if type_rules else None for p in paths]
-            forced = [p for p, v in zip(paths, verdicts, strict=True) if v is None or v[0] == "replace"]
+            forced = [p for p in paths if _forces(rules, record["type"], p)]
             why = f"refers to {replaced.key}, replaced"
             if forced:
-                reasons = (*change.reasons, *(f"{p} ({why}: forces replacement)" for p in forced))
-                by_key[key] = Change(key, "replace", (*change.paths, *paths), reasons)
-                pending.append(by_key[key])
+                replace(change, paths, [f"{p} ({why}: forces replacement)" for p in forced])
             else:
                 by_key[key] = Change(key, "update", (*change.paths, *(f"{p} ({why})" for p in paths)))
     return list(by_key.values())
 
 
-def _paths_holding(value: Any, marker: str, path: str = "") -> Iterator[str]:
+def _forces(rules: Rules, kind: str, path: str) -> bool:
+    """Whether a change at `path` replaces a resource of this type (a path no rule covers is assumed to)."""
+    type_rules = rules.types.get(kind)
+    verdict = type_rules.classify(path) if type_rules else None
+    return verdict is None or verdict[0] == "replace"
+
+
+def _deleted_first_dependents(
+    replaced: Change, olds: Mapping[str, dict[str, Any]], after: Mapping[str, dict[str, Any]], rules: Rules
+) -> list[tuple[str, list[str]]]:
+    """A resource replaced delete-first: the engine deletes first, with it, "all resources that depend directly or
+    indirectly on the resource being replaced and would be replaced by a change to the relevant dependency": it sets
+    each property that depends on a replaced resource unknown and asks the provider's Diff (pulumi/pulumi@
+    1b5949891b3cefcb9974752b24a5ecef0acc86c8, pkg/resource/deploy/step_generator.go calculateDependentReplacements).
+    Here: the resources whose dependsOn names it and whose inputs hold its ID or its name (the mock runtime's outputs
+    echo the inputs), at paths the rules say force a replacement. A node pool's `cluster` is such a path."""
+    if not replaced.outage or replaced.key not in after:
+        return []
+    record = after[replaced.key]
+    inputs = record["inputs"]
+    meta = inputs.get("metadata") if isinstance(inputs.get("metadata"), dict) else {}
+    names = {n for n in (inputs.get("name"), meta.get("name")) if isinstance(n, str) and n}
+    found = []
+    for key, dependent in after.items():
+        if record["urn"] not in dependent.get("dependsOn", []) or not _managed(dependent) or key not in olds:
+            continue
+        paths = _paths_holding(dependent["inputs"], f"{replaced.name}-id")
+        paths += [p for name in names for p in _paths_equal(dependent["inputs"], name)]
+        forced = sorted({p for p in paths if _forces(rules, dependent["type"], p)})
+        if forced:
+            found.append((key, forced))
+    return found
+
+
+def _provider_of_cluster(replaced: Change, after: Mapping[str, dict[str, Any]]) -> list[tuple[str, str]]:
+    """The Kubernetes providers whose kubeconfig is built from a replaced GKE cluster (infra/cluster.py: the
+    provider's only input is the kubeconfig from the cluster's name, endpoint and CA certificate, so the cluster is in
+    its dependsOn). A replaced cluster's outputs are unknown until it exists, and pulumi-kubernetes' DiffConfig
+    replaces the provider when `kubeconfig`, `context` or `cluster` is unknown: "We can't tell for sure if a computed
+    value has changed, so we make the conservative choice and force a replacement" (pulumi/pulumi-kubernetes@
+    94977969d64112b04e19945818a7d5d5f38f631d, provider/pkg/provider/provider.go kubeProvider.DiffConfig; reported as
+    pulumi/pulumi-kubernetes#1148)."""
+    if not replaced.key.startswith(CLUSTER + "::") or replaced.key not in after:
+        return []
+    urn = after[replaced.key]["urn"]
+    return [
+        (key, f"its kubeconfig comes from {replaced.key}, replaced (pulumi-kubernetes DiffConfig: unknown kubeconfig)")
+        for key, record in after.items()
+        if record["type"] == K8S_PROVIDER and urn in record.get("dependsOn", [])
+    ]
+
+
+def _managed_by(replaced: Change, after: Mapping[str, dict[str, Any]]) -> list[tuple[str, str]]:
+    """Every resource whose `provider` is a replaced provider. The engine replaces a resource whose provider
+    reference changed when the new provider's DiffConfig reports a replacement (pulumi/pulumi@
+    1b5949891b3cefcb9974752b24a5ecef0acc86c8, pkg/resource/deploy/step_generator.go providerChanged: "If there is a
+    replacement diff, we must also replace this resource"; diff: ReplaceKeys ["provider"])."""
+    if not replaced.key.startswith("pulumi:providers:"):
+        return []
+    name = replaced.name
+    return [
+        (key, f"its provider {replaced.key} is replaced")
+        for key, record in after.items()
+        if record.get("provider") == name and _managed(record)
+    ]
+
+
+def _with_outage(change: Change, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> Change:
+    if change.action != "replace" or change.outage or old is None or new is None:
+        return change
+    if old["urn"] != new["urn"] and old["urn"] not in new.get("aliases", []):
+        # Not one replace step: the engine creates the new URN and deletes the old one at the end.
+        return change
+    why = delete_first(old, new, by_provider=bool(change.provider) or old["provider"] != new["provider"])
+    return dataclasses.replace(change, outage=why) if why else change
+
+
+def delete_first(old: Mapping[str, Any], new: Mapping[str, Any], by_provider: bool = False) -> str:
+    """Why replacing this resource deletes the old one before it creates the new one; empty when it creates first.
+
+    The engine deletes first when the resource's `deleteBeforeReplace` option says so, else when the provider's Diff
+    asks for it (pulumi/pulumi@1b5949891b3cefcb9974752b24a5ecef0acc86c8, pkg/resource/deploy/step_generator.go:
+    "The provider is responsible for requesting which of these two modes to use. The user can override the
+    provider's decision by setting the `deleteBeforeReplace` field"). A replacement because the provider is replaced
+    never asks the provider (providerChanged returns ReplaceKeys ["provider"] alone), so only the option counts.
+    The providers ask for it:
+    - pulumi-kubernetes, for an object the program names (metadata.name, not autonamed) that keeps its name and
+      namespace (pulumi/pulumi-kubernetes@94977969d64112b04e19945818a7d5d5f38f631d, provider/pkg/provider/provider.go
+      kubeProvider.Diff: "Delete before replacement if we are forced to replace the old object, and the new version
+      of that object MUST have the same name").
+    - a bridged provider (pulumi-gcp, pulumi-random), for a resource whose `name` the program sets instead of leaving
+      it to Pulumi's autonaming (pulumi/pulumi-terraform-bridge@59de6c661df1e7561e6ece7ad7f1c835c63010c4,
+      pkg/tfbridge/provider.go Diff and pkg/tfbridge/schema.go nameRequiresDeleteBeforeReplace: an autonamed property
+      with a value not populated by the autonamer; pulumi/pulumi-gcp provider/resources.go
+      `prov.SetAutonaming(255, "-")` autonames every resource's string `name`). The mock runtime does not autoname,
+      so a `name` in the plan is the program's.
+    - pulumi-command never does (pulumi/pulumi-command@010bd8e0dd8a2f13707aa3b5061739edd90790a5: no
+      DeleteBeforeReplace under provider/).
+    """
+    if new.get("deleteBeforeReplace"):
+        return "its deleteBeforeReplace option"
+    if by_provider:
+        return ""
+    kind, inputs, old_inputs = new["type"], new["inputs"], old["inputs"]
+    if kind.startswith("kubernetes:"):
+        meta = inputs.get("metadata") if isinstance(inputs.get("metadata"), dict) else {}
+        old_meta = old_inputs.get("metadata") if isinstance(old_inputs.get("metadata"), dict) else {}
+        name = meta.get("name")
+        if (
+            isinstance(name, str)
+            and name
+            and (name, meta.get("namespace")) == (old_meta.get("name"), old_meta.get("namespace"))
+        ):
+            return f"the fixed metadata.name {name!r} (pulumi-kubernetes deletes first)"
+    elif kind.startswith(("gcp:", "random:")):
+        name = inputs.get("name")
+        if isinstance(name, str) and name:
+            return f"the fixed name {name!r} (the bridge deletes first)"
+    return ""
+
+
+def _paths_holding(value: Any, marker: str) -> list[str]:
     """The input paths whose text contains `marker`."""
+    return list(_paths_where(value, lambda v: isinstance(v, str) and marker in v))
+
+
+def _paths_equal(value: Any, wanted: str) -> list[str]:
+    """The input paths whose value is exactly `wanted`."""
+    return list(_paths_where(value, lambda v: v == wanted))
+
+
+def _paths_where(value: Any, test: Callable[[Any], bool], path: str = "") -> Iterator[str]:
     if isinstance(value, dict):
         for key, item in value.items():
-            yield from _paths_holding(item, marker, f"{path}.{key}" if path else str(key))
+            yield from _paths_where(item, test, f"{path}.{key}" if path else str(key))
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _paths_holding(item, marker, f"{path}[{index}]")
-    elif isinstance(value, str) and marker in value:
+            yield from _paths_where(item, test, f"{path}[{index}]")
+    elif test(value):
         yield path or "(all inputs)"
 
 
@@ -322,7 +484,7 @@ def _with_disruption(change: Change, record: Mapping[str, Any]) -> Change:
         # Pulumi refuses to delete, hence to replace, a protected resource: the `up` would fail, whatever is allowed
         # (https://www.pulumi.com/docs/iac/concepts/resources/options/protect/).
         what = f"{what or 'a protected resource'}; PROTECTED: `pulumi up` fails (deletionProtection false first)"
-    return Change(change.key, change.action, change.paths, change.reasons, what, bool(record.get("protect")))
+    return dataclasses.replace(change, disruption=what, protected=bool(record.get("protect")))
 
 
 def disruption(record: Mapping[str, Any]) -> str:
@@ -374,5 +536,11 @@ def unknown_names(allowed: Sequence[str], *plans: Mapping[str, Mapping[str, Any]
 
 
 def summary(changes: Sequence[Change]) -> str:
+    """The counts per action; with replacements, how many of them are outages and how many follow their provider."""
     counts = {action: sum(c.action == action for c in changes) for action in ACTIONS}
-    return ", ".join(f"{counts[a]} to {a}" if a != "unchanged" else f"{counts[a]} unchanged" for a in ACTIONS)
+    text = ", ".join(f"{counts[a]} to {a}" if a != "unchanged" else f"{counts[a]} unchanged" for a in ACTIONS)
+    if counts["replace"]:
+        outages = sum(bool(c.outage) for c in changes)
+        followers = sum(bool(c.provider) for c in changes)
+        text += f" (of the replacements: {outages} deleted before created, {followers} with their replaced provider)"
+    return text

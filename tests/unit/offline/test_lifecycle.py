@@ -23,6 +23,7 @@ from triton_gke.offline.lifecycle import (
     load_rules,
     normalize,
     refused,
+    summary,
 )
 from triton_gke.offline.lifecycle_table import COMMON_CHANGES
 from triton_gke.offline.plan import plan_records
@@ -74,8 +75,10 @@ def test_the_read_back_model_is_what_forces_the_cluster_replacement_without_igno
     plan = records(shipped_plans["prod"])
     applied = applied_state(plan)
     without_ignores = {key: {**r, "ignoreChanges": []} for key, r in plan.items()}
-    replaced = {c.key.split("::")[0] for c in compare(applied, without_ignores) if c.action == "replace"}
-    assert replaced == {CLUSTER, NODE_POOL}
+    changes = [c for c in compare(applied, without_ignores) if c.action == "replace"]
+    # Each cluster's replacement then takes its Kubernetes provider and every object on the cluster with it.
+    direct = {c.key.split("::")[0] for c in changes if not c.provider and not c.key.startswith("pulumi:providers:")}
+    assert direct == {CLUSTER, NODE_POOL}
 
 
 @pytest.mark.parametrize("stack", SHIPPED_STACKS)
@@ -282,3 +285,85 @@ def test_a_resource_holding_a_replaced_resources_id_is_updated_with_it():
     assert by_name["global-cert"].action == "replace"
     proxy = by_name["global-https-proxy"]
     assert proxy.action == "update" and proxy.paths[0].startswith("sslCertificates[0] (refers to")
+
+
+# ---- the blast radius: provider cascade and delete-before-create -----------------------------------------------------
+DEV_CLUSTER = f"{CLUSTER}::gke-us-central1"
+DEV_PROVIDER = "pulumi:providers:kubernetes::gke-us-central1-k8s"
+
+
+def _changed(changes: list) -> dict[str, Any]:
+    return {c.key: c for c in changes if c.action != "unchanged"}
+
+
+def test_a_replaced_cluster_replaces_its_provider_and_every_object_on_that_cluster(shipped_plans):
+    """datapathProvider is ForceNew: the cluster is replaced, deleted first (its name is the program's: the bridge's
+    nameRequiresDeleteBeforeReplace), its node pools with it (their `cluster` holds its name: the engine's
+    calculateDependentReplacements), its Kubernetes provider (unknown kubeconfig: pulumi-kubernetes DiffConfig) and
+    every object that provider manages (step_generator.go providerChanged), each line saying why."""
+    plan = records(shipped_plans["dev"])
+    applied = applied_state(plan)
+    applied[DEV_CLUSTER]["inputs"]["datapathProvider"] = "LEGACY_DATAPATH"
+    changes = compare(applied, plan)
+    changed = _changed(changes)
+    on_cluster = {key for key, r in plan.items() if r["provider"] == "gke-us-central1-k8s"}
+    assert on_cluster and len(on_cluster) > 30
+    pools = {f"{NODE_POOL}::gke-us-central1-cpu", f"{NODE_POOL}::gke-us-central1-gpu"}
+    assert set(changed) == {DEV_CLUSTER, DEV_PROVIDER, *pools, *on_cluster}
+    assert {c.action for c in changed.values()} == {"replace"}
+    assert "its kubeconfig comes from " + DEV_CLUSTER in changed[DEV_PROVIDER].line()
+    for key in on_cluster:
+        assert f"its provider {DEV_PROVIDER} is replaced" in changed[key].line(), key
+        assert changed[key].provider == DEV_PROVIDER and not changed[key].outage, key
+    assert "[outage: deleted before created: the fixed name 'triton-dev-us-central1'" in changed[DEV_CLUSTER].line()
+    for pool in pools:
+        assert changed[pool].outage == f"with {DEV_CLUSTER}" and "cluster (holds an output of" in changed[pool].line()
+    assert summary(changes).endswith(
+        f"(of the replacements: 3 deleted before created, {len(on_cluster)} with their replaced provider)"
+    )
+    # The refusals stay: the cluster, the GPU pool and Triton's Deployment and namespace (now through the cascade).
+    assert {c.name for c in refused(changes, [])} == {
+        "gke-us-central1",
+        "gke-us-central1-gpu",
+        "triton-us-central1-deployment",
+        "triton-us-central1-ns",
+    }
+    assert refused(changes, ["all"]) == []
+
+
+def test_a_kubernetes_object_keeping_its_fixed_name_is_deleted_before_it_is_created(shipped_plans):
+    """pulumi-kubernetes deletes first when the object is named by the program and keeps its name and namespace
+    (provider.go kubeProvider.Diff); a new name lets it create first. A ConfigMap's data forces replacement."""
+    plan = records(shipped_plans["dev"])
+    key = "kubernetes:core/v1:ConfigMap::locust-us-central1-locustfile"
+    applied = applied_state(plan)
+    applied[key]["inputs"]["data"] = {"locustfile.py": "old"}
+    same_name = _changed(compare(applied, plan))
+    assert list(same_name) == [key]
+    assert "[outage: deleted before created: the fixed metadata.name 'locustfile'" in same_name[key].line()
+    applied[key]["inputs"]["metadata"] = {**applied[key]["inputs"]["metadata"], "name": "old-locustfile"}
+    renamed = _changed(compare(applied, plan))
+    assert renamed[key].action == "replace" and renamed[key].outage == ""
+    assert "[outage" not in renamed[key].line()
+
+
+def test_the_delete_before_replace_option_makes_any_replacement_an_outage(shipped_plans):
+    """The option overrides the provider (step_generator.go: "The user can override the provider's decision"); a
+    pulumi-command Command creates first otherwise (the provider never asks to delete first)."""
+    plan = records(shipped_plans["dev"])
+    key = "command:local:Command::models-sync"
+    applied = applied_state(plan)
+    applied[key]["inputs"]["triggers"] = ["an older repository digest"]
+    plain = _changed(compare(applied, plan))
+    assert plain[key].action == "replace" and plain[key].outage == ""
+    option = {**plan, key: {**plan[key], "deleteBeforeReplace": True}}
+    changes = compare(applied, option)
+    assert _changed(changes)[key].outage == "its deleteBeforeReplace option"
+    assert summary(changes).endswith("(of the replacements: 1 deleted before created, 0 with their replaced provider)")
+
+
+def test_an_autonamed_gpu_pool_is_created_before_the_old_one_is_deleted(shipped_plans):
+    """The program leaves node pool names to Pulumi (autonamed), so a spot change creates the new pool first."""
+    applied = applied_state(records(shipped_plans["dev"]))
+    (pool,) = [c for c in compare(applied, records(evaluate("dev", gpuSpot=False))) if c.action == "replace"]
+    assert pool.outage == "" and "[outage" not in pool.line()
