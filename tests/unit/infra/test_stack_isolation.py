@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 import pytest
 from triton_gke.infra import system
+from triton_gke.offline.plan import render_text
 from triton_gke.offline.runtime import Plan
 
-from tests.conftest import evaluate
+from tests.conftest import PROJECT_DIR, evaluate
 
 STACKS = ("dev", "staging", "prod")
 BUCKET_IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
@@ -85,8 +86,12 @@ def leaks(identities: dict[str, Identity]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def identities(dev_plan: Plan, prod_plan: Plan) -> dict[str, Identity]:
-    plans = {"dev": dev_plan, "staging": evaluate("staging"), "prod": prod_plan}
+def plans(dev_plan: Plan, prod_plan: Plan) -> dict[str, Plan]:
+    return {"dev": dev_plan, "staging": evaluate("staging"), "prod": prod_plan}
+
+
+@pytest.fixture(scope="module")
+def identities(plans: dict[str, Plan]) -> dict[str, Identity]:
     return {stack: identity_of(plan) for stack, plan in plans.items()}
 
 
@@ -109,6 +114,29 @@ def test_no_stacks_triton_may_act_as_another_stacks_reader(
 ) -> None:
     assert not identities[one].runs_triton_as & identities[other].may_act_as_reader
     assert not identities[one].readers & identities[other].readers, "each stack has its own reader"
+
+
+def test_the_text_plan_shows_each_stacks_own_principal(plans: dict[str, Plan]) -> None:
+    """`triton-gke plan --stack STACK` names the principal that may act as the stack's reader and the one each Triton
+    Deployment runs as, each on a line of its own; no other stack's principal appears."""
+    for stack, plan in plans.items():
+        text = render_text(plan, [])
+        principal = f"serviceAccount:my-gcp-project.svc.id.goog[triton/triton-{stack}]"
+        reader = f"{stack}-triton-reader@my-gcp-project.iam.gserviceaccount.com"
+        assert f"\n  {principal} -> {reader}  (models-workload-identity)\n" in text
+        regions = [c.inputs["location"] for c in plan.of_type(CLUSTER)]
+        for region in regions:
+            assert f"\n  Triton runs as triton/triton-{stack}  (triton-{region}-deployment)" in text
+        assert text.count("Triton runs as ") == len(regions)
+        others = [s for s in STACKS if s != stack]
+        assert not any(f"[triton/triton-{other}]" in text or f"triton/triton-{other} " in text for other in others)
+
+
+def test_the_security_page_shows_the_dev_plans_lines(plans: dict[str, Plan]) -> None:
+    page = (PROJECT_DIR / "docs" / "security.md").read_text()
+    shown = page.split("Workload Identity (a pod running as", 1)[1].split("```", 1)[0].splitlines()[1:]
+    text = render_text(plans["dev"], [])
+    assert shown and all(line in text.splitlines() for line in shown), shown
 
 
 def test_with_one_shared_service_account_dev_could_read_prods_models(monkeypatch: pytest.MonkeyPatch) -> None:
