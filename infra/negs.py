@@ -41,10 +41,25 @@ import pulumi_command as command
 from triton_gke.infra.model_upload import VENV_PYTHON
 
 MODULE = "triton_gke.infra.neg_cleanup"
+# The node start-up budget, the one place it is defined: how long a zone may take from "a node is asked for" to "its
+# NEGs exist". A new zone's NEGs appear only once a node runs there (GKE creates a zone's NEGs only where it has nodes;
+# ingress-gce transaction.go listTargetZonesPerSubnet), so:
+# - a node becoming ready: at most 15 minutes, the time after which the cluster autoscaler itself gives up on a node
+#   it asked for (kubernetes/autoscaler cluster-autoscaler/FAQ.md, its parameters table: "max-node-provision-time |
+#   Maximum time CA waits for node to be provisioned | 15 minutes"); a new GPU node takes ~4-7 min plus driver
+#   install and image pull (../shared/reference/architecture.md, "Lessons from the original's users");
+# - then the NEG controller creating the zone's NEGs: a node in a new zone triggers a sync of the GCE_VM_IP_PORT
+#   syncers at once (kubernetes/ingress-gce@acbcf5d66dd9d31297a2a52a2d7d83d4c1a94539 pkg/neg/manager.go SyncNodes,
+#   "When a zone change occurs ... a sync should be triggered"), and an event it missed is picked up at the
+#   informers' resync at the latest (pkg/flags/flags.go --sync-period, default 10 minutes, "Relist and confirm cloud
+#   resources this often"): that period is the controller's share.
+NODE_READY_BUDGET_S = 15 * 60
+NEG_CONTROLLER_RESYNC_S = 10 * 60
+NODE_STARTUP_BUDGET_S = NODE_READY_BUDGET_S + NEG_CONTROLLER_RESYNC_S
 # Bounds of the two waits: deleting waits out backend services that still use a NEG and the NEG controller's own
-# deletes; readiness waits for a new zone's first node (node pool scale-up) and the controller.
+# deletes; readiness waits out the node start-up budget.
 CLEANUP_TIMEOUT_S = 900
-READY_TIMEOUT_S = 1200
+READY_TIMEOUT_S = NODE_STARTUP_BUDGET_S
 UPDATE_NOTHING = "echo 'NEG cleanup runs on create and delete only'"
 
 

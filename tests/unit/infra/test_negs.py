@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pulumi
 import pytest
-from triton_gke.infra.negs import CLEANUP_TIMEOUT_S, ZonalNegs, ZonalNegsArgs, neg_url
+from triton_gke.infra.negs import (
+    CLEANUP_TIMEOUT_S,
+    NODE_STARTUP_BUDGET_S,
+    ZonalNegs,
+    ZonalNegsArgs,
+    neg_url,
+)
 from triton_gke.offline.plan import plan_records
 from triton_gke.offline.runtime import Plan
 
@@ -37,7 +43,7 @@ NEG_LOOKUP = "gcp:compute/getNetworkEndpointGroup:getNetworkEndpointGroup"
 
 
 # ---- the component ----------------------------------------------------------------------------------------------
-def _component_plan(zones: tuple[str, ...]) -> Plan:
+def _component_plan(zones: tuple[str, ...], **waits: int) -> Plan:
     def declare() -> None:
         cluster = pulumi.ComponentResource("test:index:Cluster", "cluster")
         service = pulumi.ComponentResource("test:index:NegService", "neg-service")
@@ -50,6 +56,7 @@ def _component_plan(zones: tuple[str, ...]) -> Plan:
                 neg_names=("n-http", "n-grpc"),
                 cluster=cluster,
                 neg_service=pulumi.Output.from_input(service),
+                **waits,
             ),
         )
 
@@ -146,3 +153,29 @@ def test_an_added_zone_gets_its_backends_without_a_lookup():
     assert ready.inputs["triggers"] == zones
     for backend in plan.of_type(BACKEND):
         assert ready.urn in backend.dependencies, "the backends wait until the new zone's NEGs exist"
+
+
+# ---- the wait covers the node start-up budget ---------------------------------------------------------------------
+def _wait_timeout_s(ready: dict) -> int:
+    words = ready["create"].split()
+    return int(words[words.index("--timeout-s") + 1])
+
+
+def test_the_node_start_up_budget_is_a_node_and_the_neg_controller_at_their_cited_bounds():
+    """infra/negs.py: a node ready within the cluster autoscaler's max-node-provision-time (15 min, cluster-autoscaler
+    FAQ), then the NEG controller within its resync period (10 min, ingress-gce --sync-period)."""
+    assert NODE_STARTUP_BUDGET_S >= 15 * 60 + 10 * 60
+
+
+def test_the_neg_wait_of_every_region_is_at_least_the_node_start_up_budget(stack_plan):
+    """A wait shorter than a new zone's first node plus the NEG controller fails `pulumi up` on a healthy cluster."""
+    readies = [r.inputs for r in stack_plan.of_type(COMMAND) if r.name.endswith("-ready")]
+    assert readies
+    for ready in readies:
+        assert _wait_timeout_s(ready) >= NODE_STARTUP_BUDGET_S, ready["create"]
+
+
+def test_a_60_s_wait_is_below_the_budget():
+    """The check is not vacuous: the component given a 60 s wait fails it."""
+    ready = _commands(_component_plan(("us-central1-a",), ready_timeout_s=60))["ready"]
+    assert _wait_timeout_s(ready) == 60 < NODE_STARTUP_BUDGET_S
