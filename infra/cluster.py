@@ -84,6 +84,39 @@ class GpuNodePoolArgs:
 
 
 @dataclass(frozen=True)
+class MaintenanceExclusionArgs:
+    """A time GKE must not start the upgrades `scope` names (NO_UPGRADES, NO_MINOR_UPGRADES, ...)."""
+
+    name: str
+    start_time: str
+    end_time: str
+    scope: str
+
+
+@dataclass(frozen=True)
+class MaintenancePolicyArgs:
+    """GKE's recurring maintenance window (RFC3339 UTC times, an RFC5545 RRULE) and its exclusions."""
+
+    start_time: str
+    end_time: str
+    recurrence: str
+    exclusions: tuple[MaintenanceExclusionArgs, ...] = ()
+
+
+# Node pool upgrades (GKE "Ensure resources for node upgrades",
+# https://cloud.google.com/kubernetes-engine/docs/how-to/node-upgrades-quota): a surge upgrade with maxSurge above
+# zero creates extra VMs "before draining and deleting old nodes", which count against the project's quota, and an
+# upgrade whose surge nodes cannot be created does not proceed. A T4 pool sized to its GPU quota (docs: quota is
+# gpuMaxNodes x gpuAcceleratorCount per region) has no spare T4, so the GPU pool upgrades in place, one node at a
+# time: maxSurge 0, maxUnavailable 1 (the node is drained, honouring Triton's PodDisruptionBudget, then recreated).
+# The CPU pool keeps one surge node: CPU quota is not the constraint, and its pods move before a node goes.
+# Both are updated in place (upgrade_settings: no ForceNew, nodePoolUpdate sends it on HasChange; terraform-provider-
+# google-beta resource_container_node_pool.go at 3dc173a397749158369ea839a2890d89f8c9c370).
+GPU_POOL_UPGRADE = {"max_surge": 0, "max_unavailable": 1}
+CPU_POOL_UPGRADE = {"max_surge": 1, "max_unavailable": 0}
+
+
+@dataclass(frozen=True)
 class GkeClusterArgs:
     # Plain: it names the Workload Identity pool (PROJECT.svc.id.goog).
     project: str
@@ -108,6 +141,11 @@ class GkeClusterArgs:
     master_authorized_cidrs: tuple[str, ...] = ()
     # Ports on which the control plane must call pods (APIService backends, webhooks) beyond 443 and 10250.
     control_plane_ports: tuple[int, ...] = ()
+    # When GKE may upgrade the cluster; None leaves GKE's default (any time).
+    maintenance: MaintenancePolicyArgs | None = None
+    # Plain: Pulumi's protect on the GPU pool, which must be known when the pool is declared. Pulumi then fails any
+    # update that would delete or replace the pool (a driver, Spot or accelerator change forces a new pool).
+    protect_gpu_pool: bool = False
 
     def __post_init__(self) -> None:
         if not self.zones:
@@ -145,7 +183,17 @@ class GkeCluster(pulumi.ComponentResource):
             "cpu", self._cpu_node_config(), math.ceil(cpu.min_nodes / len(args.zones)), cpu, pools_depend
         )
         # No GPU node at creation: pending Triton pods make the autoscaler add them wherever a zone has T4s.
-        self.gpu_pool = self._pool("gpu", self._gpu_node_config(), GPU_POOL_INITIAL_NODES_PER_ZONE, gpu, pools_depend)
+        # Protected (protect_gpu_pool): "Pulumi will fail any deployment that would delete" a protected resource, a
+        # replacement included (https://www.pulumi.com/docs/iac/operations/stack-management/
+        # protecting-against-undesired-changes/); setting protect false in the same update lets the replacement
+        # through (pulumi/pulumi#8873), which is what allowGpuPoolReplacement does.
+        self.gpu_pool = self._pool(
+            "gpu",
+            self._gpu_node_config(),
+            GPU_POOL_INITIAL_NODES_PER_ZONE,
+            gpu,
+            pulumi.ResourceOptions.merge(pools_depend, pulumi.ResourceOptions(protect=args.protect_gpu_pool)),
+        )
         self.kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(
                 self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
@@ -226,6 +274,7 @@ class GkeCluster(pulumi.ComponentResource):
             ),
             master_authorized_networks_config=authorized,
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel=a.release_channel),
+            maintenance_policy=self._maintenance_policy(),
             min_master_version=a.kubernetes_version,
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
                 workload_pool=f"{a.project}.svc.id.goog"
@@ -254,6 +303,31 @@ class GkeCluster(pulumi.ComponentResource):
                 protect=a.deletion_protection,
                 ignore_changes=list(CLUSTER_READ_BACK_DIFFERENTLY),
             ),
+        )
+
+    def _maintenance_policy(self) -> gcp.container.ClusterMaintenancePolicyArgs | None:
+        """The recurring window and exclusions (settings/maintenance.py checks GKE's rules); updated in place
+        (maintenance_policy has no ForceNew; resourceContainerClusterUpdate calls SetMaintenancePolicy on HasChange,
+        terraform-provider-google-beta resource_container_cluster.go at 3dc173a397749158369ea839a2890d89f8c9c370)."""
+        policy = self._args.maintenance
+        if policy is None:
+            return None
+        return gcp.container.ClusterMaintenancePolicyArgs(
+            recurring_window=gcp.container.ClusterMaintenancePolicyRecurringWindowArgs(
+                start_time=policy.start_time, end_time=policy.end_time, recurrence=policy.recurrence
+            ),
+            maintenance_exclusions=[
+                gcp.container.ClusterMaintenancePolicyMaintenanceExclusionArgs(
+                    exclusion_name=e.name,
+                    start_time=e.start_time,
+                    end_time=e.end_time,
+                    exclusion_options=gcp.container.ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs(
+                        scope=e.scope
+                    ),
+                )
+                for e in policy.exclusions
+            ]
+            or None,
         )
 
     def _control_plane_firewall(self) -> None:
@@ -347,6 +421,9 @@ class GkeCluster(pulumi.ComponentResource):
                 location_policy="ANY",
             ),
             management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+            upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(
+                strategy="SURGE", **(GPU_POOL_UPGRADE if role == "gpu" else CPU_POOL_UPGRADE)
+            ),
             # Deleting a pool ignores PodDisruptionBudgets unless asked (GKE "About node pools": deleting a node pool
             # does not respect PDBs; node_drain_config, updated in place by resource_container_node_pool.go
             # nodePoolUpdate): with it, a replaced pool's Triton pods leave one PDB step at a time.

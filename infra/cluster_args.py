@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import pulumi
-from triton_gke.infra.cluster import GkeClusterArgs, GpuNodePoolArgs, NodePoolArgs
+from triton_gke.infra.cluster import (
+    GkeClusterArgs,
+    GpuNodePoolArgs,
+    MaintenanceExclusionArgs,
+    MaintenancePolicyArgs,
+    NodePoolArgs,
+)
 from triton_gke.infra.network import PODS_RANGE, SERVICES_RANGE, SubnetPlan
 from triton_gke.settings.values import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
 
@@ -36,6 +42,16 @@ def gke_cluster_args(
         kubernetes_version=cluster.kubernetes_version,
         deletion_protection=cluster.deletion_protection,
         master_authorized_cidrs=tuple(cluster.master_authorized_cidrs),
+        maintenance=MaintenancePolicyArgs(
+            start_time=cluster.maintenance.start_time,
+            end_time=cluster.maintenance.end_time,
+            recurrence=cluster.maintenance.recurrence,
+            exclusions=tuple(
+                MaintenanceExclusionArgs(name=e.name, start_time=e.start_time, end_time=e.end_time, scope=e.scope)
+                for e in cluster.maintenance.exclusions
+            ),
+        ),
+        protect_gpu_pool=cluster.protect_gpu_pool,
         cpu_pool=NodePoolArgs(
             machine_type=cpu_pool.machine_type, min_nodes=cpu_pool.min_nodes, max_nodes=cpu_pool.max_nodes
         ),

@@ -10,6 +10,7 @@ the same contract). Everything is checked before any resource is declared.
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Iterator, Mapping
 
@@ -65,12 +66,24 @@ def _secret_keys(keys: Mapping[str, str]) -> frozenset[str]:
     return frozenset(marked | set(pulumi.runtime.get_config_secret_keys_env()))
 
 
-def load_stack_settings() -> StackSettings:
-    """The running stack's validated settings; raises ConfigError (a pulumi.RunError) on the first problem."""
+def load_stack_settings(today: datetime.date | None = None) -> StackSettings:
+    """The running stack's validated settings; raises ConfigError (a pulumi.RunError) on the first problem.
+
+    today: the day kubernetesVersion's end of standard support is judged on; None is the real date
+    (datetime.date.today(), or TRITON_GKE_TODAY where set: settings/versions.py), so every `pulumi up` and
+    `pulumi preview` judges the version on the day it runs. Its warnings (a version near its end of support) go to
+    pulumi.log.warn, which the engine shows at every preview and update
+    ("displayed, alongside all other Pulumi output, in the CLI", https://www.pulumi.com/docs/iac/concepts/logging/).
+    """
     config = RuntimeConfig()
     try:
-        return settings.load_stack_settings(config, stack=pulumi.get_stack(), secret_keys=_secret_keys(config))
+        loaded = settings.load_stack_settings(
+            config, stack=pulumi.get_stack(), secret_keys=_secret_keys(config), today=today
+        )
     except ConfigError:
         raise
     except settings.ConfigError as err:
         raise ConfigError(str(err)) from None
+    for warning in loaded.warnings:
+        pulumi.log.warn(warning)
+    return loaded

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import re
 from collections.abc import Mapping
 
-from triton_gke.settings import catalogue
+from triton_gke.settings import catalogue, versions
 from triton_gke.settings.catalogue import CatalogueError, GpuCatalogue
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.reader import Reader, show
 from triton_gke.settings.schema import project_dir
 from triton_gke.settings.source_ranges import cidr_ranges
-from triton_gke.settings.values import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
+from triton_gke.settings.values import (
+    ClusterSettings,
+    CpuPoolSettings,
+    GpuPoolSettings,
+    MaintenanceSettings,
+    RegionSettings,
+)
 
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
 DRIVER_VERSIONS = ("DEFAULT", "LATEST", "INSTALLATION_DISABLED")
@@ -120,19 +127,34 @@ def _check_zone(
         raise reader.fail("zones", zone, f"it has no {accelerator}; {region} zones with one: {', '.join(in_region)}")
 
 
-def cluster(reader: Reader) -> ClusterSettings:
+DEFAULT_MAINTENANCE = MaintenanceSettings()
+
+
+def cluster(
+    reader: Reader, today: datetime.date, maintenance: MaintenanceSettings = DEFAULT_MAINTENANCE
+) -> tuple[ClusterSettings, str]:
+    """The cluster settings and a warning ("" when none) about the version's end of standard support on `today`."""
     version = reader.string("kubernetesVersion")
     match = re.fullmatch(r"1\.(\d+)", version)
     if not match or int(match.group(1)) not in KUBERNETES_MINORS:
         supported = f"1.{KUBERNETES_MINORS.start}..1.{KUBERNETES_MINORS.stop - 1}"
-        raise reader.fail("kubernetesVersion", version, f'expected a minor version in {supported}, like "1.33"')
+        raise reader.fail("kubernetesVersion", version, f'expected a minor version in {supported}, like "1.35"')
+    try:
+        notice = versions.check_support(int(match.group(1)), today)
+    except versions.VersionError as err:
+        raise reader.fail("kubernetesVersion", version, str(err)) from None
+    except CatalogueError as err:
+        raise ConfigError(f"{reader.full('kubernetesVersion')}: {err}") from None
     cidrs = cidr_ranges(reader, "masterAuthorizedCidrs", public_allowed=True)
-    return ClusterSettings(
+    settings = ClusterSettings(
         release_channel=reader.choice("releaseChannel", RELEASE_CHANNELS),
         kubernetes_version=version,
         deletion_protection=reader.boolean("deletionProtection"),
         master_authorized_cidrs=cidrs,
+        maintenance=maintenance,
+        allow_gpu_pool_replacement=reader.boolean("allowGpuPoolReplacement"),
     )
+    return settings, notice and f"{reader.full('kubernetesVersion')}: {notice}"
 
 
 def _node_range(reader: Reader, prefix: str, fewest: int = 0) -> tuple[int, int]:

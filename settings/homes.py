@@ -18,6 +18,7 @@ from triton_gke.settings import (
     cluster,
     lifecycle,
     load_balancer,
+    maintenance,
     model_store,
     monitoring,
     serving,
@@ -36,7 +37,13 @@ STEPS: Mapping[Callable[..., Any], tuple[str, ...]] = {
         *("modelMaxQueueDelayUs", "modelInstanceCount", "modelSmallBatchSize", "modelSmallBatchInstanceCount"),
         *("modelSource", "tritonImageTag"),
     ),
-    cluster.cluster: ("kubernetesVersion", "masterAuthorizedCidrs", "releaseChannel", "deletionProtection"),
+    cluster.cluster: (
+        *("kubernetesVersion", "masterAuthorizedCidrs", "releaseChannel", "deletionProtection"),
+        "allowGpuPoolReplacement",
+    ),
+    maintenance.maintenance: (
+        *("maintenanceStartTime", "maintenanceEndTime", "maintenanceRecurrence", "maintenanceExclusions"),
+    ),
     cluster.cpu_pool: ("cpuMinNodes", "cpuMaxNodes", "cpuMachineType"),
     model_store.model_store: ("modelPrefix", "bucketLocation", "bucketForceDestroy"),
     serving.serving: ("autoscaleQueueTimeMs", "tritonStartupMinutes"),

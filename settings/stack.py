@@ -7,11 +7,23 @@ and the first problem is raised as one ConfigError naming the key.
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from triton_gke.settings import capacity, cluster, keys, lifecycle, load_balancer, model_store, monitoring, serving
+from triton_gke.settings import (
+    capacity,
+    cluster,
+    keys,
+    lifecycle,
+    load_balancer,
+    maintenance,
+    model_store,
+    monitoring,
+    serving,
+    versions,
+)
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.reader import Reader
 from triton_gke.settings.schema import config_schema
@@ -22,12 +34,18 @@ from triton_gke.settings.values import StackSettings
 
 
 def load_stack_settings(
-    config: Mapping[str, str], *, stack: str, secret_keys: frozenset[str] = frozenset()
+    config: Mapping[str, str],
+    *,
+    stack: str,
+    secret_keys: frozenset[str] = frozenset(),
+    today: datetime.date | None = None,
 ) -> StackSettings:
     """Read and validate the whole stack configuration; raises ConfigError on the first problem.
 
     config: every key set, 'namespace:name' -> value as the engine passes it (text; lists and maps as JSON).
     secret_keys: the keys set with `pulumi config set --secret` (their values are never judged as plain text).
+    today: the day kubernetesVersion's end of standard support is judged on (settings/versions.py); None: the real
+    date, or TRITON_GKE_TODAY where set (tests set it, so their plans do not expire with the shipped default).
     """
     project_name, schema_keys = config_schema()
     reader = Reader(project_name, schema_keys, config)
@@ -39,7 +57,11 @@ def load_stack_settings(
     regions = cluster.regions(reader, gpu_catalogue, gpu_pool.accelerator_type)
     cluster.check_provider_location(config, regions)
     model_repo = serving.model_repo(reader, gpu_pool)
-    cluster_settings = cluster.cluster(reader)
+    try:
+        day = today or versions.today_from_env()
+    except versions.VersionError as err:
+        raise ConfigError(str(err)) from None
+    cluster_settings, version_notice = cluster.cluster(reader, day, maintenance.maintenance(reader))
     cpu_pool = cluster.cpu_pool(reader)
     cluster.check_nodes_per_zone(reader, regions, cpu_pool, gpu_pool)
     serving.check_image_runs_on_driver(reader, model_repo, gpu_pool, cluster_settings)
@@ -61,6 +83,7 @@ def load_stack_settings(
         # After monitoring, the home of sloLatencyMs (settings/homes.py): the exit timeout must cover the longest
         # request at the SLO.
         lifecycle=lifecycle.lifecycle(reader, gpu_pool.spot, monitored.slo.latency_ms),
+        warnings=(version_notice,) if version_notice else (),
     )
     # Last: a target replaces the explicit pool minimum, LB rate and HPA target; then the SLO knobs must nest, and
     # the disruption budget must leave a pod of the sized minimum serving.
@@ -109,10 +132,14 @@ def stack_config(stack: str, project_dir: Path | None = None, config_file: Path 
 
 
 def from_stack_file(
-    stack: str, overrides: Mapping[str, str] | None = None, config_file: Path | None = None
+    stack: str,
+    overrides: Mapping[str, str] | None = None,
+    config_file: Path | None = None,
+    today: datetime.date | None = None,
 ) -> StackSettings:
     """The validated settings of `stack`: its stack file (or config_file) plus overrides, as `pulumi up` reads them."""
-    return load_stack_settings(stack_config(stack, config_file=config_file) | dict(overrides or {}), stack=stack)
+    config = stack_config(stack, config_file=config_file) | dict(overrides or {})
+    return load_stack_settings(config, stack=stack, today=today)
 
 
 __all__ = ["ConfigError", "check_stack_name", "from_stack_file", "load_stack_settings", "stack_config"]

@@ -21,11 +21,39 @@ class RegionSettings:
 
 
 @dataclass(frozen=True)
+class MaintenanceExclusion:
+    """A time GKE must not start the upgrades `scope` names (settings/maintenance.py)."""
+
+    name: str
+    start_time: str
+    end_time: str
+    scope: str
+
+
+@dataclass(frozen=True)
+class MaintenanceSettings:
+    """The recurring window GKE may upgrade in (RFC3339 UTC times, an RRULE) and the exclusions from it."""
+
+    start_time: str = "2026-01-03T01:00:00Z"
+    end_time: str = "2026-01-03T09:00:00Z"
+    recurrence: str = "FREQ=WEEKLY;BYDAY=SA,SU"
+    exclusions: tuple[MaintenanceExclusion, ...] = ()
+
+
+@dataclass(frozen=True)
 class ClusterSettings:
     release_channel: str
     kubernetes_version: str
     deletion_protection: bool
     master_authorized_cidrs: tuple[str, ...]
+    maintenance: MaintenanceSettings = MaintenanceSettings()
+    # allowGpuPoolReplacement: lift Pulumi's protect from the GPU pools for the one `up` that replaces them.
+    allow_gpu_pool_replacement: bool = False
+
+    @property
+    def protect_gpu_pool(self) -> bool:
+        """Pulumi's protect on the GPU pools: a protected stack refuses their replacement unless it is allowed."""
+        return self.deletion_protection and not self.allow_gpu_pool_replacement
 
 
 @dataclass(frozen=True)
@@ -149,3 +177,6 @@ class StackSettings:
     capacity: CapacitySettings = CapacitySettings()
     # How a Triton pod leaves the load balancer (settings/lifecycle.py): preStop, exit timeout, grace, health check.
     lifecycle: LifecycleSettings = LIFECYCLE_DEFAULTS
+    # What the program tells the user at every plan and `up` without refusing (pulumi.log.warn under the engine):
+    # a kubernetesVersion near the end of its standard support (settings/versions.py).
+    warnings: tuple[str, ...] = ()

@@ -9,7 +9,7 @@ from triton_gke.offline.plan import invalid_kubernetes_objects, kubernetes_objec
 from tests.conftest import evaluate
 
 
-@pytest.mark.parametrize("version", ["1.33", "1.37"])
+@pytest.mark.parametrize("version", ["1.35", "1.37"])
 def test_all_declared_objects_are_schema_valid(version):
     plan = evaluate("prod", gpuDriverVersion="INSTALLATION_DISABLED", kubernetesVersion=version)
     assert kubernetes_objects(plan), "expected Kubernetes objects to check"

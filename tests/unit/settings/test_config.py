@@ -56,11 +56,13 @@ BAD_CONFIG = {
         "us-central1",
     ),
     "Triton SDK image": ({"tritonImageTag": "25.06-py3-sdk"}, "triton-gke:tritonImageTag", "'25.06-py3-sdk'", "SDK"),
-    "CUDA 13 image on an R570 LATEST driver": (
-        {"tritonImageTag": "25.08-py3"},
-        "triton-gke:tritonImageTag",
-        "'25.08-py3'",
-        "R570",
+    # (A CUDA 13 image on an R570 LATEST driver needs 1.33, past its standard support on the tests' date: the driver
+    # rule is tested at dates each minor was supported, tests/unit/settings/test_values.py.)
+    "kubernetesVersion past GKE standard support": (
+        {"kubernetesVersion": "1.33"},
+        "triton-gke:kubernetesVersion",
+        "'1.33'",
+        "ended on 2026-08-03",
     ),
     "unknown accelerator": (
         {"gpuAcceleratorType": "nvidia-tesla-k80"},

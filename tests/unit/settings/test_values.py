@@ -7,6 +7,7 @@ written here from the documentation (sources next to each oracle), independently
 
 from __future__ import annotations
 
+import datetime
 import json
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from triton_gke.offline.runtime import config_string
-from triton_gke.settings import catalogue
+from triton_gke.settings import catalogue, versions
 from triton_gke.settings import from_stack_file as load_settings
 from triton_gke.settings.errors import ConfigError
 
@@ -25,11 +26,11 @@ INT32_MAX = 2**31 - 1
 EXAMPLES = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def outcome(stack: str, **overrides: Any) -> str | None:
-    """None when the stack is accepted, else the one-line refusal."""
+def outcome(stack: str, today: datetime.date | None = None, **overrides: Any) -> str | None:
+    """None when the stack is accepted, else the one-line refusal (kubernetesVersion judged on `today`)."""
     config = {f"{PROJECT}:{key}": config_string(value) for key, value in overrides.items()}
     try:
-        load_settings(stack, config)
+        load_settings(stack, config, today=today)
     except ConfigError as err:
         return str(err)
     return None
@@ -313,6 +314,15 @@ def released(year: int, month: int) -> bool:
     return 1 <= month <= 12 and (21, 8) <= (year, month) <= (26, 10) and (year, month) != (25, 7)
 
 
+def supported_on(minor: int) -> datetime.date:
+    """A day GKE still supported 1.`minor` (the day before its end; the tables' day for minors after the table), so
+    the driver rule is judged on each minor whatever the tests' today (settings/versions.py)."""
+    table = versions.load_versions()
+    if minor in table:
+        return table[minor].end_of_standard_support - datetime.timedelta(days=1)
+    return versions.TABLE_WRITTEN
+
+
 def driver_runs(year: int, month: int, branch: int) -> bool:
     """rel-25-08 onwards: CUDA 13, needs R575+ or, on a data-center GPU, R470/R525/R535/R545."""
     return (year, month) < (25, 8) or branch >= 575 or branch in (470, 525, 535, 545)
@@ -328,7 +338,9 @@ def driver_runs(year: int, month: int, branch: int) -> bool:
 )
 def test_triton_tag_is_a_released_server_image_that_runs_on_the_driver(year, month, suffix, driver, minor) -> None:
     tag = f"{year:02d}.{month:02d}{suffix}"
-    refusal = outcome("dev", tritonImageTag=tag, gpuDriverVersion=driver, kubernetesVersion=f"1.{minor}")
+    refusal = outcome(
+        "dev", supported_on(minor), tritonImageTag=tag, gpuDriverVersion=driver, kubernetesVersion=f"1.{minor}"
+    )
     choice = "DEFAULT" if driver == "INSTALLATION_DISABLED" else driver
     branch = catalogue.gke_driver_branch(minor, choice)
     accepted = suffix == "-py3" and released(year, month) and driver_runs(year, month, branch)
@@ -336,9 +348,10 @@ def test_triton_tag_is_a_released_server_image_that_runs_on_the_driver(year, mon
 
 
 def test_cuda13_image_with_latest_on_an_r570_gke_is_refused_with_why() -> None:
-    refusal = outcome("dev", tritonImageTag="25.10-py3", gpuDriverVersion="LATEST", kubernetesVersion="1.33")
+    on = supported_on(33)
+    refusal = outcome("dev", on, tritonImageTag="25.10-py3", gpuDriverVersion="LATEST", kubernetesVersion="1.33")
     assert refusal is not None and "R570" in refusal and "CUDA 13" in refusal and "DEFAULT" in refusal
-    assert outcome("dev", tritonImageTag="25.10-py3", gpuDriverVersion="DEFAULT", kubernetesVersion="1.33") is None
+    assert outcome("dev", on, tritonImageTag="25.10-py3", gpuDriverVersion="DEFAULT", kubernetesVersion="1.33") is None
     assert outcome("dev", tritonImageTag="25.10-py3", gpuDriverVersion="LATEST", kubernetesVersion="1.35") is None
 
 
@@ -366,7 +379,13 @@ def test_every_month_on_both_gke_driver_choices() -> None:
         for month in range(1, 13):
             for driver, minor in (("LATEST", 33), ("DEFAULT", 33), ("LATEST", 34)):
                 tag = f"{year:02d}.{month:02d}-py3"
-                refusal = outcome("dev", tritonImageTag=tag, gpuDriverVersion=driver, kubernetesVersion=f"1.{minor}")
+                refusal = outcome(
+                    "dev",
+                    supported_on(minor),
+                    tritonImageTag=tag,
+                    gpuDriverVersion=driver,
+                    kubernetesVersion=f"1.{minor}",
+                )
                 branch = catalogue.gke_driver_branch(minor, driver)
                 accepted = released(year, month) and driver_runs(year, month, branch)
                 assert_outcome(accepted, refusal, "tritonImageTag")
