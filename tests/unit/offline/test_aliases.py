@@ -80,9 +80,10 @@ def test_moved_resources_are_unchanged_with_their_aliases_and_replaced_without()
     }
 
 
-def baseline(stack: str, tmp_path: Path) -> dict[str, dict[str, Any]]:
+def baseline(stack: str, tmp_path: Path, folder: Path = BASELINES) -> dict[str, dict[str, Any]]:
+    """The committed plan of `stack` in `folder` (test_upgrade_from_release.py reads an older release's too)."""
     plain = tmp_path / f"{stack}.json"
-    plain.write_bytes(gzip.decompress((BASELINES / f"{stack}.json.gz").read_bytes()))
+    plain.write_bytes(gzip.decompress((folder / f"{stack}.json.gz").read_bytes()))
     plan = load_plan(plain)
     # The baselines pin URNs and aliases, not the load generator's files: the ConfigMap shipping them (k8s/loadtest.py)
     # is replaced whenever either changes (a ConfigMap's data forces replacement: infra/data/replacement_rules.yaml,
