@@ -91,13 +91,13 @@ def test_triton_runs_non_root_as_the_workload_identity_account(prod_plan, triton
     (reader,) = [a for a in prod_plan.of_type("gcp:serviceaccount/account:Account") if a.name == "models-reader"]
     (account,) = {
         json.dumps(a.inputs, sort_keys=True)
-        for a in named(prod_plan, "kubernetes:core/v1:ServiceAccount", "triton", "triton")
+        for a in named(prod_plan, "kubernetes:core/v1:ServiceAccount", "triton", "triton-prod")
     }
     annotations = json.loads(account)["metadata"]["annotations"]
     assert annotations["iam.gke.io/gcp-service-account"].startswith(reader.inputs["accountId"] + "@")
     for deployment in tritons.values():
         spec = pod_spec(deployment)
-        assert spec["serviceAccountName"] == "triton"
+        assert spec["serviceAccountName"] == "triton-prod"  # the stack's own principal (issue 32)
         assert spec["securityContext"]["runAsNonRoot"] is True
         assert spec["containers"][0]["securityContext"]["allowPrivilegeEscalation"] is False
 
