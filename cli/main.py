@@ -128,6 +128,11 @@ COMMANDS: dict[str, Command] = {
         BENCH_COMMANDS,
         extra="local",
     ),
+    "smoke": Command(
+        "triton_gke.model_repo.smoke",
+        "after `pulumi up`: one image to each Triton address, checked against the built repository",
+        extra="local",
+    ),
     "capacity": Command("triton_gke.capacity.__main__", "capacity compare BASELINE NEW: did capacity drop?"),
     "plan-diff": Command("triton_gke.offline.plan_diff", "compare two plan JSONs resource by resource"),
     "lifecycle-table": Command(

@@ -49,6 +49,7 @@ NEEDS = {
     ("model-repo", "custom"): "models",
     ("lifecycle-table",): "models",
     ("sandbox",): "local",
+    ("smoke",): "local",
     ("bench",): "local",
     ("bench", "pa-rates"): "local",
     ("bench", "report"): "local",

@@ -5,6 +5,7 @@ The model has random weights: these tests check serving, not accuracy.
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
@@ -24,7 +25,6 @@ from triton_gke.sandbox.processes import free_port, stop_process
 from triton_gke.sandbox.triton import TritonServer, TritonStartError
 
 pytest_plugins = ("tests.support.triton_fixtures",)
-
 
 
 VARIANTS = ["original", "trt_fp32", "trt_fp16", "trt_int8", "trt_int8_bs16_count4"]
@@ -192,3 +192,88 @@ def _http_get_eventually(port: int, attempts: int = 50) -> bool:
         except OSError:
             time.sleep(0.1)
     return False
+
+
+# ---------------------------------------------------------------- triton-gke smoke against a real tritonserver
+TRITON_GKE = Path(sys.executable).parent / "triton-gke"
+
+
+def smoke(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(TRITON_GKE), "smoke", *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("model", ["original", "trt_int8"])
+def test_smoke_answers_ok_with_the_class_triton_itself_ranks_first(
+    cpu_triton: TritonServer, client: httpclient.InferenceServerClient, model_repos: BuildResult, model: str
+) -> None:
+    # The expected answer comes from the repository `pulumi up` uploads (the GPU one), the server serves its twins.
+    from triton_gke.model_repo.smoke import expected_answer
+
+    url = f"http://{cpu_triton.http_url}"
+    done = smoke(url, "--model", model, "--repository", str(model_repos.out))
+    assert done.returncode == 0 and done.stderr == "", (done.stdout, done.stderr)
+    (line,) = done.stdout.splitlines()
+    expected = expected_answer(model_repos.out, model)
+    # Triton's classification extension ranks the classes itself (labels.txt): the independent check.
+    request = httpclient.InferInput("input", list(expected.image.shape), "FP32")
+    request.set_data_from_numpy(expected.image)
+    ranked = client.infer(model, [request], outputs=[httpclient.InferRequestedOutput("probabilities", class_count=1)])
+    _, index, label = ranked.as_numpy("probabilities")[0][0].decode().split(":")
+    assert line.startswith(f"{url} {model}: class {index} {label!r} (expected {index}, margin ")
+    assert line.endswith(") ok")
+
+
+def test_smoke_says_which_class_a_server_answers_that_is_not_the_built_model(
+    cpu_triton: TritonServer, model_repos: BuildResult, tmp_path: Path
+) -> None:
+    """A served model that differs from the repository's (here: the repository's final layer shifted by one class,
+    as a stale upload would differ) answers another class: exit 1, one line naming both."""
+    import onnx
+    from onnx import numpy_helper
+
+    stale = tmp_path / "repository"
+    shutil.copytree(model_repos.out / "original", stale / "original")
+    model_file = stale / "original" / "1" / "model.onnx"
+    model = onnx.load(model_file)
+    gemm = next(n for n in model.graph.node if n.op_type == "Gemm")
+    for initializer in model.graph.initializer:
+        if initializer.name in gemm.input[1:]:
+            weights = numpy_helper.to_array(initializer)
+            initializer.CopyFrom(numpy_helper.from_array(np.roll(weights, 1, axis=0), initializer.name))
+    onnx.save(model, model_file)
+    done = smoke(f"http://{cpu_triton.http_url}", "--repository", str(stale))
+    assert done.returncode == 1 and done.stderr == "", (done.stdout, done.stderr)
+    (line,) = done.stdout.splitlines()
+    found = re.fullmatch(r"\S+ original: class (\d+) 'class_\d+', expected (\d+) 'class_\d+'", line)
+    assert found, line
+    served, expected = map(int, found.groups())
+    assert expected == (served + 1) % 1000, line
+
+
+def test_smoke_reports_an_address_that_does_not_answer_and_still_checks_the_others(
+    cpu_triton: TritonServer, model_repos: BuildResult
+) -> None:
+    closed = free_port()
+    done = smoke(f"http://127.0.0.1:{closed}", f"http://{cpu_triton.http_url}", "--repository", str(model_repos.out))
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    down, up = done.stdout.splitlines()
+    assert down.startswith(f"http://127.0.0.1:{closed} original: no answer: ")
+    assert up.endswith(") ok")
+
+
+README_SMOKE = ".venv/bin/triton-gke smoke http://localhost:8000"
+
+
+@needs_isolation
+def test_the_readmes_smoke_command_verbatim_against_triton_on_port_8000(cpu_triton: TritonServer) -> None:
+    """The README's line after `kubectl port-forward svc/triton 8000:8000`, run as shown from the repository root, in
+    Triton's own network namespace, where tritonserver listens on 8000 as the port-forward would expose it."""
+    readme = (PROJECT_DIR / "README.md").read_text()
+    assert f"\n{README_SMOKE}  " in readme
+    assert cpu_triton.netns is not None
+    done = subprocess.run(
+        cpu_triton.netns.wrap(["sh", "-c", README_SMOKE]), cwd=PROJECT_DIR, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    (line,) = done.stdout.splitlines()
+    assert line.startswith("http://localhost:8000 original: class ") and line.endswith(") ok"), line

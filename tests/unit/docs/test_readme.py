@@ -52,6 +52,16 @@ NOT_RUN: dict[str, str] = {
         _NO_CLUSTER
     ),
     "kubectl -n load port-forward svc/locust-master 8089:8089": _NO_CLUSTER,
+    "kubectl -n triton port-forward svc/triton 8000:8000 &": _NO_CLUSTER,
+    "gcloud container clusters get-credentials triton-prod-europe-west4 --region europe-west4 --project YOUR_PROJECT": (
+        _NO_CLUSTER
+    ),
+    ".venv/bin/triton-gke smoke http://localhost:8000": (
+        "needs Triton on localhost:8000: tests/live/sandbox/test_triton.py runs it verbatim inside the network "
+        "namespace of a real tritonserver listening on 8000"
+    ),
+    '.venv/bin/triton-gke smoke "$(pulumi stack output httpEndpoint -s prod)"': _NO_PULUMI,
+    "gcloud auth login": "a browser login to a Google account (none here)",
     "gcloud billing projects link YOUR_PROJECT --billing-account=YOUR_BILLING_ACCOUNT": _NO_PULUMI,
     "gcloud compute regions describe us-central1 --project YOUR_PROJECT": _NO_PULUMI,
     "gcloud components install gke-gcloud-auth-plugin": "installs a gcloud component; needs the Google Cloud SDK",

@@ -37,7 +37,7 @@ from triton_gke.capacity.records import MAX_FILE_BYTES, CapacityError, load_reco
 from triton_gke.infra.cost import load_vm_prices
 from triton_gke.infra.model_upload import built_repository_digest
 from triton_gke.loadtest.arrivals import MAX_TRACE_BYTES, ArrivalError, read_trace
-from triton_gke.model_repo import build, configs, cpu_twin, sync_source
+from triton_gke.model_repo import build, configs, cpu_twin, smoke, sync_source
 from triton_gke.model_repo.configs import ModelIO, TensorSpec
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.manifest import MANIFEST, MANIFEST_MAX_BYTES, read_manifest
@@ -155,6 +155,10 @@ READERS: tuple[Reader, ...] = (
            sync_source.SyncError, CONFIG_MAX_BYTES),
     Reader("model source's model.py", ("model_repo/sync_source.py:_check_python",), sync_source._check_python,
            sync_source.SyncError, sync_source.MODEL_PY_MAX_BYTES),
+    Reader("model config (smoke)", ("model_repo/smoke.py:_config",), lambda p: smoke._config(p.parent),
+           smoke.SmokeError, smoke.CONFIG_BYTES, file="config.pbtxt"),
+    Reader("labels file (smoke)", ("model_repo/smoke.py:_labels",), smoke._labels, smoke.SmokeError,
+           smoke.CONFIG_BYTES),
     Reader("Locust trace (ships alone)", ("loadtest/arrivals.py:_read_trace_text",), read_trace, ArrivalError,
            MAX_TRACE_BYTES),
     Reader("sandbox state", ("sandbox/leftovers.py:read_state",), leftovers.read_state, UnreadableFileError,

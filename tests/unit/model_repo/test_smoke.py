@@ -1,0 +1,59 @@
+"""triton-gke smoke's input boundary: addresses and repositories are refused in one line, before anything is sent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from triton_gke.model_repo.smoke import SmokeError, main, parse_address
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("http://34.1.2.3", ("34.1.2.3:80", False)),
+        ("https://triton.example.com", ("triton.example.com:443", True)),
+        ("http://localhost:8000/", ("localhost:8000", False)),
+        # The stack's httpEndpoint output, pasted as it is.
+        ("http://34.1.2.3/v2/models/MODEL/infer", ("34.1.2.3:80", False)),
+        ("http://[::1]:8000", ("[::1]:8000", False)),
+    ],
+)
+def test_addresses_a_user_pastes_become_tritonclients_host_and_port(text: str, expected: tuple[str, bool]) -> None:
+    assert parse_address(text) == expected
+
+
+@given(st.text(max_size=80))
+def test_any_text_is_an_address_or_a_one_line_refusal_naming_it(text: str) -> None:
+    try:
+        host, ssl = parse_address(text)
+    except SmokeError as err:
+        assert "\n" not in str(err).strip("\n") or "\n" in text
+        assert str(err).startswith(f"address {text!r}: ")
+    else:
+        assert text.startswith(("http://", "https://")) and ssl == text.startswith("https://")
+        assert host.rsplit(":", 1)[1].isdigit()
+
+
+def refusal(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert main(list(args)) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err, (out, err)
+    (line,) = err.splitlines()
+    return line
+
+
+def test_a_bad_address_is_refused_before_the_repository_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = refusal(capsys, "ftp://host", "--repository", str(tmp_path / "missing"))
+    assert line == "error: triton-gke smoke: address 'ftp://host': expected http://HOST[:PORT] or https://HOST[:PORT]"
+
+
+def test_a_repository_without_the_model_is_refused_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = refusal(capsys, "http://127.0.0.1:1", "--repository", str(tmp_path), "--model", "original")
+    assert line.startswith(f"error: triton-gke smoke: {tmp_path / 'original' / 'config.pbtxt'}: no such model config")
