@@ -24,6 +24,8 @@ from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
 from triton_gke.sandbox.processes import free_port, stop_process
 from triton_gke.sandbox.triton import TritonServer, TritonStartError
 
+from tests.conftest import PROJECT_DIR
+
 pytest_plugins = ("tests.support.triton_fixtures",)
 
 
