@@ -22,6 +22,7 @@ from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_random as random
+from triton_gke.contracts.triton import PORTS
 from triton_gke.contracts.workloads import GRAFANA_PORT, LOCUST_WEB_PORT, PROMETHEUS_PORT, triton_service_account
 from triton_gke.infra.cluster_args import gke_cluster_args
 from triton_gke.infra.cost import stack_cost_summary
@@ -36,7 +37,7 @@ from triton_gke.k8s.common import ArgsError
 from triton_gke.k8s.loadtest import LOCUST_NAMESPACE, LoadTestArgs
 from triton_gke.k8s.monitoring import MONITORING_NAMESPACE, MonitoringArgs
 from triton_gke.k8s.on_cluster import GKE_ACCELERATOR_LABEL, ClusterWiring, TritonOnClusterArgs
-from triton_gke.k8s.triton import TRITON_NAMESPACE, triton_address
+from triton_gke.k8s.triton import TRITON_APP, TRITON_NAMESPACE, triton_address
 from triton_gke.settings.load_balancer import backend_rates, shares_of
 from triton_gke.settings.values import StackSettings
 
@@ -351,10 +352,14 @@ def _monitoring(settings: StackSettings, region: str) -> MonitoringArgs:
 
 
 def _access(settings: StackSettings, region: str, cluster_name: str) -> dict[str, str]:
-    """How an operator reaches the region's cluster, Locust and (builtin monitoring) Grafana and Prometheus."""
+    """How an operator reaches the region's cluster, Triton, Locust and (builtin monitoring) Grafana and Prometheus."""
+    http = PORTS["http"]
     access = {
         "credentials": f"gcloud container clusters get-credentials {cluster_name} "
         f"--region {region} --project {settings.project}",
+        # The region's own Triton, past the load balancer: what `triton-gke smoke` checks after an `up`.
+        "triton": f"kubectl -n {TRITON_NAMESPACE} port-forward svc/{TRITON_APP} {http}:{http}  "
+        f"# then: triton-gke smoke http://localhost:{http}",
         "locust": f"kubectl -n {LOCUST_NAMESPACE} port-forward svc/locust-master "
         f"{LOCUST_WEB_PORT}:{LOCUST_WEB_PORT}  # then http://localhost:{LOCUST_WEB_PORT}",
     }

@@ -17,6 +17,8 @@ from triton_gke.observability.rules import TRITON_JOB, rules
 from triton_gke.observability.settings import TRITON_PODS, SloSettings
 from triton_gke.offline.runtime import Plan
 
+from tests.conftest import PROJECT_DIR
+
 SERVICE = "kubernetes:core/v1:Service"
 PORT_FORWARD = re.compile(r"kubectl -n (\S+) port-forward svc/(\S+) (\d+):(\d+)")
 
@@ -34,7 +36,7 @@ def test_every_access_command_forwards_a_port_its_service_declares(dev_plan: Pla
     services = service_ports(dev_plan)
     for region, commands in dev_plan.outputs["access"].items():
         forwards = {name: PORT_FORWARD.search(text) for name, text in commands.items() if name != "credentials"}
-        assert set(forwards) == {"locust", "grafana", "prometheus"}, region
+        assert set(forwards) == {"triton", "locust", "grafana", "prometheus"}, region
         for name, match in forwards.items():
             assert match, (region, name, commands[name])
             namespace, service, local, remote = match.groups()
@@ -56,6 +58,13 @@ def test_the_web_ui_ports_are_the_contracts_and_the_access_text_is_unchanged(dev
         access["prometheus"] == f"kubectl -n monitoring port-forward svc/prometheus {PROMETHEUS_PORT}:{PROMETHEUS_PORT}"
     )
     assert (LOCUST_WEB_PORT, GRAFANA_PORT, PROMETHEUS_PORT) == (8089, 3000, 9090)  # the programs' own defaults
+    # The README's smoke step after `pulumi up` is this line's two halves.
+    assert access["triton"] == (
+        "kubectl -n triton port-forward svc/triton 8000:8000  # then: triton-gke smoke http://localhost:8000"
+    )
+    readme = (PROJECT_DIR / "README.md").read_text()
+    forward, smoke = access["triton"].replace("# then: triton-gke", ".venv/bin/triton-gke").split("  ")
+    assert f"\n{forward} &\n{smoke}  " in readme
 
 
 @settings(max_examples=25, deadline=None)
