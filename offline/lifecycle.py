@@ -47,6 +47,8 @@ NODE_POOL = "gcp:container/nodePool:NodePool"
 BUCKET = "gcp:storage/bucket:Bucket"
 GLOBAL_ADDRESS = "gcp:compute/globalAddress:GlobalAddress"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
+PDB = "kubernetes:policy/v1:PodDisruptionBudget"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 TRITON_NAMESPACE = "triton"
@@ -252,7 +254,10 @@ def compare(
             changes.append(_diff(key, before[old], after[key], rules))
     olds = {key: before[old] for key, old in pairs.items()}
     changes = _cascade(changes, olds, after, rules)
-    changes = [_with_disruption(c, olds.get(c.key) or before.get(c.key) or after[c.key]) for c in changes]
+    changes = [
+        _with_disruption(c, olds.get(c.key) or before.get(c.key) or after[c.key], after.get(c.key)) for c in changes
+    ]
+    changes = [_with_triton_kept(c, after) for c in changes]
     return sorted(changes, key=lambda c: (ACTIONS.index(c.action), c.key))
 
 
@@ -476,15 +481,63 @@ def _diff(key: str, old: dict[str, Any], new: dict[str, Any], rules: Rules) -> C
     return Change(key, action, tuple(paths), tuple(reasons))
 
 
-def _with_disruption(change: Change, record: Mapping[str, Any]) -> Change:
+def _with_disruption(change: Change, record: Mapping[str, Any], new: Mapping[str, Any] | None = None) -> Change:
     if change.action not in ("replace", "delete"):
         return change
     what = disruption(record)
-    if record.get("protect"):
-        # Pulumi refuses to delete, hence to replace, a protected resource: the `up` would fail, whatever is allowed
-        # (https://www.pulumi.com/docs/iac/concepts/resources/options/protect/).
-        what = f"{what or 'a protected resource'}; PROTECTED: `pulumi up` fails (deletionProtection false first)"
-    return dataclasses.replace(change, disruption=what, protected=bool(record.get("protect")))
+    # Pulumi refuses to delete, hence to replace, a protected resource: the `up` would fail, whatever is allowed
+    # (https://www.pulumi.com/docs/iac/concepts/resources/options/protect/). A replacement is judged by the program's
+    # new protect flag, so unprotecting and replacing may happen in one `up` (pulumi/pulumi#8873, "Allow replace if
+    # either old or new protect is false": step_generator.go checks goal.Protect); a deletion by the state's flag.
+    protected = bool((new if change.action == "replace" and new is not None else record).get("protect"))
+    if protected:
+        what = (
+            f"{what or 'a protected resource'}; PROTECTED: `pulumi up` fails (unprotect it in the same `up`: "
+            "allowGpuPoolReplacement true for a GPU pool, deletionProtection false otherwise)"
+        )
+    return dataclasses.replace(change, disruption=what, protected=protected)
+
+
+def _with_triton_kept(change: Change, after: Mapping[str, dict[str, Any]]) -> Change:
+    """A GPU pool replacement, with how many of the region's Triton pods keep serving while it happens."""
+    record = after.get(change.key)
+    if change.action != "replace" or record is None or not change.key.startswith(f"{NODE_POOL}::"):
+        return change
+    if not record["inputs"].get("nodeConfig", {}).get("guestAccelerators"):
+        return change
+    kept = triton_kept(change, record, after)
+    return dataclasses.replace(change, disruption=f"{change.disruption}; {kept}" if change.disruption else kept)
+
+
+def triton_kept(change: Change, pool: Mapping[str, Any], after: Mapping[str, dict[str, Any]]) -> str:
+    """What the region's Triton keeps while its GPU pool is replaced, from the new plan's own objects.
+
+    The pool is created before the old one is deleted unless it is an outage (an auto-named pool is: Change.outage
+    empty); GKE then drains the old pool's nodes honouring PodDisruptionBudgets only with
+    node_drain_config.respect_pdb_during_node_pool_deletion ("About node pools": deleting a pool does not respect
+    PDBs otherwise). Honoured, the PDB's maxUnavailable bounds the Triton pods evicted at once, so at least
+    min replicas (the HPA's minReplicas, else the Deployment's replicas) minus maxUnavailable keep serving
+    (https://kubernetes.io/docs/concepts/workloads/pods/disruptions/#pod-disruption-budgets)."""
+    # The cluster's Kubernetes provider waits for its pools (infra/cluster.py), so the pool is in its dependsOn.
+    providers = {r["name"] for r in after.values() if r["type"] == K8S_PROVIDER and pool["urn"] in r["dependsOn"]}
+    triton = [r for r in after.values() if r.get("provider") in providers and _is_triton(r)]
+    by_kind = {r["type"]: r["inputs"].get("spec", {}) for r in triton}
+    replicas = by_kind.get(HPA, {}).get("minReplicas", by_kind.get(DEPLOYMENT, {}).get("replicas"))
+    max_unavailable = by_kind.get(PDB, {}).get("maxUnavailable")
+    drains = any(d.get("respectPdbDuringNodePoolDeletion") for d in pool["inputs"].get("nodeDrainConfigs") or [])
+    if change.outage or not drains or not isinstance(replicas, int) or not isinstance(max_unavailable, int):
+        return "Triton: every pod of the region at once (the old pool goes without a PodDisruptionBudget step)"
+    keep = max(0, replicas - max_unavailable)
+    where = "the region is down meanwhile" if keep == 0 else "the region keeps serving"
+    return (
+        f"Triton keeps {keep} of its {replicas} pods (new pool first, old one drained {max_unavailable} pod at a time "
+        f"by the PodDisruptionBudget): {where}"
+    )
+
+
+def _is_triton(record: Mapping[str, Any]) -> bool:
+    meta = record["inputs"].get("metadata") if isinstance(record["inputs"].get("metadata"), dict) else {}
+    return meta.get("name") == TRITON_APP and meta.get("namespace") == TRITON_NAMESPACE
 
 
 def disruption(record: Mapping[str, Any]) -> str:
@@ -497,7 +550,7 @@ def disruption(record: Mapping[str, Any]) -> str:
         # Deleting a node pool ignores PodDisruptionBudgets unless its node drain config says otherwise (GKE
         # "About node pools"; node_drain_config.respect_pdb_during_node_pool_deletion), and a replacement first
         # needs a second pool's GPU quota.
-        return "a GPU node pool: the region's Triton pods, and twice its GPU quota while both pools exist"
+        return "a GPU node pool: twice its GPU quota while both pools exist"
     if kind == BUCKET:
         return "the model bucket and every object in it"
     if kind == GLOBAL_ADDRESS:

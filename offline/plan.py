@@ -212,8 +212,8 @@ def report_lifecycle(
     if protected:
         print(
             f"error: {len(protected)} protected resource(s) would be replaced or deleted ({', '.join(protected)}): "
-            "`pulumi up` refuses that whatever is allowed; set deletionProtection false and `pulumi up` first "
-            "(docs/lifecycle.md)",
+            "`pulumi up` refuses that whatever is allowed; unprotect them in the same `up` (allowGpuPoolReplacement "
+            "true for a GPU pool, deletionProtection false otherwise; docs/upgrades.md)",
             file=sys.stderr,
         )
         return EXIT_DISRUPTIVE

@@ -367,3 +367,47 @@ def test_an_autonamed_gpu_pool_is_created_before_the_old_one_is_deleted(shipped_
     applied = applied_state(records(shipped_plans["dev"]))
     (pool,) = [c for c in compare(applied, records(evaluate("dev", gpuSpot=False))) if c.action == "replace"]
     assert pool.outage == "" and "[outage" not in pool.line()
+
+
+PROD_REGIONS = ("us-central1", "europe-west4", "asia-east1")
+
+
+def test_a_driver_change_on_prod_is_refused_as_protected_until_allowed_in_the_same_up(shipped_plans):
+    """prod's GPU pools carry `protect`: the driver change alone is refused whatever --allow-disruption says; with
+    allowGpuPoolReplacement in the same `up` the new protect is false, which the engine accepts (pulumi/pulumi#8873,
+    step_generator.go checks the goal's Protect), and only the disruption check is left."""
+    applied = applied_state(records(shipped_plans["prod"]))
+    alone = compare(applied, records(evaluate("prod", gpuDriverVersion="DEFAULT")))
+    pools = [f"{NODE_POOL}::gke-{r}-gpu" for r in PROD_REGIONS]
+    assert sorted(c.key for c in refused(alone, ["all"])) == sorted(pools)
+    assert all(c.protected and "allowGpuPoolReplacement true" in c.line() for c in refused(alone, ["all"]))
+    allowed = compare(applied, records(evaluate("prod", gpuDriverVersion="DEFAULT", allowGpuPoolReplacement=True)))
+    assert sorted(c.key for c in allowed if c.action == "replace") == sorted(pools)
+    assert not any(c.protected for c in allowed) and refused(allowed, ["all"]) == []
+
+
+def test_a_driver_change_on_prod_keeps_every_region_serving_and_dev_is_said_to_go_down(shipped_plans):
+    """The plan of a driver change names, per region, the Triton pods that keep serving while the GPU pool is replaced:
+    prod (HPA min 2, PDB maxUnavailable 1) keeps one in every region; dev (one pod) is down meanwhile."""
+    applied = applied_state(records(shipped_plans["prod"]))
+    changes = compare(applied, records(evaluate("prod", gpuDriverVersion="DEFAULT", allowGpuPoolReplacement=True)))
+    lines = {c.name: c.line() for c in changes if c.action == "replace"}
+    assert set(lines) == {f"gke-{r}-gpu" for r in PROD_REGIONS}
+    for line in lines.values():
+        assert "Triton keeps 1 of its 2 pods" in line and "the region keeps serving" in line, line
+        assert "[outage" not in line
+    dev = compare(applied_state(records(shipped_plans["dev"])), records(evaluate("dev", gpuDriverVersion="DEFAULT")))
+    (pool,) = [c for c in dev if c.action == "replace"]
+    assert "Triton keeps 0 of its 1 pods" in pool.line() and "the region is down meanwhile" in pool.line()
+
+
+def test_a_gpu_pool_deleted_without_the_pdb_drain_takes_every_triton_pod(shipped_plans):
+    """Without respect_pdb_during_node_pool_deletion GKE deletes the pool's nodes without honouring the PDB: the
+    comparison must not promise pods that the drain would not keep (a mutant dropping the check fails this)."""
+    applied = applied_state(records(shipped_plans["prod"]))
+    after = records(evaluate("prod", gpuDriverVersion="DEFAULT", allowGpuPoolReplacement=True))
+    for key, record in after.items():
+        if key.startswith(f"{NODE_POOL}::") and key.endswith("-gpu"):
+            record["inputs"]["nodeDrainConfigs"] = []
+    lines = [c.line() for c in compare(applied, after) if c.action == "replace" and c.key.endswith("-gpu")]
+    assert len(lines) == 3 and all("Triton: every pod of the region at once" in line for line in lines), lines
