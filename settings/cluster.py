@@ -1,4 +1,4 @@
-"""Cluster and node pools: regions and zones (GPU catalogue), GKE version, CPU and T4 GPU pools and their limits."""
+"""Cluster and node pools: regions and zones (GPU catalogue), GKE version, CPU and GPU pools (T4, L4) and limits."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import difflib
 import re
 from collections.abc import Mapping
 
-from triton_gke.settings import catalogue, versions
+from triton_gke.settings import catalogue, gpu_types, versions
 from triton_gke.settings.catalogue import CatalogueError, GpuCatalogue
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.reader import Reader, show
@@ -25,10 +25,10 @@ RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
 DRIVER_VERSIONS = ("DEFAULT", "LATEST", "INSTALLATION_DISABLED")
 # kubernetes-validate ships schemas for these minors; a cluster outside them cannot be checked.
 KUBERNETES_MINORS = range(25, 38)
-# T4 on N1: T4 count per VM -> (most vCPUs, most memory in GB) of the VM. Google's table "NVIDIA T4 GPUs" on
-# "GPU machine types" (https://cloud.google.com/compute/docs/gpus#t4-gpus): 1 or 2 GPUs 1-48 vCPUs and 1-312 GB,
-# 4 GPUs 1-96 vCPUs and 1-624 GB. (One T4 allows 48 vCPUs, not 24.)
-T4_LIMITS = {1: (48, 312), 2: (48, 312), 4: (96, 624)}
+# Which machine types carry which GPUs, and how many: infra/data/gpu_types.csv (settings/gpu_types.py), one row per
+# shape with its source. T4 on N1 (Google's "NVIDIA T4 GPUs" table, https://cloud.google.com/compute/docs/gpus#t4-gpus:
+# 1 or 2 GPUs 1-48 vCPUs and 1-312 GB, 4 GPUs 1-96 vCPUs and 1-624 GB; one T4 allows 48 vCPUs, not 24); L4 built into
+# G2 types with a fixed GPU count.
 # GKE limits (https://cloud.google.com/kubernetes-engine/quotas): 1,000 nodes per node pool per zone,
 # 15,000 nodes per Standard cluster.
 MAX_NODES_PER_POOL_ZONE = 1000
@@ -226,11 +226,28 @@ def gpu_pool(reader: Reader, gpu_catalogue: GpuCatalogue) -> GpuPoolSettings:
             accelerator,
             f"unknown accelerator type; allowed: {', '.join(gpu_catalogue.accelerators)}",
         )
+    try:
+        gpu_type = gpu_types.shipped_gpu_types().get(accelerator)
+    except CatalogueError as err:
+        raise ConfigError(f"{reader.full('gpuAcceleratorType')}: {err}") from None
+    if gpu_type is None:
+        known = ", ".join(gpu_types.shipped_gpu_types())
+        raise reader.fail(
+            "gpuAcceleratorType", accelerator, f"no machine rules in infra/data/gpu_types.csv; GPU types: {known}"
+        )
     count = reader.integer("gpuAcceleratorCount", minimum=1)
-    if count not in T4_LIMITS:
-        raise reader.fail("gpuAcceleratorCount", count, "a T4 node carries 1, 2 or 4 GPUs")
+    if count not in gpu_type.gpu_counts:
+        short = gpu_types.short_name(accelerator)
+        raise reader.fail(
+            "gpuAcceleratorCount",
+            count,
+            f"{gpu_types.with_article(short)} node carries {gpu_types.counts_text(gpu_type.gpu_counts)} GPUs",
+        )
     machine_type = reader.string("gpuMachineType")
-    _check_t4_machine_type(reader, machine_type, count)
+    shape = _machine_shape(reader, "gpuMachineType", machine_type)
+    problem = gpu_types.machine_problem(gpu_type, machine_type, shape, count)
+    if problem:
+        raise reader.fail("gpuMachineType", machine_type, problem)
     low, high = _node_range(reader, "gpu")
     disk = reader.integer(
         "gpuDiskSizeGb", minimum=DISK_MIN_GB, maximum=DISK_MAX_GB, why="pd-balanced boot disk size in GB"
@@ -245,15 +262,3 @@ def gpu_pool(reader: Reader, gpu_catalogue: GpuCatalogue) -> GpuPoolSettings:
         disk_size_gb=disk,
         driver_version=reader.choice("gpuDriverVersion", DRIVER_VERSIONS),
     )
-
-
-def _check_t4_machine_type(reader: Reader, machine_type: str, gpus: int) -> None:
-    shape = _machine_shape(reader, "gpuMachineType", machine_type)
-    # T4s attach to N1 general-purpose types only, not to the shared-core f1-micro and g1-small (same GPU page).
-    if shape.family != "n1" or machine_type in catalogue.SHARED_CORE:
-        raise reader.fail("gpuMachineType", machine_type, "a T4 attaches to N1 machine types only, e.g. n1-standard-4")
-    most_vcpus, most_gb = T4_LIMITS[gpus]
-    if shape.vcpus > most_vcpus:
-        raise reader.fail("gpuMachineType", machine_type, f"{gpus} T4 allow at most {most_vcpus} vCPUs per VM")
-    if shape.memory_mb is not None and shape.memory_mb > most_gb * 1024:
-        raise reader.fail("gpuMachineType", machine_type, f"{gpus} T4 allow at most {most_gb} GB of memory per VM")

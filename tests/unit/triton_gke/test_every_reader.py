@@ -49,6 +49,7 @@ from triton_gke.sandbox import report as sandbox_report
 from triton_gke.settings import schema, stack_file
 from triton_gke.settings.catalogue import MAX_CSV_BYTES, CatalogueError, load_gpu_catalogue
 from triton_gke.settings.errors import ConfigError
+from triton_gke.settings.gpu_types import load_gpu_types
 
 from triton_gke.bounded_files import MAX_JSON_DEPTH, UnreadableFileError
 
@@ -95,6 +96,8 @@ READERS: tuple[Reader, ...] = (
     Reader("GPU catalogue", ("settings/catalogue.py:read_csv_table",), load_gpu_catalogue, CatalogueError,
            MAX_CSV_BYTES),
     Reader("VM price table", ("settings/catalogue.py:read_csv_table",), load_vm_prices, CatalogueError,
+           MAX_CSV_BYTES),
+    Reader("GPU types table", ("settings/catalogue.py:read_csv_table",), load_gpu_types, CatalogueError,
            MAX_CSV_BYTES),
     Reader("capacity record", ("capacity/records.py:load_record",), load_record, CapacityError, MAX_FILE_BYTES,
            nesting="json"),
