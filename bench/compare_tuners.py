@@ -33,12 +33,12 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from triton_gke.bench import conditions, machine, perf_analyzer, record, runner, tune
+from triton_gke.bench import conditions, machine, perf_analyzer, plots, record, runner, tune
 from triton_gke.bench.slo_search import spread
 from triton_gke.cli.one_line import OneLineParser
 from triton_gke.sandbox import run_folder
@@ -306,8 +306,11 @@ def _compare(argv: list[str] | None) -> int:
     report = _report(args, argv, settings, variant, entries, found, facts, stamp, time.monotonic() - started)
     out.mkdir(parents=True, exist_ok=True)
     (out / "comparison.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    (out / "README.md").write_text(readme(report), encoding="utf-8")
+    drawn = plots.write_tuning_plots(out, ("comparison.json",))  # comparison.png: every round of every tool
+    (out / "README.md").write_text(readme(report, [p.name for p in drawn]), encoding="utf-8")
     print(out / "comparison.json")
+    for path in drawn:
+        print(path)
     print(out / "README.md")
     print(table(report))
     return 0 if all(row["ours"]["median"] is not None for row in report["rows"]) else 1
@@ -411,7 +414,7 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join([head, *lines])
 
 
-def readme(report: dict[str, Any]) -> str:
+def readme(report: dict[str, Any], images: Sequence[str] = ()) -> str:
     noisy = f"**This run is marked NOISY**: {'; '.join(report['noisy'])}.\n\n" if report["noisy"] else ""
     return (
         f"# Tuners side by side: {report['variant']} on the CPU twin ({report['stack']}, p95 <= "
@@ -420,4 +423,5 @@ def readme(report: dict[str, Any]) -> str:
         "by each tool, requests/s achieved (median over rounds).\n\n"
         f"{table(report)}\n\nModel Analyzer's own figure is closed-loop (perf_analyzer --concurrency-range): a "
         "throughput at a fixed number of clients, not a rate held under arrivals it does not control.\n"
+        + "".join(f"\n![{name}]({name})\n" for name in images)
     )

@@ -417,6 +417,7 @@ def search(
         _run(ma, config_path, workdir, out_dir / "model_analyzer.log", limits.budget_s)
         search_s = time.monotonic() - started
         _keep_configs(workdir / "output_model_repository", out_dir)
+        drop_unmeasured_plots(out_dir)
         pick = parse_results(out_dir, variant, percentile, latency_ms)
         asked = {"variant": variant, "percentile": percentile, "latency_ms": latency_ms, "search_s": round(search_s, 1)}
         (out_dir / PICK_JSON).write_text(json.dumps({**asked, "limits": asdict(limits)}, indent=2) + "\n")
@@ -424,6 +425,31 @@ def search(
     finally:
         _stop_leftovers(workdir)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+# MA's "simple" plots of a CPU-only model include RAM vs latency (cpu_used_ram). MA collects CPU metrics only
+# with collect_cpu_metrics (off by default; its log says "One or more models are running on the CPU, but CPU
+# metric(s) are not being collected"), so that plot draws every point at 0 MB: values never measured, not data.
+UNMEASURED_PLOTS = ("cpu_mem_v_latency.png",)
+PLOTS_NOTE = (
+    "# Model Analyzer's plots\n\n"
+    "`throughput_v_latency.png` is MA's own. Its CPU memory plot (`cpu_mem_v_latency.png`) is removed after each "
+    'run: MA collects CPU metrics only with `collect_cpu_metrics` (off here; its log says "CPU metric(s) are not '
+    'being collected"), so every point of that plot was 0 MB, a value never measured, and there is no GPU whose '
+    "memory it could show. MA's HTML summary still embeds it.\n"
+)
+
+
+def drop_unmeasured_plots(out_dir: Path) -> list[Path]:
+    """Remove MA's plots of metrics it did not collect (UNMEASURED_PLOTS) from out_dir/plots/, leaving a note
+    there that says why; returns what was removed."""
+    plots = out_dir / "plots"
+    removed = sorted(p for name in UNMEASURED_PLOTS for p in plots.rglob(name) if p.is_file())
+    for path in removed:
+        path.unlink()
+    if plots.is_dir():
+        (plots / "README.md").write_text(PLOTS_NOTE, encoding="utf-8")
+    return removed
 
 
 def _run(ma: Path, config: Path, workdir: Path, log_path: Path, budget_s: float) -> None:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from triton_gke.bench import plots
 from triton_gke.bench.cost import lb_usd_per_million
 from triton_gke.bench.load_plan import SATURATION_GAIN, STRETCH
 from triton_gke.bench.results import MAX_RESULTS_BYTES, BenchRun, StepRow, VariantSummary, payload_pairs
@@ -581,12 +582,8 @@ def files_text() -> str:
 
 
 def write_plots(run: BenchRun, out: Path) -> tuple[list[Path], str]:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")  # files only: no display here
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = plots.pyplot()
+    if plt is None:
         return [], "Plots skipped: matplotlib is not installed (`pip install matplotlib==3.11.2`)."
     try:
         paths = [_curves(run, out / "rps_vs_p95.png", plt), _ranking(run, out / "ranking.png", plt)]
@@ -594,8 +591,9 @@ def write_plots(run: BenchRun, out: Path) -> tuple[list[Path], str]:
         plt.close("all")
     return paths, (
         "First: each variant's curves (one line per repeat, warm-up steps left out; filled markers met the SLO, "
-        "the ringed one is the chosen step). Second: the ranking (bar: median, whisker: lowest to highest repeat; "
-        "when no variant met the SLO: p95 at the lowest load instead)."
+        "open ones missed it, the ringed one is the chosen step; the dashed line is the SLO). Second: the ranking "
+        "(bar: median, whisker: lowest to highest repeat; when no variant met the SLO: p95 at the lowest load "
+        "instead). Each plot's legend says the same."
     )
 
 
@@ -605,43 +603,56 @@ def _curves(run: BenchRun, path: Path, plt: Any) -> Path:
     names = [s.variant for s in run.summaries]
     columns = min(3, len(names)) or 1
     rows = -(-len(names) // columns) or 1
-    figure, axes = plt.subplots(rows, columns, figsize=(5 * columns, 3.6 * rows), squeeze=False, sharey=True)
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(max(6.4, 5 * columns), 3.6 * rows + 1.6), squeeze=False, sharey=True,
+        layout="constrained",
+    )  # fmt: skip
     slo = run.settings["slo_ms"]
+    colours: dict[int, str] = {}
     for ax, name in zip(axes.flat, names, strict=False):
         for repeat in sorted({r.repeat for r in run.steps if r.variant == name}):
             steps = [r for r in run.steps if r.variant == name and r.repeat == repeat and r.phase == "search"]
             steps = sorted((r for r in steps if not r.warmup), key=lambda r: r.offered_rps or 0)
             steps = [r for r in steps if r.p95_ms is not None]
             line = ax.plot([r.rps for r in steps], [r.p95_ms for r in steps], "-", alpha=0.6)[0]
+            colours.setdefault(repeat, line.get_color())
             for r in steps:
                 ax.plot(
                     r.rps, r.p95_ms, "o", color=line.get_color(), fillstyle="full" if r.verdict == "pass" else "none"
                 )
                 if r.chosen:
                     ax.plot(r.rps, r.p95_ms, "o", markersize=13, fillstyle="none", color="black")
-        ax.axhline(slo, color="red", linestyle="--", linewidth=1, label=f"SLO p95 {slo:g} ms")
-        ax.set_title(name)
-        ax.set_xlabel("achieved RPS (successful)")
-        ax.set_ylabel("p95 latency (ms)")
+        ax.axhline(slo, color="red", linestyle="--", linewidth=1)
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel("achieved rate (requests/s, successful)")
+        ax.set_ylabel("p95 latency (ms, log scale)")
         ax.set_yscale("log")
         ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 50, 100, 200, 500...
         ax.yaxis.set_major_formatter(ScalarFormatter())  # 200, not 2 x 10^2
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.grid(True, alpha=0.3)
-        ax.legend(loc="upper left", fontsize=8)
     for ax in list(axes.flat)[len(names) :]:
         ax.axis("off")
-    figure.suptitle(_plot_title(run, "RPS vs p95 per variant"))
-    figure.tight_layout()
-    figure.savefig(path, dpi=90)
-    return path
+    handles = [
+        plots.key(f"repeat {repeat} (steps by offered rate)", linestyle="-", color=colour, alpha=0.6)
+        for repeat, colour in sorted(colours.items())
+    ]
+    handles += [
+        plots.key("filled: the step met the SLO", marker="o", color="tab:grey"),
+        plots.key("open: it missed the SLO", marker="o", color="tab:grey", fillstyle="none"),
+        plots.key("ringed: the chosen step (the capacity)", marker="o", markersize=13, fillstyle="none", color="black"),
+        plots.key(f"SLO: p95 {slo:g} ms", linestyle="--", color="red", linewidth=1),
+    ]
+    figure.legend(handles=handles, loc="outside lower center", ncols=2 if columns == 1 else 3, fontsize=8)
+    figure.suptitle(plots.wrap(_plot_title(run, "Rate vs p95 per variant"), plots.title_width(figure)), fontsize=11)
+    return plots.save(figure, path)
 
 
 def _ranking(run: BenchRun, path: Path, plt: Any) -> Path:
     if not any(s.max_rps for s in run.summaries):
         return _closest(run, path, plt)
     ranked = sorted(run.summaries, key=lambda s: s.max_rps or 0)
-    figure, ax = plt.subplots(figsize=(8, 0.6 * len(ranked) + 1.6))
+    figure, ax = plt.subplots(figsize=(8, 0.6 * len(ranked) + 2.4), layout="constrained")
     values = [s.max_rps or 0 for s in ranked]
     low = [v - (s.max_rps_low or v) for s, v in zip(ranked, values, strict=True)]
     high = [(s.max_rps_high or v) - v for s, v in zip(ranked, values, strict=True)]
@@ -649,38 +660,52 @@ def _ranking(run: BenchRun, path: Path, plt: Any) -> Path:
     for y, s in enumerate(ranked):
         ax.text(values[y], y, f"  {fmt(s.max_rps)}" if s.max_rps else "  none met the SLO", va="center", fontsize=8)
     ax.set_xlim(left=0)
-    ax.set_xlabel(
-        f"max RPS at p95 <= {run.settings['slo_ms']:g} ms, achieved (median of repeats; orange: UINT8 payload)"
-    )
-    return _save(figure, ax, run, path, "Ranking")
+    ax.set_xlabel(plots.capacity_label(run.settings["slo_ms"]))
+    return _save(figure, ax, run, path, "Ranking", _payload_legend(ranked, "bar: median of repeats"))
 
 
 def _closest(run: BenchRun, path: Path, plt: Any) -> Path:
     """With no result at all, rank by p95 at the lowest load: which variant came closest."""
+
     lowest = {s.variant: lowest_step(run.steps, s.variant) for s in run.summaries}
     ranked = sorted((s for s in run.summaries if lowest[s.variant]), key=lambda s: -lowest[s.variant][1])
-    figure, ax = plt.subplots(figsize=(8, 0.6 * len(ranked) + 1.6))
+    figure, ax = plt.subplots(figsize=(8, 0.6 * len(ranked) + 2.4), layout="constrained")
     values = [lowest[s.variant][1] for s in ranked]
     ax.barh([s.variant for s in ranked], values, color=_colours(ranked))
     for y, value in enumerate(values):
         ax.text(value, y, f"  {value:.0f} ms", va="center", fontsize=8)
-    ax.axvline(run.settings["slo_ms"], color="red", linestyle="--", linewidth=1, label="SLO")
+    ax.axvline(run.settings["slo_ms"], color="red", linestyle="--", linewidth=1)
     ax.set_xlim(left=0)
-    ax.legend(loc="lower right", fontsize=8)
-    ax.set_xlabel("p95 ms at the lowest load (median of repeats; orange: UINT8 payload)")
-    return _save(figure, ax, run, path, "Closest to the SLO (none met it)")
+    ax.set_xlabel("p95 latency (ms) at the lowest load tried")
+    slo = plots.key(f"SLO: p95 {run.settings['slo_ms']:g} ms", linestyle="--", color="red", linewidth=1)
+    handles = [*_payload_legend(ranked, "bar: median of repeats", whisker=False), slo]
+    return _save(figure, ax, run, path, "Closest to the SLO (none met it)", handles)
+
+
+def _payload_legend(ranked: Sequence[VariantSummary], bar: str, whisker: bool = True) -> list[Any]:
+    """Legend entries for the ranking's bars: one per payload type shown, and the whisker."""
+    from matplotlib.patches import Patch
+
+    shown = {s.input_dtype == "UINT8" for s in ranked}
+    handles: list[Any] = [
+        Patch(color=colour, label=f"{bar}, {payload} payload")
+        for uint8, colour, payload in ((False, "tab:blue", "FP32"), (True, "tab:orange", "UINT8"))
+        if uint8 in shown
+    ]
+    if whisker:
+        handles.append(plots.key("whisker: lowest to highest repeat", color="black", marker="|", markersize=8))
+    return handles
 
 
 def _colours(summaries: Sequence[VariantSummary]) -> list[str]:
     return ["tab:orange" if s.input_dtype == "UINT8" else "tab:blue" for s in summaries]
 
 
-def _save(figure: Any, ax: Any, run: BenchRun, path: Path, what: str) -> Path:
-    ax.set_title(_plot_title(run, what), fontsize=10)
+def _save(figure: Any, ax: Any, run: BenchRun, path: Path, what: str, handles: list[Any]) -> Path:
+    ax.set_title(plots.wrap(_plot_title(run, what), plots.title_width(figure)), fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=90)
-    return path
+    figure.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)), fontsize=8)
+    return plots.save(figure, path)
 
 
 def _plot_title(run: BenchRun, what: str) -> str:
@@ -755,18 +780,29 @@ def read_run(path: Path) -> BenchRun:
     return BenchRun(**data)
 
 
+# A `bench tune` folder (its results.json is the recommended configuration's, for the records: its README is
+# tune's own) or a `bench compare-tuners` folder: `bench report` re-renders their plot from these, nothing else.
+TUNING_FILES = ("tune.json", "comparison.json")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineParser(prog="triton-gke bench report", description="Re-render a bench run from its results.json.")
-    parser.add_argument("results", type=Path, help="a bench --out folder holding results.json")
+    parser = OneLineParser(
+        prog="triton-gke bench report",
+        description="Re-render a bench run from its results.json (README, CSV, plots); in a `bench tune` or "
+        "`bench compare-tuners` folder, its plot from tune.json or comparison.json.",
+    )
+    parser.add_argument("results", type=Path, help="a bench, bench tune or bench compare-tuners --out folder")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)  # a bad option: one line, exit 2
     out: Path = args.results
     try:
         if not out.is_dir():
             what = "not a folder" if out.exists() else "no such folder"
             raise ReportError(f"{out}: {what}; give a bench --out folder")
-        run = read_run(out / "results.json")
-        paths = write_all(run, out)
-    except ReportError as err:
+        if any((out / name).is_file() for name in TUNING_FILES):  # a tuning or a comparison: its plot only
+            paths = plots.write_tuning_plots(out, TUNING_FILES)
+        else:
+            paths = write_all(read_run(out / "results.json"), out)
+    except (ReportError, plots.PlotError) as err:
         print(f"error: triton-gke bench report: {err}", file=sys.stderr)
         return 2
     except (KeyError, TypeError, ValueError, AttributeError) as err:  # a settings or machine value of odd shape

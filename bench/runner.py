@@ -420,23 +420,35 @@ def _clock(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
-def progress_line(where: str, record: dict, verdict: str, elapsed_s: float, left_s: float | None) -> str:
-    """One line per measured step: where, the rate offered and achieved, p95, the verdict, elapsed and time left."""
+def progress_line(
+    where: str, record: dict, verdict: str, elapsed_s: float, left_s: float | None, at_least: bool = False
+) -> str:
+    """One line per measured step: where, the rate offered and achieved, p95, the verdict, elapsed and time left
+    ("at least" when a part of the run still to come has not been timed yet)."""
     offered = record.get("offered_rps")
     load = f"{record['users']} users" if offered is None else f"offered {offered:.1f} req/s"
     p95 = record.get("p95_ms")
-    left = "n/a" if left_s is None else f"~{_clock(left_s)}"
+    left = "n/a" if left_s is None else f"{'at least ' if at_least else '~'}{_clock(left_s)}"
     return (
         f"  {where} step {record['phase']}: {load}, achieved {record['rps']:.1f} req/s, "
         f"p95 {'n/a' if p95 is None else f'{p95:.0f} ms'}, {verdict} | elapsed {_clock(elapsed_s)}, left {left}"
     )
 
 
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
 @dataclass
 class Progress:
-    """The progress of a whole run, in Locust ramps (models x repeats): each step's line, with the time left
-    estimated from the ramps finished so far (their overheads included: server restarts, perf_analyzer), or
-    before the first one from the plan's typical ramp."""
+    """The progress of a whole run and its time left, counting what the run does, not only its load windows.
+
+    A run is `ramps` Locust ramps (one rate search each, warm-up and saturation included). With
+    `ramps_per_variant`, they come in groups of that many on one server per variant (bench_variant): each group
+    has a server start before its first ramp (timed) and work after its last (perf_analyzer's search:
+    `after_variant_s`, None while not known, until the first variant has been timed); `tail_s` comes after
+    the last variant (raw ONNX Runtime, the baseline after). A ramp's length is the mean of those finished, before
+    the first the plan's typical one. The time left is "at least" while a part still to come is untimed."""
 
     ramps: int
     typical_ramp_s: float
@@ -444,22 +456,97 @@ class Progress:
     started: float = field(default_factory=time.monotonic)
     finished: int = 0
     ramp_started: float = field(default_factory=time.monotonic)
+    ramps_per_variant: int = 0  # 0: ramps not grouped into variants (bench tune's searches: TuneProgress)
+    after_variant_s: float | None = 0.0
+    tail_s: float = 0.0
+    clock: Callable[[], float] = time.monotonic
+    in_ramp: bool = False
+    ramp_s: list[float] = field(default_factory=list)  # each finished ramp's length
+    starts_s: list[float] = field(default_factory=list)  # each variant's server start (to its first ramp)
+    afters_s: list[float] = field(default_factory=list)  # each variant's work after its last ramp
+    variant_started: float | None = None
+    variants_done: int = 0
+    variant_ramps: int = 0
+    last_ramp_ended: float | None = None
 
     def per_ramp_s(self) -> float:
+        """A ramp's length: grouped per variant, the mean Locust time of those finished (the overheads are counted
+        apart); ungrouped, the run's time to the current ramp's start per finished ramp (overheads included)."""
+        if self.ramps_per_variant:
+            return _mean(self.ramp_s) if self.ramp_s else self.typical_ramp_s
         return (self.ramp_started - self.started) / self.finished if self.finished else self.typical_ramp_s
 
+    def left(self) -> tuple[float, bool]:
+        """Seconds left and whether that is a lower bound (a part still to come not timed yet)."""
+        now, per_ramp = self.clock(), self.per_ramp_s()
+        if not self.ramps_per_variant:  # every ramp alike, its overheads in per_ramp
+            return max(0.0, (self.ramps - self.finished) * per_ramp - (now - self.ramp_started)) + self.tail_s, False
+        in_ramp = now - self.ramp_started if self.in_ramp else 0.0
+        waiting = self.ramps - self.finished - (1 if self.in_ramp else 0)
+        seconds = max(0, waiting) * per_ramp + (max(0.0, per_ramp - in_ramp) if self.in_ramp else 0.0)
+        variants = -(-self.ramps // self.ramps_per_variant)
+        current = self.variant_started is not None
+        coming = max(0, variants - self.variants_done - (1 if current else 0))  # variants not started yet
+        seconds += coming * (_mean(self.starts_s) if self.starts_s else 0.0)
+        after = _mean(self.afters_s) if self.afters_s else self.after_variant_s
+        if after is not None:
+            seconds += (coming + (1 if current else 0)) * after
+        untimed = (after is None and (coming > 0 or current)) or (coming > 0 and not self.starts_s)
+        return seconds + self.tail_s, untimed
+
     def left_s(self) -> float:
-        in_ramp = time.monotonic() - self.ramp_started
-        return max(0.0, (self.ramps - self.finished) * self.per_ramp_s() - in_ramp)
+        return self.left()[0]
+
+    def start_variant(self) -> None:
+        self.variant_started, self.variant_ramps = self.clock(), 0
 
     def start_ramp(self) -> None:
-        self.ramp_started = time.monotonic()
+        self.ramp_started, self.in_ramp = self.clock(), True
+        if self.variant_started is not None and self.variant_ramps == 0:
+            self.starts_s.append(self.ramp_started - self.variant_started)
 
     def end_ramp(self) -> None:
+        now = self.clock()
+        if self.in_ramp:
+            self.ramp_s.append(now - self.ramp_started)
         self.finished += 1
+        self.in_ramp, self.last_ramp_ended = False, now
+        self.variant_ramps += 1
+
+    def end_variant(self) -> None:
+        if self.variant_started is not None and self.last_ramp_ended is not None and self.variant_ramps:
+            self.afters_s.append(self.clock() - self.last_ramp_ended)
+        self.variant_started = None
+        self.variants_done += 1
+
+    def skip_variant(self, ramps_done: int) -> None:
+        """A variant that failed: its ramps are not coming (the run's count moves to `ramps_done`)."""
+        self.finished, self.in_ramp, self.variant_started = ramps_done, False, None
+        self.variants_done += 1
 
     def step(self, where: str, record: dict, verdict: str) -> None:
-        self.log(progress_line(where, record, verdict, time.monotonic() - self.started, self.left_s()))
+        seconds, at_least = self.left()
+        self.log(progress_line(where, record, verdict, self.clock() - self.started, seconds, at_least))
+
+
+def run_progress(config: BenchConfig, models: int, log: Log) -> Progress:
+    """The progress of a bench run: its ramps grouped per variant; after each variant perf_analyzer's search
+    (untimed until the first variant's, or none); after the last, raw ONNX Runtime per model and the baseline."""
+    tail = models * (config.raw_seconds + RAW_LOAD_S) + BASELINE_AFTER_S if config.target == "sandbox" else 0.0
+    return Progress(
+        models * config.repeats,
+        typical_ramp_s(config.plan),
+        log,
+        ramps_per_variant=config.repeats,
+        after_variant_s=None if config.perf_analyzer else 0.0,
+        tail_s=tail,
+    )
+
+
+# Seconds beyond the measurement itself: loading a model into ONNX Runtime (raw_ort), and the baseline after the
+# run (bench/conditions.py BASELINE_SECONDS of inferences, plus its model's load and the load-average reading).
+RAW_LOAD_S = 2.0
+BASELINE_AFTER_S = 4.0
 
 
 def typical_ramp_s(plan: LoadPlan) -> float:
@@ -526,6 +613,7 @@ def bench_variant(
     records: list[list[dict]] = []
     results: list[SloResult] = []
     progress = progress or Progress(config.repeats, typical_ramp_s(config.plan), log)
+    progress.start_variant()
     with serve(model.name) as endpoint, Sampler(model.name, endpoint.metrics_url, endpoint.pid) as sampler:
         if endpoint.ready_s is not None:
             log(f"  server restarted, {model.name} ready in {endpoint.ready_s:.1f} s")
@@ -542,6 +630,7 @@ def bench_variant(
             log(f"  repeat {repeat + 1}/{config.repeats}: {_describe(results[-1], records[-1])}")
         saturation = max((r["rps"] for curve in records for r in curve if r.get("phase") == "saturation"), default=None)
         opinion = second_opinion(model, config, endpoint, results, saturation, workdir, log)
+    progress.end_variant()
     rows = []
     for repeat, curve in enumerate(records):
         searched = iter(results[repeat].verdicts)
@@ -767,14 +856,14 @@ def run_all(config: BenchConfig, models: list[Model], serve: Serve, log: Log) ->
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-"))  # in the run folder bench/__main__ opened (sandbox.run_folder)
     runs, failed = [], []
-    progress = Progress(len(models) * config.repeats, typical_ramp_s(config.plan), log)
+    progress = run_progress(config, len(models), log)
     try:
         for number, model in enumerate(models, start=1):
             log(f"[{number}/{len(models)}] {model.name} ({model.payload} payload, {model.bytes_per_request} bytes)")
             try:
                 runs.append(bench_variant(model, config, serve, workdir, log, progress))
             except (BenchError, TritonStartError) as err:
-                progress.finished = number * config.repeats  # its ramps are not coming
+                progress.skip_variant(number * config.repeats)  # its ramps are not coming
                 failed.append(f"{model.name}: not measured: {str(err).splitlines()[0]}")
                 log(f"  {failed[-1]}")
     finally:

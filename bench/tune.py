@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from triton_gke.bench import conditions, machine, record, runner, tune_search
+from triton_gke.bench import conditions, machine, plots, record, runner, tune_search
 from triton_gke.bench.load_plan import LoadPlan, PlanError
 from triton_gke.bench.results import BenchRun
 from triton_gke.bench.slo_search import RateLadder, SloCriteria, spread
@@ -622,8 +622,11 @@ def _finish(
 ) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "tune.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    (out / "README.md").write_text(readme(report), encoding="utf-8")
+    drawn = plots.write_tuning_plots(out, ("tune.json",))  # tune.png: every search of every configuration
+    (out / "README.md").write_text(readme(report, [p.name for p in drawn]), encoding="utf-8")
     print(out / "tune.json")
+    for path in drawn:
+        print(path)
     print(out / "README.md")
     try:
         for path in _records(report, settings, out, measurer.merged(outcome.recommended)):
@@ -736,7 +739,7 @@ def summary(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def readme(report: dict[str, Any]) -> str:
+def readme(report: dict[str, Any], images: Sequence[str] = ()) -> str:
     rows = "\n".join(
         f"| {c['label']} | {'yes' if c['default'] else ''} | {', '.join(f'{v:.1f}' for v in c['capacities'])} | "
         f"{_rate(c['median'])} |"
@@ -751,5 +754,5 @@ def readme(report: dict[str, Any]) -> str:
         "| configuration | default | capacities (req/s, one per search) | median |\n| --- | --- | --- | --- |\n"
         f"{rows}\n\nThe stack settings of the recommended configuration (they apply to every variant that reads "
         "them):\n\n"
-        f"```sh\n{settings_block}\n```\n"
+        f"```sh\n{settings_block}\n```\n" + "".join(f"\n![{name}]({name})\n" for name in images)
     )

@@ -7,6 +7,7 @@ import dataclasses
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -134,3 +135,85 @@ def test_the_summary_s_figure_is_the_achieved_rate_of_the_chosen_step() -> None:
     summary = runner.summarise(runner.VariantRun(model, [], [result], rows, opinion, None), None)
     (chosen,) = [r for r in rows if r.chosen]
     assert summary.max_rps == chosen.rps == 3.9949 and summary.offered_rps == chosen.offered_rps == 4.0
+
+
+class FakeClock:
+    """A clock the test moves: Progress reads it for every start, end and line."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+SEARCH_STEP = {"phase": "search", "users": 32, "offered_rps": 9.0, "rps": 6.66, "p95_ms": 81.2}
+
+
+def test_time_left_counts_server_starts_perf_analyzer_and_the_tail_not_only_the_load_windows() -> None:
+    """Two variants of one ramp each, perf_analyzer on: before the first variant's perf_analyzer search has been
+    timed the line says "at least"; once timed, the estimate holds each part, and the run ends when it said."""
+    clock, lines = FakeClock(), []
+    progress = runner.Progress(2, 100.0, lines.append, started=clock.now, ramp_started=clock.now, clock=clock,
+                               ramps_per_variant=1, after_variant_s=None, tail_s=10.0)  # fmt: skip
+    progress.start_variant()
+    clock.now += 5  # the server starts in 5 s
+    progress.start_ramp()
+    clock.now += 60
+    # 40 s of this ramp (the typical 100), then the second variant's start (5 s) and ramp (100), the tail (10);
+    # both perf_analyzer searches are still to come and untimed: a lower bound.
+    assert progress.left() == (pytest.approx(155.0), True)
+    progress.step("original repeat 1/1", SEARCH_STEP, "pass")
+    assert lines[-1].endswith("elapsed 1m05s, left at least 2m35s")
+    clock.now += 40
+    progress.end_ramp()  # the ramp took 100 s
+    clock.now += 120  # perf_analyzer's search: 120 s
+    progress.end_variant()
+    progress.start_variant()
+    clock.now += 5
+    progress.start_ramp()
+    clock.now += 50
+    assert progress.left() == (pytest.approx(50.0 + 120.0 + 10.0), False)  # the rest of the ramp, perf, tail
+    progress.step("trt_fp32 repeat 1/1", SEARCH_STEP, "pass")
+    assert lines[-1].endswith("left ~3m00s")
+    said = clock.now + progress.left_s()
+    clock.now += 50
+    progress.end_ramp()
+    clock.now += 120
+    progress.end_variant()
+    clock.now += 10  # the tail: raw onnxruntime, the baseline after
+    assert clock.now == pytest.approx(said)
+
+
+def test_the_last_step_of_a_run_is_not_told_nothing_is_left() -> None:
+    """The issue's run: one variant, two repeats; at its last step the old estimate said ~0s while perf_analyzer's
+    search, raw onnxruntime and the baseline were still to run (two minutes)."""
+    plan = LoadPlan(RateLadder(1, 1.5, 0.05, 10, 0.5), 1, 1.0, 0.0, 1.0, dataclasses.replace(SLO, min_requests=4))
+    config = runner.BenchConfig(stack="dev", target="sandbox", plan=plan, repeats=2, uint8=(), raw_seconds=3.0,
+                                build_dir=Path("unused"))  # fmt: skip
+    tail = 3.0 + runner.RAW_LOAD_S + runner.BASELINE_AFTER_S
+    for perf_analyzer, untimed in ((True, True), (False, False)):
+        clock = FakeClock()
+        progress = runner.run_progress(dataclasses.replace(config, perf_analyzer=perf_analyzer), 1, lambda _: None)
+        progress.clock = clock
+        progress.start_variant()
+        for _ in range(2):
+            clock.now += 2  # the server start, then nothing between the ramps
+            progress.start_ramp()
+            clock.now += 89  # the last step's line comes 1 s before its ramp ends
+            seconds, at_least = progress.left()
+            clock.now += 1
+            progress.end_ramp()
+        # perf_analyzer's search untimed: "at least" the tail; without it the tail is all that is left
+        assert at_least is untimed and seconds == pytest.approx(tail + 1)
+
+
+def test_a_failed_variant_s_ramps_are_not_counted_as_coming() -> None:
+    clock = FakeClock()
+    progress = runner.Progress(4, 100.0, lambda _: None, started=clock.now, ramp_started=clock.now, clock=clock,
+                               ramps_per_variant=2, after_variant_s=0.0)  # fmt: skip
+    progress.start_variant()
+    progress.start_ramp()
+    clock.now += 30
+    progress.skip_variant(2)
+    assert progress.left() == (pytest.approx(200.0), False)  # the second variant's two typical ramps
