@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from triton_gke.bench import compare_tuners, model_analyzer
+from triton_gke.bench import compare_tuners, model_analyzer, plots
 from triton_gke.bench import report as bench_report
 from triton_gke.bench.record import MAX_RESULTS_BYTES, read_results
 from triton_gke.bench.results import load_run
@@ -37,7 +37,7 @@ from triton_gke.capacity.records import MAX_FILE_BYTES, CapacityError, load_reco
 from triton_gke.infra.cost import load_vm_prices
 from triton_gke.infra.model_upload import built_repository_digest
 from triton_gke.loadtest.arrivals import MAX_TRACE_BYTES, ArrivalError, read_trace
-from triton_gke.model_repo import build, configs, cpu_twin, smoke, sync_source
+from triton_gke.model_repo import build, configs, cpu_twin, recipes, smoke, sync_source
 from triton_gke.model_repo.configs import ModelIO, TensorSpec
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.manifest import MANIFEST, MANIFEST_MAX_BYTES, read_manifest
@@ -99,6 +99,8 @@ READERS: tuple[Reader, ...] = (
            MAX_CSV_BYTES),
     Reader("GPU types table", ("settings/catalogue.py:read_csv_table",), load_gpu_types, CatalogueError,
            MAX_CSV_BYTES),
+    Reader("Triton toolchain table", ("model_repo/recipes.py:load_toolchains",), recipes.load_toolchains,
+           ModelRepoError, recipes.MAX_BYTES),
     Reader("capacity record", ("capacity/records.py:load_record",), load_record, CapacityError, MAX_FILE_BYTES,
            nesting="json"),
     Reader("results.json (bench record)", ("bench/record.py:read_results",), read_results, CapacityError,
@@ -120,6 +122,8 @@ READERS: tuple[Reader, ...] = (
            model_analyzer.ModelAnalyzerError, CONFIG_MAX_BYTES),
     Reader("results.json (bench report)", ("bench/report.py:read_run",), bench_report.read_run,
            bench_report.ReportError, MAX_RESULTS_BYTES, nesting="json"),
+    Reader("tune.json / comparison.json (bench plots)", ("bench/plots.py:read_report",), plots.read_report,
+           plots.PlotError, MAX_RESULTS_BYTES, nesting="json"),
     Reader("built config.pbtxt (bench)", ("bench/runner.py:read_config",),
            lambda p: read_model(REFERENCE_VARIANTS[0], p.parent), BenchError, CONFIG_MAX_BYTES, file="config.pbtxt"),
     Reader("plan JSON (plan-diff, --against)", ("offline/plan_diff.py:load_plan",), plan_diff.load_plan,
@@ -186,6 +190,10 @@ _ONNX = "ONNX model parsed by onnx (binary protobuf): out of the text readers' s
 _TEXT = "parses text already in memory (a config value, a kubeconfig value, a scalar), not a file"
 _CALL = "not a file: a context object's open() (a run folder, a network namespace, the run state)"
 ALLOWED: dict[str, str] = {
+    "bench/doc_plots.py:main:read_bytes": (
+        "compares the PNGs it just rendered with the committed docs/results/ images, byte for byte (a developer's "
+        "--check of the repository's own files, not a file a user names)"
+    ),
     "bench/machine.py:cpu_model:read_text": _PROC,
     "bench/probes.py:machine_jiffies:open": _PROC,
     "sandbox/leftovers.py:start_time:read_text": _PROC,
