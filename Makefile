@@ -43,11 +43,17 @@ system-packages:
 
 $(VENV)/.installed: requirements.txt requirements-nodeps.txt constraints.txt pyproject.toml
 	@echo "setup: $(VENV) with the pinned dependencies (first use, or a requirements file changed)" >&2
+	@echo "setup: 1/5 the virtualenv $(VENV)" >&2
 	@{ test -x $(PY) || $(PYTHON) -m venv $(VENV); } >&2
+	@echo "setup: 2/5 pip 25.3" >&2
 	@$(PY) -m pip install --quiet --upgrade pip==25.3 >&2
+	@echo "setup: 3/5 the pinned dependencies, requirements.txt (several minutes the first time: pulumi, onnxruntime, locust, matplotlib, ...)" >&2
 	@$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt >&2
+	@echo "setup: 4/5 nvidia-pytriton (tritonserver) and pulumi-policy without their dependencies, requirements-nodeps.txt" >&2
 	@$(PY) -m pip install --quiet --no-deps -r requirements-nodeps.txt >&2
+	@echo "setup: 5/5 this project, editable (triton-gke)" >&2
 	@$(PY) -m pip install --quiet --no-deps --editable . >&2
+	@echo "setup: done" >&2
 	@touch $@
 
 ## The model repository STACK serves (build/model_repository) and its CPU twins (build/model_repository_cpu). ARGS: --set KEY=VALUE, --config-file FILE

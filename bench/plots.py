@@ -190,6 +190,11 @@ class PlotError(ValueError):
     """A tune.json or comparison.json that does not read; one line naming the file."""
 
 
+def read_report(path: Path) -> Any:
+    """A tune.json or comparison.json, through the one bounded reader; PlotError names the file."""
+    return parse_json(read_text_file(path, MAX_RESULTS_BYTES, f"a bench {path.name}", PlotError), path, PlotError)
+
+
 def write_tuning_plots(folder: Path, names: Sequence[str] = ("tune.json", "comparison.json")) -> list[Path]:
     """The plot of a tuning (tune.json -> tune.png) or of a comparison (comparison.json -> comparison.png) in
     `folder`, from the file there; nothing without matplotlib. A file that does not read: PlotError."""
@@ -201,8 +206,7 @@ def write_tuning_plots(folder: Path, names: Sequence[str] = ("tune.json", "compa
         for name in names:
             source = folder / name
             if source.is_file():
-                text = read_text_file(source, MAX_RESULTS_BYTES, f"a bench {name}", PlotError)
-                report = parse_json(text, source, PlotError)
+                report = read_report(source)
                 draw = tune_plot if name == "tune.json" else compare_plot
                 written.append(draw(report, folder / name.replace(".json", ".png"), plt))
     finally:
