@@ -81,10 +81,10 @@ def arithmetic(costed: list[Costed], best: Costed, target_rps: Fraction, headroo
     others = [c for c in costed if c is not best]
     if others:
         dearest = max(others, key=lambda c: c.usd_h)
-        saving = 1 - best.usd_per_million / dearest.usd_per_million
+        saving = 1 - best.usd_h / dearest.usd_h if dearest.usd_h else Fraction(0)
         lines.append(
             f"choice: {best.option.accelerator} ({_money(best.usd_h, 3)}/h against {_money(dearest.usd_h, 3)}/h for "
-            f"{dearest.option.accelerator}; {float(saving) * 100:.0f} % cheaper per request)"
+            f"{dearest.option.accelerator}: {float(saving) * 100:.0f} % cheaper per hour at this target, whole nodes)"
         )
     else:
         lines.append(f"choice: {best.option.accelerator} (the only GPU type offered)")

@@ -25,7 +25,7 @@ def test_the_issue_figures_pick_l4_about_25_percent_cheaper_on_demand_and_40_on_
     saving = 1 - costed[1].usd_per_million / costed[0].usd_per_million
     assert float(saving) == pytest.approx(cheaper, abs=0.005)
     lines = arithmetic(costed, best, target)
-    assert lines[-1].startswith("choice: nvidia-l4") and f"{round(cheaper * 100)} % cheaper per request" in lines[-1]
+    assert lines[-1].startswith("choice: nvidia-l4") and f"{round(cheaper * 100)} % cheaper per hour" in lines[-1]
 
 
 def test_nodes_round_up_with_headroom_and_never_fall_below_one():

@@ -40,6 +40,12 @@ _NO_CLUSTER = "needs a deployed GKE cluster and Google Cloud credentials (none h
 
 
 NOT_RUN: dict[str, str] = {
+    "make plan STACK=dev ARGS='--set gpuAcceleratorType=nvidia-l4 --set gpuMachineType=g2-standard-8'": (
+        "docs/gpus.md: tests/unit/settings/test_gpu_types.py plans the same settings in-process and checks the pool"
+    ),
+    ".venv/bin/python -m triton_gke.infra.gpu_choice --region us-central1 --target-rps 20000": (
+        "docs/gpus.md: tests/unit/capacity/test_gpu_choice.py runs its main() and checks the arithmetic it prints"
+    ),
     ".venv/bin/python -m triton_gke.model_repo.check_digests": (
         "two builds from an empty cache: tests/live/model_repo/test_reproducible.py runs it verbatim, on every core "
         "and pinned to one"
@@ -94,6 +100,12 @@ NOT_RUN: dict[str, str] = {
     "pulumi destroy -s dev": _NO_PULUMI,
     "pulumi config set --path 'regions[3]' us-east4 -s prod": _NO_PULUMI,
     "pulumi up -s prod": _NO_PULUMI,
+    ".venv/bin/triton-gke bench --variants original --uint8 --repeats 1 --no-perf-analyzer --saturation-users '' "
+    "--precision 0.1": (
+        "measures for 2-3 minutes on 2 cores (docs/measure-and-tune.md gives its timed runs); "
+        "tests/live/bench/test_bench_run.py runs the same bench, one variant with --uint8 --repeats 1 "
+        "--no-perf-analyzer, end to end with shorter steps"
+    ),
     "make bench ARGS='--out build/bench-new'": (
         "measures every variant for about 30 minutes on 2 cores; tests/unit/capacity/test_records.py runs a short "
         "benchmark that writes records"
