@@ -492,7 +492,8 @@ class Progress:
         if after is not None:
             seconds += (coming + (1 if current else 0)) * after
         untimed = (after is None and (coming > 0 or current)) or (coming > 0 and not self.starts_s)
-        return seconds + self.tail_s, untimed
+        overrun = self.in_ramp and in_ramp >= per_ramp  # this ramp outlasts the estimate: its end is unknown
+        return seconds + self.tail_s, untimed or overrun
 
     def left_s(self) -> float:
         return self.left()[0]

@@ -217,3 +217,17 @@ def test_a_failed_variant_s_ramps_are_not_counted_as_coming() -> None:
     clock.now += 30
     progress.skip_variant(2)
     assert progress.left() == (pytest.approx(200.0), False)  # the second variant's two typical ramps
+
+
+def test_a_ramp_longer_than_its_estimate_makes_the_time_left_a_lower_bound() -> None:
+    """A loaded machine: the search came down to low rates, whose steps last longer, and the ramp outlasted the
+    plan's typical one; what is left of it is unknown, so the line says "at least" the rest (was "~9s")."""
+    clock = FakeClock()
+    progress = runner.Progress(1, 100.0, lambda _: None, started=clock.now, ramp_started=clock.now, clock=clock,
+                               ramps_per_variant=1, after_variant_s=0.0, tail_s=9.0)  # fmt: skip
+    progress.start_variant()
+    progress.start_ramp()
+    clock.now += 60
+    assert progress.left() == (pytest.approx(49.0), False)
+    clock.now += 169
+    assert progress.left() == (pytest.approx(9.0), True)
