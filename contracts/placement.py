@@ -6,7 +6,8 @@ The node pools (infra/cluster.py) set these; the workloads (k8s/) tolerate and s
 GPU workloads tolerate the GPU taint but select nodes by GKE's own label `cloud.google.com/gke-accelerator`, not by
 POOL_LABEL: GKE sets it on every GPU node to the accelerator TYPE (e.g. nvidia-tesla-t4,
 https://cloud.google.com/kubernetes-engine/docs/how-to/gpus#multiple_gpus), so Triton (k8s/triton.py) lands on the
-T4 type the stack asks for, and the driver installer and DCGM on any GPU node. CPU workloads select POOL_LABEL=cpu.
+T4 type the stack asks for, and the driver installer and DCGM on any GPU node. The stack's CPU workloads select
+POOL_LABEL=cpu (infra/system.py passes it as TritonOnCluster's cpu_node_selector, whose default selects no label).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from triton_gke.infra.network import Network, NetworkArgs
 from triton_gke.infra.project_services import ProjectServices, ProjectServicesArgs, api_of
 from triton_gke.infra.region import TritonGkeRegion, TritonGkeRegionArgs
 from triton_gke.k8s.autoscaling import ADAPTER_PORT, serves_custom_metrics
-from triton_gke.k8s.common import ArgsError
+from triton_gke.k8s.common import CPU_NODES, ArgsError
 from triton_gke.k8s.loadtest import LOCUST_NAMESPACE, LoadTestArgs
 from triton_gke.k8s.monitoring import MONITORING_NAMESPACE, MonitoringArgs
 from triton_gke.k8s.on_cluster import GKE_ACCELERATOR_LABEL, ClusterWiring, TritonOnClusterArgs
@@ -211,6 +211,8 @@ class TritonGkeSystem(pulumi.ComponentResource):
                 min_replicas=settings.gpu_pool.min_triton_pods,
                 max_replicas=settings.gpu_pool.max_nodes,
                 gpu_node_selector={GKE_ACCELERATOR_LABEL: settings.gpu_pool.accelerator_type},
+                # Its own CPU pool by the label infra/cluster.py gives it (the component defaults to any node).
+                cpu_node_selector=CPU_NODES.node_selector,
                 gpus_per_pod=settings.gpu_pool.accelerator_count,
                 startup_minutes=settings.serving.startup_minutes,
                 queue_time_target_us=settings.serving.queue_time_target_us,

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import pulumi
 import pulumi_kubernetes as kubernetes
 import yaml
-from triton_gke.k8s.common import non_root_container_security
+from triton_gke.k8s.common import ANY_NODE, PodPlacement, non_root_container_security
 from triton_gke.k8s.monitoring.shapes import NOBODY, Scope, config_map_volume, meta, service, single_pod_deployment
 
 # Pods metric served by the adapter: rate(queue time) / rate(successes), never the cumulative counter.
@@ -71,6 +71,8 @@ class AutoscalingArgs:
     # Where the HPA and the adapter's objects lived before, e.g. [pulumi.Alias(parent=old_component)].
     hpa_aliases: Sequence[pulumi.Alias] = ()
     adapter_aliases: Sequence[pulumi.Alias] = ()
+    # Where the adapter's pod runs (node selector, tolerations); default any node.
+    placement: PodPlacement = ANY_NODE
 
     def __post_init__(self) -> None:
         _check_replicas(self.min_replicas, self.max_replicas)
@@ -128,6 +130,7 @@ class Autoscaling(pulumi.ComponentResource):
             args.adapter_namespace_output if args.adapter_namespace_output is not None else args.adapter_namespace,
             args.adapter_namespace,
             args.prometheus_url,
+            args.placement,
         )
         self.hpa = queue_time_autoscaler(Scope(args.hpa_name_prefix or name, self, tuple(args.hpa_aliases)), args)
         self.register_outputs(
@@ -171,7 +174,7 @@ def queue_time_autoscaler(scope: Scope, args: AutoscalingArgs) -> kubernetes.aut
 
 
 def metrics_adapter(
-    scope: Scope, ns: pulumi.Input[str], namespace: str, prometheus_url: str
+    scope: Scope, ns: pulumi.Input[str], namespace: str, prometheus_url: str, placement: PodPlacement = ANY_NODE
 ) -> kubernetes.apiregistration.v1.APIService:
     """prometheus-adapter in `ns` (named `namespace`), reading `prometheus_url`, registered as
     custom.metrics.k8s.io; returns the APIService."""
@@ -196,6 +199,7 @@ def metrics_adapter(
             kubernetes.core.v1.VolumeArgs(name="tmp", empty_dir=kubernetes.core.v1.EmptyDirVolumeSourceArgs()),
         ],
         service_account=account,
+        placement=placement,
     )
     adapter_service = service(scope, "prometheus-adapter", ns, {"https": 443}, (), target={"https": "https"})
     return kubernetes.apiregistration.v1.APIService(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -75,6 +75,27 @@ class NodePoolPlacement:
 # Only pods that tolerate the GPU taint land on T4 nodes; the CPU pool is untainted, so system pods land there.
 GPU_NODES = NodePoolPlacement(GPU_POOL, NodeTaint(GPU_TAINT_KEY, GPU_TAINT_VALUE, GPU_TAINT_EFFECT_K8S))
 CPU_NODES = NodePoolPlacement(CPU_POOL)
+
+
+@dataclass(frozen=True)
+class PodPlacement:
+    """Where a workload's pods may run: the node labels they select (empty: any node) and the taints they tolerate.
+
+    The default, ANY_NODE, schedules on any untainted node of a plain cluster: no nodeSelector at all, since Kubernetes
+    reads an absent one as "every node" (https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/
+    #nodeselector: the pod runs only on nodes with every label it names). A stack whose pools carry labels of their
+    own passes them (infra/system.py passes CPU_NODES.node_selector).
+    """
+
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[kubernetes.core.v1.TolerationArgs, ...] = ()
+
+    def pod_fields(self) -> dict[str, Any]:
+        """The PodSpecArgs keywords: node_selector and tolerations, each None when empty (so left out of the spec)."""
+        return {"node_selector": dict(self.node_selector) or None, "tolerations": list(self.tolerations) or None}
+
+
+ANY_NODE = PodPlacement()
 
 
 def restricted_namespace(resource_name: str, name: str, parent: pulumi.Resource) -> kubernetes.core.v1.Namespace:

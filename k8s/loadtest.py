@@ -20,7 +20,13 @@ from triton_gke.contracts.workloads import (
     LOCUST_WORKER,
     pod_labels,
 )
-from triton_gke.k8s.common import CPU_NODES, non_root_container_security, non_root_pod_security, restricted_namespace
+from triton_gke.k8s.common import (
+    ANY_NODE,
+    PodPlacement,
+    non_root_container_security,
+    non_root_pod_security,
+    restricted_namespace,
+)
 
 LOCUST_IMAGE = "locustio/locust:2.47.0"
 LOCUST_UID = 1000  # the locust user of the image
@@ -42,6 +48,8 @@ class LoadTestArgs:
     rate: int = 0  # requests/s of the whole test; 0: rps_per_user x users
     rate_steps: str = ""  # a load shape (locustfile's rate_steps); "": none
     arrival: str = "poisson"
+    # Where the master and workers run (node selector, tolerations); default any node.
+    placement: PodPlacement = ANY_NODE
 
 
 class LoadTest(pulumi.ComponentResource):
@@ -113,7 +121,7 @@ class LoadTest(pulumi.ComponentResource):
                 template=kubernetes.core.v1.PodTemplateSpecArgs(
                     metadata=kubernetes.meta.v1.ObjectMetaArgs(labels=labels),
                     spec=kubernetes.core.v1.PodSpecArgs(
-                        node_selector=CPU_NODES.node_selector,
+                        **self._args.placement.pod_fields(),
                         automount_service_account_token=False,
                         security_context=non_root_pod_security(LOCUST_UID),
                         init_containers=[self._install_client()],

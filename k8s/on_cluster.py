@@ -24,7 +24,7 @@ from triton_gke.contracts.triton import PORTS
 from triton_gke.contracts.workloads import TRITON_APP, TRITON_SERVICE_ACCOUNT
 from triton_gke.k8s import on_cluster_args as checks
 from triton_gke.k8s.autoscaling import Autoscaling, AutoscalingArgs, serves_custom_metrics
-from triton_gke.k8s.common import ArgsError, unknown_field_problem
+from triton_gke.k8s.common import GPU_NODES, ArgsError, PodPlacement, unknown_field_problem
 from triton_gke.k8s.loadtest import LOCUST_NAMESPACE, LoadTest, LoadTestArgs
 from triton_gke.k8s.monitoring import MONITORING_NAMESPACE, PROMETHEUS_URL, Monitoring, MonitoringArgs
 from triton_gke.k8s.triton import TRITON_NAMESPACE, TritonServing, TritonServingArgs, triton_address
@@ -56,6 +56,21 @@ DEFAULT_LOAD_TEST = LoadTestArgs(
 GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 
 
+class Toleration(TypedDict, total=False):
+    """A taint the pods tolerate, spelt as Kubernetes' Toleration; every field optional."""
+
+    # https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/ (checked by on_cluster_args.py).
+
+    key: str
+    """The taint's key; empty (with operator Exists) tolerates every taint."""
+    operator: str
+    """Exists (any value) or Equal (the taint's value must equal value); default Equal."""
+    value: str
+    """The taint's value (operator Equal only)."""
+    effect: str
+    """NoSchedule, PreferNoSchedule or NoExecute; empty: every effect."""
+
+
 class TritonOnClusterArgs(TypedDict):
     """The inputs of TritonOnCluster."""
 
@@ -64,9 +79,14 @@ class TritonOnClusterArgs(TypedDict):
     kubeconfig: NotRequired[pulumi.Input[str]]
     """A kubeconfig for the cluster; absent: the kubernetes provider passed in opts (providers=...) is used."""
     gpu_node_selector: NotRequired[pulumi.Input[Mapping[str, str]]]
-    """The node labels the Triton pods select; default GKE's accelerator label for a T4."""
+    """The node labels the Triton pods select; default GKE's accelerator label for a T4 (nvidia-tesla-t4)."""
     gpu_toleration_key: NotRequired[pulumi.Input[str]]
-    """The key of the GPU nodes' taint the Triton pods tolerate (any value, NoSchedule); default nvidia.com/gpu."""
+    """The key of the GPU nodes' taint the Triton and DCGM exporter pods tolerate (any value, NoSchedule); default
+    nvidia.com/gpu, the taint GKE puts on GPU nodes."""
+    cpu_node_selector: NotRequired[Mapping[str, str]]
+    """The node labels Locust, Prometheus, Grafana and prometheus-adapter select; default none (any node)."""
+    cpu_tolerations: NotRequired[Sequence[Toleration]]
+    """The taints Locust, Prometheus, Grafana and prometheus-adapter tolerate; default none."""
     min_replicas: NotRequired[int]
     """Triton pods at least (one per GPU node); the fixed count without autoscaling. Default 1."""
     max_replicas: NotRequired[int]
@@ -158,6 +178,7 @@ class TritonOnCluster(pulumi.ComponentResource):
         super().__init__(TYPE_TOKEN, name, None, opts)
         a = _with_defaults(args)
         child = self._child_options(name, a)
+        self._cpu_placement = cpu_placement(a)
         self.admin_key = pulumi.Output.secret(self._secret(a.get("admin_key"), f"triton-admin-key-{name}"))
         self._serving = TritonServing(
             f"triton-{name}", self._serving_args(name, a, wiring), opts=self._with_aliases(child, wiring)
@@ -245,7 +266,8 @@ class TritonOnCluster(pulumi.ComponentResource):
     ) -> LoadTest | None:
         if not a["load_test"]:
             return None
-        return LoadTest(f"locust-{name}", wiring.load_test, opts=self._with_aliases(child, wiring))
+        args = dataclasses.replace(wiring.load_test, placement=self._cpu_placement)
+        return LoadTest(f"locust-{name}", args, opts=self._with_aliases(child, wiring))
 
     def _monitor(
         self,
@@ -268,7 +290,13 @@ class TritonOnCluster(pulumi.ComponentResource):
             grafana_admin_password="",
             watched_namespaces={},
         )
-        args = dataclasses.replace(template, grafana_admin_password=password, watched_namespaces=namespaces)
+        args = dataclasses.replace(
+            template,
+            grafana_admin_password=password,
+            watched_namespaces=namespaces,
+            placement=self._cpu_placement,
+            gpu_tolerations=(gpu_toleration(a.get("gpu_toleration_key")),),
+        )
         return Monitoring(f"monitoring-{name}", args, opts=self._with_aliases(child, wiring))
 
     def _autoscaler(
@@ -294,9 +322,28 @@ class TritonOnCluster(pulumi.ComponentResource):
                 hpa_aliases=[pulumi.Alias(parent=serving)],
                 adapter_name_prefix=f"monitoring-{name}",
                 adapter_aliases=[pulumi.Alias(parent=monitoring)],
+                placement=self._cpu_placement,
             ),
             opts=self._with_aliases(child, wiring),
         )
+
+
+def cpu_placement(a: Mapping[str, Any]) -> PodPlacement:
+    """Where Locust, Prometheus, Grafana and prometheus-adapter run: the Args' CPU node selector and tolerations."""
+    tolerations = tuple(
+        kubernetes.core.v1.TolerationArgs(**{field: t[field] for field in checks.TOLERATION_FIELDS if t.get(field)})
+        for t in a["cpu_tolerations"]
+    )
+    return PodPlacement(dict(a["cpu_node_selector"]), tolerations)
+
+
+def gpu_toleration(key: pulumi.Input[str] | None) -> kubernetes.core.v1.TolerationArgs:
+    """The GPU taint the Triton and DCGM exporter pods tolerate: `key` (default GKE's nvidia.com/gpu), any value,
+    NoSchedule (k8s/triton.py TritonServing._toleration spells the same for Triton)."""
+    default = GPU_NODES.toleration
+    if key is None:
+        return default
+    return kubernetes.core.v1.TolerationArgs(key=key, operator=default.operator, effect=default.effect)
 
 
 def _host(namespace: str) -> str:
@@ -319,6 +366,8 @@ def _with_defaults(args: Mapping[str, Any]) -> dict[str, Any]:
         "startup_minutes": DEFAULT_STARTUP_MINUTES,
         "queue_time_target_us": DEFAULT_QUEUE_TIME_TARGET_US,
         "service_account_name": TRITON_SERVICE_ACCOUNT,
+        "cpu_node_selector": {},
+        "cpu_tolerations": (),
     }
     given = {k: v for k, v in args.items() if v is not None}
     # A min_replicas above the default bound raises the default max_replicas with it (an explicit one is checked).

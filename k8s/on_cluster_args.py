@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pulumi
 import yaml
 from triton_gke.contracts.naming import DNS_LABEL, DNS_LABEL_MAX
+from triton_gke.k8s.common import TAINT_EFFECTS
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import FIRST_CUDA13_RELEASE, image_release, runs_on_driver
 from triton_gke.observability.settings import MonitoringError, validate_label_value
@@ -213,16 +214,64 @@ def image_tag_problem(value: Any, driver_branch: int | None) -> Problem:
     )
 
 
-def selector_problem(value: Any) -> Problem:
+def selector_problem(value: Any, key: str = "gpu_node_selector", *, may_be_empty: bool = False) -> Problem:
+    """A nodeSelector: a map of label key to label value; the GPU one non-empty (it picks the GPU nodes), the CPU
+    one may be empty (no selector: any node)."""
     if isinstance(value, pulumi.Output):
         return None
-    if not isinstance(value, Mapping) or not value:
-        return f"gpu_node_selector: {value!r} is not valid; expected a non-empty map of label to value"
+    if not isinstance(value, Mapping) or not (value or may_be_empty):
+        kind = "a map" if may_be_empty else "a non-empty map"
+        return f"{key}: {value!r} is not valid; expected {kind} of label to value"
     for label, text in value.items():
         if not is_label_key(label):
-            return f"gpu_node_selector: {label!r} is not a Kubernetes label key ([PREFIX/]NAME, NAME at most 63)"
+            return f"{key}: {label!r} is not a Kubernetes label key ([PREFIX/]NAME, NAME at most 63)"
         if not (isinstance(text, pulumi.Output) or is_label_value(text)):
-            return f"gpu_node_selector: {label}: {text!r} is not a Kubernetes label value (at most 63, [A-Za-z0-9_.-])"
+            return f"{key}: {label}: {text!r} is not a Kubernetes label value (at most 63, [A-Za-z0-9_.-])"
+    return None
+
+
+# A Toleration (https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/): "The default value for
+# operator is Equal"; with Exists "no value should be specified"; "If the key is empty, then the operator must be
+# Exists, which matches all keys and values"; "An empty effect matches all effects with key key1". The key follows
+# the label-key syntax (above), a value the label-value syntax, the effect one of TAINT_EFFECTS.
+TOLERATION_FIELDS = ("key", "operator", "value", "effect")
+TOLERATION_OPERATORS = ("Equal", "Exists")
+
+
+def tolerations_problem(value: Any, key: str = "cpu_tolerations") -> Problem:
+    if isinstance(value, pulumi.Output):
+        return _must_be_plain(key, value, "the tolerations")
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        return f"{key}: {value!r} is not valid; expected a list of tolerations (key, operator, value, effect)"
+    for number, toleration in enumerate(value, start=1):
+        why = _toleration_problem(toleration)
+        if why:
+            return f"{key}: toleration {number} {toleration!r}: {why}"
+    return None
+
+
+def _toleration_problem(toleration: Any) -> Problem:
+    if not isinstance(toleration, Mapping):
+        return "expected a map with key, operator, value, effect"
+    unknown = next((f for f in toleration if f not in TOLERATION_FIELDS), None)
+    if unknown is not None:
+        return f"unknown field {unknown!r}; expected {', '.join(TOLERATION_FIELDS)}"
+    if not all(isinstance(text, str) for text in toleration.values()):
+        return "every field is text"
+    taint_key, operator = toleration.get("key", ""), toleration.get("operator", "") or "Equal"
+    taint_value, effect = toleration.get("value", ""), toleration.get("effect", "")
+    if operator not in TOLERATION_OPERATORS:
+        return f"operator {operator!r} is not one of {', '.join(TOLERATION_OPERATORS)}"
+    if taint_key and not is_label_key(taint_key):
+        return f"key {taint_key!r} is not a Kubernetes taint key ([PREFIX/]NAME, NAME at most 63)"
+    if not taint_key and operator != "Exists":
+        return "an empty key needs operator Exists (it then tolerates every taint)"
+    if operator == "Exists" and taint_value:
+        return "operator Exists takes no value"
+    if not is_label_value(taint_value):
+        return f"value {taint_value!r} is not a Kubernetes label value (at most 63, [A-Za-z0-9_.-])"
+    if effect and effect not in TAINT_EFFECTS:
+        return f"effect {effect!r} is not one of {', '.join(TAINT_EFFECTS)} (or empty: every effect)"
     return None
 
 
@@ -338,6 +387,8 @@ def field_checks(serves_metrics: bool, driver_branch: int | None) -> dict[str, C
         "kubeconfig": lambda v, a: kubeconfig_problem(v),
         "gpu_node_selector": lambda v, a: None if v is None else selector_problem(v),
         "gpu_toleration_key": lambda v, a: toleration_key_problem(v),
+        "cpu_node_selector": lambda v, a: selector_problem(v, "cpu_node_selector", may_be_empty=True),
+        "cpu_tolerations": lambda v, a: tolerations_problem(v),
         "image_tag": lambda v, a: image_tag_problem(v, driver_branch),
         "model_reader_service_account": lambda v, a: service_account_problem(v),
         "service_account_name": lambda v, a: service_account_name_problem(v),

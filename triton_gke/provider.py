@@ -67,7 +67,23 @@ def evaluate_annotations(component: type[pulumi.ComponentResource]) -> type[pulu
     args = component.__init__.__annotations__.get("args")
     if isinstance(args, type):
         _evaluate_own(args, args)
+        for nested in _typed_dicts_in(args):  # an Args field typed by a TypedDict of its own (e.g. Toleration)
+            _evaluate_own(nested, nested)
     return component
+
+
+def _typed_dicts_in(args: type) -> list[type]:
+    """The TypedDicts an (evaluated) Args type names in its fields, at any depth of Sequence, Mapping or Input."""
+    found: list[type] = []
+    pending = list(args.__dict__.get("__annotations__", {}).values())
+    while pending:
+        hint = pending.pop()
+        if isinstance(hint, type) and typing.is_typeddict(hint) and hint not in found:
+            found.append(hint)
+            _evaluate_own(hint, hint)
+            pending.extend(hint.__dict__.get("__annotations__", {}).values())
+        pending.extend(typing.get_args(hint))
+    return found
 
 
 def _evaluate_own(owner: typing.Any, home: type) -> None:

@@ -18,8 +18,14 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as kubernetes
-from triton_gke.k8s.common import restricted_namespace
-from triton_gke.k8s.monitoring.dcgm import DCGM_CRITICAL_PODS, DCGM_IMAGE, DCGM_PRIORITY_CLASS, dcgm_exporter
+from triton_gke.k8s.common import ANY_NODE, PodPlacement, restricted_namespace
+from triton_gke.k8s.monitoring.dcgm import (
+    DCGM_CRITICAL_PODS,
+    DCGM_IMAGE,
+    DCGM_PRIORITY_CLASS,
+    GPU_TOLERATIONS,
+    dcgm_exporter,
+)
 from triton_gke.k8s.monitoring.grafana import (
     DATASOURCE_UID,
     GRAFANA_IMAGE,
@@ -71,6 +77,10 @@ class MonitoringArgs:
     # other components' namespaces (so they wait for them, and go before them on destroy).
     watched_namespaces: dict[str, pulumi.Input[str]]
     web_ui_source_ranges: tuple[str, ...] = ()
+    # Where Prometheus and Grafana run (default any node), and the taints the DCGM exporter tolerates on the GPU nodes
+    # (default GKE's nvidia.com/gpu taint; it selects nodes by GKE's own accelerator label, k8s/monitoring/dcgm.py).
+    placement: PodPlacement = ANY_NODE
+    gpu_tolerations: tuple[kubernetes.core.v1.TolerationArgs, ...] = GPU_TOLERATIONS
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -86,7 +96,7 @@ class Monitoring(pulumi.ComponentResource):
     def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-gke:k8s:Monitoring", name, None, opts)
         scope = Scope(name, self)
-        self.gpu_namespace = dcgm_exporter(scope)
+        self.gpu_namespace = dcgm_exporter(scope, args.gpu_tolerations)
         # Where the scraped pods live: the other components' namespaces and the exporter's own.
         namespaces = {**args.watched_namespaces, DCGM_PODS.namespace: self.gpu_namespace.metadata.name}
         outputs: dict[str, pulumi.Input[str]] = {"gpu_namespace": self.gpu_namespace.metadata.name}
@@ -111,6 +121,7 @@ class Monitoring(pulumi.ComponentResource):
             slo=args.slo,
             retention=args.retention,
             storage_gb=args.storage_gb,
+            placement=args.placement,
         )
         grafana_service = self.grafana_service = grafana(
             scope,
@@ -118,6 +129,7 @@ class Monitoring(pulumi.ComponentResource):
             slo=args.slo,
             admin_password=args.grafana_admin_password,
             web_ui_source_ranges=args.web_ui_source_ranges,
+            placement=args.placement,
         )
         return {
             "namespace": ns,

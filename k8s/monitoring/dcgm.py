@@ -18,8 +18,15 @@ DCGM_PRIORITY_CLASS = "system-node-critical"
 DCGM_CRITICAL_PODS = 1000
 
 
-def dcgm_exporter(scope: Scope) -> kubernetes.core.v1.Namespace:
-    """The exporter's namespace, its priority-class quota and the DaemonSet; returns the namespace."""
+# GKE's GPU taint (contracts/placement.py GPU_TAINT_KEY, tolerated with any value): the exporter's default toleration.
+GPU_TOLERATIONS = (GPU_NODES.toleration,)
+
+
+def dcgm_exporter(
+    scope: Scope, tolerations: tuple[kubernetes.core.v1.TolerationArgs, ...] = GPU_TOLERATIONS
+) -> kubernetes.core.v1.Namespace:
+    """The exporter's namespace, its priority-class quota and the DaemonSet on every node with GKE's accelerator
+    label, tolerating `tolerations` (default GKE's GPU taint); returns the namespace."""
     # Reading GPU counters needs the host's driver and a privileged container: its own namespace,
     # so every other namespace can keep the restricted Pod Security Standard.
     namespace = kubernetes.core.v1.Namespace(
@@ -49,7 +56,7 @@ def dcgm_exporter(scope: Scope) -> kubernetes.core.v1.Namespace:
         spec=kubernetes.apps.v1.DaemonSetSpecArgs(
             selector=kubernetes.meta.v1.LabelSelectorArgs(match_labels=labels),
             template=kubernetes.core.v1.PodTemplateSpecArgs(
-                metadata=kubernetes.meta.v1.ObjectMetaArgs(labels=labels), spec=_pod_spec()
+                metadata=kubernetes.meta.v1.ObjectMetaArgs(labels=labels), spec=_pod_spec(tolerations)
             ),
         ),
         # Pods created before the quota would be refused (and retried with back-off): the quota goes first.
@@ -58,7 +65,7 @@ def dcgm_exporter(scope: Scope) -> kubernetes.core.v1.Namespace:
     return namespace
 
 
-def _pod_spec() -> kubernetes.core.v1.PodSpecArgs:
+def _pod_spec(tolerations: tuple[kubernetes.core.v1.TolerationArgs, ...]) -> kubernetes.core.v1.PodSpecArgs:
     mounts = {
         "nvidia-install-dir-host": ("/home/kubernetes/bin/nvidia", "/usr/local/nvidia"),
         "pod-resources": ("/var/lib/kubelet/pod-resources", "/var/lib/kubelet/pod-resources"),
@@ -66,7 +73,7 @@ def _pod_spec() -> kubernetes.core.v1.PodSpecArgs:
     return kubernetes.core.v1.PodSpecArgs(
         automount_service_account_token=False,
         affinity=_gpu_nodes_only(),
-        tolerations=[GPU_NODES.toleration],
+        tolerations=list(tolerations),
         priority_class_name=DCGM_PRIORITY_CLASS,
         containers=[
             kubernetes.core.v1.ContainerArgs(

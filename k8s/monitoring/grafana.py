@@ -8,7 +8,7 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 import yaml
 from triton_gke.contracts.workloads import GRAFANA_PORT
-from triton_gke.k8s.common import http_probe, non_root_container_security
+from triton_gke.k8s.common import ANY_NODE, PodPlacement, http_probe, non_root_container_security
 from triton_gke.k8s.monitoring.prometheus import PROMETHEUS_URL
 from triton_gke.k8s.monitoring.shapes import Scope, config_map_volume, meta, service, single_pod_deployment
 from triton_gke.observability.dashboards import dashboard_text, dashboards
@@ -27,6 +27,7 @@ def grafana(
     slo: SloSettings,
     admin_password: pulumi.Input[str],
     web_ui_source_ranges: tuple[str, ...],
+    placement: PodPlacement = ANY_NODE,
 ) -> kubernetes.core.v1.Service:
     """Grafana in `ns` with a secret admin password and no anonymous access; returns its (ClusterIP) Service.
 
@@ -82,6 +83,7 @@ def grafana(
         container,
         volumes=[config_map_volume(n, cm, key) for n, (_, cm, key) in mounts.items()]
         + [kubernetes.core.v1.VolumeArgs(name="data", empty_dir=kubernetes.core.v1.EmptyDirVolumeSourceArgs())],
+        placement=placement,
     )
     cluster_service = service(scope, "grafana", ns, {"web": GRAFANA_PORT}, ())
     if web_ui_source_ranges:

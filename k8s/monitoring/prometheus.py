@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import pulumi
 import pulumi_kubernetes as kubernetes
 from triton_gke.contracts.workloads import MONITORING_NAMESPACE, PROMETHEUS_PORT
-from triton_gke.k8s.common import http_probe, non_root_container_security
+from triton_gke.k8s.common import ANY_NODE, PodPlacement, http_probe, non_root_container_security
 from triton_gke.k8s.monitoring.shapes import NOBODY, Scope, config_map_volume, meta, service, single_pod_deployment
 from triton_gke.observability.prometheus_config import prometheus_config_yaml
 from triton_gke.observability.rules import rules_yaml
@@ -29,6 +29,7 @@ def prometheus(
     slo: SloSettings,
     retention: str,
     storage_gb: int,
+    placement: PodPlacement = ANY_NODE,
 ) -> kubernetes.core.v1.Service:
     """Prometheus in `ns` with its config, rules, disk and pod readers in the `watched` namespaces (name -> the
     created namespace's name output); returns its Service."""
@@ -81,6 +82,7 @@ def prometheus(
             ),
         ],
         service_account=account,
+        placement=placement,
     )
     return service(scope, "prometheus", ns, {"web": PROMETHEUS_PORT}, ())
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as kubernetes
-from triton_gke.k8s.common import CPU_NODES, non_root_pod_security
+from triton_gke.k8s.common import ANY_NODE, PodPlacement, non_root_pod_security
 
 # The `nobody` user: Prometheus' image runs as it, and prometheus-adapter needs no user of its own.
 NOBODY = 65534
@@ -64,8 +64,10 @@ def single_pod_deployment(
     container: kubernetes.core.v1.ContainerArgs,
     volumes: list[kubernetes.core.v1.VolumeArgs],
     service_account: kubernetes.core.v1.ServiceAccount | None = None,
+    placement: PodPlacement = ANY_NODE,
 ) -> kubernetes.apps.v1.Deployment:
-    """One pod on the CPU pool, running as `uid`, replaced (never surged) on change."""
+    """One pod where `placement` lets it run (default: any node), running as `uid`, replaced (never surged) on
+    change."""
     labels = app_labels(name)
     return kubernetes.apps.v1.Deployment(
         scope.name(name),
@@ -80,7 +82,7 @@ def single_pod_deployment(
                 spec=kubernetes.core.v1.PodSpecArgs(
                     service_account_name=service_account.metadata.name if service_account else None,
                     automount_service_account_token=service_account is not None,
-                    node_selector=CPU_NODES.node_selector,
+                    **placement.pod_fields(),
                     security_context=non_root_pod_security(uid),
                     containers=[container],
                     volumes=volumes,
