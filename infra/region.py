@@ -18,6 +18,7 @@ from triton_gke.infra.cluster import GkeCluster, GkeClusterArgs
 from triton_gke.infra.model_upload import VENV_PYTHON
 from triton_gke.infra.negs import ZonalNegs, ZonalNegsArgs
 from triton_gke.k8s.common import ArgsError, unknown_field_problem
+from triton_gke.k8s.engine_build import EngineBuild, EngineBuildArgs
 from triton_gke.k8s.on_cluster import ClusterWiring, TritonOnCluster, TritonOnClusterArgs, check_args
 from triton_gke.k8s.triton import neg_names
 from triton_gke.settings.serving import nodes_driver_branch
@@ -58,6 +59,7 @@ class TritonGkeRegion(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         *,
         child_aliases: Sequence[pulumi.Alias] = (),
+        engines: EngineBuildArgs | None = None,
     ) -> None:
         serving = _serving(args)
         driver_branch = _driver_branch(args.get("cluster")) if isinstance(args, Mapping) else None
@@ -82,8 +84,21 @@ class TritonGkeRegion(pulumi.ComponentResource):
             ),
             opts=moved,
         )
+        given = args.get("wiring") or ClusterWiring()
+        # The engine-build Job of this region's GPU type (k8s/engine_build.py): Triton's Deployment waits for it with
+        # the bucket grants, so it starts only once the plans exist.
+        self._engines = (
+            None
+            if engines is None
+            else EngineBuild(
+                f"engines-{name}",
+                engines,
+                opts=pulumi.ResourceOptions(parent=self, providers=[self._cluster.provider]),
+            )
+        )
         wiring = dataclasses.replace(
-            args.get("wiring") or ClusterWiring(),
+            given,
+            bucket_access=(*given.bucket_access, *((self._engines.job,) if self._engines else ())),
             neg_cleanup=[self._negs.cleanup],
             neg_name_prefix=self._cluster.cluster_name,
             driver_branch=driver_branch,
@@ -117,6 +132,10 @@ class TritonGkeRegion(pulumi.ComponentResource):
     @property
     def triton(self) -> TritonOnCluster:
         return self._triton
+
+    @property
+    def engines(self) -> EngineBuild | None:
+        return self._engines
 
 
 def _serving(args: Any) -> Any:

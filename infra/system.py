@@ -28,12 +28,14 @@ from triton_gke.infra.cluster_args import gke_cluster_args
 from triton_gke.infra.cost import stack_cost_summary
 from triton_gke.infra.global_lb import GlobalLoadBalancer, GlobalLoadBalancerArgs, RegionBackend
 from triton_gke.infra.model_store import ModelStore, ModelStoreArgs
+from triton_gke.infra.engine_writer import EngineWriter, EngineWriterArgs, engine_build_args
 from triton_gke.infra.model_upload import VENV_PYTHON, ModelUpload, ModelUploadArgs, built_repository_digest
 from triton_gke.infra.network import Network, NetworkArgs
 from triton_gke.infra.project_services import ProjectServices, ProjectServicesArgs, api_of
 from triton_gke.infra.region import TritonGkeRegion, TritonGkeRegionArgs
 from triton_gke.k8s.autoscaling import ADAPTER_PORT, serves_custom_metrics
 from triton_gke.k8s.common import CPU_NODES, ArgsError
+from triton_gke.k8s.engine_build import engine_service_account
 from triton_gke.k8s.loadtest import LOCUST_NAMESPACE, LoadTestArgs
 from triton_gke.k8s.monitoring import MONITORING_NAMESPACE, MonitoringArgs
 from triton_gke.k8s.on_cluster import GKE_ACCELERATOR_LABEL, ClusterWiring, TritonOnClusterArgs
@@ -149,6 +151,18 @@ class TritonGkeSystem(pulumi.ComponentResource):
             ),
             opts=self._moved,
         )
+        # The engine-build Jobs' identity (infra/engine_writer.py): reads the bucket, creates .plan objects only.
+        self._engine_writer = EngineWriter(
+            "engines",
+            EngineWriterArgs(
+                project=settings.project,
+                stack=settings.stack,
+                bucket=self._store.bucket.name,
+                kubernetes_service_account=engine_service_account(settings.stack),
+                workload_identity_clusters=clusters,
+            ),
+            opts=self._moved,
+        )
         try:
             self._regions = {
                 region.name: TritonGkeRegion(
@@ -156,6 +170,9 @@ class TritonGkeSystem(pulumi.ComponentResource):
                     self._region_args(settings, region, digest),
                     opts=pulumi.ResourceOptions(parent=self),
                     child_aliases=child_aliases,
+                    engines=engine_build_args(
+                        settings, self._upload.repository_url, self._engine_writer, digest, self._apis.for_workloads
+                    ),
                 )
                 for region in settings.regions
             }

@@ -13,6 +13,7 @@ from tensorflow_backend src/tensorflow.cc.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ PYTHON_FILENAME = "model.py"
 SAVEDMODEL_DIRNAME = "model.savedmodel"
 LABELS_FILENAME = "labels.txt"
 VERSION = "1"
+_COMPUTE_CAPABILITY = re.compile(r"[1-9][0-9]?\.[0-9]")
 TRT_WORKSPACE_BYTES = 1 << 30  # per instance; 4 instances fit a 16 GB T4 with room to spare
 
 # platform/backend -> the file or folder Triton loads from each version folder by default.
@@ -41,6 +43,9 @@ _DEFAULT_FILENAMES = {
     "python": PYTHON_FILENAME,
     "tensorflow_savedmodel": SAVEDMODEL_DIRNAME,
     "tensorflow": SAVEDMODEL_DIRNAME,
+    # A TensorRT plan (server docs/user_guide/model_repository.md "TensorRT Models": model.plan by default).
+    "tensorrt_plan": "model.plan",
+    "tensorrt": "model.plan",
 }
 _ORT_TRT_KEYS = {
     "precision_mode": ("FP32", "FP16", "INT8", "BF16"),
@@ -244,6 +249,19 @@ def _add_accelerator(config: mc.ModelConfig, params: dict[str, str]) -> None:
     accelerator.parameters.update(params)
 
 
+def tensorrt_plan_config(
+    variant: VariantSettings, io: ModelIO, labels: bool, cc_filenames: dict[str, str]
+) -> mc.ModelConfig:
+    """A TensorRT plan per compute capability (model_repo/engines.py cc_model_filenames), built on the cluster by the
+    engine-build Job (k8s/engine_build.py) from the ONNX model beside them; warm-up as every model (base_config)."""
+    config = base_config(variant, io, labels)
+    config.platform = "tensorrt_plan"
+    config.backend = "tensorrt"
+    config.instance_group.add(count=variant.instance_count, kind=mc.ModelInstanceGroup.KIND_GPU)
+    config.cc_model_filenames.update(cc_filenames)
+    return config
+
+
 def savedmodel_gpu_config(variant: VariantSettings) -> mc.ModelConfig:
     """TF SavedModel (Triton <= 25.02). Inputs/outputs are left to Triton's auto-complete,
     which reads them from the SavedModel signature (TensorFlow cannot be loaded here)."""
@@ -349,6 +367,8 @@ def _check_instances(config: mc.ModelConfig, model_dir: Path) -> str | None:
 
 
 def _check_files(config: mc.ModelConfig, model_dir: Path) -> str | None:
+    if config.cc_model_filenames:
+        return _check_cc_files(config, model_dir)
     filename = config.default_model_filename or _DEFAULT_FILENAMES.get(config.platform or config.backend, "")
     if not filename:
         return "default_model_filename is missing"
@@ -358,6 +378,27 @@ def _check_files(config: mc.ModelConfig, model_dir: Path) -> str | None:
     for version in versions:
         if not (version / filename).exists():
             return f"{version.name}/{filename} is missing"
+    return None
+
+
+def _check_cc_files(config: mc.ModelConfig, model_dir: Path) -> str | None:
+    """cc_model_filenames: compute capability ("7.5") -> a plain file name, one per capability, each in every version
+    folder or built there on the cluster from the folder's ONNX model (k8s/engine_build.py)."""
+    names = list(config.cc_model_filenames.values())
+    for cc, name in config.cc_model_filenames.items():
+        if not _COMPUTE_CAPABILITY.fullmatch(cc):
+            return f"cc_model_filenames key {cc!r} is not a compute capability MAJOR.MINOR (e.g. 7.5)"
+        if not name or "/" in name or name.startswith("."):
+            return f"cc_model_filenames[{cc!r}] {name!r} is not a plain file name"
+    if len(set(names)) != len(names):
+        return f"cc_model_filenames names one file for two compute capabilities: {sorted(names)}"
+    versions = [p for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()] if model_dir.is_dir() else []
+    if not versions:
+        return f"no version folder (e.g. {VERSION}/) in {model_dir}"
+    for version in versions:
+        missing = [n for n in names if not (version / n).exists()]
+        if missing and not (version / ONNX_FILENAME).exists():
+            return f"{version.name}/{missing[0]} is missing, and no {ONNX_FILENAME} to build it from"
     return None
 
 

@@ -110,25 +110,30 @@ def recipe(
     engine: str = "model.plan",
     shapes: str = "input:1x224x224x3",
     max_shapes: str = "input:64x224x224x3",
-    calibration: str = "calibration",
+    calibration: str | None = "calibration",
 ) -> Recipe:
     """The commands that build `engine` from `onnx` at `precision` in the image `tag`'s TensorRT, on the target GPU.
     `calibration` is the TensorRT 10 calibration cache (calibration.cache) or TensorRT 11 ModelOpt's data
-    (calibration.npy)."""
+    (calibration.npy); None for an INT8 `onnx` that already carries Q/DQ nodes (model_repo/quantize.py writes such
+    models), which TensorRT builds by explicit quantization, without calibration ("ModelOpt ONNX quantization
+    generates new ONNX models with QDQ nodes following TensorRT rules" for "TensorRT Explicit Quantization", ModelOpt
+    guide "ONNX Quantization - Linux", nvidia.github.io/TensorRT-Model-Optimizer/guides/_onnx_quantization.html):
+    TensorRT 10 gets --int8 alone, TensorRT 11 builds it --stronglyTyped with no ModelOpt step."""
     if precision not in PRECISIONS:
         raise ModelRepoError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}", field="precision")
     major = toolchain(tag).tensorrt_major
     shape_flags = (f"--minShapes={shapes}", f"--optShapes={max_shapes}", f"--maxShapes={max_shapes}")
     steps: list[tuple[str, ...]] = []
     if major == 10:
-        extra = {"FP32": (), "FP16": ("--fp16",), "INT8": ("--int8", f"--calib={calibration}.cache")}[precision]
+        int8 = ("--int8",) if calibration is None else ("--int8", f"--calib={calibration}.cache")
+        extra = {"FP32": (), "FP16": ("--fp16",), "INT8": int8}[precision]
         steps.append(("trtexec", f"--onnx={onnx}", f"--saveEngine={engine}", *shape_flags, *extra))
     else:
         source = onnx
         if precision == "FP16":
             source = onnx.removesuffix(".onnx") + ".fp16.onnx"
             steps.append(("python", "-m", "modelopt.onnx.autocast", "--onnx_path", onnx, "--output_path", source))
-        elif precision == "INT8":
+        elif precision == "INT8" and calibration is not None:
             source = onnx.removesuffix(".onnx") + ".int8.qdq.onnx"
             steps.append(("python", "-m", "modelopt.onnx.quantization", "--onnx_path", onnx, "--quantize_mode", "int8",
                           "--calibration_data", f"{calibration}.npy", "--output_path", source))  # fmt: skip

@@ -1,0 +1,147 @@
+"""The engine-build Job (k8s/engine_build.py): one per GPU type per region in the prod plan, Triton waiting for it,
+its command lines for a TensorRT 10 and a TensorRT 11 tag, its manifest valid; plan names unique per compute
+capability and a cc_model_filenames config that maps every capability of a stack (model_repo/engines.py, configs.py)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from triton_gke.k8s.engine_build import (
+    BACKOFF_LIMIT,
+    EngineBuildArgs,
+    EngineVariant,
+    build_commands,
+    deadline_s,
+    fetch_commands,
+    upload_commands,
+)
+from triton_gke.k8s.schema import validate_manifest
+from triton_gke.model_repo import configs
+from triton_gke.model_repo.engines import cc_model_filenames, engine_filename
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.settings import REFERENCE_VARIANTS
+from triton_gke.offline.plan import kubernetes_objects
+
+from tests.conftest import evaluate
+
+VARIANTS = (EngineVariant("trt_fp16", "FP16", 64), EngineVariant("trt_int8_bs16_count4", "INT8", 16))
+
+
+def _args(tag: str, cc: str = "7.5") -> EngineBuildArgs:
+    return EngineBuildArgs(
+        triton_image_tag=tag,
+        model_repository="gs://b/models",
+        variants=VARIANTS,
+        accelerator_type="nvidia-tesla-t4",
+        compute_capability=cc,
+        writer_email="w@p.iam.gserviceaccount.com",
+    )
+
+
+@pytest.fixture(scope="module")
+def prod():
+    return evaluate("prod")
+
+
+def _jobs(plan):
+    return [r for r in plan.resources if r.type == "kubernetes:batch/v1:Job"]
+
+
+def test_the_prod_plan_has_one_engine_job_per_region_and_triton_waits_for_it(prod):
+    regions = [r.name for r in prod.resources if r.type == "triton-gke:index:TritonGkeRegion"]
+    jobs = _jobs(prod)
+    assert len(regions) >= 2 and sorted(j.name for j in jobs) == sorted(f"engines-{r}-job" for r in regions)
+    for region in regions:
+        job = next(j for j in jobs if j.name == f"engines-{region}-job")
+        deployment = next(
+            r
+            for r in prod.resources
+            if r.type == "kubernetes:apps/v1:Deployment" and r.name == f"triton-{region}-deployment"
+        )
+        assert job.urn in deployment.dependencies, region
+        # On the region's GPU pool, one GPU, the T4's compute capability in its plan names.
+        pod = job.inputs["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
+        assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
+        build = next(c for c in pod["initContainers"] if c["name"] == "build")
+        assert build["resources"]["limits"]["nvidia.com/gpu"] == "1"
+        assert build["image"] == "nvcr.io/nvidia/tensorrt:25.06-py3"
+        assert "--saveEngine=model.25.06.cc75.plan" in build["args"][0]
+        spec = job.inputs["spec"]
+        assert spec["backoffLimit"] == BACKOFF_LIMIT and spec["activeDeadlineSeconds"] == deadline_s(4)
+        assert job.custom_timeouts["create"] == f"{deadline_s(4) // 60 + 15}m"
+    # The writer may create .plan objects only; Triton's reader gets no write role.
+    creator = [r for r in prod.resources if r.type == "gcp:storage/bucketIAMMember:BucketIAMMember"
+               and r.inputs.get("role") == "roles/storage.objectCreator"]  # fmt: skip
+    assert len(creator) == 1 and creator[0].inputs["condition"]["expression"] == 'resource.name.endsWith(".plan")'
+
+
+def test_the_engine_manifests_are_schema_valid(prod):
+    objects = [m for _, m in kubernetes_objects(prod) if m.get("kind") == "Job" or
+               (m.get("metadata") or {}).get("namespace") == "triton-engines"]  # fmt: skip
+    assert any(m["kind"] == "Job" for m in objects)
+    for manifest in objects:
+        validate_manifest(manifest, "1.35")
+
+
+def test_tensorrt_10_command_lines():
+    lines = "\n".join(build_commands(_args("25.06-py3")))
+    assert ("trtexec --onnx=model.onnx --saveEngine=model.25.06.cc75.plan --minShapes=input:1x224x224x3 "
+            "--optShapes=input:64x224x224x3 --maxShapes=input:64x224x224x3 --fp16") in lines  # fmt: skip
+    # The INT8 variants' ONNX carries Q/DQ nodes (model_repo/quantize.py): --int8 alone, no calibration cache.
+    assert "--maxShapes=input:16x224x224x3 --int8;" in lines and "--calib" not in lines
+
+
+def test_tensorrt_11_command_lines():
+    lines = "\n".join(build_commands(_args("26.10-py3", cc="8.9")))
+    assert "python -m modelopt.onnx.autocast --onnx_path model.onnx --output_path model.fp16.onnx" in lines
+    assert "--saveEngine=model.26.10.cc89.plan" in lines and "--stronglyTyped" in lines
+    assert "--fp16" not in lines and "--int8" not in lines and "modelopt.onnx.quantization" not in lines
+
+
+def test_fetch_and_upload_name_the_newest_version_folder_and_never_overwrite():
+    fetch = "\n".join(fetch_commands(_args("25.06-py3"), "gs://b/models"))
+    upload = "\n".join(upload_commands(_args("25.06-py3"), "gs://b/models"))
+    assert "gcloud storage ls gs://b/models/trt_fp16/" in fetch and "sort -n | tail -1" in fetch
+    assert 'gcloud storage cp --no-clobber /work/trt_fp16/model.25.06.cc75.plan gs://b/models/trt_fp16/"$(cat' in upload
+
+
+def test_a_bad_compute_capability_is_refused():
+    with pytest.raises(ModelRepoError, match="not MAJOR.MINOR"):
+        engine_filename("25.06-py3", "75")
+
+
+CCS = st.builds(lambda major, minor: f"{major}.{minor}", st.integers(1, 99), st.integers(0, 9))
+
+
+@given(st.sets(CCS, min_size=1, max_size=6), st.sampled_from(["25.06-py3", "26.05-py3", "26.10-py3"]))
+def test_plan_names_are_unique_per_capability_and_the_config_maps_every_one(tmp_path_factory, ccs, tag):
+    filenames = cc_model_filenames(tag, ccs)
+    assert set(filenames) == ccs and len(set(filenames.values())) == len(ccs)
+    variant = next(v for v in REFERENCE_VARIANTS if v.name == "trt_fp16")
+    io = configs.ModelIO(
+        inputs=(configs.TensorSpec("input", "TYPE_FP32", (224, 224, 3)),),
+        outputs=(configs.TensorSpec("probabilities", "TYPE_FP32", (1000,)),),
+    )
+    config = configs.tensorrt_plan_config(variant, io, False, filenames)
+    folder = tmp_path_factory.mktemp("repo") / variant.name
+    (folder / "1").mkdir(parents=True)
+    (folder / "1" / "model.onnx").write_bytes(b"")  # the source the Job builds the plans from
+    (folder / "config.pbtxt").write_text(configs.render(config, "test"))
+    parsed = configs.validate_config_text((folder / "config.pbtxt").read_text(), folder / "config.pbtxt")
+    assert parsed.platform == "tensorrt_plan" and dict(parsed.cc_model_filenames) == filenames
+    assert parsed.model_warmup[0].batch_size == 1
+
+
+def test_a_plan_config_without_its_plans_or_their_source_is_refused(tmp_path):
+    folder = tmp_path / "trt_fp16"
+    (folder / "1").mkdir(parents=True)
+    text = 'name: "trt_fp16"\nplatform: "tensorrt_plan"\nmax_batch_size: 8\n' \
+        'input { name: "i" data_type: TYPE_FP32 dims: [3] }\noutput { name: "o" data_type: TYPE_FP32 dims: [3] }\n' \
+        'cc_model_filenames { key: "7.5" value: "model.25.06.cc75.plan" }\n'  # fmt: skip
+    with pytest.raises(ModelRepoError, match="model.25.06.cc75.plan is missing, and no model.onnx"):
+        configs.validate_config_text(text, folder / "config.pbtxt")
+    bad = text.replace('key: "7.5"', 'key: "sm75"')
+    with pytest.raises(ModelRepoError, match="not a compute capability"):
+        configs.validate_config_text(bad, folder / "config.pbtxt")
