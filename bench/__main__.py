@@ -29,6 +29,7 @@ from triton_gke.bench.results import BenchRun
 from triton_gke.bench.slo_search import RateLadder, SloCriteria
 from triton_gke.capacity.records import RECORDS_DIR, CapacityError
 from triton_gke.cli.one_line import OneLineParser
+from triton_gke.contracts.slo import MAX_SLO_LATENCY_MS
 from triton_gke.loadtest.arrivals import MAX_RATE  # the locustfile's own cap on rates (pure module: no Locust needed)
 from triton_gke.sandbox import run_folder
 from triton_gke.sandbox.processes import run_interruptible
@@ -130,7 +131,7 @@ FLOAT_RANGES = {
     "settle_seconds": (0.0, 600.0),
     "warmup_seconds": (1.0, 600.0),
     "raw_seconds": (0.5, 600.0),
-    "slo_ms": (1.0, 600_000.0),
+    "slo_ms": (1.0, float(MAX_SLO_LATENCY_MS)),  # contracts/slo.py, the stack's sloLatencyMs bound
     "max_failure_pct": (0.0, 99.0),
 }
 MAX_HOURS = 24.0  # a longer planned run is a mistake in the options, not a benchmark

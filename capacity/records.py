@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_gke.cli.one_line import CONSOLE_SCRIPT, hint_command
+from triton_gke.contracts.slo import MAX_SLO_LATENCY_MS
 
 from triton_gke.bounded_files import parse_json, read_text_file
 
@@ -58,7 +59,7 @@ PERCENT_DIGITS = 12
 # rates that vanish (5e-324). The rate's floor: below 0.01 req/s per GPU a record describes a broken run.
 BOUNDS: dict[str, tuple[float, float]] = {
     "max_rps_per_gpu": (0.01, 1e6),
-    "slo_latency_ms": (0.0, 1e6),  # above 0: _positive checks it
+    "slo_latency_ms": (0.0, float(MAX_SLO_LATENCY_MS)),  # above 0: _positive checks it; contracts/slo.py
     "p50_ms": (0.0, 1e6),
     "p95_ms": (0.0, 1e6),
     "batch": (0.0, 1e5),

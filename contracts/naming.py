@@ -9,11 +9,20 @@ triton_service_account).
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import re
 
-# Bucket names: 3-63 characters of lowercase letters, digits, '-', '_' and '.', starting and ending with a letter or
-# digit (https://cloud.google.com/storage/docs/buckets#naming); gcp_name keeps to the '-' subset.
+# Bucket names (https://cloud.google.com/storage/docs/buckets#naming): lowercase letters, digits, dashes, underscores
+# and dots; start and end with a letter or digit; 3-63 characters, up to 222 with dots, each dot-separated part at
+# most 63; not an IP address in dotted-decimal notation; not beginning with "goog"; not containing "google" or a close
+# misspelling such as "g00gle". The one rule: the component's model_repository (k8s/on_cluster_args.py) and the sync's
+# destination (model_repo/sync.py) both ask bucket_name_problem. gcp_name keeps the stack's own bucket to the '-'
+# subset and 63 characters.
 BUCKET_NAME_MAX = 63
+BUCKET_NAME_MAX_DOTTED = 222
+BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
+BUCKET_PART = re.compile(r"[a-z0-9_-]{1,63}")
+GOOGLE_LIKE = re.compile(r"g[o0][o0]gle")
 # A DNS-1123 label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit
 # (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#dns-label-names).
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -51,3 +60,22 @@ def dns_label(*parts: str, max_len: int = DNS_LABEL_MAX) -> str:
 def model_bucket_name(project: str, stack: str) -> str:
     """The name of the bucket that holds the stack's model repository."""
     return gcp_name(project, stack, "triton-models", max_len=BUCKET_NAME_MAX)
+
+
+def bucket_name_problem(bucket: str) -> str | None:
+    """Why `bucket` is not a valid Cloud Storage bucket name (one clause), or None."""
+    if not BUCKET.fullmatch(bucket) or not all(BUCKET_PART.fullmatch(part) for part in bucket.split(".")):
+        return (
+            f"the bucket name takes 3-{BUCKET_NAME_MAX} lowercase letters, digits, -, _ (up to "
+            f"{BUCKET_NAME_MAX_DOTTED} with dots, {BUCKET_NAME_MAX} between dots), starting and ending with a "
+            "letter or digit"
+        )
+    if len(bucket) > BUCKET_NAME_MAX and "." not in bucket:
+        return f"a bucket name without dots has at most {BUCKET_NAME_MAX} characters"
+    if bucket.startswith("goog") or GOOGLE_LIKE.search(bucket):
+        return 'a bucket name may not begin with "goog" or contain "google" or a misspelling of it'
+    try:
+        ipaddress.ip_address(bucket)
+    except ValueError:
+        return None
+    return "a bucket name may not be an IP address"

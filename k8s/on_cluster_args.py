@@ -7,14 +7,14 @@ cluster or the cloud checks it later) and refused where the component needs the 
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pulumi
 import yaml
-from triton_gke.contracts.naming import DNS_LABEL, DNS_LABEL_MAX
+from triton_gke.contracts.gke_limits import MAX_TRITON_REPLICAS
+from triton_gke.contracts.naming import DNS_LABEL, DNS_LABEL_MAX, bucket_name_problem
 from triton_gke.k8s.common import TAINT_EFFECTS
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import FIRST_CUDA13_RELEASE, image_release, runs_on_driver
@@ -29,13 +29,7 @@ from triton_gke.settings.serving import MAX_QUEUE_TIME_TARGET_MS, MAX_STARTUP_MI
 COMPONENT_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 MAX_NAME_LENGTH = 63 - len("-grpc")
 
-# Bucket names (https://cloud.google.com/storage/docs/buckets#naming): lowercase letters, digits, dashes, underscores
-# and dots; start and end with a letter or digit; 3-63 characters, up to 222 with dots, each dot-separated part at
-# most 63; not an IP address in dotted-decimal notation; not beginning with "goog"; not containing "google" or a close
-# misspelling such as "g00gle".
-BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
-BUCKET_PART = re.compile(r"[a-z0-9_-]{1,63}")
-GOOGLE_LIKE = re.compile(r"g[o0][o0]gle")
+# Bucket names: contracts/naming.py bucket_name_problem, the one rule the sync asks too.
 # Object names (https://cloud.google.com/storage/docs/objects#naming): at most 1024 bytes of UTF-8, no carriage
 # return or line feed, not "." or "..", and the page recommends against control characters and "#", "?" ("[", "]",
 # "*" too), which gcloud and URLs read as wildcards or fragments. Triton appends `/MODEL/...` to the prefix, so a
@@ -84,10 +78,10 @@ MAX_SECRET_LENGTH = 256
 # value; ',' ':' '=' are the option's separators).
 ADMIN_KEY = re.compile(r"[A-Za-z0-9._~+/-]+")
 
-MAX_REPLICAS_LIMIT = 1000
+# One pod per GPU node: at most as many as a cluster holds nodes (contracts/gke_limits.py, the stack's bound too).
 LIMITS = {
-    "min_replicas": (1, MAX_REPLICAS_LIMIT),
-    "max_replicas": (1, MAX_REPLICAS_LIMIT),
+    "min_replicas": (1, MAX_TRITON_REPLICAS),
+    "max_replicas": (1, MAX_TRITON_REPLICAS),
     "startup_minutes": (1, MAX_STARTUP_MINUTES),  # the stack's tritonStartupMinutes bound, from its one home
     "queue_time_target_us": (1, MAX_QUEUE_TIME_TARGET_MS * 1000),  # the stack's autoscaleQueueTimeMs bound
 }
@@ -121,31 +115,8 @@ def repository_problem(value: Any) -> Problem:
     if not value.startswith(GS):
         return f"{key}: {value!r} is not a gs://BUCKET/PREFIX URL"
     bucket, _, path = value[len(GS) :].partition("/")
-    why = _bucket_problem(bucket) or _object_path_problem(path)
+    why = bucket_name_problem(bucket) or _object_path_problem(path)
     return f"{key}: {value!r} is not a gs://BUCKET/PREFIX URL: {why}" if why else None
-
-
-def _bucket_problem(bucket: str) -> Problem:
-    if not BUCKET.fullmatch(bucket) or not all(BUCKET_PART.fullmatch(part) for part in bucket.split(".")):
-        return (
-            "the bucket name takes 3-63 lowercase letters, digits, -, _ (up to 222 with dots, 63 between dots), "
-            "starting and ending with a letter or digit"
-        )
-    if len(bucket) > 63 and "." not in bucket:
-        return "a bucket name without dots has at most 63 characters"
-    if bucket.startswith("goog") or GOOGLE_LIKE.search(bucket):
-        return 'a bucket name may not begin with "goog" or contain "google" or a misspelling of it'
-    if _is_ip_address(bucket):
-        return "a bucket name may not be an IP address"
-    return None
-
-
-def _is_ip_address(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _object_path_problem(path: str) -> Problem:

@@ -68,7 +68,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -84,6 +83,7 @@ from google.cloud.storage import exceptions as storage_exceptions
 from google.cloud.storage.fileio import BlobWriter
 from google.protobuf import text_format
 from triton_gke.cli.one_line import OneLineParser
+from triton_gke.contracts.naming import bucket_name_problem
 from triton_gke.model_repo.sync_source import (
     CONFIG_NAME,
     IGNORED_DIRS,
@@ -975,9 +975,6 @@ def _size(count: int) -> str:
     return f"{value:.1f} GiB"
 
 
-_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]")
-
-
 def parse_gs_url(url: str) -> tuple[str, str]:
     """'gs://bucket/some/prefix' -> ('bucket', 'some/prefix')."""
     if not url.startswith("gs://"):
@@ -985,11 +982,9 @@ def parse_gs_url(url: str) -> tuple[str, str]:
     bucket, _, prefix = url[len("gs://") :].partition("/")
     if not bucket:
         raise SyncError(f"destination has no bucket name: {show(url)}")
-    if not _BUCKET_NAME.fullmatch(bucket):
-        raise SyncError(
-            f"invalid bucket name in {url!r}: 3-63 lowercase letters, digits, '-', '_' or '.', "
-            "starting and ending with a letter or digit"
-        )
+    why = bucket_name_problem(bucket)  # the rule TritonOnCluster's model_repository follows too
+    if why:
+        raise SyncError(f"invalid bucket name in {url!r}: {why}")
     normalize_prefix(prefix)  # refused here, before any client is made: gs://BUCKET alone is never a destination
     return bucket, prefix
 

@@ -11,6 +11,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from triton_gke.contracts.slo import MAX_SLO_LATENCY_MS
 from triton_gke.contracts.workloads import (
     COMPONENT_LABEL,
     DCGM_APP,
@@ -93,6 +94,8 @@ POD_SELECTORS: tuple[PodSelector, ...] = (TRITON_PODS, DCGM_PODS, LOCUST_MASTER_
 def validate_slo(slo: SloSettings) -> None:
     """Raise MonitoringError on the first invalid field (SloSettings runs it when made)."""
     _positive_int("latency_ms", slo.latency_ms)
+    if slo.latency_ms > MAX_SLO_LATENCY_MS:
+        raise MonitoringError("latency_ms", f"{slo.latency_ms} is above {MAX_SLO_LATENCY_MS} ms (an hour)")
     _fraction("quantile", slo.quantile, open_upper=True)
     if slo.quantile not in slo.summary_quantiles:
         allowed = ", ".join(str(q) for q in slo.summary_quantiles)

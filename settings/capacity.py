@@ -40,7 +40,7 @@ from triton_gke.settings.values import CapacitySettings, StackSettings
 DERIVED_KEYS = ("gpuMinNodes", "lbMaxRatePerPod", "autoscaleQueueTimeMs")
 # A factor of 11 is no longer headroom but a different target.
 MAX_HEADROOM_PERCENT = 1000
-# More requests/s than any cluster GKE allows could serve: 15,000 nodes (settings/cluster.py MAX_NODES_PER_CLUSTER) of
+# More requests/s than any cluster GKE allows could serve: 15,000 nodes (contracts/gke_limits.py) of
 # 4 T4s at the fastest variant's few thousand requests/s each stay below 10^9. A larger target is a typo, and an
 # unbounded one would overflow the sizing arithmetic's floats.
 MAX_TARGET_RPS = 10**9

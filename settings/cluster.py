@@ -7,6 +7,7 @@ import difflib
 import re
 from collections.abc import Mapping
 
+from triton_gke.contracts.gke_limits import MAX_NODES_PER_CLUSTER, MAX_NODES_PER_POOL_ZONE
 from triton_gke.settings import catalogue, gpu_types, versions
 from triton_gke.settings.catalogue import CatalogueError, GpuCatalogue
 from triton_gke.settings.errors import ConfigError
@@ -29,10 +30,7 @@ KUBERNETES_MINORS = range(25, 38)
 # shape with its source. T4 on N1 (Google's "NVIDIA T4 GPUs" table, https://cloud.google.com/compute/docs/gpus#t4-gpus:
 # 1 or 2 GPUs 1-48 vCPUs and 1-312 GB, 4 GPUs 1-96 vCPUs and 1-624 GB; one T4 allows 48 vCPUs, not 24); L4 built into
 # G2 types with a fixed GPU count.
-# GKE limits (https://cloud.google.com/kubernetes-engine/quotas): 1,000 nodes per node pool per zone,
-# 15,000 nodes per Standard cluster.
-MAX_NODES_PER_POOL_ZONE = 1000
-MAX_NODES_PER_CLUSTER = 15000
+# GKE's node limits: contracts/gke_limits.py, shared with the component's replica bounds.
 # Persistent Disk sizes, GB: pd-balanced (node boot disks and the standard-rwo class behind Prometheus' volume)
 # from 10 GB to 64 TiB ("Persistent Disk" limits, https://cloud.google.com/compute/docs/disks/persistent-disks).
 DISK_MIN_GB = 10

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from triton_gke.contracts.slo import MAX_SLO_LATENCY_MS
 from triton_gke.observability.settings import MonitoringError, SloSettings, validate_duration
 from triton_gke.settings.cluster import DISK_MAX_GB
 from triton_gke.settings.lifecycle import MAX_WAIT_S
@@ -21,7 +22,8 @@ OPERATOR_REFUSED = (
 
 # The longest SLO latency (and queue-time threshold below it): Triton's exit timeout must cover the longest request at
 # the SLO, and it is at most an hour (settings/lifecycle.py MAX_WAIT_S), so no longer SLO can be coherent.
-MAX_SLO_MS = MAX_WAIT_S * 1000
+MAX_SLO_MS = MAX_SLO_LATENCY_MS  # contracts/slo.py, the one bound every SLO reader shares
+assert MAX_SLO_MS == MAX_WAIT_S * 1000
 # The longest an SLO breach may last before the alert fires: a week. Prometheus takes far longer `for:` durations
 # (int64 nanoseconds), but an alert that waits a week is no alert, so a larger value is a typo.
 MAX_SLO_FOR_MINUTES = 7 * 24 * 60

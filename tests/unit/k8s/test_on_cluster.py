@@ -16,6 +16,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from triton_gke.contracts.naming import GOOGLE_LIKE
 from triton_gke.infra.region import TritonGkeRegion, TritonGkeRegionArgs
 from triton_gke.k8s import on_cluster_args as checks
 from triton_gke.k8s.common import ArgsError
@@ -138,7 +139,7 @@ BUCKET_PART = st.from_regex(r"[a-z0-9]([a-z0-9_-]{1,20}[a-z0-9])?", fullmatch=Tr
 BUCKETS = (
     st.lists(BUCKET_PART, min_size=1, max_size=3)
     .map(".".join)
-    .filter(lambda b: 3 <= len(b) <= 63 and not b.startswith("goog") and not checks.GOOGLE_LIKE.search(b))
+    .filter(lambda b: 3 <= len(b) <= 63 and not b.startswith("goog") and not GOOGLE_LIKE.search(b))
 )
 PATH_PART = st.text(alphabet=string.ascii_letters + string.digits + "-_.=+@", min_size=1, max_size=12).filter(
     lambda p: p not in (".", "..")
