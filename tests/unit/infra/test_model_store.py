@@ -33,7 +33,10 @@ def test_dev_declares_a_locked_down_bucket_with_the_two_reader_roles(dev_plan):
 
 
 def test_triton_service_account_is_bound_by_workload_identity(dev_plan):
-    (binding,) = dev_plan.of_type("gcp:serviceaccount/iAMMember:IAMMember")
+    bindings = dev_plan.of_type("gcp:serviceaccount/iAMMember:IAMMember")
+    (binding,) = [b for b in bindings if not b.name.startswith("engines-")]
+    (writer,) = [b for b in bindings if b.name.startswith("engines-")]  # the engine writer's own (issue 36 part D)
+    assert writer.inputs["member"] == "serviceAccount:my-gcp-project.svc.id.goog[triton-engines/engine-builder-dev]"
     assert binding.inputs["role"] == "roles/iam.workloadIdentityUser"
     # The stack's own Kubernetes service account (issue 32: a shared triton/triton let dev act as prod's reader).
     assert binding.inputs["member"] == "serviceAccount:my-gcp-project.svc.id.goog[triton/triton-dev]"
