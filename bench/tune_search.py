@@ -2,7 +2,8 @@
 
 Hyperband's inner loop, successive halving (Li et al., "Hyperband: A Novel Bandit-Based Approach to Hyperparameter
 Optimization", JMLR 18 (2018), https://jmlr.org/papers/v18/16-558.html): every candidate gets the smallest effort
-(one short rate search), the best 1/ETA of them get ETA times more, and so on until one is left. A candidate's score
+(FIRST_EFFORT short rate searches: two, since one search could not rank configurations whose searches range 2x), the
+best 1/ETA of them get ETA times more, and so on until one is left. A candidate's score
 is the median of ALL its measurements so far (the first rung's are reused, never thrown away). The reference
 candidate (the stack's default configuration) is kept in every rung whatever its rank, so the default and the winner
 end measured with the same effort, side by side.
@@ -32,6 +33,12 @@ from typing import Generic, TypeVar
 
 C = TypeVar("C", bound=Hashable)
 ETA = 3  # survivors per rung: the best third (Hyperband's default eta)
+# Searches per candidate in the first rung. One is not enough here: one configuration's searches ranged 2x
+# (5.3-11.0 requests/s, bench/results/tune-dev-2026-12-02c), so a first rung of one search each dropped no batching
+# on one low draw while it measured at least the winner in every later comparison
+# (bench/results/tuners-dev-2026-12-02d). Two each rank by the median (the mean) of two; the test with a noisy
+# stand-in (tests/unit/bench/test_tune_search.py) shows the wrong picks this removes at the same budget.
+FIRST_EFFORT = 2
 ALPHA = 0.05  # the chance of recommending a configuration that is not better than the reference (module docstring)
 
 
@@ -52,14 +59,24 @@ def survivors(alive: int, eta: int = ETA) -> int:
     return max(1, math.ceil(alive / eta))
 
 
-def schedule(count: int, budget: int, eta: int = ETA) -> list[Rung]:
-    """The rungs for `count` candidates (the reference among them) within `budget` units: the first rung gives each
-    one unit; each next one keeps survivors() plus the reference, each with eta times the effort of the last (less
-    when the budget left cannot pay for that, none when it cannot pay one unit each). Ends with the winner and the
-    reference; the units left after a full schedule go to a last rung of those two, as far as they pay."""
+def first_effort(count: int, budget: int, first: int = FIRST_EFFORT) -> int:
+    """The first rung's searches per candidate: `first`, fewer when the budget cannot pay it for every candidate (at
+    least one; 0 when the budget cannot pay one each)."""
     if count < 1 or budget < count:
+        return 0
+    return max(1, min(first, budget // count))
+
+
+def schedule(count: int, budget: int, eta: int = ETA, first: int = FIRST_EFFORT) -> list[Rung]:
+    """The rungs for `count` candidates (the reference among them) within `budget` units: the first rung gives each
+    `first` units (first_effort: fewer when the budget cannot pay that); each next one keeps survivors() plus the
+    reference, each with eta times the effort of the last (less when the budget left cannot pay for that, none when
+    it cannot pay one unit each). Ends with the winner and the reference; the units left after a full schedule go to
+    a last rung of those two, as far as they pay."""
+    effort = first_effort(count, budget, first)
+    if not effort:
         return []
-    rungs, spent, alive, effort = [Rung(count, 1)], count, count, 1
+    rungs, spent, alive = [Rung(count, effort)], count * effort, count
     while alive > 2:
         alive = min(alive, survivors(alive, eta) + 1)  # + the reference, when it is not among the best
         effort = min(effort * eta, (budget - spent) // alive)
@@ -73,16 +90,19 @@ def schedule(count: int, budget: int, eta: int = ETA) -> list[Rung]:
     return rungs
 
 
-def complete(rungs: Sequence[Rung], eta: int = ETA) -> bool:
-    """Whether a schedule halves down to the winner and the reference, giving the winner at least eta units."""
-    return bool(rungs) and rungs[-1].candidates <= 2 and sum(r.effort for r in rungs) >= eta
+def complete(rungs: Sequence[Rung], eta: int = ETA, first: int = FIRST_EFFORT) -> bool:
+    """Whether a schedule halves down to the winner and the reference, giving the winner at least eta units and
+    every candidate `first` in the first rung."""
+    return (
+        bool(rungs) and rungs[0].effort >= first and rungs[-1].candidates <= 2 and sum(r.effort for r in rungs) >= eta
+    )
 
 
-def max_candidates(budget: int, eta: int = ETA, limit: int = 64) -> int:
+def max_candidates(budget: int, eta: int = ETA, limit: int = 64, first: int = FIRST_EFFORT) -> int:
     """The most candidates whose schedule within `budget` is complete(): past it, the first rungs eat the budget and
     the finalists are decided on one or two ramps each. A budget too small for any complete schedule still compares
     the default with one other candidate (2 units: one search each), and 1 unit measures the default alone."""
-    fitting = [count for count in range(2, limit + 1) if complete(schedule(count, budget, eta), eta)]
+    fitting = [count for count in range(2, limit + 1) if complete(schedule(count, budget, eta, first), eta, first)]
     return max(fitting, default=min(2, max(budget, 1)))
 
 
@@ -144,6 +164,7 @@ def successive_halving(
     eta: int = ETA,
     stop: Callable[[], bool] = lambda: False,
     measured: dict[C, list[float]] | None = None,
+    first: int = FIRST_EFFORT,
 ) -> Outcome[C]:
     """Search `candidates` (the reference first, or anywhere: it is measured first) within `budget` units.
 
@@ -157,7 +178,7 @@ def successive_halving(
     if any(c not in candidates for c in earlier):
         raise ValueError("earlier measurements must be of candidates")
     alive = [reference, *(c for c in candidates if c != reference)]
-    rungs = schedule(len(alive), budget, eta)
+    rungs = schedule(len(alive), budget, eta, first)
     if not rungs:
         raise ValueError(f"a budget of {budget} units cannot measure {len(alive)} candidates once each")
     scores: dict[C, list[float]] = {c: list(earlier.get(c, [])) for c in alive}
@@ -165,7 +186,9 @@ def successive_halving(
     for number, rung in enumerate(rungs):
         if number:
             alive = _keep(rank(scores, alive), rung.candidates, reference)
-        for candidate in alive:
+        # In the first rung, the candidates measured before the search (the default's timed search) come last: a
+        # budget's end then cuts the default's second search, never another candidate's first.
+        for candidate in sorted(alive, key=lambda c: c in earlier) if number == 0 else alive:
             owed = rung.effort - (len(earlier.get(candidate, [])) if number == 0 else 0)
             if owed < 1:
                 continue

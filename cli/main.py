@@ -97,6 +97,11 @@ BENCH_COMMANDS = {
     "model-analyzer": Command(
         "triton_gke.bench.model_analyzer", "Triton Model Analyzer's own search on the CPU twin", extra="local"
     ),
+    "loop-check": Command(
+        "triton_gke.bench.loop_check",
+        "one configuration on one server: perf_analyzer's closed and open loop side by side, with CPU use",
+        extra="local",
+    ),
     "compare-tuners": Command(
         "triton_gke.bench.compare_tuners",
         "the default, bench tune's and Model Analyzer's picks measured side by side",

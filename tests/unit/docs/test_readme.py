@@ -134,6 +134,10 @@ NOT_RUN: dict[str, str] = {
         "measures three configurations with two tools for about an hour (bench/results/tuners-dev-2026-12-02d is "
         "its committed run); tests/unit/bench/test_compare_tuners.py checks what it reads, its order and its figures"
     ),
+    ".venv/bin/triton-gke bench loop-check --rates 3,6,10,15,20": (
+        "starts a tritonserver and runs perf_analyzer for about 4 minutes (bench/results/loop-check-dev-2026-12-03 is "
+        "its committed run); tests/unit/bench/test_loop_check.py checks its options and the CPU shares it reports"
+    ),
     ".venv/bin/triton-gke bench record build/bench-new --record": (
         "rewrites the committed capacity/records/ from the benchmark above; tests/unit/capacity/test_records.py "
         "runs it into a temporary folder"

@@ -212,6 +212,7 @@ ALLOWED: dict[str, str] = {
     "sandbox/prometheus.py:LocalPrometheus.api:open": _HTTP,
     "sandbox/prometheus.py:LocalPrometheus.api:json.load": _HTTP,
     "bench/perf_analyzer.py:parse_csv:open": _OWN,
+    "bench/loop_check.py:run_measured:read_bytes": _OWN + " (the last 2,000 bytes of perf_analyzer's own output)",
     "bench/perf_analyzer.py:parse_search_csv:open": _OWN,
     "bench/perf_analyzer.py:_unpack:open": _OWN + " (a member of the perf_analyzer wheel being unpacked)",
     "bench/runner.py:run_locust:read_text": _OWN + " (Locust's steps file)",
