@@ -87,13 +87,18 @@ def _candidate(fields: Any, where: str) -> tune.Candidate:
     names = [f.name for f in dataclasses.fields(tune.Candidate)]
     if not isinstance(fields, dict) or any(n not in fields for n in names[:4]):
         raise runner.BenchError(f"{where}: not a configuration (expected {', '.join(names[:4])})")
-    values = [fields.get(n) for n in names]
+    values = [fields.get(n) for n in names[:5]]
     if any(isinstance(v, bool) or not isinstance(v, int) for v in values[:4]) or not (
         values[4] is None or (isinstance(values[4], int) and not isinstance(values[4], bool))
     ):
         raise runner.BenchError(f"{where}: a configuration's values are whole numbers")
     if values[4] is not None and not 0 <= values[4] <= MAX_INTRA_OP_THREADS:
         raise runner.BenchError(f"{where}: intra_op_threads {values[4]}: expected 0 to {MAX_INTRA_OP_THREADS}")
+    if fields.get("protocol", "http") != "http" or fields.get("other_payload", False) is not False:
+        raise runner.BenchError(
+            f"{where}: a configuration over gRPC or with the other payload; compare-tuners measures HTTP with the "
+            "stack's payload only"
+        )
     return tune.Candidate(*values)
 
 

@@ -69,14 +69,18 @@ INTRA_PARAMETER = "intra_op_thread_count"
 
 @dataclass(frozen=True)
 class Candidate:
-    """A serving configuration: the four stack keys, and ONNX Runtime's intra-op threads on the twin (None: the
-    twin's own choice, cores / instances)."""
+    """A serving configuration: the four stack keys, ONNX Runtime's intra-op threads on the twin (None: the twin's
+    own choice, cores / instances), and what Model Analyzer cannot search, the client's side (issue 35): the protocol
+    requests travel over (http or grpc) and the payload (other_payload: the variant's other input type, UINT8 for an
+    FP32 variant, the bench's payload copy, runner.payload_copies: 150,528 instead of 602,112 bytes per image)."""
 
     max_queue_delay_us: int
     preferred_batch_size: int
     max_batch_size: int
     instance_count: int
     intra_op_threads: int | None = None
+    protocol: str = "http"
+    other_payload: bool = False
 
     @classmethod
     def of(cls, variant: VariantSettings) -> Candidate:
@@ -89,10 +93,21 @@ class Candidate:
 
     def label(self) -> str:
         threads = "auto" if self.intra_op_threads is None else str(self.intra_op_threads)
+        client = (", over gRPC" if self.protocol == "grpc" else "") + (", other payload" if self.other_payload else "")
         return (
             f"delay {self.max_queue_delay_us} us, batch {self.preferred_batch_size}/{self.max_batch_size}, "
-            f"{self.instance_count} instance(s), {threads} intra-op threads"
+            f"{self.instance_count} instance(s), {threads} intra-op threads{client}"
         )
+
+    def client_lines(self, variant: VariantSettings) -> list[str]:
+        """The client-side choices of the candidate, which no `pulumi config set` line makes."""
+        lines = ["clients: send over gRPC (Triton's port 8001) instead of HTTP"] if self.protocol == "grpc" else []
+        if self.other_payload:
+            other = "FP32" if variant.uint8_input else "UINT8"
+            lines.append(
+                f"clients: send {other} images; the stack serves that input for the variants listed in modelUint8Input"
+            )
+        return lines
 
     def apply(self, variant: VariantSettings) -> VariantSettings:
         return dataclasses.replace(
@@ -117,6 +132,13 @@ def candidate_grid(default: Candidate, cores: int) -> list[Candidate]:
         # of 4 costs about 4 single images on 2 CPU cores, so near the SLO waiting for one only adds latency).
         dataclasses.replace(d, max_queue_delay_us=0, preferred_batch_size=1, max_batch_size=1),
         dataclasses.replace(d, max_queue_delay_us=5000),
+        # What Model Analyzer cannot search (issue 35): the client's protocol and payload, on no batching.
+        dataclasses.replace(d, max_queue_delay_us=0, preferred_batch_size=1, max_batch_size=1, protocol="grpc"),
+        dataclasses.replace(d, max_queue_delay_us=0, preferred_batch_size=1, max_batch_size=1, other_payload=True),
+        # Model Analyzer's instance sweep on its pick: two instances of one thread each.
+        dataclasses.replace(
+            d, max_queue_delay_us=0, preferred_batch_size=1, max_batch_size=1, instance_count=2, intra_op_threads=1
+        ),
         dataclasses.replace(d, max_queue_delay_us=2000, preferred_batch_size=4, max_batch_size=8),
         dataclasses.replace(d, max_queue_delay_us=5000, instance_count=2, intra_op_threads=max(1, cores // 2)),
         dataclasses.replace(d, max_queue_delay_us=0),
@@ -304,6 +326,7 @@ class Measurer:
     progress: TuneProgress
     log: runner.Log
     runs: dict[Candidate, list[runner.VariantRun]] = dataclasses.field(default_factory=dict)
+    copy: VariantSettings | None = None  # the variant's payload copy (runner.payload_copies), for other_payload
 
     def __call__(self, candidate: Candidate, effort: int) -> list[float]:
         from triton_gke.sandbox.triton import TritonStartError
@@ -316,12 +339,16 @@ class Measurer:
             plan = load_plan(self.args, self.settings)
         config = runner.BenchConfig(
             stack=self.args.stack, target="sandbox", plan=plan, repeats=effort,
-            protocol=self.settings.load_test.protocol, variants=(self.variant.name,), uint8=(), perf_analyzer=False,
+            protocol=candidate.protocol, variants=(self.variant.name,), uint8=(), perf_analyzer=False,
             build_dir=self.args.build_dir,
         )  # fmt: skip
         repo = self.workdir / "candidate"  # one server at a time: the folder is removed after each measurement
-        folder = twin_folder(self.base, candidate, repo)
-        model = runner.read_model(candidate.apply(self.variant), folder)
+        served, base = self.variant, self.base
+        if candidate.other_payload:
+            served = self.copy or runner.payload_copies([self.variant], [self.variant.name])[0]
+            base = self.base.parent / served.name
+        folder = twin_folder(base, candidate, repo)
+        model = runner.read_model(candidate.apply(served), folder)
         self.progress.label = candidate.label()
         self.log(f"{candidate.label()}: {effort} rate search(es)")
         try:
@@ -456,7 +483,8 @@ def _tune(argv: list[str] | None) -> int:
             )
         default = Candidate.of(variant)
         grid = accepted(candidate_grid(default, conditions.cpu_count()), args.stack, log)
-        base = runner.build_sandbox_repository(settings.model_repo, [variant], args.build_dir / args.stack)
+        copies = runner.payload_copies([variant], [variant.name]) if any(c.other_payload for c in grid) else []
+        base = runner.build_sandbox_repository(settings.model_repo, [variant, *copies], args.build_dir / args.stack)
         outcome, measurer, facts = _search(args, settings, variant, base / variant.name, grid, plan)
     except (runner.BenchError, ConfigError, ModelRepoError, CapacityError) as err:
         print(f"error: {one_line(str(err))}", file=sys.stderr)
@@ -605,6 +633,7 @@ def _report(
         "chance": tune_search.chance_of_separation(*searches) if best != default else None,
         "recommended": {**dataclasses.asdict(chosen), "label": chosen.label(), **_capacity(outcome, chosen)},
         "pulumi": pulumi_lines(chosen, default, config_schema()[0], args.stack),
+        "client": chosen.client_lines(variant),
         "twin_only": {INTRA_PARAMETER: chosen.intra_op_threads},
         "machine": facts,
         "noisy": facts["conditions"]["noisy"],
@@ -733,6 +762,7 @@ def summary(report: dict[str, Any]) -> str:
         lines.append("NOISY run: " + "; ".join(report["noisy"]))
     unchanged = "the recommended configuration's stack keys are the default's"
     lines += report["pulumi"] or [f"{unchanged}: no stack setting to change"]
+    lines += report.get("client", [])
     threads = report["twin_only"][INTRA_PARAMETER]
     if threads is not None:
         lines.append(f"CPU twin only (not a stack setting): ONNX Runtime {INTRA_PARAMETER} {threads}")

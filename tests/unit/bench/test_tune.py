@@ -156,7 +156,27 @@ def test_every_accepted_candidates_pulumi_lines_pass_the_stack_checks(stack: str
             config[words[3]] = words[4]
         loaded = load_stack_settings(config, stack=stack)
         variant = next(v for v in loaded.model_repo.variants if v.name == name)
-        assert tune.Candidate.of(variant) == dataclasses.replace(candidate, intra_op_threads=None)
+        client_side = {"intra_op_threads": None, "protocol": "http", "other_payload": False}
+        assert tune.Candidate.of(variant) == dataclasses.replace(candidate, **client_side)
+
+
+def test_the_grid_covers_model_analyzers_space_and_the_client_side_it_cannot_search() -> None:
+    """Issue 35: instances, batching on and off, batch sizes and the queue delay (Model Analyzer's space), and the
+    client's protocol and payload (not Model Analyzer's); the client's choices print as lines of their own."""
+    grid = tune.candidate_grid(dev_default(), cores=2)
+    off = [c for c in grid if c.max_batch_size == 1]
+    assert {c.instance_count for c in off} == {1, 2} and {c.protocol for c in off} == {"http", "grpc"}
+    assert any(c.other_payload for c in off) and len({c.max_queue_delay_us for c in grid}) >= 4
+    grpc = next(c for c in grid if c.protocol == "grpc")
+    uint8 = next(c for c in grid if c.other_payload)
+    variant = tune.pick_variant(None, from_stack_file("dev"))
+    assert grpc.label().endswith(", over gRPC") and uint8.label().endswith(", other payload")
+    assert grpc.client_lines(variant) == ["clients: send over gRPC (Triton's port 8001) instead of HTTP"]
+    assert uint8.client_lines(variant)[0].startswith("clients: send UINT8 images")
+    assert dev_default().client_lines(variant) == []
+    assert tune.pulumi_lines(grpc, dev_default(), PROJECT, "dev") == tune.pulumi_lines(
+        dataclasses.replace(grpc, protocol="http"), dev_default(), PROJECT, "dev"
+    )  # no stack key for the client's protocol
 
 
 def test_a_candidate_breaking_the_slo_order_is_skipped_with_the_stacks_reason() -> None:
