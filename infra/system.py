@@ -26,9 +26,9 @@ from triton_gke.contracts.triton import PORTS
 from triton_gke.contracts.workloads import GRAFANA_PORT, LOCUST_WEB_PORT, PROMETHEUS_PORT, triton_service_account
 from triton_gke.infra.cluster_args import gke_cluster_args
 from triton_gke.infra.cost import stack_cost_summary
+from triton_gke.infra.engine_writer import EngineWriter, EngineWriterArgs, engine_build_args
 from triton_gke.infra.global_lb import GlobalLoadBalancer, GlobalLoadBalancerArgs, RegionBackend
 from triton_gke.infra.model_store import ModelStore, ModelStoreArgs
-from triton_gke.infra.engine_writer import EngineWriter, EngineWriterArgs, engine_build_args
 from triton_gke.infra.model_upload import VENV_PYTHON, ModelUpload, ModelUploadArgs, built_repository_digest
 from triton_gke.infra.network import Network, NetworkArgs
 from triton_gke.infra.project_services import ProjectServices, ProjectServicesArgs, api_of
@@ -151,17 +151,22 @@ class TritonGkeSystem(pulumi.ComponentResource):
             ),
             opts=self._moved,
         )
-        # The engine-build Jobs' identity (infra/engine_writer.py): reads the bucket, creates .plan objects only.
-        self._engine_writer = EngineWriter(
-            "engines",
-            EngineWriterArgs(
-                project=settings.project,
-                stack=settings.stack,
-                bucket=self._store.bucket.name,
-                kubernetes_service_account=engine_service_account(settings.stack),
-                workload_identity_clusters=clusters,
-            ),
-            opts=self._moved,
+        # The engine-build Jobs and their identity (infra/engine_writer.py: reads the bucket, creates .plan objects
+        # only), where the stack asks for them (tritonBuildEngines).
+        self._engine_writer = (
+            EngineWriter(
+                "engines",
+                EngineWriterArgs(
+                    project=settings.project,
+                    stack=settings.stack,
+                    bucket=self._store.bucket.name,
+                    kubernetes_service_account=engine_service_account(settings.stack),
+                    workload_identity_clusters=clusters,
+                ),
+                opts=self._moved,
+            )
+            if settings.serving.build_engines
+            else None
         )
         try:
             self._regions = {
@@ -172,7 +177,9 @@ class TritonGkeSystem(pulumi.ComponentResource):
                     child_aliases=child_aliases,
                     engines=engine_build_args(
                         settings, self._upload.repository_url, self._engine_writer, digest, self._apis.for_workloads
-                    ),
+                    )
+                    if self._engine_writer
+                    else None,
                 )
                 for region in settings.regions
             }

@@ -46,7 +46,7 @@ STEPS: Mapping[Callable[..., Any], tuple[str, ...]] = {
     ),
     cluster.cpu_pool: ("cpuMinNodes", "cpuMaxNodes", "cpuMachineType"),
     model_store.model_store: ("modelPrefix", "bucketLocation", "bucketForceDestroy"),
-    serving.serving: ("autoscaleQueueTimeMs", "tritonStartupMinutes"),
+    serving.serving: ("autoscaleQueueTimeMs", "tritonStartupMinutes", "tritonBuildEngines"),
     serving.load_test: (
         *("locustModel", "locustPayload", "locustWorkers", "locustRps", "locustProtocol", "locustRate"),
         *("locustRateSteps", "locustArrival"),

@@ -165,7 +165,8 @@ def check_image_runs_on_driver(
 
 
 def serving(reader: Reader) -> ServingSettings:
-    """autoscaleQueueTimeMs and tritonStartupMinutes; the image is model_repo.triton_image_tag's (one field)."""
+    """autoscaleQueueTimeMs, tritonStartupMinutes and tritonBuildEngines; the image is model_repo.triton_image_tag's
+    (one field)."""
     return ServingSettings(
         queue_time_target_us=reader.integer(
             "autoscaleQueueTimeMs",
@@ -175,6 +176,7 @@ def serving(reader: Reader) -> ServingSettings:
         )
         * 1000,
         startup_minutes=_startup_minutes(reader),
+        build_engines=reader.boolean("tritonBuildEngines"),
     )
 
 

@@ -34,9 +34,7 @@ def test_dev_declares_a_locked_down_bucket_with_the_two_reader_roles(dev_plan):
 
 def test_triton_service_account_is_bound_by_workload_identity(dev_plan):
     bindings = dev_plan.of_type("gcp:serviceaccount/iAMMember:IAMMember")
-    (binding,) = [b for b in bindings if not b.name.startswith("engines-")]
-    (writer,) = [b for b in bindings if b.name.startswith("engines-")]  # the engine writer's own (issue 36 part D)
-    assert writer.inputs["member"] == "serviceAccount:my-gcp-project.svc.id.goog[triton-engines/engine-builder-dev]"
+    (binding,) = bindings  # no engine writer unless the stack asks for engine builds (tritonBuildEngines)
     assert binding.inputs["role"] == "roles/iam.workloadIdentityUser"
     # The stack's own Kubernetes service account (issue 32: a shared triton/triton let dev act as prod's reader).
     assert binding.inputs["member"] == "serviceAccount:my-gcp-project.svc.id.goog[triton/triton-dev]"
@@ -92,3 +90,11 @@ def test_reference_defaults_when_the_stack_says_nothing():
     } == {(64, 64, 20000, 1)}
     small = variants["trt_int8_bs16_count4"]
     assert (small.max_batch_size, small.preferred_batch_size, small.instance_count) == (16, 16, 4)
+
+
+def test_the_engine_writer_has_its_own_principal_when_engine_builds_are_on():
+    from tests.conftest import evaluate
+
+    bindings = evaluate("dev", tritonBuildEngines=True).of_type("gcp:serviceaccount/iAMMember:IAMMember")
+    (writer,) = [b for b in bindings if b.name.startswith("engines-")]  # the engine writer's own (issue 36 part D)
+    assert writer.inputs["member"] == "serviceAccount:my-gcp-project.svc.id.goog[triton-engines/engine-builder-dev]"

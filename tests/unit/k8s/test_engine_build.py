@@ -41,7 +41,7 @@ def _args(tag: str, cc: str = "7.5") -> EngineBuildArgs:
 
 @pytest.fixture(scope="module")
 def prod():
-    return evaluate("prod")
+    return evaluate("prod", tritonBuildEngines=True)  # opt-in (Pulumi.yaml tritonBuildEngines)
 
 
 def _jobs(plan):
@@ -145,3 +145,12 @@ def test_a_plan_config_without_its_plans_or_their_source_is_refused(tmp_path):
     bad = text.replace('key: "7.5"', 'key: "sm75"')
     with pytest.raises(ModelRepoError, match="not a compute capability"):
         configs.validate_config_text(bad, folder / "config.pbtxt")
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_shipped_stacks_build_no_engines_unless_asked(stack):
+    """Opt-in: Triton does not serve the plans yet, and on a pool at gpuMaxNodes (dev: one node, Triton's) the Job's
+    pod would never be scheduled, so an `up` that changes it would wait for it in vain."""
+    plan = evaluate(stack)
+    assert _jobs(plan) == []
+    assert not [r for r in plan.resources if r.name.startswith("engines")]

@@ -8,7 +8,6 @@ generateAliases / collapseAliasToUrn / inheritedChildAlias / getOldResource (URN
 from __future__ import annotations
 
 import gzip
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -113,37 +112,11 @@ def is_the_service_account_rename(change: Any) -> bool:
     return change.key == RENAMED_BINDING and change.paths == ("member",)
 
 
-# Issue 36 part D: the engine-build Job of each region (k8s/engine_build.py, under the region's component) and the
-# stack's engine writer (infra/engine_writer.py) are new resources: intended creations, and the only ones.
-def engine_build_creations(regions: Iterable[str]) -> set[str]:
-    keys = {
-        "gcp:serviceaccount/account:Account::engines-account",
-        "gcp:serviceaccount/iAMMember:IAMMember::engines-workload-identity",
-        *(f"gcp:storage/bucketIAMMember:BucketIAMMember::engines-{role}"
-          for role in ("objectViewer", "legacyBucketReader", "objectCreator")),
-    }  # fmt: skip
-    for region in regions:
-        keys |= {
-            f"kubernetes:core/v1:Namespace::engines-{region}-ns",
-            f"kubernetes:core/v1:ServiceAccount::engines-{region}-sa",
-            f"kubernetes:batch/v1:Job::engines-{region}-job",
-        }
-    return keys
-
-
-def regions_of(changes: Iterable[Any]) -> set[str]:
-    prefix = "gcp:container/cluster:Cluster::gke-"
-    return {c.key.removeprefix(prefix) for c in changes if c.key.startswith(prefix)}
-
-
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_wrapped_stacks_keep_every_deployed_resource(stack: str, tmp_path: Path) -> None:
     changes = compare(applied_state(baseline(stack, tmp_path)), records(evaluate(stack)))
     renamed = [c for c in changes if is_the_service_account_rename(c)]
-    engines = engine_build_creations(regions_of(changes))
-    assert {c.key for c in changes if c.action == "create"} == engines
-    unexplained = [c for c in changes if c.action in ("create", "replace", "delete") and c not in renamed]
-    assert [c.line() for c in unexplained if c.key not in engines] == []
+    assert [c.line() for c in changes if c.action in ("create", "replace", "delete") and c not in renamed] == []
     regions = {c.name for c in changes if c.key.startswith("gcp:container/cluster:Cluster::")}
     assert len(renamed) == len(regions) + 1, [c.line() for c in renamed]  # a ServiceAccount per region, one binding
     triton = [c for c in changes if c.key.startswith("kubernetes:apps/v1:Deployment::triton-")]
@@ -167,5 +140,4 @@ def test_without_one_alias_that_resource_and_its_descendants_are_replaced(
     replaced = {c.key for c in changes if c.action == "replace" and not c.key.startswith(RENAMED_SERVICE_ACCOUNT)}
     below_store = {k for k, r in old.items() if r["parent"] == "models" and not r["type"].startswith("triton-gke:")}
     assert replaced and replaced == below_store & replaced
-    engines = engine_build_creations(regions_of(changes))
-    assert {c.key for c in changes if c.action in ("create", "delete")} - engines == set()
+    assert {c.key for c in changes if c.action in ("create", "delete")} == set()

@@ -22,7 +22,7 @@ from triton_gke.offline.plan import plan_records
 from triton_gke.offline.plan_diff import index_records
 
 from tests.conftest import PROJECT_DIR, evaluate
-from tests.unit.offline.test_aliases import baseline, engine_build_creations
+from tests.unit.offline.test_aliases import baseline
 
 RELEASE_PLANS = PROJECT_DIR / "tests" / "data" / "plans-before-lifecycle"
 REGIONS = {
@@ -94,9 +94,6 @@ def expected(stack: str) -> dict[str, tuple[str, frozenset[str], str]]:
             why_triton,
         )
         result[f"{SERVICE_ACCOUNT}::triton-{region}-sa"] = ("replace", frozenset({"metadata.name"}), why_sa)
-    why_engines = "issue 36 part D: the engine-build Job per region and its writer identity are new"
-    for key in engine_build_creations(REGIONS[stack]):
-        result[key] = ("create", frozenset(), why_engines)
     if stack != "dev":  # the global load balancer
         why_lb = (
             "the lifecycle contract's health check and connection draining (lbDrainingTimeoutSeconds), and the "
