@@ -1,7 +1,11 @@
 """triton-gke bench tune: search one variant's serving configuration for the most capacity at the stack's SLO.
 
     triton-gke bench tune [--stack dev] [--variant original] [--budget-minutes 20] [--max-candidates N]
-                          [--out DIR] [--write-stack]
+                          [--out DIR] [--write-stack] [--url HOST:PORT [--grpc-url HOST:PORT]]
+
+--url tunes a Triton the tuner did not start (the sandbox's, a cluster's through a port-forward), loading each
+candidate into it through its model-control API (bench/remote.py); it needs --model-control-mode=explicit, and a
+server that refuses loads is refused in one line (exit 2) before anything is measured.
 
 On the CPU twin in the local sandbox (bench/runner.py: a fresh tritonserver per measurement, real Locust), each
 candidate's objective is the bench's own open-loop rate search: the achieved rate at the highest offered rate whose
@@ -39,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from triton_gke.bench import conditions, machine, plots, record, runner, tune_search
 from triton_gke.bench.load_plan import LoadPlan, PlanError
+from triton_gke.bench.remote import Remote, RemoteError, current, edited
 from triton_gke.bench.results import BenchRun
 from triton_gke.bench.slo_search import RateLadder, SloCriteria, spread
 from triton_gke.capacity.records import CapacityError
@@ -209,6 +214,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output folder (default bench/results/tune-<stack>-<date>)")
     p.add_argument("--build-dir", default=runner.bench_build_dir(), help="where the CPU twin is built")
     p.add_argument("--write-stack", action="store_true", help="set the winner's keys in Pulumi.<stack>.yaml")
+    p.add_argument(
+        "--url",
+        help="tune this running Triton (HOST:PORT of its HTTP endpoint, started with --model-control-mode=explicit) "
+        "by loading each configuration through its model-control API, instead of starting the CPU twin",
+    )
+    p.add_argument("--grpc-url", help="with --url: HOST:PORT of its gRPC endpoint (without it gRPC is not tried)")
     return p
 
 
@@ -219,6 +230,14 @@ def check_args(args: argparse.Namespace) -> None:
     if args.max_candidates is not None and not 1 <= args.max_candidates <= MAX_CANDIDATES:
         raise runner.BenchError(f"--max-candidates {args.max_candidates}: expected 1 to {MAX_CANDIDATES}")
     check_search_args(args, check_out_folder)
+    for option, value in (("--url", args.url), ("--grpc-url", args.grpc_url)):
+        if value is not None:
+            try:
+                runner.split_saddr(value.removeprefix("http://"))
+            except runner.BenchError:
+                raise runner.BenchError(f"{option} {value[:80]!r}: expected host:port (e.g. 127.0.0.1:8000)") from None
+    if args.grpc_url is not None and args.url is None:
+        raise runner.BenchError("--grpc-url: only with --url (the CPU twin's gRPC address is the tuner's own)")
 
 
 def check_search_args(args: argparse.Namespace, out_check: Callable[[Path], None] | None = None) -> None:
@@ -327,6 +346,7 @@ class Measurer:
     log: runner.Log
     runs: dict[Candidate, list[runner.VariantRun]] = dataclasses.field(default_factory=dict)
     copy: VariantSettings | None = None  # the variant's payload copy (runner.payload_copies), for other_payload
+    remote: Remote | None = None  # --url: a running server, each candidate loaded through its model-control API
 
     def __call__(self, candidate: Candidate, effort: int) -> list[float]:
         from triton_gke.sandbox.triton import TritonStartError
@@ -343,19 +363,22 @@ class Measurer:
             build_dir=self.args.build_dir,
         )  # fmt: skip
         repo = self.workdir / "candidate"  # one server at a time: the folder is removed after each measurement
-        served, base = self.variant, self.base
-        if candidate.other_payload:
-            served = self.copy or runner.payload_copies([self.variant], [self.variant.name])[0]
-            base = self.base.parent / served.name
-        folder = twin_folder(base, candidate, repo)
-        model = runner.read_model(candidate.apply(served), folder)
         self.progress.label = candidate.label()
         self.log(f"{candidate.label()}: {effort} rate search(es)")
+        if self.remote is not None:
+            model = runner.read_model(candidate.apply(self.variant), None)
+            remote, edits = self.remote, remote_edit(self.remote.original, candidate)
+            serve: runner.Serve = lambda name: remote.serve(edits, candidate.label())  # noqa: E731
+        else:
+            served, base = self.variant, self.base
+            if candidate.other_payload:
+                served = self.copy or runner.payload_copies([self.variant], [self.variant.name])[0]
+                base = self.base.parent / served.name
+            model = runner.read_model(candidate.apply(served), twin_folder(base, candidate, repo))
+            serve = lambda name: runner.sandbox_server(repo, name)  # noqa: E731
         try:
-            run = runner.bench_variant(
-                model, config, lambda name: runner.sandbox_server(repo, name), self.workdir, self.log, self.progress
-            )
-        except (runner.BenchError, TritonStartError) as err:
+            run = runner.bench_variant(model, config, serve, self.workdir, self.log, self.progress)
+        except (runner.BenchError, TritonStartError, RemoteError) as err:
             self.progress.finished += effort
             self.log(f"  not measured: {str(err).splitlines()[0]}")
             return []
@@ -376,6 +399,21 @@ class Measurer:
             runs[-1].opinion,
             runs[0].ready_s,
         )
+
+
+def remote_edit(config: dict[str, Any], candidate: Candidate) -> dict[str, Any]:
+    """The running server's model configuration with the candidate's values (bench/remote.py)."""
+    c = candidate
+    return edited(config, c.max_queue_delay_us, c.preferred_batch_size, c.max_batch_size, c.instance_count,
+                  c.intra_op_threads, INTRA_PARAMETER)  # fmt: skip
+
+
+def remote_grid(remote: Remote, cores: int, stack: str) -> tuple[Candidate, list[Candidate]]:
+    """The running server's own configuration as the default, and the candidates it can serve: not the other payload
+    (its model copy is not in that server's repository), gRPC only with --grpc-url."""
+    default = Candidate(*current(remote.original, INTRA_PARAMETER))
+    grid = [c for c in candidate_grid(default, cores) if not c.other_payload and (c.protocol == "http" or remote.grpc)]
+    return default, accepted(grid, stack, log)
 
 
 # ---------------------------------------------------------------- the stack file
@@ -481,12 +519,25 @@ def _tune(argv: list[str] | None) -> int:
                 f"--budget-minutes {args.budget_minutes:g}: too short for one rate search of about "
                 f"{unit_seconds(plan):.0f} s (the default's, which sizes the rest)"
             )
-        default = Candidate.of(variant)
-        grid = accepted(candidate_grid(default, conditions.cpu_count()), args.stack, log)
-        copies = runner.payload_copies([variant], [variant.name]) if any(c.other_payload for c in grid) else []
-        base = runner.build_sandbox_repository(settings.model_repo, [variant, *copies], args.build_dir / args.stack)
-        outcome, measurer, facts = _search(args, settings, variant, base / variant.name, grid, plan)
-    except (runner.BenchError, ConfigError, ModelRepoError, CapacityError) as err:
+        remote = None
+        if args.url:  # a running server: its configuration is the default, candidates are loaded into it
+            remote = Remote(args.url.removeprefix("http://"), variant.name, args.grpc_url)
+            remote.connect()
+            default, grid = remote_grid(remote, conditions.cpu_count(), args.stack)
+            base = args.build_dir  # unused: nothing is built or started
+        else:
+            default = Candidate.of(variant)
+            grid = accepted(candidate_grid(default, conditions.cpu_count()), args.stack, log)
+            copies = runner.payload_copies([variant], [variant.name]) if any(c.other_payload for c in grid) else []
+            repo = settings.model_repo
+            base = runner.build_sandbox_repository(repo, [variant, *copies], args.build_dir / args.stack) / variant.name
+        try:
+            outcome, measurer, facts = _search(args, settings, variant, base, grid, plan, remote)
+        finally:
+            if remote is not None:
+                remote.restore()
+                log(f"{args.url}: {variant.name} loaded with its repository's configuration again")
+    except (runner.BenchError, ConfigError, ModelRepoError, CapacityError, RemoteError) as err:
         print(f"error: {one_line(str(err))}", file=sys.stderr)
         return 2
     except OSError as err:  # --build-dir a file, a folder not writable (red team: a NotADirectoryError traceback)
@@ -510,6 +561,7 @@ def _search(
     base: Path,
     grid: list[Candidate],
     plan: LoadPlan,
+    remote: Remote | None = None,
 ) -> tuple[Outcome[Candidate] | None, Measurer, dict[str, Any]]:
     """Time one search of the default, size the search from it (how many searches the budget pays for, so how many
     configurations), then successive halving with that search as the default's first."""
@@ -521,7 +573,7 @@ def _search(
     workdir = Path(tempfile.mkdtemp(prefix="tune-"))
     budget_s = 60 * args.budget_minutes
     progress = TuneProgress(max(2, math.floor(budget_s / unit_seconds(plan))), unit_seconds(plan), log)
-    measurer = Measurer(args, settings, variant, base, workdir, progress, log)
+    measurer = Measurer(args, settings, variant, base, workdir, progress, log, remote=remote)
     started = time.monotonic()
     deadline = started + budget_s
     default = grid[0]
@@ -556,6 +608,8 @@ def _search(
         triton="2.51.0 (nvidia-pytriton 0.7.0 wheel)",
         default_search_s=round(search_s, 1),
     )
+    if remote is not None:  # what was tuned, and every configuration loaded through its API
+        facts.update(remote={"url": remote.http, "model": remote.model, "loads": remote.loads})  # the restore too
     return outcome, measurer, facts
 
 

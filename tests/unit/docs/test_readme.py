@@ -134,6 +134,11 @@ NOT_RUN: dict[str, str] = {
         "measures three configurations with two tools for about an hour (bench/results/tuners-dev-2026-12-02d is "
         "its committed run); tests/unit/bench/test_compare_tuners.py checks what it reads, its order and its figures"
     ),
+    ".venv/bin/triton-gke bench tune --url 127.0.0.1:8000 --budget-minutes 10": (
+        "needs a Triton of yours on that address and measures for 10 minutes; tests/live/bench/test_tune_remote.py "
+        "runs it against a real tritonserver started with --model-control-mode=explicit, and its refusal against one "
+        "in the default mode"
+    ),
     ".venv/bin/triton-gke bench loop-check --rates 3,6,10,15,20": (
         "starts a tritonserver and runs perf_analyzer for about 4 minutes (bench/results/loop-check-dev-2026-12-03 is "
         "its committed run); tests/unit/bench/test_loop_check.py checks its options and the CPU shares it reports"

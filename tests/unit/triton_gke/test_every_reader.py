@@ -206,6 +206,7 @@ ALLOWED: dict[str, str] = {
     "sandbox/gcs_emulator.py:_answers:open": _HTTP,
     "sandbox/prometheus.py:LocalPrometheus._ready:open": _HTTP,
     "sandbox/triton.py:TritonServer.health:open": _HTTP,
+    "bench/remote.py:_call:open": _HTTP + " (bench tune --url: Triton's model configuration and load answers)",
     "sandbox/rollout.py:Replica.read_counts:open": _HTTP,
     "sandbox/rollout.py:_ready_versions:open": _HTTP,
     "sandbox/rollout.py:_ready_versions:json.load": _HTTP,
