@@ -64,3 +64,33 @@ def test_a_short_tuning_measures_the_default_beside_a_candidate(
     progress = [line for line in captured.err.splitlines() if " | elapsed " in line]
     assert any(f"[{default['label']}]" in line for line in progress)
     assert any(f"[{other['label']}]" in line for line in progress)
+
+
+def test_the_client_side_candidates_are_measured_over_grpc_with_the_uint8_copy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: a candidate over gRPC with the other payload (the UINT8-input copy, built beside the twin) is
+    measured for real: Locust speaks gRPC to the copy, and its searches find a rate at the stack's SLO."""
+    import dataclasses
+
+    from triton_gke.bench import tune
+
+    client_side = lambda default, cores: [default, dataclasses.replace(default, protocol="grpc", other_payload=True)]  # noqa: E731
+    monkeypatch.setattr(tune, "candidate_grid", client_side)
+    project = make_project_folder(tmp_path / "project")
+    monkeypatch.chdir(project)
+    out = tmp_path / "out"
+    args = ["bench", "tune", "--stack", tuning_stack(project), "--max-candidates", "2", "--budget-minutes", "1",
+            "--step-seconds", "1", "--start-rps", "4", "--max-rps", "8", "--min-requests", "4"]  # fmt: skip
+    args += ["--build-dir", str(tmp_path / "build"), "--out", str(out)]
+    assert main(args) == 0
+    report = json.loads((out / "tune.json").read_text(encoding="utf-8"))
+    _, other = report["candidates"]
+    assert (
+        other["protocol"] == "grpc" and other["other_payload"] and other["label"].endswith(", over gRPC, other payload")
+    )
+    assert other["capacities"] and all(c > 0 for c in other["capacities"])
+    assert (tmp_path / "build" / "tunetest" / "cpu" / "original_uint8" / "config.pbtxt").is_file()
+    assert "TYPE_UINT8" in (tmp_path / "build" / "tunetest" / "cpu" / "original_uint8" / "config.pbtxt").read_text()
+    progress = [line for line in capsys.readouterr().err.splitlines() if " | elapsed " in line]
+    assert any(f"[{other['label']}]" in line for line in progress)
