@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import json
 import re
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
@@ -90,15 +91,44 @@ DEFAULT_PROD_STACKS = ("prod",)
 # test_contracts.py compares the copy with the contract over generated stack names.
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_LABEL_MAX, _DNS_LABEL_HASH = 63, 8
+# The engine-build Job's Kubernetes service account of k8s/engine_build.py (ENGINE_NAMESPACE, engine_service_account:
+# `engine-builder-<stack>` cut to 63 characters), the second principal of a stack (infra/engine_writer.py binds it
+# when the stack sets tritonBuildEngines); copied, not imported, and compared by tests/unit/contracts/test_contracts.py.
+ENGINE_NAMESPACE = "triton-engines"
+# The namespace Triton's service account lives in (contracts/workloads.py TRITON_NAMESPACE), copied likewise.
+TRITON_NAMESPACE = "triton"
 # The shared name every stack used before Triton's service account was named per stack.
 SHARED_TRITON_PRINCIPAL = ("triton", "triton")
-# A Kubernetes service account as a Workload Identity member: serviceAccount:POOL[NAMESPACE/KSA]
-# (https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity), or the principal identifier
-# principal://iam.googleapis.com/projects/NUMBER/locations/global/workloadIdentityPools/POOL/subject/ns/NAMESPACE/sa/KSA
-# and the set principalSet://.../namespace/NAMESPACE (every service account of a namespace).
-_KSA_MEMBER = re.compile(r"serviceAccount:(?P<pool>[^\[\]]+)\[(?P<ns>[^/\]]+)/(?P<ksa>[^\]]+)\]")
-_KSA_PRINCIPAL = re.compile(r"principal://iam\.googleapis\.com/.*/subject/ns/(?P<ns>[^/]+)/sa/(?P<ksa>[^/]+)")
-_NAMESPACE_SET = re.compile(r"principalSet://iam\.googleapis\.com/.*/namespace/(?P<ns>[^/]+)")
+# Members of the GKE workload pool PROJECT.svc.id.goog (a fleet's pool has the same form), as Google writes them:
+# - serviceAccount:POOL[NAMESPACE/KSA], one Kubernetes service account
+#   (https://cloud.google.com/kubernetes-engine/multi-cloud/docs/attached/aks/concepts/workload-identity: "Kubernetes
+#   service account principals ... serviceAccount:WORKLOAD_IDENTITY_POOL_NAME[KSA_NAMESPACE/KSA_NAME]");
+# - principal://iam.googleapis.com/projects/NUMBER/locations/global/workloadIdentityPools/POOL/subject/ns/NS/sa/KSA,
+#   the same account in the principal-identifier syntax, and principalSet://.../workloadIdentityPools/POOL/ followed
+#   by namespace/NS, kubernetes.cluster/https://container.googleapis.com/v1/projects/P/locations/L/clusters/C ("All
+#   GKE Pods in a specific cluster"), * (the whole pool) and the attribute sets
+#   (https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity, the table of principal identifiers;
+#   https://cloud.google.com/iam/docs/principal-identifiers).
+# Only the exact one-account forms below name a single account; anything else that mentions a *.svc.id.goog pool
+# (any case, any suffix) is a set of pods, or a spelling this pack cannot judge, and counts as one: fail closed.
+_POOL = r"[a-z0-9][a-z0-9.-]*\.svc\.id\.goog"
+# Names are parsed loosely and then compared exactly with the stack's own.
+_NAME = r"[^/\[\]\s]+"
+_KSA_MEMBER = re.compile(rf"serviceAccount:{_POOL}\[(?P<ns>{_NAME})/(?P<ksa>{_NAME})\]")
+_KSA_PRINCIPAL = re.compile(
+    rf"principal://iam\.googleapis\.com/projects/\d+/locations/global/workloadIdentityPools/{_POOL}"
+    rf"/subject/ns/(?P<ns>{_NAME})/sa/(?P<ksa>{_NAME})"
+)
+_NAMESPACE_SET = re.compile(
+    rf"principalSet://iam\.googleapis\.com/projects/\d+/locations/global/workloadIdentityPools/{_POOL}"
+    rf"/namespace/(?P<ns>{_NAME})"
+)
+_IN_WORKLOAD_POOL = re.compile(r"svc\.id\.goog", re.IGNORECASE)
+# Who may act as a Google service account, or read what it reads: IAM member, binding and whole-policy resources of
+# any GCP resource (gcp:storage/bucketIAMMember:BucketIAMMember, gcp:projects/iAMPolicy:IAMPolicy, ...). Grants on a
+# project, folder or organization reach every service account in it.
+_IAM_GRANT = re.compile(r"gcp:(?P<module>[A-Za-z0-9]+)/[A-Za-z0-9]*?[iI][aA][mM](?P<kind>Member|Binding|Policy):\w+")
+_ABOVE_SERVICE_ACCOUNTS = ("projects", "folder", "organizations")
 
 
 # ---------------------------------------------------------------- property access
@@ -159,6 +189,11 @@ def stack_service_account(stack: str) -> str:
     name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
     head = name[: _DNS_LABEL_MAX - _DNS_LABEL_HASH - 1].rstrip("-")
     return f"{head}-{digest}" if head else digest
+
+
+def engine_service_account(stack: str) -> str:
+    """The engine-build Job's Kubernetes service account of `stack` (the copy of k8s/engine_build.py's, see above)."""
+    return f"engine-builder-{stack}"[:63]
 
 
 # ---------------------------------------------------------------- GKE
@@ -248,8 +283,8 @@ def validate_prod_deletion_protection(args: ResourceValidationArgs, report_viola
 
 
 def kubernetes_principal(member: str) -> tuple[str, str | None] | None:
-    """(namespace, service account) of a Workload Identity member naming Kubernetes workloads (service account None:
-    every one of the namespace); None for any other member (a user, group, Google service account...)."""
+    """(namespace, service account) of a workload-pool member naming one Kubernetes service account, (namespace, None)
+    for every account of a namespace (principalSet .../namespace/NS); None for anything else."""
     for pattern in (_KSA_MEMBER, _KSA_PRINCIPAL):
         found = pattern.fullmatch(member)
         if found:
@@ -258,45 +293,111 @@ def kubernetes_principal(member: str) -> tuple[str, str | None] | None:
     return (found.group("ns"), None) if found else None
 
 
+def is_workload_pool_member(member: str) -> bool:
+    """Whether a member names Kubernetes workloads of a GKE workload pool (PROJECT.svc.id.goog), in any spelling."""
+    return bool(_IN_WORKLOAD_POOL.search(member))
+
+
+def stack_principals(stack: str) -> tuple[tuple[str, str], ...]:
+    """The Kubernetes service accounts (namespace, name) of `stack`'s own pods: Triton's and the engine-build Job's."""
+    return (TRITON_NAMESPACE, stack_service_account(stack)), (ENGINE_NAMESPACE, engine_service_account(stack))
+
+
 def principal_problem(member: str, stack: str) -> str | None:
-    """Why a Kubernetes principal may not act as a Google service account of `stack`; None when it names the stack.
+    """Why a workload-pool member is not one of `stack`'s own Kubernetes service accounts, as a phrase that follows
+    the member ("... to MEMBER, which PROBLEM"); None when it is one, or names no Kubernetes workload at all.
 
     Every cluster of a project maps NAMESPACE/KSA to the same principal, whichever stack created the cluster
     (https://cloud.google.com/kubernetes-engine/fleet-management/docs/best-practices-workload-identity: "workloads
-    running in a specific namespace share the same IAM identity across clusters within a project"). So the principal
-    must be the stack's own: its service account (or, a namespace per stack, its namespace) is the stack's name
-    stack_service_account(stack).
+    running in a specific namespace share the same IAM identity across clusters within a project"). So only the
+    exact principal of one of the stack's own service accounts is its own; a namespace, a cluster or the whole pool
+    reaches pods of every stack (and of anyone else who may run a pod in the project's clusters).
     """
-    principal = kubernetes_principal(member)
-    if principal is None:
+    if not is_workload_pool_member(member):
         return None
+    principal = kubernetes_principal(member)
+    own = " or ".join("/".join(p) for p in stack_principals(stack))
+    if principal is None:
+        return (
+            "is a set of pods of the workload pool (a whole cluster, the whole pool or an attribute set) or a "
+            f"spelling this policy cannot read, not one of the service accounts of stack {stack!r} ({own})"
+        )
     namespace, account = principal
-    own = stack_service_account(stack)
+    if account is None:
+        return (
+            f"is every service account of namespace {namespace!r}, not one of the service accounts of stack "
+            f"{stack!r} ({own})"
+        )
     if (namespace, account) == SHARED_TRITON_PRINCIPAL:
-        return f"{member!r} is the shared triton/triton, the same principal in every stack's clusters of the project"
-    if account is None and namespace != own:
-        return f"{member!r} is every service account of namespace {namespace!r}, which does not name stack {stack!r}"
-    if own not in (namespace, account):
-        return f"{member!r} does not name stack {stack!r} (expected service account or namespace {own!r})"
+        return "is the shared triton/triton, the same principal in every stack's clusters of the project"
+    if (namespace, account) not in stack_principals(stack):
+        return f"is {namespace}/{account}, not one of the service accounts of stack {stack!r} ({own})"
     return None
 
 
+def _known(props: Any, *path: str | int) -> Any:
+    """get(), with None for a value still unknown at preview (the grant is judged on `up`, when it is known)."""
+    try:
+        return get(props, *path)
+    except UnknownValueError:
+        return None
+
+
+def iam_grants(args: ResourceValidationArgs) -> list[tuple[str | None, str]] | None:
+    """(role, member) of every grant an IAM member, binding or policy resource makes; None for other resources.
+
+    A policy's `policyData` is the JSON of an IAM policy ({"bindings": [{"role": ..., "members": [...]}]}); a text
+    that is not one yields a single grant of role None to the text itself, judged as a member (fail closed). Values
+    unknown at preview are left out.
+    """
+    found = _IAM_GRANT.fullmatch(args.resource_type)
+    if not found:
+        return None
+    props = args.props
+    kind = found.group("kind")
+    role = _known(props, "role")
+    if kind == "Member":
+        pairs = [(role, _known(props, "member"))]
+    elif kind == "Binding":
+        pairs = [(role, _known(props, "members", i)) for i in range(len(items(_known(props, "members"))))]
+    else:
+        data = _known(props, "policyData")
+        try:
+            policy = json.loads(data) if isinstance(data, str) else None
+        except ValueError:
+            return [(None, str(data))]
+        pairs = [(_known(b, "role"), m) for b in items(_known(policy, "bindings")) for m in items(_known(b, "members"))]
+    return [(None if r is None else str(r), str(m)) for r, m in pairs if m is not None]
+
+
 def validate_workload_identity_per_stack(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    if args.resource_type not in (SA_IAM_MEMBER, SA_IAM_BINDING):
+    """Only the stack's own Kubernetes service accounts are granted anything; nothing on the workload pool may act as
+    every service account of a project (workloadIdentityUser on a project, folder or organization)."""
+    grants = iam_grants(args)
+    if grants is None:
         return
-    if get(args.props, "role") != WORKLOAD_IDENTITY_USER:
-        return
-    members = [get(args.props, "member")] if args.resource_type == SA_IAM_MEMBER else items(get(args.props, "members"))
+    kind = args.resource_type.rsplit(":", 1)[-1]
+    level = args.resource_type.split(":", 2)[1].split("/", 1)[0]
     stack = stack_of(args.urn)
-    for member in members:
-        problem = principal_problem(str(member or ""), stack)
-        if problem:
+    for role, member in grants:
+        if not is_workload_pool_member(member):
+            continue
+        if level in _ABOVE_SERVICE_ACCOUNTS and role == WORKLOAD_IDENTITY_USER:
             report_violation(
-                f"{args.resource_type.rsplit(':', 1)[-1]} {args.name!r} grants {WORKLOAD_IDENTITY_USER} to {problem}: "
-                "a pod running as it in any cluster of the project, another stack's included, could act as this "
-                "stack's service account",
+                f"{kind} {args.name!r} grants {WORKLOAD_IDENTITY_USER} on the whole {level.rstrip('s')} to "
+                f"{member!r}, which lets those pods act as every service account in it; bind the role on the one "
+                "service account instead (gcp.serviceaccount.IAMMember)",
                 None,
             )
+            continue
+        problem = principal_problem(member, stack)
+        if problem is None:
+            continue
+        if role == WORKLOAD_IDENTITY_USER:
+            why = "so pods of other stacks' clusters in the project could act as this service account"
+        else:
+            why = "so pods of other stacks' clusters in the project could use this grant"
+        report_violation(f"{kind} {args.name!r} grants {role or 'a role'} to {member!r}, which {problem}, {why}", None)
 
 
 # ---------------------------------------------------------------- storage and network
@@ -690,8 +791,10 @@ POLICIES: list[ResourceValidationPolicy] = [
     ),
     _policy(
         "workload-identity-per-stack",
-        "A roles/iam.workloadIdentityUser binding names a Kubernetes principal of its own stack (service account or "
-        "namespace triton-STACK), never the shared triton/triton that every stack's clusters of a project share.",
+        "IAM grants (member, binding or policy, on a service account, bucket or any resource) to the GKE workload pool "
+        "name exactly one of the stack's own Kubernetes service accounts (triton/triton-STACK, "
+        "triton-engines/engine-builder-STACK), never triton/triton, a namespace, a cluster or the whole pool; "
+        "roles/iam.workloadIdentityUser on a project, folder or organization goes to nothing on the pool.",
         validate_workload_identity_per_stack,
         MANDATORY,
         Severity.HIGH,

@@ -7,6 +7,7 @@ unknown-checking proxies."""
 from __future__ import annotations
 
 import copy
+import json
 import shlex
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pulumi.runtime.rpc import UNKNOWN
 from pulumi_policy import (
     PolicyCustomTimeouts,
     PolicyResource,
@@ -470,14 +472,14 @@ CRAFTED: dict[str, tuple[str, str, Callable[[Plan], PlannedResource], Callable[[
         lambda p: _first(p, SA_IAM),
         _set("member", f"{POOL}[triton/triton]"),
         "IAMMember 'models-workload-identity' grants roles/iam.workloadIdentityUser to "
-        "'serviceAccount:my-gcp-project.svc.id.goog[triton/triton]' is the shared triton/triton",
+        "'serviceAccount:my-gcp-project.svc.id.goog[triton/triton]', which is the shared triton/triton",
     ),
     "staging's reader bound to prod's principal": (
         "workload-identity-per-stack",
         "staging",
         lambda p: _first(p, SA_IAM),
         _set("member", f"{POOL}[triton/triton-prod]"),
-        "does not name stack 'staging' (expected service account or namespace 'triton-staging')",
+        "which is triton/triton-prod, not one of the service accounts of stack 'staging'",
     ),
     "reader bound to a whole namespace by principal set": (
         "workload-identity-per-stack",
@@ -488,7 +490,7 @@ CRAFTED: dict[str, tuple[str, str, Callable[[Plan], PlannedResource], Callable[[
             "principalSet://iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/"
             "my-gcp-project.svc.id.goog/namespace/triton",
         ),
-        "is every service account of namespace 'triton', which does not name stack 'dev'",
+        "which is every service account of namespace 'triton', not one of the service accounts of stack 'dev'",
     ),
 }
 
@@ -520,7 +522,10 @@ def test_each_stack_binds_its_own_triton_principal(plans: dict[str, Plan]) -> No
     ("member", "stack", "allowed"),
     [
         (f"{POOL}[triton/triton-dev]", "dev", True),
-        (f"{POOL}[triton-dev/triton]", "dev", True),  # a namespace per stack names it too
+        (f"{POOL}[triton-dev/triton]", "dev", False),  # not an account the stack runs: only the exact two are its own
+        (f"{POOL}[triton-engines/engine-builder-dev]", "dev", True),  # the engine-build Job's
+        (f"{POOL}[triton-engines/engine-builder-prod]", "dev", False),
+        (f"{POOL}[triton-engines/triton-dev]", "dev", False),
         (f"{POOL}[triton/triton-dev]", "prod", False),
         (f"{POOL}[triton/triton]", "triton", False),
         (f"{POOL}[team/models]", "dev", False),
@@ -552,6 +557,177 @@ def test_a_binding_of_many_members_names_each_one_that_is_not_the_stacks(plans: 
     found = violations(binding, "workload-identity-per-stack")
     assert len(found) == 2 and all(f.startswith("IAMBinding 'models-workload-identity' grants") for f in found)
     assert kubernetes_principal(f"{POOL}[a/b]") == ("a", "b") and kubernetes_principal("user:x@example.com") is None
+
+
+# ---------------------------------------------------------------- workload-identity-per-stack: the red team's bypasses
+WI = "workload-identity-per-stack"
+WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
+# The principal identifiers of https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity (table of
+# principal identifiers) on the test project's pool.
+POOL_PATH = "iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/my-gcp-project.svc.id.goog"
+CLUSTER_SET = (
+    f"principalSet://{POOL_PATH}/kubernetes.cluster/https://container.googleapis.com/v1/projects/my-gcp-project/"
+    "locations/us-central1/clusters/prod-us-central1"
+)
+WHOLE_POOL = f"principalSet://{POOL_PATH}/*"
+
+
+def _own_new_syntax(stack: str) -> str:
+    return f"principal://{POOL_PATH}/subject/ns/triton/sa/triton-{stack}"
+
+
+def _sole(found: list[str], resource: str, member: str) -> str:
+    """The one violation, a single sentence naming the resource and the member."""
+    assert len(found) == 1, found
+    (message,) = found
+    assert f"{resource!r} grants " in message and f"{member!r}" in message, message
+    # one sentence: RESOURCE grants ROLE to MEMBER, which WHY (before: "... to MEMBER is the shared ..., the same")
+    assert ". " not in message.replace(member, "MEMBER") and message.count(f"{member!r}, which ") == 1, message
+    return message
+
+
+def _as(resource: PlannedResource, type_token: str, **inputs: Any) -> PlannedResource:
+    """The resource made into another IAM resource type with these inputs instead of its member (and members)."""
+    mutated = copy.deepcopy(resource)
+    mutated.type = type_token
+    mutated.urn = mutated.urn.rsplit("::", 2)[0] + f"::{type_token}::{mutated.name}"
+    for key in ("member", "members", "policyData"):
+        mutated.inputs.pop(key, None)
+    mutated.inputs |= inputs
+    return mutated
+
+
+def _sa_binding(plan: Plan) -> PlannedResource:
+    return _first(plan, SA_IAM)
+
+
+@pytest.mark.parametrize(
+    ("member", "fragment"),
+    [
+        (CLUSTER_SET, "is a set of pods of the workload pool"),
+        (WHOLE_POOL, "is a set of pods of the workload pool"),
+        (f"principalSet://{POOL_PATH}/namespace/triton-dev", "every service account of namespace 'triton-dev'"),
+        (f"principalSet://{POOL_PATH}/namespace/team", "every service account of namespace 'team'"),
+        (f"principalSet://{POOL_PATH}/attribute.kubernetes_namespace/triton", "set of pods"),
+        (_own_new_syntax("prod"), "is triton/triton-prod, not one of the service accounts of stack 'dev'"),
+        (f"principal://{POOL_PATH}/subject/ns/triton/sa/triton", "the shared triton/triton"),
+        (_own_new_syntax("dev") + "/extra", "a spelling this policy cannot read"),
+        (f"{POOL}[triton/triton-dev]x", "a spelling this policy cannot read"),
+        (f"{POOL.upper()}[triton/triton-dev]", "a spelling this policy cannot read"),
+    ],
+)
+def test_the_readers_binding_to_a_set_of_pods_or_another_principal_is_refused(
+    plans: dict[str, Plan], member: str, fragment: str
+) -> None:
+    crafted = copy.deepcopy(_sa_binding(plans["dev"]))
+    crafted.inputs["member"] = member
+    message = _sole(violations(crafted, WI), "models-workload-identity", member)
+    assert message.startswith("IAMMember 'models-workload-identity' grants roles/iam.workloadIdentityUser to ")
+    assert fragment in message and "could act as this service account" in message, message
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_the_stacks_own_principals_pass_in_both_syntaxes(plans: dict[str, Plan], stack: str) -> None:
+    binding = copy.deepcopy(_sa_binding(plans[stack]))
+    for member in (
+        f"{POOL}[triton/triton-{stack}]",
+        _own_new_syntax(stack),
+        f"{POOL}[triton-engines/engine-builder-{stack}]",
+        f"principal://{POOL_PATH}/subject/ns/triton-engines/sa/engine-builder-{stack}",
+    ):
+        binding.inputs["member"] = member
+        assert violations(binding, WI) == [], member
+
+
+def test_the_engine_writers_binding_passes_and_is_the_engine_jobs_principal() -> None:
+    plan = evaluate("dev", tritonBuildEngines=True)
+    members = {b.name: b.inputs["member"] for b in plan.of_type(SA_IAM)}
+    assert members["engines-workload-identity"] == f"{POOL}[triton-engines/engine-builder-dev]", members
+    assert all_violations(plan) == []
+    # the same binding in another stack's plan names another stack's Job
+    (writer,) = [b for b in plan.of_type(SA_IAM) if b.name == "engines-workload-identity"]
+    other = copy.deepcopy(writer)
+    other.urn = other.urn.replace("urn:pulumi:dev::", "urn:pulumi:staging::")
+    _sole(violations(other, WI), "engines-workload-identity", writer.inputs["member"])
+
+
+def _policy_data(*bindings: tuple[str, list[str]]) -> str:
+    return json.dumps({"bindings": [{"role": role, "members": members} for role, members in bindings]})
+
+
+def _grant_inputs(kind: str, role: str, member: str) -> dict[str, Any]:
+    """The inputs of an IAM Member, Binding or Policy resource that grants `role` to `member`."""
+    if kind == "Policy":
+        return {"policyData": _policy_data((role, [member]))}
+    return {"role": role} | ({"member": member} if kind == "Member" else {"members": [member]})
+
+
+def test_a_service_account_policy_or_binding_is_read_member_by_member(plans: dict[str, Plan]) -> None:
+    reader = _sa_binding(plans["dev"])
+    own = f"{POOL}[triton/triton-dev]"
+    policy = _as(
+        reader,
+        "gcp:serviceaccount/iAMPolicy:IAMPolicy",
+        policyData=_policy_data(
+            ("roles/iam.workloadIdentityUser", [own, CLUSTER_SET]), ("roles/iam.serviceAccountUser", ["user:a@b.c"])
+        ),
+    )
+    _sole(violations(policy, WI), "models-workload-identity", CLUSTER_SET)
+    assert violations(_as(policy, policy.type, policyData=_policy_data((WORKLOAD_IDENTITY_USER, [own]))), WI) == []
+    # another role on the account (serviceAccountTokenCreator mints its tokens) to another stack's pods
+    token = _as(policy, policy.type, policyData=_policy_data(("roles/iam.serviceAccountTokenCreator", [WHOLE_POOL])))
+    assert "grants roles/iam.serviceAccountTokenCreator to" in _sole(violations(token, WI), reader.name, WHOLE_POOL)
+    unreadable = _as(policy, policy.type, policyData=f"not json {WHOLE_POOL}")
+    assert len(violations(unreadable, WI)) == 1
+
+    binding = _as(
+        reader, "gcp:serviceaccount/iAMBinding:IAMBinding", members=[own, f"{POOL}[triton/triton-prod]", WHOLE_POOL]
+    )
+    found = violations(binding, WI)
+    assert len(found) == 2 and all(m.startswith("IAMBinding 'models-workload-identity' grants") for m in found)
+
+
+@pytest.mark.parametrize("kind", ["Member", "Binding", "Policy"])
+@pytest.mark.parametrize("member", [f"{POOL}[triton/triton-dev]", _own_new_syntax("dev"), WHOLE_POOL])
+def test_workload_identity_user_on_the_project_is_refused_even_for_the_stacks_own(
+    plans: dict[str, Plan], kind: str, member: str
+) -> None:
+    """On the project the role lets the member act as every service account in it, prod's reader included."""
+    grant = _first(plans["dev"], "gcp:projects/iAMMember:IAMMember")
+    assert violations(grant, WI) == []
+    crafted = _as(grant, f"gcp:projects/iAM{kind}:IAM{kind}", **_grant_inputs(kind, WORKLOAD_IDENTITY_USER, member))
+    message = _sole(violations(crafted, WI), grant.name, member)
+    assert message.startswith(f"IAM{kind} {grant.name!r} grants {WORKLOAD_IDENTITY_USER} on the whole project")
+    assert "act as every service account in it" in message
+
+
+@pytest.mark.parametrize("kind", ["Member", "Binding", "Policy"])
+def test_bucket_grants_to_pods_other_than_the_stacks_own_are_refused(plans: dict[str, Plan], kind: str) -> None:
+    grant = _first(plans["prod"], "gcp:storage/bucketIAMMember:BucketIAMMember")
+    assert violations(grant, WI) == []
+    role = "roles/storage.objectViewer"
+    for member, allowed in [
+        (f"{POOL}[triton/triton-prod]", True),
+        (_own_new_syntax("prod"), True),
+        ("serviceAccount:reader@my-gcp-project.iam.gserviceaccount.com", True),
+        (CLUSTER_SET, False),
+        (WHOLE_POOL, False),
+        (f"{POOL}[triton/triton-dev]", False),
+        (f"principalSet://{POOL_PATH}/namespace/triton", False),
+    ]:
+        crafted = _as(grant, f"gcp:storage/bucketIAM{kind}:BucketIAM{kind}", **_grant_inputs(kind, role, member))
+        found = violations(crafted, WI)
+        if allowed:
+            assert found == [], (member, found)
+        else:
+            message = _sole(found, grant.name, member)
+            assert message.startswith(f"BucketIAM{kind} {grant.name!r} grants {role} to {member!r}, which ")
+
+
+def test_grants_still_unknown_at_preview_are_left_for_up(plans: dict[str, Plan]) -> None:
+    grant = copy.deepcopy(_first(plans["dev"], "gcp:projects/iAMMember:IAMMember"))
+    grant.inputs["member"] = UNKNOWN  # what the engine hands over for an Output not yet resolved
+    assert violations(grant, WI) == []
 
 
 @pytest.mark.parametrize(
@@ -729,3 +905,19 @@ def test_tritonserver_is_found_by_what_a_container_runs(registry, name, tag, cal
     # NGC's image runs its args through its entrypoint, so without a command it counts as Triton whatever it runs.
     expected = call is not None or (from_ngc and "command" not in container)
     assert is_triton(container) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z"))
+def test_the_packs_copies_of_the_stacks_principals_are_the_programs(stack: str) -> None:
+    """The pack runs with only policy/ on sys.path, so it copies who the stack's pods run as (as it copies
+    triton_service_account, compared in tests/unit/contracts/test_contracts.py); the copies must equal them."""
+    from triton_gke.contracts.workloads import TRITON_NAMESPACE, triton_service_account
+    from triton_gke.k8s.engine_build import ENGINE_NAMESPACE, engine_service_account
+    from triton_gke.policy import policies
+
+    assert (policies.TRITON_NAMESPACE, policies.ENGINE_NAMESPACE) == (TRITON_NAMESPACE, ENGINE_NAMESPACE)
+    assert policies.stack_principals(stack) == (
+        (TRITON_NAMESPACE, triton_service_account(stack)),
+        (ENGINE_NAMESPACE, engine_service_account(stack)),
+    )
