@@ -26,19 +26,24 @@ def tuning_stack(project: Path) -> str:
     return "tunetest"
 
 
+def short_tuning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """`bench tune` on two configurations, a short rate search or two each within a minute, in a project folder of its
+    own (the current folder), writing into tmp_path/out."""
+    project = make_project_folder(tmp_path / "project")
+    monkeypatch.chdir(project)
+    args = ["bench", "tune", "--stack", tuning_stack(project), "--max-candidates", "2", "--budget-minutes", "1",
+            "--step-seconds", "1", "--start-rps", "4", "--max-rps", "8", "--min-requests", "4"]  # fmt: skip
+    return [*args, "--build-dir", str(tmp_path / "build"), "--out", str(tmp_path / "out")]
+
+
 def test_a_short_tuning_measures_the_default_beside_a_candidate(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two configurations (the stack's default and the first candidate), one short rate search each, sized from the
     timed search of the default within one minute: the outputs exist, the default was measured, each step printed a
     progress line naming its configuration, and one search each is too little to recommend a change."""
-    project = make_project_folder(tmp_path / "project")
-    monkeypatch.chdir(project)
     out = tmp_path / "out"
-    args = ["bench", "tune", "--stack", tuning_stack(project), "--max-candidates", "2", "--budget-minutes", "1",
-            "--step-seconds", "1", "--start-rps", "4", "--max-rps", "8", "--min-requests", "4"]  # fmt: skip
-    args += ["--build-dir", str(tmp_path / "build"), "--out", str(out)]
-    assert main(args) == 0
+    assert main(short_tuning(tmp_path, monkeypatch)) == 0
     report = json.loads((out / "tune.json").read_text(encoding="utf-8"))
     default, other = report["candidates"]
     assert default["default"] and default["label"] == report["default"]["label"]
@@ -77,13 +82,8 @@ def test_the_client_side_candidates_are_measured_over_grpc_with_the_uint8_copy(
 
     client_side = lambda default, cores: [default, dataclasses.replace(default, protocol="grpc", other_payload=True)]  # noqa: E731
     monkeypatch.setattr(tune, "candidate_grid", client_side)
-    project = make_project_folder(tmp_path / "project")
-    monkeypatch.chdir(project)
     out = tmp_path / "out"
-    args = ["bench", "tune", "--stack", tuning_stack(project), "--max-candidates", "2", "--budget-minutes", "1",
-            "--step-seconds", "1", "--start-rps", "4", "--max-rps", "8", "--min-requests", "4"]  # fmt: skip
-    args += ["--build-dir", str(tmp_path / "build"), "--out", str(out)]
-    assert main(args) == 0
+    assert main(short_tuning(tmp_path, monkeypatch)) == 0
     report = json.loads((out / "tune.json").read_text(encoding="utf-8"))
     _, other = report["candidates"]
     assert (
