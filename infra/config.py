@@ -19,6 +19,16 @@ from triton_gke.settings.values import StackSettings
 
 from triton_gke import settings
 
+# Whether the offline runtime (offline/runtime.py: Pulumi's mock engine, for `make plan` and the tests) runs this
+# program. Only there may TRITON_GKE_TODAY move the day the version check judges (settings/versions.py); under a real
+# engine the check judges the real date, so no environment variable turns it off for a deployment.
+_RUNTIME = {"offline": False}
+
+
+def mark_offline_runtime() -> None:
+    """Called by offline/runtime.py before it runs a program under mocks."""
+    _RUNTIME["offline"] = True
+
 
 class ConfigError(settings.ConfigError, pulumi.RunError):
     """A settings ConfigError as Pulumi's RunError: one line naming the key, no traceback under `pulumi up`."""
@@ -69,13 +79,16 @@ def _secret_keys(keys: Mapping[str, str]) -> frozenset[str]:
 def load_stack_settings(today: datetime.date | None = None) -> StackSettings:
     """The running stack's validated settings; raises ConfigError (a pulumi.RunError) on the first problem.
 
-    today: the day kubernetesVersion's end of standard support is judged on; None is the real date
-    (datetime.date.today(), or TRITON_GKE_TODAY where set: settings/versions.py), so every `pulumi up` and
-    `pulumi preview` judges the version on the day it runs. Its warnings (a version near its end of support) go to
-    pulumi.log.warn, which the engine shows at every preview and update
+    today: the day kubernetesVersion's end of standard support is judged on; None is the real date, so every
+    `pulumi up` and `pulumi preview` judges the version on the day it runs. Only under the offline mock runtime
+    (`make plan`, the tests) may TRITON_GKE_TODAY name another day (settings/versions.py): under a real engine it is
+    ignored, so no environment variable turns the check off for a deployment. Its warnings (a version near its end
+    of support) go to pulumi.log.warn, which the engine shows at every preview and update
     ("displayed, alongside all other Pulumi output, in the CLI", https://www.pulumi.com/docs/iac/concepts/logging/).
     """
     config = RuntimeConfig()
+    if today is None and not _RUNTIME["offline"]:
+        today = datetime.date.today()
     try:
         loaded = settings.load_stack_settings(
             config, stack=pulumi.get_stack(), secret_keys=_secret_keys(config), today=today

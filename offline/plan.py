@@ -131,7 +131,7 @@ def _main(argv: list[str] | None) -> int:
         message = " ".join(message.split("\n"))
         print(f"error: {message}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    problems = invalid_kubernetes_objects(plan, _kubernetes_version(args.stack, args.set, args.config_file))
+    problems = invalid_kubernetes_objects(plan, stack_settings.cluster.kubernetes_version)
     if problems:
         print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
         return EXIT_BAD_MANIFEST
@@ -507,13 +507,6 @@ def kubernetes_objects(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
         for r in _tree_order(plan)
         if r.type.startswith(KUBERNETES_PREFIX) and r.custom
     ]
-
-
-def _kubernetes_version(stack: str, pairs: list[str], config_file: Path | None = None) -> str:
-    project_name, keys = config_schema()
-    key = f"{project_name}:kubernetesVersion"
-    config = stack_config(stack, config_file=config_file) | overrides_from(pairs)
-    return config.get(key) or keys["kubernetesVersion"].default
 
 
 def invalid_kubernetes_objects(plan: Plan, kubernetes_version: str) -> list[str]:

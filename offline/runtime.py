@@ -33,6 +33,7 @@ from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
+from triton_gke.infra.config import mark_offline_runtime
 from triton_gke.settings.schema import PACKAGE_DIR, project_dir
 from triton_gke.settings.stack_file import read_yaml_file
 
@@ -476,6 +477,7 @@ def run_under_mocks(
     pulumi.runtime.reset_options()
     monitor = monitor or RecordingMonitor(CloudMocks())
     pulumi.runtime.set_mocks(monitor.mocks, project=project_name, stack=stack, preview=False, monitor=monitor)
+    mark_offline_runtime()  # TRITON_GKE_TODAY may name the day the version check judges (infra/config.py)
     with engine_config_env(config, secret_keys):
         # As pulumi-language-python-exec does with the same variables before it runs the program.
         pulumi.runtime.set_all_config(config, list(secret_keys))

@@ -133,7 +133,7 @@ def cluster(
 ) -> tuple[ClusterSettings, str]:
     """The cluster settings and a warning ("" when none) about the version's end of standard support on `today`."""
     version = reader.string("kubernetesVersion")
-    match = re.fullmatch(r"1\.(\d+)", version)
+    match = re.fullmatch(r"1\.([1-9][0-9]*)", version)  # no leading zeros: "1.035" is no GKE version
     if not match or int(match.group(1)) not in KUBERNETES_MINORS:
         supported = f"1.{KUBERNETES_MINORS.start}..1.{KUBERNETES_MINORS.stop - 1}"
         raise reader.fail("kubernetesVersion", version, f'expected a minor version in {supported}, like "1.35"')
@@ -146,7 +146,7 @@ def cluster(
     cidrs = cidr_ranges(reader, "masterAuthorizedCidrs", public_allowed=True)
     settings = ClusterSettings(
         release_channel=reader.choice("releaseChannel", RELEASE_CHANNELS),
-        kubernetes_version=version,
+        kubernetes_version=f"1.{int(match.group(1))}",
         deletion_protection=reader.boolean("deletionProtection"),
         master_authorized_cidrs=cidrs,
         maintenance=maintenance,

@@ -63,7 +63,9 @@ def least_availability(start: datetime.datetime, end: datetime.datetime, days: t
     minus 32 days, over two weeks, cover every minimum of the (piecewise linear) available time.
     """
     length = end - start
-    first = start - datetime.timedelta(days=start.weekday())  # the Monday of start's week, same time of day
+    # A Monday at start's time of day: only the weekday and time matter, and a reference week keeps the arithmetic
+    # inside datetime's range for a start in year 1 or 9999 (2001-01-01 was a Monday).
+    first = datetime.datetime(2001, 1, 1, start.hour, start.minute, start.second, tzinfo=start.tzinfo)
     openings = [
         (first + datetime.timedelta(days=week * 7 + day), first + datetime.timedelta(days=week * 7 + day) + length)
         for week in range(-1, 9)

@@ -32,6 +32,23 @@ from triton_gke.settings.source_ranges import cidr_ranges
 from triton_gke.settings.stack_file import read_stack_file
 from triton_gke.settings.values import StackSettings
 
+# A stack the program deploys: its name goes into Google Cloud names (bucket, clusters, service accounts, firewall
+# rules) through contracts/naming.py gcp_name, which lowercases it and turns '_' and '.' into '-', so 'Dev' and 'dev'
+# (or 'a_b' and 'a.b') would name the same resources in one project; and a service account id must match
+# [a-z]([-a-z0-9]*[a-z0-9]) (IAM CreateServiceAccountRequest.account_id,
+# https://cloud.google.com/iam/docs/reference/rest/v1/projects.serviceAccounts/create), so it starts with a letter.
+DEPLOYABLE_STACK = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+
+
+def check_deployable_stack(stack: str) -> None:
+    """One ConfigError line unless `stack` makes Google Cloud names no other stack name makes."""
+    if not DEPLOYABLE_STACK.fullmatch(stack):
+        raise ConfigError(
+            f"stack {stack!r}: a stack this program deploys is named with lowercase letters, digits and '-', starting "
+            "with a letter and not ending with '-' (its Google Cloud names are made from it: 'Dev' and 'dev', or 'a_b' "
+            "and 'a.b', would name the same bucket and service accounts, and a service account id starts with a letter)"
+        )
+
 
 def load_stack_settings(
     config: Mapping[str, str],
@@ -47,6 +64,7 @@ def load_stack_settings(
     today: the day kubernetesVersion's end of standard support is judged on (settings/versions.py); None: the real
     date, or TRITON_GKE_TODAY where set (tests set it, so their plans do not expire with the shipped default).
     """
+    check_deployable_stack(stack)
     project_name, schema_keys = config_schema()
     reader = Reader(project_name, schema_keys, config)
     keys.refuse_unknown_keys(reader, secret_keys)

@@ -131,8 +131,8 @@ def check_support(
     end = entry.end_of_standard_support
     estimated = " (estimated)" if entry.kind == "estimated" else ""
     if today > end:
-        newest = _newest_supported(table, today)
-        hint = f"; use 1.{newest} or later" if newest else ""
+        oldest = _oldest_supported(table, today)
+        hint = f"; use 1.{oldest} or later" if oldest else ""
         raise VersionError(
             f"GKE standard support for {version} ended on {end.isoformat()}{estimated} ({SOURCE_URL}){hint}"
         )
@@ -143,6 +143,12 @@ def check_support(
             f"({SOURCE_URL}): plan the minor upgrade; after that date this stack's `up` is refused"
         )
     return ""
+
+
+def _oldest_supported(table: dict[int, MinorSupport], today: datetime.date) -> int | None:
+    """The oldest minor still in standard support on `today`: the smallest upgrade that is accepted."""
+    supported = [m for m, e in table.items() if e.end_of_standard_support >= today]
+    return min(supported) if supported else None
 
 
 def _newest_supported(table: dict[int, MinorSupport], today: datetime.date) -> int | None:

@@ -118,3 +118,10 @@ def test_at_most_twenty_exclusions_and_no_name_twice() -> None:
 @pytest.mark.parametrize("end", ["2026-01-03T04:59:59Z", "2026-01-11T01:00:01Z"])
 def test_a_window_shorter_than_four_hours_or_longer_than_a_week_is_refused(end: str) -> None:
     assert (outcome(maintenanceEndTime=end) or "").startswith(f"{PROJECT}:maintenanceEndTime: ")
+
+
+@pytest.mark.parametrize("year", ["0001", "9999"])
+def test_a_window_in_the_first_or_last_year_datetime_holds_is_judged_not_a_traceback(year: str) -> None:
+    """Only the weekday and time of day matter to the 48-hour rule: a start in year 1 or 9999 once overflowed."""
+    day = "01-01" if year == "0001" else "12-31"
+    assert outcome(maintenanceStartTime=f"{year}-{day}T01:00:00Z", maintenanceEndTime=f"{year}-{day}T09:00:00Z") is None

@@ -35,7 +35,7 @@ def test_an_expired_version_is_refused_in_one_line_naming_key_version_date_and_s
     print(line)  # the issue's "refusal of an expired version in one line"
     assert "\n" not in line
     assert line.startswith(f"{PROJECT}:kubernetesVersion: '1.33' is not valid; ")
-    assert "2026-08-03" in line and versions.SOURCE_URL in line and "use 1.36 or later" in line
+    assert "2026-08-03" in line and versions.SOURCE_URL in line and "use 1.35 or later" in line
 
 
 def test_the_shipped_stacks_after_the_default_expires_are_refused_and_warned_before() -> None:
@@ -103,3 +103,26 @@ def test_a_bad_table_is_one_line_naming_the_file(tmp_path, rows: str, says: str)
     with pytest.raises(CatalogueError, match=says) as refused:
         versions.load_versions(path)
     assert "\n" not in str(refused.value) and "versions.csv" in str(refused.value)
+
+
+@pytest.mark.parametrize("text", ["1.035", "1.0", "01.35", "1.+35"])
+def test_versions_gke_never_names_are_refused_in_one_line(text: str) -> None:
+    """int("035") is 35: a leading zero once passed the settings and crashed the schema check."""
+    with pytest.raises(ConfigError) as refused:
+        from_stack_file("dev", {f"{PROJECT}:kubernetesVersion": text})
+    assert "\n" not in str(refused.value) and str(refused.value).startswith(f"{PROJECT}:kubernetesVersion: ")
+
+
+def test_the_settings_carry_the_version_as_gke_spells_it() -> None:
+    assert from_stack_file("dev", {f"{PROJECT}:kubernetesVersion": "1.35"}).cluster.kubernetes_version == "1.35"
+
+
+@pytest.mark.parametrize("stack", ["Dev", "a_b", "a.b", "9dev", "dev-", "-dev"])
+def test_a_stack_whose_google_cloud_names_would_collide_or_be_invalid_is_refused(stack: str) -> None:
+    """gcp_name lowercases and maps '_' and '.' to '-': 'Dev' and 'dev' would name one bucket and one set of service
+    accounts, and a service account id must start with a letter (a red-team finding of issue 32)."""
+    from triton_gke.settings import load_stack_settings
+
+    with pytest.raises(ConfigError) as refused:
+        load_stack_settings({}, stack=stack)
+    assert str(refused.value).startswith(f"stack {stack!r}: ") and "\n" not in str(refused.value)
