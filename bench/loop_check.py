@@ -211,6 +211,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--delay-us", type=int, default=20000, help="batcher delay in us (default 20000)")
     p.add_argument("--batch", default="1/1", help="preferred/max batch size (default 1/1: Model Analyzer's pick)")
     p.add_argument("--instances", type=int, default=1, help="model instances (default 1)")
+    p.add_argument("--intra-op-threads", type=int, help="ONNX Runtime intra-op threads (default: the twin's choice)")
     p.add_argument("--concurrency", default="1:4", help="closed-loop levels, LOW:HIGH or N,N (default 1:4)")
     p.add_argument("--rates", default="2,4,8,12,16", help="open-loop requests/s (default 2,4,8,12,16)")
     p.add_argument("--out", help="output folder, new or empty (default bench/results/loop-check-<stack>-<date>)")
@@ -238,6 +239,8 @@ def _loop_check(argv: list[str] | None) -> int:
         preferred, largest = parse_batch(args.batch)
         if not 0 <= args.delay_us <= 10_000_000 or not 1 <= args.instances <= 64:
             raise runner.BenchError("--delay-us 0 to 10000000 and --instances 1 to 64 expected")
+        if args.intra_op_threads is not None and not 1 <= args.intra_op_threads <= 64:
+            raise runner.BenchError(f"--intra-op-threads {args.intra_op_threads}: expected 1 to 64")
         check_stack_name(args.stack, "--stack")
         runner.refuse_empty_paths(args, "--out", "--build-dir")
         out = Path(args.out) if args.out else runner.results_dir() / f"loop-check-{args.stack}-{stamp:%Y-%m-%d}"
@@ -246,7 +249,7 @@ def _loop_check(argv: list[str] | None) -> int:
         runner.check_writable(build, "--build-dir")
         settings = record.stack_settings(args.stack, "--stack")
         variant = tune.pick_variant(args.variant, settings)
-        candidate = tune.Candidate(args.delay_us, preferred, largest, args.instances)
+        candidate = tune.Candidate(args.delay_us, preferred, largest, args.instances, args.intra_op_threads)
         base = runner.build_sandbox_repository(settings.model_repo, [variant], build / args.stack) / variant.name
         binary = perf_analyzer.ensure_binary()
     except (runner.BenchError, ConfigError, ModelRepoError, perf_analyzer.PerfAnalyzerError) as err:

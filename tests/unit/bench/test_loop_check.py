@@ -63,3 +63,5 @@ def test_bad_input_exits_2_in_one_line_before_anything_starts(tmp_path: Path, ca
     assert err.startswith("error: --out") and err.count("\n") == 1
     assert loop_check.main(["--concurrency", "0"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+    assert loop_check.main(["--intra-op-threads", "0"]) == 2
+    assert capsys.readouterr().err == "error: --intra-op-threads 0: expected 1 to 64\n"
