@@ -295,7 +295,7 @@ class TritonOnCluster(pulumi.ComponentResource):
             grafana_admin_password=password,
             watched_namespaces=namespaces,
             placement=self._cpu_placement,
-            gpu_tolerations=(gpu_toleration(a.get("gpu_toleration_key")),),
+            gpu_tolerations=dcgm_tolerations(a.get("gpu_toleration_key")),
         )
         return Monitoring(f"monitoring-{name}", args, opts=self._with_aliases(child, wiring))
 
@@ -344,6 +344,15 @@ def gpu_toleration(key: pulumi.Input[str] | None) -> kubernetes.core.v1.Tolerati
     if key is None:
         return default
     return kubernetes.core.v1.TolerationArgs(key=key, operator=default.operator, effect=default.effect)
+
+
+def dcgm_tolerations(key: pulumi.Input[str] | None) -> tuple[kubernetes.core.v1.TolerationArgs, ...]:
+    """The DCGM exporter's tolerations: GKE's own nvidia.com/gpu always, and the Args' key besides. GKE taints GPU nodes
+    nvidia.com/gpu where the cluster has non-GPU pools and adds the toleration only to pods that request GPUs
+    (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus); Triton requests one, the exporter none, so a custom
+    key must add to GKE's taint, not replace it, or the exporter never reaches a GPU node (red team of issue 33)."""
+    default = GPU_NODES.toleration
+    return (default,) if key is None or key == default.key else (default, gpu_toleration(key))
 
 
 def _host(namespace: str) -> str:

@@ -187,9 +187,9 @@ def image_tag_problem(value: Any, driver_branch: int | None) -> Problem:
 
 def selector_problem(value: Any, key: str = "gpu_node_selector", *, may_be_empty: bool = False) -> Problem:
     """A nodeSelector: a map of label key to label value; the GPU one non-empty (it picks the GPU nodes), the CPU
-    one may be empty (no selector: any node)."""
+    one may be empty (no selector: any node) and plain (it places several components at plan time)."""
     if isinstance(value, pulumi.Output):
-        return None
+        return _must_be_plain(key, value, "the CPU workloads' node selector") if may_be_empty else None
     if not isinstance(value, Mapping) or not (value or may_be_empty):
         kind = "a map" if may_be_empty else "a non-empty map"
         return f"{key}: {value!r} is not valid; expected {kind} of label to value"
@@ -295,6 +295,11 @@ def service_account_name_problem(value: Any) -> Problem:
     key = "service_account_name"
     if isinstance(value, pulumi.Output):
         return _must_be_plain(key, value, "the Kubernetes service account's name")
+    if value == "default":
+        # Kubernetes makes a `default` account in every namespace (its token controller), so the component would
+        # fight over it, and every pod of the namespace naming no account would run as the reader's principal
+        # (https://kubernetes.io/docs/concepts/security/service-accounts/#default-service-accounts).
+        return f"{key}: 'default' is the service account Kubernetes makes in every namespace; name one of Triton's own"
     if isinstance(value, str) and DNS_LABEL.fullmatch(value) and len(value) <= KSA_NAME_MAX:
         return None
     return (

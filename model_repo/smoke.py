@@ -15,7 +15,9 @@ address answered as expected, 1 when one did not (or could not be reached), 2 fo
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import sys
 import urllib.parse
 from collections.abc import Sequence
@@ -25,6 +27,7 @@ from pathlib import Path
 import numpy as np
 from google.protobuf import text_format
 from triton_gke.cli.one_line import EXIT_USAGE, OneLineParser
+from triton_gke.model_repo.settings import MODEL_NAME_RE
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_gke.bounded_files import read_text_file
@@ -37,6 +40,9 @@ SEEDS = range(16)
 # Triton's data types this check can build an image of, as numpy types.
 NUMPY_TYPES = {"TYPE_FP32": np.float32, "TYPE_UINT8": np.uint8}
 CONFIG_BYTES = 1 << 20
+# How much of a user's text an error line repeats.
+MAX_SHOWN = 200
+HOST_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 # Random blocks per image side (a dimension it divides is drawn as that many blocks; channels stay as they are).
 CELLS = 8
 TIMEOUT_S = 60.0
@@ -112,6 +118,10 @@ def expected_answer(repository: Path, model: str) -> Expected:
     """The image to send and the class ONNX Runtime gives it, from the repository's own ONNX file of `model`."""
     import onnxruntime  # the models extra; only now
 
+    if not MODEL_NAME_RE.match(model):
+        raise SmokeError(f"--model {model[:MAX_SHOWN]!r}: not a model folder name (letters, digits, '_', '.', '-')")
+    if not repository.is_dir():
+        raise SmokeError(f"--repository {repository}: not a folder; name the built repository (build/model_repository)")
     model_dir = repository / model
     config = _config(model_dir)
     onnx_path = model_dir / "1" / "model.onnx"
@@ -142,17 +152,35 @@ def expected_answer(repository: Path, model: str) -> Expected:
 
 def parse_address(text: str) -> tuple[str, bool]:
     """(host:port, ssl) of an http(s) URL; a path is allowed only as the stack's `httpEndpoint` output writes it."""
-    url = urllib.parse.urlsplit(text)
-    if url.scheme not in ("http", "https") or not url.hostname:
-        raise SmokeError(f"address {text!r}: expected http://HOST[:PORT] or https://HOST[:PORT]")
-    if url.path not in ("", "/") and not url.path.startswith("/v2/models/"):
-        raise SmokeError(f"address {text!r}: expected no path (Triton's API is under /v2)")
+    # Shown shortened, and without a user:password an address may carry.
+    safe = re.sub(r"//[^/@]*@", "//***@", text)
+    shown = repr(safe[:MAX_SHOWN]) + ("..." if len(safe) > MAX_SHOWN else "")
     try:
-        port = url.port or (443 if url.scheme == "https" else 80)
-    except ValueError:
-        raise SmokeError(f"address {text!r}: the port is not a number from 0 to 65535") from None
+        url = urllib.parse.urlsplit(text)
+        port = url.port
+    except ValueError:  # an unclosed [IPv6 or a port that is no number from 0 to 65535
+        raise SmokeError(f"address {shown}: not an http(s)://HOST[:PORT] URL") from None
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise SmokeError(f"address {shown}: expected http://HOST[:PORT] or https://HOST[:PORT]")
+    if url.username is not None or url.query or url.fragment:
+        raise SmokeError(f"address {shown}: expected no user, query or fragment (Triton takes none)")
+    if url.path not in ("", "/") and not url.path.startswith("/v2/models/"):
+        raise SmokeError(f"address {shown}: expected no path (Triton's API is under /v2)")
+    if port == 0:
+        raise SmokeError(f"address {shown}: port 0 is no port a server listens on")
+    if not _valid_host(url.hostname):
+        raise SmokeError(f"address {shown}: {url.hostname[:MAX_SHOWN]!r} is not an IP address or a DNS name")
     host = f"[{url.hostname}]" if ":" in url.hostname else url.hostname
-    return f"{host}:{port}", url.scheme == "https"
+    return f"{host}:{port or (443 if url.scheme == 'https' else 80)}", url.scheme == "https"
+
+
+def _valid_host(host: str) -> bool:
+    """An IP address, or a DNS name: labels of 1-63 letters, digits and '-', 253 characters at most (RFC 1123 2.1)."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return len(host) <= 253 and all(HOST_LABEL.fullmatch(label) for label in host.removesuffix(".").split("."))
+    return True
 
 
 def ask(address: str, expected: Expected) -> str | None:
@@ -168,9 +196,9 @@ def ask(address: str, expected: Expected) -> str | None:
         scores = result.as_numpy(expected.output_name)
     except Exception as err:  # noqa: BLE001 - any failure to get an answer is this address's result, one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        return f"no answer: {first}"
-    if scores is None or scores.size < 2:
-        return f"no usable output {expected.output_name!r}"
+        return f"no answer: {first[:MAX_SHOWN]}"
+    if scores is None or scores.size < 2 or scores.dtype.kind not in "fiu":
+        return f"no usable output {expected.output_name!r} (expected numbers, one per class)"
     top, _ = _top_two(scores)
     if top != expected.top:
         return f"class {top} {expected.label(top)!r}, expected {expected.top} {expected.label(expected.top)!r}"

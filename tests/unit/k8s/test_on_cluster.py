@@ -442,3 +442,26 @@ def test_a_disruption_budget_that_could_evict_every_minimum_pod_is_refused() -> 
     assert plan is not None, refused
     budgets = [r.inputs["spec"]["maxUnavailable"] for r in plan.resources if r.type.endswith("PodDisruptionBudget")]
     assert budgets == [2]
+
+
+# ---- red team of issue 33 ------------------------------------------------------------------------------------------
+def test_a_custom_gpu_toleration_key_adds_to_gkes_gpu_taint_for_the_dcgm_exporter() -> None:
+    """GKE taints GPU nodes nvidia.com/gpu in a cluster with CPU pools and tolerates it only for pods requesting GPUs:
+    the exporter requests none, so it keeps that toleration beside a custom key (it once had the custom key only)."""
+    args = {"model_repository": REPOSITORY, "monitoring": True, "load_test": True}
+    plan = plan_of({**args, "gpu_toleration_key": "team.example.com/gpu"})
+    (dcgm,) = [r for r in plan.resources if r.type == "kubernetes:apps/v1:DaemonSet" and "dcgm" in r.name]
+    keys = {t["key"] for t in dcgm.inputs["spec"]["template"]["spec"]["tolerations"]}
+    assert keys == {"nvidia.com/gpu", "team.example.com/gpu"}
+
+
+def test_the_cpu_node_selector_as_an_output_is_refused_naming_it() -> None:
+    message = declare_refused(
+        {"model_repository": REPOSITORY, "cpu_node_selector": pulumi.Output.from_input({"a": "b"})}
+    )
+    assert field_of(message) == "cpu_node_selector" and "plain value" in message
+
+
+def test_the_namespaces_default_service_account_is_refused() -> None:
+    message = declare_refused({"model_repository": REPOSITORY, "service_account_name": "default"})
+    assert field_of(message) == "service_account_name" and "every namespace" in message
