@@ -154,7 +154,7 @@ def check_args(args: argparse.Namespace, out: Path) -> None:
     for dest, (low, high) in FLOAT_RANGES.items():
         value = getattr(args, dest)
         if value is not None and not low <= value <= high:  # NaN and infinities fail this too
-            raise runner.BenchError(f"{_option(dest)} {value:g}: expected a number from {low:g} to {high:g}")
+            raise runner.BenchError(f"{_option(dest)} {value:g}: expected a number from {low:.10g} to {high:.10g}")
     _check_target_options(args)
     runner.check_writable(out, "--out")
     runner.check_writable(args.build_dir, "--build-dir")

@@ -506,7 +506,10 @@ def _with_triton_kept(change: Change, after: Mapping[str, dict[str, Any]]) -> Ch
     if not record["inputs"].get("nodeConfig", {}).get("guestAccelerators"):
         return change
     kept = triton_kept(change, record, after)
-    return dataclasses.replace(change, disruption=f"{change.disruption}; {kept}" if change.disruption else kept)
+    # Created first, the new pool stands beside the old one until it is drained: both count against the GPU quota.
+    quota = "" if change.outage else "; twice its GPU quota while both pools exist"
+    what = f"{change.disruption}{quota}; {kept}" if change.disruption else kept
+    return dataclasses.replace(change, disruption=what)
 
 
 def triton_kept(change: Change, pool: Mapping[str, Any], after: Mapping[str, dict[str, Any]]) -> str:
@@ -550,7 +553,7 @@ def disruption(record: Mapping[str, Any]) -> str:
         # Deleting a node pool ignores PodDisruptionBudgets unless its node drain config says otherwise (GKE
         # "About node pools"; node_drain_config.respect_pdb_during_node_pool_deletion), and a replacement first
         # needs a second pool's GPU quota.
-        return "a GPU node pool: twice its GPU quota while both pools exist"
+        return "a GPU node pool"
     if kind == BUCKET:
         return "the model bucket and every object in it"
     if kind == GLOBAL_ADDRESS:

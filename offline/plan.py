@@ -205,7 +205,8 @@ def report_lifecycle(
     changes = compare(before, after)
     for change in changes:
         if change.action != "unchanged":
-            print(change.line())
+            # Names and paths come from the applied plan, a file: control characters shown as escapes, one line each.
+            print(one_line(change.line()))
     print(f"against {path}: {summary(changes)}")
     blocked = refused(changes, allowed)
     protected = [c.key for c in blocked if c.protected]
