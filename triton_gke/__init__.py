@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # Public name -> module that defines it. Three levels of composition: TritonOnCluster (Triton onto an existing GKE
 # cluster), TritonGkeRegion (a region's cluster, serving and NEGs), TritonGkeSystem (every region from one settings

@@ -83,7 +83,7 @@ NOT_RUN: dict[str, str] = {
         "writes dist/ into the checkout; tests/live/triton_gke/test_package.py builds the same wheel (pip wheel . "
         "--no-deps) from a copy of the tree and installs it in fresh virtualenvs"
     ),
-    'pip install "triton-gke[models] @ file://$PWD/dist/triton_gke-0.2.0-py3-none-any.whl"': (
+    'pip install "triton-gke[models] @ file://$PWD/dist/triton_gke-0.3.0-py3-none-any.whl"': (
         "installs into the reader's own program virtualenv; tests/live/triton_gke/test_package.py installs the built "
         "wheel outside the repository"
     ),
