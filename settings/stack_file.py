@@ -254,7 +254,10 @@ class _Values:
 
     def fail(self, node: Node, key: str, problem: str) -> StackFileError:
         where = f"{self.path.name} line {_line(node)}"
-        return StackFileError(f"{where}: {key}: {problem}" if key else f"{where}: {problem}")
+        # The key path holds the file's own keys: a line break among them (YAML's "\N" is U+0085, which
+        # str.splitlines breaks at) is shown escaped, so the message stays one line.
+        shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in key)
+        return StackFileError(f"{where}: {shown}: {problem}" if key else f"{where}: {problem}")
 
     def value(self, node: Node, key: str, kind: str | None, depth: int) -> Any:
         self.count += 1

@@ -30,4 +30,6 @@ def test_the_site_builds_strictly_without_a_warning(tmp_path: Path) -> None:
     warnings = [line for line in output.splitlines() if line.startswith(("WARNING", "ERROR"))]
     assert not warnings, "\n".join(warnings)
     for page in _nav_pages(_config()["nav"]):
-        assert (tmp_path / "site" / Path(page).with_suffix("") / "index.html").is_file() or page == "index.md", page
+        # mkdocs writes PAGE.md as PAGE/index.html, and a folder's index.md as that folder's index.html.
+        built = Path(page).parent if Path(page).name == "index.md" else Path(page).with_suffix("")
+        assert (tmp_path / "site" / built / "index.html").is_file(), page

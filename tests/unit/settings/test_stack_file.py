@@ -58,3 +58,12 @@ def test_an_oversized_stack_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "Pulumi.big.yaml").write_text("#" * (MAX_BYTES + 1))
     with pytest.raises(ConfigError, match=f"^Pulumi.big.yaml: more than {MAX_BYTES} bytes"):
         stack_config("big", project_dir=tmp_path)
+
+
+@pytest.mark.parametrize("escape", ["\\N", "\\L", "\\P", "\\n", "\\x1b"])
+def test_a_key_holding_a_line_break_is_named_on_one_line(tmp_path: Path, escape: str) -> None:
+    """YAML's "\\N" is U+0085, which str.splitlines breaks at: found by make test's hypothesis run under the CPU hog."""
+    (tmp_path / "Pulumi.k.yaml").write_text(f'config:\n  triton-gke:gpuSpot: {{"{escape}": null}}\n')
+    with pytest.raises(ConfigError) as refused:
+        stack_config("k", project_dir=tmp_path)
+    assert len(str(refused.value).splitlines()) == 1, str(refused.value)
