@@ -558,7 +558,7 @@ def disruption(record: Mapping[str, Any]) -> str:
         return "the model bucket and every object in it"
     if kind == GLOBAL_ADDRESS:
         return "the global IP address every client and DNS record uses"
-    if kind == DEPLOYMENT and meta.get("name") == TRITON_APP and meta.get("namespace") == TRITON_NAMESPACE:
+    if kind == DEPLOYMENT and _is_triton(record):
         # A Deployment keeps its name, so pulumi-kubernetes deletes the old one first: every Triton pod at once.
         return "Triton's Deployment: every Triton pod of the region at once"
     if kind == NAMESPACE and meta.get("name") == TRITON_NAMESPACE:
