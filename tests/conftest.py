@@ -108,10 +108,13 @@ LIVE_DIR = PROJECT_DIR / "tests" / "live"
 QUIET = {
     "tests/live/bench/test_conditions.py": "loads every core on purpose, and checks a quiet machine is called quiet",
     "tests/live/sandbox/test_rollout.py": "zero failed requests with lifecycle waits of 1-4 s",
+    "tests/live/bench/test_bench_agreement.py": "compares two load generators' p95 near an SLO knee (see below)",
 }
-# Not quiet, though they measure: the bench agreement's model sleeps its service time (the cores do not set its
-# capacity; its two searches already run side by side); the other rates, latencies and budgets they check hold with
-# room to spare beside one other worker (each measured so in a `make test` on 2 cores: docs/testing.md).
+# The bench agreement is quiet since 2026-12-03: its model sleeps its service time, so the cores do not set its
+# capacity, but its Locust is a Python process whose latencies include its own waits for a core. Beside three other
+# workers and the CPU hog (tests/support/cpu_hog.py) it could not even offer its first rate (asked 10 requests/s, sent
+# 5.5-10.1) and found no rate within the SLO; beside the hog alone (six busy processes) it sent 9.7-10.5 at p95 104-120
+# ms. The other rates, latencies and budgets checked beside other workers hold with room to spare (docs/testing.md).
 PHASES: dict[str, Callable[[bool, bool], bool]] = {  # -m expression -> does a test (live?, quiet?) belong to it
     "not live": lambda live, quiet: not live,
     "live": lambda live, quiet: live,
