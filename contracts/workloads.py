@@ -7,7 +7,10 @@ Workload Identity; the load test addresses Triton's Service by name and namespac
 
 from __future__ import annotations
 
-from triton_gke.contracts.naming import dns_label
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+from triton_gke.contracts.naming import DNS_LABEL, DNS_LABEL_MAX, dns_label
 
 # Kubernetes' recommended labels (https://kubernetes.io/docs/concepts/overview/working-with-objects/common-labels/).
 NAME_LABEL = "app.kubernetes.io/name"
@@ -46,6 +49,72 @@ MONITORING_NAMESPACE = "monitoring"
 LOCUST_WEB_PORT = 8089
 GRAFANA_PORT = 3000
 PROMETHEUS_PORT = 9090
+
+
+# prometheus-adapter: its Deployment and Service, and the prefix of its cluster-scoped RBAC objects (ClusterRole,
+# ClusterRoleBindings; k8s/autoscaling.py). The APIService it registers is named by the API it serves,
+# v1beta1.custom.metrics.k8s.io, so a cluster has one custom metrics adapter whatever its name.
+ADAPTER_NAME = "prometheus-adapter"
+# Its objects are ADAPTER_NAME-resource-reader, -reader, -auth-delegator, -auth-reader: a DNS-1123 label short
+# enough for the longest suffix (RBAC names are path segments,
+# https://kubernetes.io/docs/reference/access-authn-authz/rbac/; a label is the strictest form, as every name here).
+ADAPTER_NAME_MAX = DNS_LABEL_MAX - len("-resource-reader")
+
+
+def adapter_name_ok(name: str) -> bool:
+    return bool(DNS_LABEL.fullmatch(name)) and len(name) <= ADAPTER_NAME_MAX
+
+
+@dataclass(frozen=True)
+class Namespaces:
+    """The namespaces the components run in (TritonOnCluster's `namespaces` input; these defaults for the stack).
+
+    Each is created by its component, so they must differ from each other and from the ones the cluster already has:
+    the DCGM exporter's is privileged (it reads the host's GPU driver), the others are restricted."""
+
+    triton: str = TRITON_NAMESPACE
+    load_test: str = LOCUST_NAMESPACE
+    monitoring: str = MONITORING_NAMESPACE
+    gpu_metrics: str = DCGM_NAMESPACE
+
+    def triton_host(self) -> str:
+        """Triton's Service by its cluster DNS name (https://kubernetes.io/docs/concepts/services-networking/
+        dns-pod-service/#services: "my-svc.my-namespace.svc.cluster-domain.example")."""
+        return f"{TRITON_APP}.{self.triton}.svc.cluster.local"
+
+    def prometheus_url(self) -> str:
+        """The builtin Prometheus' URL inside the cluster (Grafana's data source, prometheus-adapter's source)."""
+        return f"http://prometheus.{self.monitoring}.svc:{PROMETHEUS_PORT}"
+
+
+DEFAULT_NAMESPACES = Namespaces()
+NAMESPACE_ROLES = tuple(f.name for f in fields(Namespaces))
+
+
+def namespaces_problem(given: object) -> str | None:
+    """One line naming what is wrong with a {role: namespace} mapping (roles: NAMESPACE_ROLES), or None."""
+    if not isinstance(given, Mapping):
+        return f"expected a mapping of {', '.join(NAMESPACE_ROLES)} to namespace names, got {type(given).__name__}"
+    for role, name in given.items():
+        if role not in NAMESPACE_ROLES:
+            return f"{role!r} is not a namespace the components use; expected one of {', '.join(NAMESPACE_ROLES)}"
+        if not (isinstance(name, str) and DNS_LABEL.fullmatch(name) and len(name) <= DNS_LABEL_MAX):
+            return (
+                f"{role}: {name!r} is not a namespace name; expected a DNS-1123 label (lowercase letters, digits and"
+                f" -, starting and ending with a letter or digit, at most {DNS_LABEL_MAX} characters)"
+            )
+        if name == "default" or name.startswith("kube-"):
+            # Kubernetes' own ("default", "kube-system", "kube-public", "kube-node-lease"; the kube- prefix is
+            # reserved: https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/#initial-namespaces)
+            return f"{role}: {name!r} is a namespace Kubernetes makes itself; name one the components may create"
+    chosen = Namespaces(**dict(given))
+    names = [getattr(chosen, role) for role in NAMESPACE_ROLES]
+    for role in NAMESPACE_ROLES:
+        name = getattr(chosen, role)
+        if names.count(name) > 1:
+            others = [r for r in NAMESPACE_ROLES if r != role and getattr(chosen, r) == name]
+            return f"{role}: {name!r} is also the namespace of {others[0]}; each component creates its own"
+    return None
 
 
 def pod_labels(app: str, component: str | None = None) -> dict[str, str]:

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import pulumi
 import pulumi_kubernetes as kubernetes
 import yaml
+from triton_gke.contracts.workloads import ADAPTER_NAME, ADAPTER_NAME_MAX, adapter_name_ok
 from triton_gke.k8s.common import ANY_NODE, PodPlacement, non_root_container_security
 from triton_gke.k8s.monitoring.shapes import NOBODY, Scope, config_map_volume, meta, service, single_pod_deployment
 
@@ -73,6 +74,9 @@ class AutoscalingArgs:
     adapter_aliases: Sequence[pulumi.Alias] = ()
     # Where the adapter's pod runs (node selector, tolerations); default any node.
     placement: PodPlacement = ANY_NODE
+    # The prefix of the adapter's cluster-wide RBAC objects (ClusterRole, ClusterRoleBindings, its RoleBinding in
+    # kube-system): names a second adapter must not share. Its APIService is named by its API and cannot differ.
+    adapter_name: str = ADAPTER_NAME
 
     def __post_init__(self) -> None:
         _check_replicas(self.min_replicas, self.max_replicas)
@@ -84,6 +88,10 @@ class AutoscalingArgs:
         _check_prometheus_url(self.prometheus_url)
         if not isinstance(self.adapter_namespace, str) or not DNS_LABEL.fullmatch(self.adapter_namespace):
             raise ValueError(f"adapter_namespace: {self.adapter_namespace!r} is not a Kubernetes namespace name")
+        if not isinstance(self.adapter_name, str) or not adapter_name_ok(self.adapter_name):
+            raise ValueError(
+                f"adapter_name: {self.adapter_name!r} is not a DNS-1123 label of at most {ADAPTER_NAME_MAX} characters"
+            )
         for key in ("hpa_name_prefix", "adapter_name_prefix"):
             value = getattr(self, key)
             if value is not None and (not isinstance(value, str) or not value.strip()):
@@ -131,6 +139,7 @@ class Autoscaling(pulumi.ComponentResource):
             args.adapter_namespace,
             args.prometheus_url,
             args.placement,
+            args.adapter_name,
         )
         self.hpa = queue_time_autoscaler(Scope(args.hpa_name_prefix or name, self, tuple(args.hpa_aliases)), args)
         self.register_outputs(
@@ -174,14 +183,19 @@ def queue_time_autoscaler(scope: Scope, args: AutoscalingArgs) -> kubernetes.aut
 
 
 def metrics_adapter(
-    scope: Scope, ns: pulumi.Input[str], namespace: str, prometheus_url: str, placement: PodPlacement = ANY_NODE
+    scope: Scope,
+    ns: pulumi.Input[str],
+    namespace: str,
+    prometheus_url: str,
+    placement: PodPlacement = ANY_NODE,
+    adapter_name: str = ADAPTER_NAME,
 ) -> kubernetes.apiregistration.v1.APIService:
     """prometheus-adapter in `ns` (named `namespace`), reading `prometheus_url`, registered as
-    custom.metrics.k8s.io; returns the APIService."""
+    custom.metrics.k8s.io; returns the APIService. `adapter_name` prefixes its cluster-wide RBAC objects."""
     account = kubernetes.core.v1.ServiceAccount(
         scope.name("adapter-sa"), metadata=meta("prometheus-adapter", ns), opts=scope.opts()
     )
-    _adapter_rbac(scope, account, namespace)
+    _adapter_rbac(scope, account, namespace, adapter_name)
     config = kubernetes.core.v1.ConfigMap(
         scope.name("adapter-config"),
         metadata=meta("prometheus-adapter-config", ns),
@@ -222,14 +236,16 @@ def metrics_adapter(
     )
 
 
-def _adapter_rbac(scope: Scope, account: kubernetes.core.v1.ServiceAccount, namespace: str) -> None:
+def _adapter_rbac(
+    scope: Scope, account: kubernetes.core.v1.ServiceAccount, namespace: str, adapter_name: str = ADAPTER_NAME
+) -> None:
     """Read namespaces, pods and services; delegate authentication and read its configuration, as an API server
     extension must (system:auth-delegator, extension-apiserver-authentication-reader in kube-system:
     https://kubernetes.io/docs/tasks/extend-kubernetes/setup-extension-api-server/)."""
     subject = kubernetes.rbac.v1.SubjectArgs(kind="ServiceAccount", name=account.metadata.name, namespace=namespace)
     reader = kubernetes.rbac.v1.ClusterRole(
         scope.name("adapter-reader"),
-        metadata=meta("prometheus-adapter-resource-reader"),
+        metadata=meta(f"{adapter_name}-resource-reader"),
         rules=[
             kubernetes.rbac.v1.PolicyRuleArgs(
                 api_groups=[""], resources=["namespaces", "pods", "services"], verbs=["get", "list", "watch"]
@@ -246,7 +262,7 @@ def _adapter_rbac(scope: Scope, account: kubernetes.core.v1.ServiceAccount, name
         binding_type = kubernetes.rbac.v1.RoleBinding if kind == "Role" else kubernetes.rbac.v1.ClusterRoleBinding
         binding_type(
             scope.name(f"adapter-{suffix}"),
-            metadata=meta(f"prometheus-adapter-{suffix}", role_namespace),
+            metadata=meta(f"{adapter_name}-{suffix}", role_namespace),
             role_ref=kubernetes.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind=kind, name=role),
             subjects=[subject],
             opts=scope.opts(),

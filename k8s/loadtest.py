@@ -50,6 +50,8 @@ class LoadTestArgs:
     arrival: str = "poisson"
     # Where the master and workers run (node selector, tolerations); default any node.
     placement: PodPlacement = ANY_NODE
+    # The namespace the component creates and runs Locust in.
+    namespace: str = LOCUST_NAMESPACE
 
 
 class LoadTest(pulumi.ComponentResource):
@@ -63,7 +65,7 @@ class LoadTest(pulumi.ComponentResource):
         super().__init__("triton-gke:k8s:LoadTest", name, None, opts)
         self._name = name
         self._args = args
-        self.namespace = restricted_namespace(f"{name}-ns", LOCUST_NAMESPACE, self)
+        self.namespace = restricted_namespace(f"{name}-ns", args.namespace, self)
         ns = self.namespace.metadata.name
         child = pulumi.ResourceOptions(parent=self)
         self.config = kubernetes.core.v1.ConfigMap(
@@ -80,7 +82,7 @@ class LoadTest(pulumi.ComponentResource):
         )
         self.master = self._deployment(ns, LOCUST_MASTER, 1, ["--master"])
         self.workers = self._deployment(
-            ns, LOCUST_WORKER, args.workers, ["--worker", f"--master-host=locust-master.{LOCUST_NAMESPACE}"]
+            ns, LOCUST_WORKER, args.workers, ["--worker", f"--master-host=locust-master.{args.namespace}"]
         )
         self.service = self._master_service(ns)
         self.register_outputs({"namespace": ns, "service": self.service.metadata.name})

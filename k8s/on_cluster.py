@@ -21,13 +21,13 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 import pulumi_random as random
 from triton_gke.contracts.triton import PORTS
-from triton_gke.contracts.workloads import TRITON_APP, TRITON_SERVICE_ACCOUNT
+from triton_gke.contracts.workloads import ADAPTER_NAME, TRITON_APP, TRITON_SERVICE_ACCOUNT, Namespaces
 from triton_gke.k8s import on_cluster_args as checks
 from triton_gke.k8s.autoscaling import Autoscaling, AutoscalingArgs, serves_custom_metrics
 from triton_gke.k8s.common import GPU_NODES, ArgsError, PodPlacement, unknown_field_problem
-from triton_gke.k8s.loadtest import LOCUST_NAMESPACE, LoadTest, LoadTestArgs
-from triton_gke.k8s.monitoring import MONITORING_NAMESPACE, PROMETHEUS_URL, Monitoring, MonitoringArgs
-from triton_gke.k8s.triton import TRITON_NAMESPACE, TritonServing, TritonServingArgs, triton_address
+from triton_gke.k8s.loadtest import LoadTest, LoadTestArgs
+from triton_gke.k8s.monitoring import Monitoring, MonitoringArgs
+from triton_gke.k8s.triton import TritonServing, TritonServingArgs, triton_address
 from triton_gke.model_repo.settings import TRITON_IMAGE_TAG
 from triton_gke.observability.settings import SloSettings
 from triton_gke.settings.lifecycle import DEFAULTS as LIFECYCLE_DEFAULTS
@@ -69,6 +69,19 @@ class Toleration(TypedDict, total=False):
     """The taint's value (operator Equal only)."""
     effect: str
     """NoSchedule, PreferNoSchedule or NoExecute; empty: every effect."""
+
+
+class NamespaceNames(TypedDict, total=False):
+    """The namespaces the component creates, each a DNS-1123 label, all different, none of Kubernetes' own."""
+
+    triton: str
+    """Triton's Deployment, Services and service account; default triton."""
+    load_test: str
+    """Locust's master and workers (load_test); default load."""
+    monitoring: str
+    """Prometheus, Grafana and prometheus-adapter (monitoring); default monitoring."""
+    gpu_metrics: str
+    """NVIDIA's DCGM exporter, a privileged namespace (monitoring); default gpu-metrics."""
 
 
 class TritonOnClusterArgs(TypedDict):
@@ -120,6 +133,12 @@ class TritonOnClusterArgs(TypedDict):
     """Grafana's admin password, at least 15 characters (monitoring only); absent: a random one."""
     region: NotRequired[str]
     """The region label of this cluster's metrics and alerts (monitoring only); default the component's name."""
+    namespaces: NotRequired[NamespaceNames]
+    """The namespaces to create, by role; each role left out keeps its default (triton, load, monitoring,
+    gpu-metrics). Workload Identity's principal is PROJECT.svc.id.goog[TRITON_NAMESPACE/service_account_name]."""
+    adapter_name: NotRequired[str]
+    """The prefix of prometheus-adapter's cluster-wide RBAC objects (autoscaling only), a DNS-1123 label of at most 47
+    characters; default prometheus-adapter. Its APIService, v1beta1.custom.metrics.k8s.io, is one per cluster."""
 
 
 @dataclass(frozen=True)
@@ -179,14 +198,16 @@ class TritonOnCluster(pulumi.ComponentResource):
         a = _with_defaults(args)
         child = self._child_options(name, a)
         self._cpu_placement = cpu_placement(a)
+        self._namespaces = Namespaces(**a["namespaces"])
         self.admin_key = pulumi.Output.secret(self._secret(a.get("admin_key"), f"triton-admin-key-{name}"))
         self._serving = TritonServing(
             f"triton-{name}", self._serving_args(name, a, wiring), opts=self._with_aliases(child, wiring)
         )
-        namespaces: dict[str, pulumi.Input[str]] = {TRITON_NAMESPACE: self._serving.namespace.metadata.name}
+        names = self._namespaces
+        namespaces: dict[str, pulumi.Input[str]] = {names.triton: self._serving.namespace.metadata.name}
         self._load_test = self._locust(name, a, wiring, child)
         if self._load_test is not None:
-            namespaces[LOCUST_NAMESPACE] = self._load_test.namespace.metadata.name
+            namespaces[names.load_test] = self._load_test.namespace.metadata.name
         self._monitoring = self._monitor(name, a, wiring, namespaces, child)
         self._autoscaling = self._autoscaler(name, a, wiring, child)
         self.namespace = pulumi.Output.from_input(self._serving.namespace.metadata.name)
@@ -256,6 +277,7 @@ class TritonOnCluster(pulumi.ComponentResource):
             lifecycle=wiring.lifecycle,
             kubernetes_minor=wiring.kubernetes_minor,
             service_account=a["service_account_name"],
+            namespace=self._namespaces.triton,
         )
 
     def _with_aliases(self, child: pulumi.ResourceOptions, wiring: ClusterWiring) -> pulumi.ResourceOptions:
@@ -266,7 +288,13 @@ class TritonOnCluster(pulumi.ComponentResource):
     ) -> LoadTest | None:
         if not a["load_test"]:
             return None
-        args = dataclasses.replace(wiring.load_test, placement=self._cpu_placement)
+        load = wiring.load_test
+        args = dataclasses.replace(
+            load,
+            placement=self._cpu_placement,
+            namespace=self._namespaces.load_test,
+            triton_address=triton_address(load.protocol, self._namespaces),
+        )
         return LoadTest(f"locust-{name}", args, opts=self._with_aliases(child, wiring))
 
     def _monitor(
@@ -296,6 +324,7 @@ class TritonOnCluster(pulumi.ComponentResource):
             watched_namespaces=namespaces,
             placement=self._cpu_placement,
             gpu_tolerations=dcgm_tolerations(a.get("gpu_toleration_key")),
+            namespaces=self._namespaces,
         )
         return Monitoring(f"monitoring-{name}", args, opts=self._with_aliases(child, wiring))
 
@@ -313,8 +342,9 @@ class TritonOnCluster(pulumi.ComponentResource):
                 min_replicas=a["min_replicas"],
                 max_replicas=a["max_replicas"],
                 queue_time_target_us=a["queue_time_target_us"],
-                prometheus_url=PROMETHEUS_URL,
-                adapter_namespace=MONITORING_NAMESPACE,
+                prometheus_url=self._namespaces.prometheus_url(),
+                adapter_namespace=self._namespaces.monitoring,
+                adapter_name=a["adapter_name"],
                 adapter_namespace_output=monitoring.namespace.metadata.name,
                 # The names the HPA and the adapter's objects had inside TritonServing and Monitoring before the
                 # Autoscaling component existed; those parents as aliases, so stacks that old move them too.
@@ -377,6 +407,8 @@ def _with_defaults(args: Mapping[str, Any]) -> dict[str, Any]:
         "service_account_name": TRITON_SERVICE_ACCOUNT,
         "cpu_node_selector": {},
         "cpu_tolerations": (),
+        "namespaces": {},
+        "adapter_name": ADAPTER_NAME,
     }
     given = {k: v for k, v in args.items() if v is not None}
     # A min_replicas above the default bound raises the default max_replicas with it (an explicit one is checked).

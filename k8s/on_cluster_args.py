@@ -13,6 +13,7 @@ from typing import Any
 
 import pulumi
 import yaml
+from triton_gke.contracts import workloads
 from triton_gke.contracts.gke_limits import MAX_TRITON_REPLICAS
 from triton_gke.contracts.naming import DNS_LABEL, DNS_LABEL_MAX, bucket_name_problem
 from triton_gke.k8s.common import TAINT_EFFECTS
@@ -339,6 +340,30 @@ def grafana_password_problem(value: Any, a: Mapping[str, Any]) -> Problem:
     )
 
 
+def namespaces_problem(value: Any) -> Problem:
+    if isinstance(value, pulumi.Output):
+        return _must_be_plain("namespaces", value, "the namespaces' names")
+    if isinstance(value, Mapping) and any(isinstance(v, pulumi.Output) for v in value.values()):
+        return _must_be_plain("namespaces", value, "the namespaces' names")
+    problem = workloads.namespaces_problem(value)
+    return f"namespaces: {problem}" if problem else None
+
+
+def adapter_name_problem(value: Any, a: Mapping[str, Any]) -> Problem:
+    if value == workloads.ADAPTER_NAME:
+        return None
+    if a.get("autoscaling") is not True:
+        return "adapter_name: only with autoscaling: true (it names prometheus-adapter's RBAC objects)"
+    if isinstance(value, pulumi.Output):
+        return _must_be_plain("adapter_name", value, "the adapter's RBAC names")
+    if isinstance(value, str) and workloads.adapter_name_ok(value):
+        return None
+    return (
+        f"adapter_name: {value!r} is not valid; expected a DNS-1123 label (lowercase letters, digits and -, starting"
+        f" and ending with a letter or digit, at most {workloads.ADAPTER_NAME_MAX} characters)"
+    )
+
+
 def region_problem(value: Any, a: Mapping[str, Any]) -> Problem:
     if value is None:
         return None
@@ -371,6 +396,8 @@ def field_checks(serves_metrics: bool, driver_branch: int | None) -> dict[str, C
         "admin_key": lambda v, a: admin_key_problem(v),
         "grafana_admin_password": grafana_password_problem,
         "region": region_problem,
+        "namespaces": lambda v, a: namespaces_problem(v),
+        "adapter_name": adapter_name_problem,
     }
     for key in WHOLE_NUMBERS:
         checks[key] = lambda v, a, key=key: whole_number_problem(key, v, a)

@@ -15,14 +15,16 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 
 # Names, ports, health paths and the TensorRT cache path other rooms must agree on live in contracts/; the model store
-# binds TRITON_NAMESPACE/<the service account> to its bucket reader by Workload Identity (a stack passes its own
+# binds NAMESPACE/<the service account> to its bucket reader by Workload Identity (a stack passes its own
 # name, contracts/workloads.py triton_service_account; TRITON_SERVICE_ACCOUNT is the standalone default).
 from triton_gke.contracts.triton import LIVE_PATH, PORTS, READY_PATH, TRT_CACHE_DIR
 from triton_gke.contracts.workloads import (
+    DEFAULT_NAMESPACES,
     TRITON_APP,
     TRITON_COMPONENT,
     TRITON_NAMESPACE,
     TRITON_SERVICE_ACCOUNT,
+    Namespaces,
     pod_labels,
 )
 from triton_gke.k8s.common import (
@@ -52,9 +54,9 @@ NEG_READINESS_GATE = "cloud.google.com/load-balancer-neg-ready"
 SLEEP_ACTION_MINOR = 30
 
 
-def triton_address(protocol: str) -> str:
+def triton_address(protocol: str, namespaces: Namespaces = DEFAULT_NAMESPACES) -> str:
     """In-cluster address of Triton's ClusterIP Service for `protocol` (http or grpc)."""
-    return f"{TRITON_APP}.{TRITON_NAMESPACE}.svc.cluster.local:{PORTS[protocol]}"
+    return f"{namespaces.triton_host()}:{PORTS[protocol]}"
 
 
 def neg_names(prefix: str) -> dict[str, str]:
@@ -137,10 +139,12 @@ class TritonServingArgs:
     lifecycle: LifecycleSettings = LIFECYCLE_DEFAULTS
     # The cluster's Kubernetes minor (33 for 1.33) where known: it picks the preStop handler (pre_stop_handler).
     kubernetes_minor: int | None = None
-    # The name of the Kubernetes service account the pods run as, in TRITON_NAMESPACE: the principal
-    # PROJECT.svc.id.goog[triton/NAME] a Workload Identity binding names. A stack passes its own
+    # The name of the Kubernetes service account the pods run as, in `namespace`: the principal
+    # PROJECT.svc.id.goog[NAMESPACE/NAME] a Workload Identity binding names. A stack passes its own
     # (contracts/workloads.py triton_service_account), so stacks in one project do not share it.
     service_account: str = TRITON_SERVICE_ACCOUNT
+    # The namespace the component creates and runs Triton in.
+    namespace: str = TRITON_NAMESPACE
 
 
 def startup_probe_failures(startup_minutes: int) -> int:
@@ -184,7 +188,7 @@ class TritonServing(pulumi.ComponentResource):
         super().__init__("triton-gke:k8s:TritonServing", name, None, opts)
         self._name = name
         self._args = args
-        self.namespace = restricted_namespace(f"{name}-ns", TRITON_NAMESPACE, self)
+        self.namespace = restricted_namespace(f"{name}-ns", args.namespace, self)
         ns = self.namespace.metadata.name
         child = pulumi.ResourceOptions(parent=self)
         service_account = kubernetes.core.v1.ServiceAccount(

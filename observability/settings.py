@@ -7,6 +7,7 @@ container port name come from contracts/workloads.py, which the components use t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from triton_gke.contracts.workloads import (
     COMPONENT_LABEL,
     DCGM_APP,
     DCGM_NAMESPACE,
+    DEFAULT_NAMESPACES,
     LOCUST_APP,
     LOCUST_MASTER,
     LOCUST_NAMESPACE,
@@ -23,6 +25,7 @@ from triton_gke.contracts.workloads import (
     NAME_LABEL,
     TRITON_APP,
     TRITON_NAMESPACE,
+    Namespaces,
 )
 
 # Quantiles Triton's summaries are asked for (--metrics-config=summary_quantiles=...); an SLO
@@ -89,6 +92,13 @@ LOCUST_MASTER_PODS = PodSelector(
     "locust", LOCUST_NAMESPACE, ((NAME_LABEL, LOCUST_APP), (COMPONENT_LABEL, LOCUST_MASTER))
 )
 POD_SELECTORS: tuple[PodSelector, ...] = (TRITON_PODS, DCGM_PODS, LOCUST_MASTER_PODS)
+
+
+def pod_selectors(namespaces: Namespaces = DEFAULT_NAMESPACES) -> tuple[PodSelector, ...]:
+    """POD_SELECTORS with the namespaces the components were given (TritonOnCluster's `namespaces`)."""
+    where = {TRITON_PODS.job: namespaces.triton, DCGM_PODS.job: namespaces.gpu_metrics}
+    where[LOCUST_MASTER_PODS.job] = namespaces.load_test
+    return tuple(dataclasses.replace(s, namespace=where[s.job]) for s in POD_SELECTORS)
 
 
 def validate_slo(slo: SloSettings) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as kubernetes
+from triton_gke.contracts.workloads import DEFAULT_NAMESPACES, MONITORING_NAMESPACE, Namespaces
 from triton_gke.k8s.common import ANY_NODE, PodPlacement, restricted_namespace
 from triton_gke.k8s.monitoring.dcgm import (
     DCGM_CRITICAL_PODS,
@@ -36,14 +37,13 @@ from triton_gke.k8s.monitoring.grafana import (
 )
 from triton_gke.k8s.monitoring.operator import operator_objects
 from triton_gke.k8s.monitoring.prometheus import (
-    MONITORING_NAMESPACE,
     PROMETHEUS_IMAGE,
     PROMETHEUS_URL,
     RULES_DIR,
     prometheus,
 )
 from triton_gke.k8s.monitoring.shapes import NOBODY, Scope
-from triton_gke.observability.settings import DCGM_PODS, SloSettings
+from triton_gke.observability.settings import SloSettings, pod_selectors
 
 __all__ = [
     "DATASOURCE_UID",
@@ -81,6 +81,8 @@ class MonitoringArgs:
     # (default GKE's nvidia.com/gpu taint; it selects nodes by GKE's own accelerator label, k8s/monitoring/dcgm.py).
     placement: PodPlacement = ANY_NODE
     gpu_tolerations: tuple[kubernetes.core.v1.TolerationArgs, ...] = GPU_TOLERATIONS
+    # The namespaces of every component: this one creates `monitoring` and `gpu_metrics` and scrapes the others.
+    namespaces: Namespaces = DEFAULT_NAMESPACES
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -96,12 +98,14 @@ class Monitoring(pulumi.ComponentResource):
     def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-gke:k8s:Monitoring", name, None, opts)
         scope = Scope(name, self)
-        self.gpu_namespace = dcgm_exporter(scope, args.gpu_tolerations)
+        self.gpu_namespace = dcgm_exporter(scope, args.gpu_tolerations, args.namespaces.gpu_metrics)
         # Where the scraped pods live: the other components' namespaces and the exporter's own.
-        namespaces = {**args.watched_namespaces, DCGM_PODS.namespace: self.gpu_namespace.metadata.name}
+        namespaces = {**args.watched_namespaces, args.namespaces.gpu_metrics: self.gpu_namespace.metadata.name}
         outputs: dict[str, pulumi.Input[str]] = {"gpu_namespace": self.gpu_namespace.metadata.name}
         if args.mode == "operator":
-            operator_objects(scope, namespaces, region=args.region, slo=args.slo)
+            operator_objects(
+                scope, namespaces, region=args.region, slo=args.slo, selectors=pod_selectors(args.namespaces)
+            )
         else:
             outputs |= self._builtin(scope, args, namespaces)
         self.register_outputs(outputs)
@@ -110,7 +114,7 @@ class Monitoring(pulumi.ComponentResource):
         self, scope: Scope, args: MonitoringArgs, namespaces: dict[str, pulumi.Input[str]]
     ) -> dict[str, pulumi.Input[str]]:
         """Prometheus and Grafana in their own namespace; returns the outputs a user reaches them by."""
-        namespace = self.namespace = restricted_namespace(scope.name("ns"), MONITORING_NAMESPACE, self)
+        namespace = self.namespace = restricted_namespace(scope.name("ns"), args.namespaces.monitoring, self)
         ns = namespace.metadata.name
         prometheus_service = self.prometheus_service = prometheus(
             scope,
@@ -122,6 +126,7 @@ class Monitoring(pulumi.ComponentResource):
             retention=args.retention,
             storage_gb=args.storage_gb,
             placement=args.placement,
+            namespaces=args.namespaces,
         )
         grafana_service = self.grafana_service = grafana(
             scope,
@@ -130,10 +135,11 @@ class Monitoring(pulumi.ComponentResource):
             admin_password=args.grafana_admin_password,
             web_ui_source_ranges=args.web_ui_source_ranges,
             placement=args.placement,
+            prometheus_url=args.namespaces.prometheus_url(),
         )
         return {
             "namespace": ns,
             "prometheus_service": prometheus_service.metadata.name,
             "grafana_service": grafana_service.metadata.name,
-            "prometheus_url": PROMETHEUS_URL,
+            "prometheus_url": args.namespaces.prometheus_url(),
         }

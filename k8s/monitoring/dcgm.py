@@ -23,15 +23,17 @@ GPU_TOLERATIONS = (GPU_NODES.toleration,)
 
 
 def dcgm_exporter(
-    scope: Scope, tolerations: tuple[kubernetes.core.v1.TolerationArgs, ...] = GPU_TOLERATIONS
+    scope: Scope,
+    tolerations: tuple[kubernetes.core.v1.TolerationArgs, ...] = GPU_TOLERATIONS,
+    namespace_name: str = DCGM_PODS.namespace,
 ) -> kubernetes.core.v1.Namespace:
-    """The exporter's namespace, its priority-class quota and the DaemonSet on every node with GKE's accelerator
-    label, tolerating `tolerations` (default GKE's GPU taint); returns the namespace."""
+    """The exporter's namespace (`namespace_name`), its priority-class quota and the DaemonSet on every node with
+    GKE's accelerator label, tolerating `tolerations` (default GKE's GPU taint); returns the namespace."""
     # Reading GPU counters needs the host's driver and a privileged container: its own namespace,
     # so every other namespace can keep the restricted Pod Security Standard.
     namespace = kubernetes.core.v1.Namespace(
         scope.name("gpu-ns"),
-        metadata=meta(DCGM_PODS.namespace, **{"pod-security.kubernetes.io/enforce": "privileged"}),
+        metadata=meta(namespace_name, **{"pod-security.kubernetes.io/enforce": "privileged"}),
         opts=scope.opts(),
     )
     quota = kubernetes.core.v1.ResourceQuota(

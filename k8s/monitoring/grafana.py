@@ -28,6 +28,7 @@ def grafana(
     admin_password: pulumi.Input[str],
     web_ui_source_ranges: tuple[str, ...],
     placement: PodPlacement = ANY_NODE,
+    prometheus_url: str = PROMETHEUS_URL,
 ) -> kubernetes.core.v1.Service:
     """Grafana in `ns` with a secret admin password and no anonymous access; returns its (ClusterIP) Service.
 
@@ -43,7 +44,7 @@ def grafana(
         scope.name("grafana-provisioning"),
         metadata=meta("grafana-provisioning", ns),
         data={
-            "datasources.yaml": yaml.safe_dump(grafana_datasources()),
+            "datasources.yaml": yaml.safe_dump(grafana_datasources(prometheus_url)),
             "dashboards.yaml": yaml.safe_dump(dashboard_provider()),
         },
         opts=scope.opts(),
@@ -109,7 +110,7 @@ def _env(secret: kubernetes.core.v1.Secret) -> list[kubernetes.core.v1.EnvVarArg
     return [kubernetes.core.v1.EnvVarArgs(name=k, value=v) for k, v in plain.items()] + [password]
 
 
-def grafana_datasources() -> dict[str, Any]:
+def grafana_datasources(prometheus_url: str = PROMETHEUS_URL) -> dict[str, Any]:
     return {
         "apiVersion": 1,
         "datasources": [
@@ -118,7 +119,7 @@ def grafana_datasources() -> dict[str, Any]:
                 "type": "prometheus",
                 "uid": DATASOURCE_UID,
                 "access": "proxy",
-                "url": PROMETHEUS_URL,
+                "url": prometheus_url,
                 "isDefault": True,
                 "editable": False,
             }

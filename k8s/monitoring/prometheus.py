@@ -6,16 +6,16 @@ from collections.abc import Mapping
 
 import pulumi
 import pulumi_kubernetes as kubernetes
-from triton_gke.contracts.workloads import MONITORING_NAMESPACE, PROMETHEUS_PORT
+from triton_gke.contracts.workloads import DEFAULT_NAMESPACES, PROMETHEUS_PORT, Namespaces
 from triton_gke.k8s.common import ANY_NODE, PodPlacement, http_probe, non_root_container_security
 from triton_gke.k8s.monitoring.shapes import NOBODY, Scope, config_map_volume, meta, service, single_pod_deployment
 from triton_gke.observability.prometheus_config import prometheus_config_yaml
 from triton_gke.observability.rules import rules_yaml
-from triton_gke.observability.settings import POD_SELECTORS, SloSettings
+from triton_gke.observability.settings import SloSettings, pod_selectors
 
 PROMETHEUS_IMAGE = "quay.io/prometheus/prometheus:v3.5.0"
-# The Prometheus Service below, as Grafana and the metrics adapter reach it inside the cluster.
-PROMETHEUS_URL = f"http://prometheus.{MONITORING_NAMESPACE}.svc:{PROMETHEUS_PORT}"
+# The Prometheus Service below, as Grafana and the metrics adapter reach it inside the cluster (default namespaces).
+PROMETHEUS_URL = DEFAULT_NAMESPACES.prometheus_url()
 RULES_DIR = "/etc/prometheus-rules"
 
 
@@ -30,6 +30,7 @@ def prometheus(
     retention: str,
     storage_gb: int,
     placement: PodPlacement = ANY_NODE,
+    namespaces: Namespaces = DEFAULT_NAMESPACES,
 ) -> kubernetes.core.v1.Service:
     """Prometheus in `ns` with its config, rules, disk and pod readers in the `watched` namespaces (name -> the
     created namespace's name output); returns its Service."""
@@ -37,12 +38,17 @@ def prometheus(
         scope.name("prometheus-sa"), metadata=meta("prometheus", ns), opts=scope.opts()
     )
     # Least privilege: read pods in the three watched namespaces only, no cluster-wide access.
-    for selector in POD_SELECTORS:
-        _pod_reader(scope, selector.namespace, watched[selector.namespace], account)
+    selectors = pod_selectors(namespaces)
+    for selector in selectors:
+        _pod_reader(scope, selector.namespace, watched[selector.namespace], account, namespaces.monitoring)
     config = kubernetes.core.v1.ConfigMap(
         scope.name("prometheus-config"),
         metadata=meta("prometheus-config", ns),
-        data={"prometheus.yml": prometheus_config_yaml(region, stack, rule_files=(f"{RULES_DIR}/*.yml",))},
+        data={
+            "prometheus.yml": prometheus_config_yaml(
+                region, stack, rule_files=(f"{RULES_DIR}/*.yml",), selectors=selectors
+            )
+        },
         opts=scope.opts(),
     )
     rule_files = kubernetes.core.v1.ConfigMap(
@@ -111,7 +117,11 @@ def _container(retention: str) -> kubernetes.core.v1.ContainerArgs:
 
 
 def _pod_reader(
-    scope: Scope, namespace: str, ns: pulumi.Input[str], account: kubernetes.core.v1.ServiceAccount
+    scope: Scope,
+    namespace: str,
+    ns: pulumi.Input[str],
+    account: kubernetes.core.v1.ServiceAccount,
+    account_namespace: str,
 ) -> None:
     """A Role that reads pods in `namespace` (`ns`: its created name) and its binding to Prometheus' account."""
     role = kubernetes.rbac.v1.Role(
@@ -128,7 +138,7 @@ def _pod_reader(
         ),
         subjects=[
             kubernetes.rbac.v1.SubjectArgs(
-                kind="ServiceAccount", name=account.metadata.name, namespace=MONITORING_NAMESPACE
+                kind="ServiceAccount", name=account.metadata.name, namespace=account_namespace
             )
         ],
         opts=scope.opts(),

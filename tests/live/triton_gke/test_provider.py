@@ -135,6 +135,32 @@ def test_construct_over_grpc_builds_triton_on_cluster(
     assert any(r.type == "pulumi:providers:kubernetes" for r in monitor.records), "the kubeconfig's provider"
 
 
+def test_construct_over_grpc_takes_the_namespaces_by_their_schema_names(
+    provider_process: Provider, engine: tuple[str, RecordingMonitor]
+) -> None:
+    """A TypeScript or YAML program spells the nested roles as the schema does (loadTest, gpuMetrics): the provider
+    maps them to the Python names (pulumi/provider/experimental/component.py map_input_properties)."""
+    address, monitor = engine
+    inputs = struct_pb2.Struct()
+    names = {"triton": "ml-serving", "loadTest": "ml-load", "monitoring": "ml-obs", "gpuMetrics": "ml-gpu"}
+    inputs.update(
+        {
+            "modelRepository": "gs://example-models/triton",
+            "kubeconfig": "apiVersion: v1",
+            "monitoring": True,
+            "loadTest": True,
+            "namespaces": names,
+        }
+    )
+    request = provider_pb2.ConstructRequest(
+        project="consumer", stack="dev", type=TOKEN, name="team", inputs=inputs, monitorEndpoint=address
+    )
+    response = provider_process.stub.Construct(request, timeout=120)
+    assert dict(response.state)["namespace"] == "ml-serving"
+    created = {r.inputs["metadata"]["name"] for r in monitor.records if r.type == "kubernetes:core/v1:Namespace"}
+    assert set(names.values()) <= created
+
+
 def test_construct_refuses_a_missing_required_input(provider_process: Provider, engine: tuple[str, Any]) -> None:
     address, _ = engine
     request = provider_pb2.ConstructRequest(
