@@ -46,12 +46,11 @@ from triton_gke.bench.load_plan import LoadPlan, PlanError
 from triton_gke.bench.remote import Remote, RemoteError, current, edited
 from triton_gke.bench.results import BenchRun
 from triton_gke.bench.slo_search import RateLadder, SloCriteria, spread
+from triton_gke.bounded_files import one_line
 from triton_gke.capacity.records import CapacityError
 from triton_gke.cli.one_line import OneLineParser
 from triton_gke.sandbox import run_folder
 from triton_gke.sandbox.processes import run_interruptible
-
-from triton_gke.bounded_files import one_line
 
 if TYPE_CHECKING:
     from triton_gke.bench.tune_search import Outcome
@@ -536,7 +535,7 @@ def _tune(argv: list[str] | None) -> int:
         finally:
             if remote is not None:
                 remote.restore()
-                log(f"{args.url}: {variant.name} loaded with its repository's configuration again")
+                log(f"{args.url}: {variant.name} serves the configuration it had before the tuning again")
     except (runner.BenchError, ConfigError, ModelRepoError, CapacityError, RemoteError) as err:
         print(f"error: {one_line(str(err))}", file=sys.stderr)
         return 2

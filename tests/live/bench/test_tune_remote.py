@@ -13,13 +13,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.live.bench.test_tune import tuning_stack
+from tests.support.project_folder import make_project_folder
 from triton_gke.bench import runner
 from triton_gke.cli.main import main
 from triton_gke.sandbox.triton import TritonServer
 from triton_gke.settings import from_stack_file
-
-from tests.live.bench.test_tune import tuning_stack
-from tests.support.project_folder import make_project_folder
 
 
 def twin(tmp_path: Path) -> Path:
@@ -46,13 +46,13 @@ def test_tune_url_loads_each_configuration_into_the_running_server(
                 "--budget-minutes", "1", "--step-seconds", "1", "--start-rps", "4", "--max-rps", "8",
                 "--min-requests", "4", "--out", str(out)]  # fmt: skip
         assert main(args) == 0, capsys.readouterr().err[-2000:]
-        assert max_batch(server) == 64  # the repository's configuration is loaded again at the end
+        assert max_batch(server) == 64  # the server's own configuration is loaded again at the end
         server_log = server.log_path.read_text(encoding="utf-8", errors="replace")
     report = json.loads((out / "tune.json").read_text(encoding="utf-8"))
     loads = report["machine"]["remote"]["loads"]
     candidates = [c["label"] for c in report["candidates"]]
     assert len(candidates) == 2 and all(label in loads for label in candidates)  # both loaded through the API
-    assert loads[0].startswith("the server's own") and loads[-1].startswith("the repository's")
+    assert loads[0].startswith("the server's own") and loads[-1].startswith("the server's own configuration again")
     # The server's own account: one load at its start, then the tuner's loads of both configurations (the log of one
     # run held 5 "successfully loaded" lines for the start's load and the tuner's 5: one that changes nothing may be
     # skipped).

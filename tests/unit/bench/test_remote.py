@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
+
 from triton_gke.bench import tune
 from triton_gke.bench.remote import Remote, RemoteError, current, edited
 
@@ -38,10 +39,13 @@ def test_a_candidate_is_the_servers_configuration_with_its_values() -> None:
 
 
 class Answers(BaseHTTPRequestHandler):
-    """A stand-in Triton: its readiness, one model's configuration, and loads answered as `load_status` says."""
+    """A stand-in Triton: its readiness, one model's configuration, and loads answered as `load_status` says. A load
+    with a "config" makes it serve that configuration, unless `ignores_loads` (a server that kept an override)."""
 
     load_status = 503
     loads: list[dict] = []
+    serving: dict = SERVED
+    ignores_loads = False
 
     def log_message(self, *args: object) -> None:
         pass
@@ -57,13 +61,15 @@ class Answers(BaseHTTPRequestHandler):
         if self.path == "/v2/health/ready":
             self._answer(200, {})
         elif self.path == "/v2/models/original/config":
-            self._answer(200, SERVED)
+            self._answer(200, Answers.serving)
         else:
             self._answer(400, {"error": "Request for unknown model: 'other' is not found"})
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
         Answers.loads.append(body)
+        if Answers.load_status == 200 and "config" in body.get("parameters", {}) and not Answers.ignores_loads:
+            Answers.serving = json.loads(body["parameters"]["config"])
         if Answers.load_status == 200:
             self._answer(200, {})
         else:
@@ -75,7 +81,7 @@ def stand_in() -> Iterator[str]:
     server = HTTPServer(("127.0.0.1", 0), Answers)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    Answers.loads = []
+    Answers.loads, Answers.serving, Answers.ignores_loads = [], SERVED, False
     yield f"127.0.0.1:{server.server_port}"
     server.shutdown()
 
@@ -97,10 +103,26 @@ def test_a_server_that_loads_gets_each_configuration_as_json(stand_in: str) -> N
     assert remote.connect() == SERVED
     with remote.serve(edited(SERVED, 0, 1, 1, 1, None, tune.INTRA_PARAMETER), "no batching") as endpoint:
         assert endpoint.http == stand_in and endpoint.pid is None
+        assert Answers.serving["max_batch_size"] == 1
     remote.restore()
     assert json.loads(Answers.loads[1]["parameters"]["config"])["max_batch_size"] == 1
-    assert Answers.loads[2] == {}  # the restore: no "config", the repository's own
-    assert remote.loads[1:] == ["no batching", "the repository's configuration (restored)"]
+    assert json.loads(Answers.loads[2]["parameters"]["config"]) == SERVED  # the restore: what it served before
+    assert Answers.serving == SERVED
+    assert remote.loads[1:] == ["no batching", "the server's own configuration again (restored)"]
+
+
+def test_a_restore_the_server_did_not_take_is_one_line(stand_in: str) -> None:
+    """Read back after the restore: a server still serving a candidate is not reported as restored."""
+    Answers.load_status = 200
+    remote = Remote(stand_in, "original")
+    remote.connect()
+    with remote.serve(edited(SERVED, 0, 1, 1, 2, None, tune.INTRA_PARAMETER), "no batching"):
+        Answers.ignores_loads = True
+    with pytest.raises(RemoteError) as caught:
+        remote.restore()
+    assert str(caught.value) == (
+        f"--url {stand_in}: model 'original' still serves other dynamic_batching, instance_group, max_batch_size"
+    )
 
 
 def test_an_unknown_model_and_no_server_are_one_line(stand_in: str) -> None:
