@@ -7,6 +7,7 @@ component"), so `pulumi up` on an existing stack moves them in its state instead
 """
 
 import pulumi
+
 from triton_gke.infra.config import load_stack_settings
 from triton_gke.infra.system import TritonGkeSystem, TritonGkeSystemArgs
 

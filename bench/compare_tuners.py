@@ -40,11 +40,10 @@ from typing import TYPE_CHECKING, Any
 
 from triton_gke.bench import conditions, machine, perf_analyzer, plots, record, runner, tune
 from triton_gke.bench.slo_search import spread
+from triton_gke.bounded_files import one_line, parse_json, read_text_file
 from triton_gke.cli.one_line import OneLineParser
 from triton_gke.sandbox import run_folder
 from triton_gke.sandbox.processes import run_interruptible
-
-from triton_gke.bounded_files import one_line, parse_json, read_text_file
 
 if TYPE_CHECKING:
     from triton_gke.model_repo.settings import VariantSettings

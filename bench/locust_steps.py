@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 from locust import LoadTestShape, events
+
 from triton_gke.bench.load_plan import SATURATION_GAIN, LoadPlan
 from triton_gke.bench.slo_search import Step, next_rate
 

@@ -41,11 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from triton_gke.bench import conditions, machine, perf_analyzer, record, runner, tune
+from triton_gke.bounded_files import one_line
 from triton_gke.cli.one_line import OneLineParser
 from triton_gke.sandbox import run_folder
 from triton_gke.sandbox.processes import run_interruptible
-
-from triton_gke.bounded_files import one_line
 
 PROG = "triton-gke bench loop-check"
 MAX_LEVELS = 16

@@ -78,11 +78,11 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf import text_format
-from triton_gke.model_repo.settings import MODEL_NAME_RE
-from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_gke.bounded_files import one_line, parse_json, read_text_file
+from triton_gke.model_repo.settings import MODEL_NAME_RE
+from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES
 
 MA_REQUIREMENT = "triton-model-analyzer==1.58.0"
 MA_CONSTRAINTS = Path(__file__).with_name("model_analyzer-constraints.txt")

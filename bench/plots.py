@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from triton_gke.bench.results import MAX_RESULTS_BYTES
-
 from triton_gke.bounded_files import parse_json, read_text_file
 
 DPI = 90

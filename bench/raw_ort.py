@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
 from triton_gke.bench.probes import cpu_count
 
 if TYPE_CHECKING:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triton_gke.bench.results import MAX_RESULTS_BYTES
+from triton_gke.bounded_files import one_line, parse_json, read_text_file
 from triton_gke.capacity.from_bench import Measured, records_from_results
 from triton_gke.capacity.records import (
     RECORDS_DIR,
@@ -42,8 +43,6 @@ from triton_gke.capacity.records import (
     write_records,
 )
 from triton_gke.cli.one_line import OneLineParser
-
-from triton_gke.bounded_files import one_line, parse_json, read_text_file
 
 if TYPE_CHECKING:
     from triton_gke.settings.values import StackSettings

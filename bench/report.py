@@ -26,9 +26,8 @@ from triton_gke.bench import plots
 from triton_gke.bench.cost import lb_usd_per_million
 from triton_gke.bench.load_plan import SATURATION_GAIN, STRETCH
 from triton_gke.bench.results import MAX_RESULTS_BYTES, BenchRun, StepRow, VariantSummary, payload_pairs
-from triton_gke.cli.one_line import OneLineParser
-
 from triton_gke.bounded_files import parse_json, read_text_file
+from triton_gke.cli.one_line import OneLineParser
 
 CPU_CAVEAT = (
     "**CPU twins on {cores} CPU cores: these numbers show the mechanics (the SLO search, dynamic batching, "

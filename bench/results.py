@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from triton_gke.bench.slo_search import Step
-
 from triton_gke.bounded_files import UnreadableFileError, one_line, parse_json, read_text_file
 
 

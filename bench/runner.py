@@ -37,19 +37,19 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
 from triton_gke.bench import perf_analyzer, raw_ort
 from triton_gke.bench.load_plan import LoadPlan
 from triton_gke.bench.probes import Sampler
 from triton_gke.bench.results import PerfAnalyzerOpinion, StepRow, VariantSummary
 from triton_gke.bench.slo_search import PASS, SloCriteria, SloResult, Step, rate_search, spread, verdict
+from triton_gke.bounded_files import read_text_file
 from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LOCUSTFILE, LocustEnvironment
 from triton_gke.contracts.triton import READY_PATH
 from triton_gke.model_repo.settings import ModelRepoSettings, VariantSettings
 from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES
 from triton_gke.settings.schema import build_dir, project_dir
-from tritonclient.grpc import model_config_pb2 as mc
-
-from triton_gke.bounded_files import read_text_file
 
 # The package's own folder (the repository root in a checkout): on the locustfile's PYTHONPATH.
 PACKAGE_DIR = Path(__file__).resolve().parent.parent

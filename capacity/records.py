@@ -31,10 +31,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from triton_gke.bounded_files import parse_json, read_text_file
 from triton_gke.cli.one_line import CONSOLE_SCRIPT, hint_command
 from triton_gke.contracts.slo import MAX_SLO_LATENCY_MS
-
-from triton_gke.bounded_files import parse_json, read_text_file
 
 try:  # POSIX; elsewhere record updates are not serialised between processes (threads still are)
     import fcntl

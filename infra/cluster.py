@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as kubernetes
+
 from triton_gke.infra.naming import gcp_name
 from triton_gke.k8s.common import CPU_NODES, GPU_NODES, NodePoolPlacement
 from triton_gke.k8s.nvidia_driver import NvidiaDriverInstaller, NvidiaDriverInstallerArgs

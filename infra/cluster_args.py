@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pulumi
+
 from triton_gke.infra.cluster import (
     GkeClusterArgs,
     GpuNodePoolArgs,

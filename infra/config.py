@@ -15,9 +15,9 @@ import json
 from collections.abc import Iterator, Mapping
 
 import pulumi
-from triton_gke.settings.values import StackSettings
 
 from triton_gke import settings
+from triton_gke.settings.values import StackSettings
 
 # Whether the offline runtime (offline/runtime.py: Pulumi's mock engine, for `make plan` and the tests) runs this
 # program. Only there may TRITON_GKE_TODAY move the day the version check judges (settings/versions.py); under a real

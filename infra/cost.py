@@ -6,10 +6,9 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
+from triton_gke.bounded_files import one_line
 from triton_gke.settings.catalogue import DATA_DIR, CatalogueError, GpuCatalogue, price_usd_h, read_csv_table
 from triton_gke.settings.values import StackSettings
-
-from triton_gke.bounded_files import one_line
 
 VM_PRICES = DATA_DIR / "gcp_vm_prices.csv"
 GKE_CLUSTER_USD_H = 0.10

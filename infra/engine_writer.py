@@ -18,6 +18,7 @@ from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
+
 from triton_gke.contracts.workloads import workload_identity_member
 from triton_gke.infra.model_store import READER_ROLES
 from triton_gke.infra.naming import gcp_name

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_gcp as gcp
+
 from triton_gke.contracts.triton import INFERENCE_PORTS, LIVE_PATH, READY_PATH, SERVER_METADATA_PATH
 from triton_gke.infra.naming import gcp_name
 from triton_gke.infra.negs import neg_url

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
+
 from triton_gke.contracts.naming import model_bucket_name
 from triton_gke.contracts.workloads import workload_identity_member
 from triton_gke.infra.naming import gcp_name

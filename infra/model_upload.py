@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pulumi
 import pulumi_command as command
+
+from triton_gke.bounded_files import parse_json, read_text_file
 from triton_gke.cli.one_line import model_repo_command
 from triton_gke.infra.config import ConfigError
 from triton_gke.model_repo.errors import ModelRepoError
@@ -28,8 +30,6 @@ from triton_gke.model_repo.manifest import BY_RECIPE, MANIFEST, MANIFEST_MAX_BYT
 from triton_gke.model_repo.settings import ModelRepoSettings
 from triton_gke.model_repo.sync import hash_local, scan_local
 from triton_gke.settings.schema import build_dir, project_dir
-
-from triton_gke.bounded_files import parse_json, read_text_file
 
 # Where `triton-gke model-repo` writes the repository and the upload reads it: build/model_repository of the project
 # folder, the folder `pulumi up` runs the program in (settings/schema.py project_dir: the engine's working directory).

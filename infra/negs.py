@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_command as command
+
 from triton_gke.infra.model_upload import VENV_PYTHON
 
 MODULE = "triton_gke.infra.neg_cleanup"

@@ -7,6 +7,7 @@ from ipaddress import IPv4Network
 
 import pulumi
 import pulumi_gcp as gcp
+
 from triton_gke.settings.values import RegionSettings
 
 PODS_RANGE = "pods"

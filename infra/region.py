@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
+
 from triton_gke.infra.cluster import GkeCluster, GkeClusterArgs
 from triton_gke.infra.model_upload import VENV_PYTHON
 from triton_gke.infra.negs import ZonalNegs, ZonalNegsArgs

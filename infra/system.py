@@ -22,6 +22,7 @@ from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_random as random
+
 from triton_gke.contracts.triton import PORTS
 from triton_gke.contracts.workloads import GRAFANA_PORT, LOCUST_WEB_PORT, PROMETHEUS_PORT, triton_service_account
 from triton_gke.infra.cluster_args import gke_cluster_args

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import pulumi
 import pulumi_kubernetes as kubernetes
 import yaml
+
 from triton_gke.contracts.workloads import ADAPTER_NAME, ADAPTER_NAME_MAX, adapter_name_ok
 from triton_gke.k8s.common import ANY_NODE, PodPlacement, non_root_container_security
 from triton_gke.k8s.monitoring.shapes import NOBODY, Scope, config_map_volume, meta, service, single_pod_deployment

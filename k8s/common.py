@@ -9,6 +9,7 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as kubernetes
+
 from triton_gke.contracts.placement import (
     CPU_POOL,
     GPU_POOL,

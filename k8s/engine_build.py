@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as kubernetes
+
 from triton_gke.k8s.common import GPU_NODES, non_root_container_security, non_root_pod_security, restricted_namespace
 from triton_gke.model_repo.engines import engine_filename
 from triton_gke.model_repo.recipes import recipe

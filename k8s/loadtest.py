@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as kubernetes
+
 from triton_gke.contracts.loadtest import ARRIVALS_FILE, LOCUST_METRICS_PORT, LOCUSTFILE, LocustEnvironment
 from triton_gke.contracts.workloads import (
     LOCUST_APP,

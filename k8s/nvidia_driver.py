@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as kubernetes
+
 from triton_gke.k8s.common import required_node_affinity
 
 # Preloaded by GKE on GPU nodes (imagePullPolicy Never); pause is the upstream tag-pinned image.

@@ -20,6 +20,7 @@ from typing import Any, NotRequired, TypedDict
 import pulumi
 import pulumi_kubernetes as kubernetes
 import pulumi_random as random
+
 from triton_gke.contracts.triton import PORTS
 from triton_gke.contracts.workloads import ADAPTER_NAME, TRITON_APP, TRITON_SERVICE_ACCOUNT, Namespaces
 from triton_gke.k8s import on_cluster_args as checks

@@ -13,6 +13,7 @@ from typing import Any
 
 import pulumi
 import yaml
+
 from triton_gke.contracts import workloads
 from triton_gke.contracts.gke_limits import MAX_TRITON_REPLICAS
 from triton_gke.contracts.naming import DNS_LABEL, DNS_LABEL_MAX, bucket_name_problem

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import onnx
 import onnxruntime
+
+from triton_gke.bounded_files import read_text_file
 from triton_gke.model_repo import configs, cpu_twin, digests, quantize, resnet50
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.manifest import (
@@ -36,8 +38,6 @@ from triton_gke.model_repo.manifest import (
     verify_repository,
 )
 from triton_gke.model_repo.settings import ModelRepoSettings, VariantSettings, is_saved_model_dir, validate_settings
-
-from triton_gke.bounded_files import read_text_file
 
 
 def default_cache_dir() -> Path:

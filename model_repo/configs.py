@@ -21,12 +21,12 @@ import onnx
 import onnxruntime
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
-from triton_gke.model_repo.errors import ModelRepoError
-from triton_gke.model_repo.settings import VariantSettings
-from triton_gke.model_repo.sync_source import MAX_ONNX_BYTES
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_gke.bounded_files import read_capped_file
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.settings import VariantSettings
+from triton_gke.model_repo.sync_source import MAX_ONNX_BYTES
 
 ONNX_FILENAME = "model.onnx"
 PYTHON_FILENAME = "model.py"

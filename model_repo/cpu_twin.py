@@ -18,6 +18,9 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from tritonclient.grpc import model_config_pb2 as mc
+
+from triton_gke.bounded_files import read_text_file
 from triton_gke.model_repo.configs import (
     PYTHON_FILENAME,
     ModelIO,
@@ -28,9 +31,6 @@ from triton_gke.model_repo.configs import (
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import VariantSettings
 from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES
-from tritonclient.grpc import model_config_pb2 as mc
-
-from triton_gke.bounded_files import read_text_file
 
 TEMPLATE = Path(__file__).with_name("twin_model.py")
 DELAY_PARAMETER = "inject_delay_ms"  # read by twin_model.py

@@ -14,10 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from triton_gke.bounded_files import parse_json, read_text_file
 from triton_gke.cli.one_line import model_repo_command
 from triton_gke.model_repo.errors import ModelRepoError
-
-from triton_gke.bounded_files import parse_json, read_text_file
 
 MANIFEST = ".model_repo.json"  # marks folders this builder owns (and may replace)
 # A manifest holds ~150 bytes a file; a built repository has tens of files, a user's model source a few thousand.

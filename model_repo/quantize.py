@@ -28,6 +28,7 @@ from onnxruntime.quantization import (
     quantize_static,
 )
 from onnxruntime.quantization.calibrate import TensorData, TensorsData, save_tensors_data
+
 from triton_gke.model_repo import fixed_point
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.resnet50 import IMAGE_SIZE, synthetic_images

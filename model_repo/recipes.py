@@ -23,10 +23,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from triton_gke.bounded_files import one_line, read_text_file
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import image_release
-
-from triton_gke.bounded_files import one_line, read_text_file
 
 TOOLCHAIN_CSV = Path(__file__).resolve().parent.parent / "infra" / "data" / "triton_toolchain.csv"
 MAX_BYTES = 64 * 1024

@@ -16,6 +16,7 @@ import math
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
 from triton_gke.model_repo import fixed_point
 
 INPUT_NAME = "input"

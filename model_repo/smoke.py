@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 from google.protobuf import text_format
-from triton_gke.cli.one_line import EXIT_USAGE, OneLineParser
-from triton_gke.model_repo.settings import MODEL_NAME_RE
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_gke.bounded_files import read_text_file
+from triton_gke.cli.one_line import EXIT_USAGE, OneLineParser
+from triton_gke.model_repo.settings import MODEL_NAME_RE
 
 EXIT_WRONG = 1
 DEFAULT_REPOSITORY = Path("build/model_repository")

@@ -82,6 +82,9 @@ from google.cloud import storage
 from google.cloud.storage import exceptions as storage_exceptions
 from google.cloud.storage.fileio import BlobWriter
 from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
+from triton_gke.bounded_files import json_depth
 from triton_gke.cli.one_line import OneLineParser
 from triton_gke.contracts.naming import bucket_name_problem
 from triton_gke.model_repo.sync_source import (
@@ -98,9 +101,6 @@ from triton_gke.model_repo.sync_source import (
     show,
     version_number,
 )
-from tritonclient.grpc import model_config_pb2 as mc
-
-from triton_gke.bounded_files import json_depth
 
 __all__ = [
     "CONFIG_NAME",

@@ -21,6 +21,7 @@ from grafana_foundation_sdk.builders import prometheus, stat, timeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import dashboard as model
+
 from triton_gke.observability.rules import quantile_label, recorded
 from triton_gke.observability.settings import SloSettings
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
+
 from triton_gke.observability.settings import (
     POD_SELECTORS,
     PodSelector,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
+
 from triton_gke.observability.settings import (
     TRITON_PODS,
     SloSettings,

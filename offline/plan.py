@@ -23,6 +23,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
+
+from triton_gke.bounded_files import one_line, read_capped_file
 from triton_gke.cli.one_line import OneLineParser, file_path, invoked_as
 from triton_gke.infra.cost import load_vm_prices, region_costs, usd_per_million
 from triton_gke.k8s.common import ArgsError
@@ -35,8 +37,6 @@ from triton_gke.settings import ConfigError, StackSettings, from_stack_file, sta
 from triton_gke.settings.load_balancer import describe_split, shares_of
 from triton_gke.settings.schema import build_dir, config_schema
 from triton_gke.settings.stack import check_stack_name
-
-from triton_gke.bounded_files import one_line, read_capped_file
 
 EXIT_BAD_CONFIG = 2
 EXIT_BAD_MANIFEST = 3

@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from triton_gke.cli.one_line import OneLineParser
-
 from triton_gke.bounded_files import parse_json, read_text_file
+from triton_gke.cli.one_line import OneLineParser
 
 EXIT_DIFFERENT = 1
 EXIT_BAD_INPUT = 2

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+
 from triton_gke.cli.one_line import EXIT_USAGE, OneLineParser
 from triton_gke.offline.runtime import Plan, PlannedResource, output_values, run_program_folder
 from triton_gke.settings.errors import ConfigError

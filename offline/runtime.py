@@ -33,6 +33,7 @@ from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
+
 from triton_gke.infra.config import mark_offline_runtime
 from triton_gke.settings.schema import PACKAGE_DIR, project_dir
 from triton_gke.settings.stack_file import read_yaml_file

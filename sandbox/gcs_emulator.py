@@ -30,6 +30,7 @@ from typing import Protocol, Self
 
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
+
 from triton_gke.sandbox.processes import free_port, stop_process
 
 HOST = "127.0.0.1"

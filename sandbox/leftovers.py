@@ -29,9 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from triton_gke.sandbox import run_folder
-
 from triton_gke.bounded_files import UnreadableFileError, one_line, parse_json, read_text_file
+from triton_gke.sandbox import run_folder
 
 SHM_DIR = Path("/dev/shm")
 SHM_PREFIX = re.compile(r"^triton_sandbox_\d+_\d+_$")  # sandbox.triton.TritonServer.shm_prefix

@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from triton_gke.bounded_files import parse_json, read_text_file
 from triton_gke.observability.rules import quantile_label, recorded
 from triton_gke.observability.settings import SloSettings
 from triton_gke.sandbox.prometheus import LocalPrometheus, PrometheusError
-
-from triton_gke.bounded_files import parse_json, read_text_file
 
 MAX_LOCUST_JSON_BYTES = 64 << 20  # Locust's stats of one run: a few KiB per request name
 

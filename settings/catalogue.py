@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from triton_gke.contracts.gpus import GPU_MEMORY_BYTES, gpu_memory_bytes  # noqa: F401 (re-exported)
-
 from triton_gke.bounded_files import one_line, read_text_file
+from triton_gke.contracts.gpus import GPU_MEMORY_BYTES, gpu_memory_bytes  # noqa: F401 (re-exported)
 
 # The data stay beside the infrastructure code that deploys to those regions (infra/data/).
 DATA_DIR = Path(__file__).resolve().parent.parent / "infra" / "data"

@@ -15,9 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_gke.settings.catalogue import DATA_DIR, CatalogueError, MachineShape, price_usd_h, read_csv_table
-
 from triton_gke.bounded_files import one_line
+from triton_gke.settings.catalogue import DATA_DIR, CatalogueError, MachineShape, price_usd_h, read_csv_table
 
 GPU_TYPES_CSV = DATA_DIR / "gpu_types.csv"
 COLUMNS = (

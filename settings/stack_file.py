@@ -41,11 +41,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from triton_gke.settings.errors import ConfigError
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from triton_gke.bounded_files import NotRegularFileError, one_line, read_regular_file, read_text_file
+from triton_gke.settings.errors import ConfigError
 
 MAX_BYTES = 256 * 1024  # a stack file of this project is ~1 KiB; Pulumi's own are rarely above a few KiB
 MAX_DEPTH = 32

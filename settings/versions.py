@@ -15,9 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_gke.settings.catalogue import DATA_DIR, CatalogueError, read_csv_table
-
 from triton_gke.bounded_files import one_line
+from triton_gke.settings.catalogue import DATA_DIR, CatalogueError, read_csv_table
 
 GKE_VERSIONS_CSV = DATA_DIR / "gke_versions.csv"
 SOURCE_URL = "https://cloud.google.com/kubernetes-engine/docs/release-schedule"

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
+
 from triton_gke.cli.main import tune_gc
 
 # No time limit per Hypothesis example. Its default deadline, 200 ms per test case off CI (hypothesis 6.170

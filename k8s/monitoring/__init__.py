@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as kubernetes
+
 from triton_gke.contracts.workloads import DEFAULT_NAMESPACES, MONITORING_NAMESPACE, Namespaces
 from triton_gke.k8s.common import ANY_NODE, PodPlacement, restricted_namespace
 from triton_gke.k8s.monitoring.dcgm import (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pulumi_kubernetes as kubernetes
+
 from triton_gke.k8s.common import GPU_NODES, required_node_affinity
 from triton_gke.k8s.monitoring.shapes import Scope, meta
 from triton_gke.observability.settings import DCGM_PODS

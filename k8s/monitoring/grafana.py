@@ -7,6 +7,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as kubernetes
 import yaml
+
 from triton_gke.contracts.workloads import GRAFANA_PORT
 from triton_gke.k8s.common import ANY_NODE, PodPlacement, http_probe, non_root_container_security
 from triton_gke.k8s.monitoring.prometheus import PROMETHEUS_URL

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import pulumi
 import pulumi_kubernetes as kubernetes
+
 from triton_gke.k8s.monitoring.shapes import Scope, meta
 from triton_gke.observability.rules import rules
 from triton_gke.observability.settings import POD_SELECTORS, TRITON_PODS, PodSelector, SloSettings

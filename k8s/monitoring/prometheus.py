@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 import pulumi
 import pulumi_kubernetes as kubernetes
+
 from triton_gke.contracts.workloads import DEFAULT_NAMESPACES, PROMETHEUS_PORT, Namespaces
 from triton_gke.k8s.common import ANY_NODE, PodPlacement, http_probe, non_root_container_security
 from triton_gke.k8s.monitoring.shapes import NOBODY, Scope, config_map_volume, meta, service, single_pod_deployment

@@ -12,6 +12,7 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as kubernetes
+
 from triton_gke.k8s.common import ANY_NODE, PodPlacement, non_root_pod_security
 
 # The `nobody` user: Prometheus' image runs as it, and prometheus-adapter needs no user of its own.

@@ -19,6 +19,7 @@ from pathlib import Path
 import onnx
 import pytest
 from onnx import TensorProto, helper
+
 from triton_gke.model_repo.cpu_twin import TEMPLATE
 from triton_gke.sandbox.triton import TritonServer
 

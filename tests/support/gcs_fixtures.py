@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from google.cloud import storage
-from triton_gke.sandbox.gcs_emulator import PYTHON_CLIENT_ENV, GcsEmulator
 
 from tests.support.onnx_models import onnx_model
+from triton_gke.sandbox.gcs_emulator import PYTHON_CLIENT_ENV, GcsEmulator
 
 BIG_FILE_SIZE = 30 * 1000 * 1000
 # Where google-auth would look for a metadata server: a closed loopback port, so a

@@ -6,10 +6,10 @@ Use the fixture from a test module with `pytest_plugins = ("tests.support.model_
 from __future__ import annotations
 
 import pytest
-from triton_gke.model_repo.build import BuildResult, build_repository
-from triton_gke.model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings
 
 from tests.support.onnx_models import uint8_copy
+from triton_gke.model_repo.build import BuildResult, build_repository
+from triton_gke.model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings
 
 
 @pytest.fixture(scope="module")

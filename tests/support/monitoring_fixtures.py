@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import PROJECT_DIR
 from triton_gke.model_repo.build import build_repository
 from triton_gke.model_repo.cpu_twin import delayed_copy
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings
@@ -28,8 +30,6 @@ from triton_gke.observability.settings import LOCUST_MASTER_PODS, TRITON_PODS, S
 from triton_gke.sandbox.processes import free_port, stop_process
 from triton_gke.sandbox.prometheus import LocalPod, LocalPrometheus, local_pod, local_prometheus_config
 from triton_gke.sandbox.triton import TritonServer
-
-from tests.conftest import PROJECT_DIR
 
 LOCUSTFILE = PROJECT_DIR / "loadtest" / "locustfile.py"
 REGION = "local-test-region"

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
 from triton_gke.model_repo.settings import VariantSettings
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
 from triton_gke.model_repo.build import BuildResult, build_repository
 from triton_gke.model_repo.settings import default_settings
 from triton_gke.sandbox.netns import isolation_available

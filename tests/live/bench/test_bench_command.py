@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from triton_gke.bench import pa_rates, runner
 
 from tests.conftest import PROJECT_DIR
+from triton_gke.bench import pa_rates, runner
 
 
 def test_command_line_refusal_has_no_traceback() -> None:

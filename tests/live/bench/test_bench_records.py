@@ -10,11 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.unit.capacity.test_from_bench import RESULTS, _results, run
 from triton_gke.capacity.records import (
     load_records,
 )
-
-from tests.unit.capacity.test_from_bench import RESULTS, _results, run
 
 
 def one_line_error(done: subprocess.CompletedProcess[str]) -> str:

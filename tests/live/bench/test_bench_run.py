@@ -6,6 +6,7 @@ import csv
 from pathlib import Path
 
 import pytest
+
 from triton_gke.bench.__main__ import main
 from triton_gke.bench.results import load_run
 

@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 import psutil
-from triton_gke.bench import conditions
-from triton_gke.bench.probes import cpu_count
-from triton_gke.sandbox.processes import wait_for
 
 from tests.conftest import PROJECT_DIR
 from tests.support.cpu_hog import hogging
+from triton_gke.bench import conditions
+from triton_gke.bench.probes import cpu_count
+from triton_gke.sandbox.processes import wait_for
 
 HANG_S = 60  # only ends a hung test: every wait below returns as soon as what it waits for happened
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from triton_gke.bench import doc_plots
 
 from tests.conftest import PROJECT_DIR
+from triton_gke.bench import doc_plots
 
 DOCS_RESULTS = PROJECT_DIR / "docs" / "results"
 RESULTS = PROJECT_DIR / "bench" / "results"

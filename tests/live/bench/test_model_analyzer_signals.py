@@ -15,10 +15,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-from triton_gke.sandbox.processes import wait_for
 
 from tests.conftest import PROJECT_DIR
 from tests.support.signals import hup_as_in_a_terminal
+from triton_gke.sandbox.processes import wait_for
 
 # The command's own main(), with the two steps that need the real MA and a built twin replaced: the "search" starts
 # the stand-in through the real _run, which waits on it as on MA.

@@ -15,10 +15,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from triton_gke.bench import pa_rates, perf_analyzer
-from triton_gke.sandbox.triton import TritonServer
 
 from tests.support.bench_fixtures import slow_twin
+from triton_gke.bench import pa_rates, perf_analyzer
+from triton_gke.sandbox.triton import TritonServer
 
 SLOW_BATCH_MS = 6000  # per execution, whatever its batch size: answers arrive in bursts 6 s apart
 

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+
+from tests.support.project_folder import make_project_folder
 from triton_gke.bench.results import load_run
 from triton_gke.capacity.records import load_records
 from triton_gke.cli.main import main
-
-from tests.support.project_folder import make_project_folder
 
 # The twin's p95 at a few requests/s is 60-140 ms on one 2-core VM and half that on another (ResNet-50 on 2 cores): a
 # 100 ms objective makes the test a question about the host. This one is about the tuner's mechanics, so it tunes a

@@ -7,15 +7,15 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.live.bench.test_bench_records import one_line_error
+from tests.unit.capacity.test_from_bench import run
+from tests.unit.capacity.test_records import T4, VALID, _as_text, record
 from triton_gke.capacity.records import (
     CapacityRecord,
     record_file_name,
     write_records,
 )
-
-from tests.live.bench.test_bench_records import one_line_error
-from tests.unit.capacity.test_from_bench import run
-from tests.unit.capacity.test_records import T4, VALID, _as_text, record
 
 
 def test_compare_keeps_a_path_with_a_line_break_on_one_line(tmp_path: Path) -> None:

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from triton_gke.cli import main as cli
-from triton_gke.cli.one_line import MAKE_TARGET_ENV
 
 from tests.conftest import PROJECT_DIR
+from triton_gke.cli import main as cli
+from triton_gke.cli.one_line import MAKE_TARGET_ENV
 
 REPO = PROJECT_DIR
 

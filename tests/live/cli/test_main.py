@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from triton_gke.cli import main as cli
-from triton_gke.cli.one_line import MAKE_TARGET_ENV
 
 from tests.conftest import PROJECT_DIR
+from triton_gke.cli import main as cli
+from triton_gke.cli.one_line import MAKE_TARGET_ENV
 
 TRITON_GKE = Path(sys.executable).parent / "triton-gke"
 

@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from triton_gke.cli.one_line import MAKE_TARGET_ENV
 
 from tests.unit.settings.test_project_dir import REPO
+from triton_gke.cli.one_line import MAKE_TARGET_ENV
 
 TRITON_GKE = Path(sys.executable).parent / "triton-gke"
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from triton_gke.cli.one_line import MAKE_TARGET_ENV
-from triton_gke.offline import make_args
 
 from tests.conftest import PROJECT_DIR
+from triton_gke.cli.one_line import MAKE_TARGET_ENV
+from triton_gke.offline import make_args
 
 
 def _python(*args: str) -> subprocess.CompletedProcess[str]:

@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from triton_gke.offline.import_contracts import installed_view
 
 from tests.conftest import PROJECT_DIR
 from tests.support.project_folder import own_tmpdir
@@ -22,6 +21,7 @@ from tests.unit.docs.test_readme import (
     Result,
     documented_examples,
 )
+from triton_gke.offline.import_contracts import installed_view
 
 TIMEOUT_S = 600
 

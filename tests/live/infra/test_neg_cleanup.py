@@ -17,10 +17,10 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from triton_gke.infra.negs import neg_url
 
 from tests.conftest import PROJECT_DIR
 from tests.unit.infra.test_negs import PROJECT
+from triton_gke.infra.negs import neg_url
 
 TOKEN = "fake-access-token"
 

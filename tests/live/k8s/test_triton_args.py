@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+
 from triton_gke.k8s.triton import ADMIN_KEY_HEADER, PORTS, triton_server_args
 from triton_gke.model_repo.build import BuildResult
 from triton_gke.sandbox.netns import isolation_available

@@ -22,13 +22,13 @@ from pathlib import Path
 import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import PROJECT_DIR
 from triton_gke.model_repo.build import BuildResult
 from triton_gke.sandbox.netns import isolation_available
 from triton_gke.sandbox.processes import free_port
 from triton_gke.sandbox.report import locust_results
 from triton_gke.sandbox.triton import TritonServer
-
-from tests.conftest import PROJECT_DIR
 
 pytest_plugins = ("tests.support.triton_fixtures", "tests.support.bench_fixtures")
 

@@ -14,13 +14,13 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.http as httpclient
+
+from tests.conftest import PROJECT_DIR
+from tests.support.onnx_models import small_onnx
 from triton_gke.model_repo.build import BuildResult, lock_path
 from triton_gke.model_repo.resnet50 import UINT8_SCALE
 from triton_gke.sandbox.processes import wait_for
 from triton_gke.sandbox.triton import TritonServer
-
-from tests.conftest import PROJECT_DIR
-from tests.support.onnx_models import small_onnx
 
 pytest_plugins = ("tests.support.model_builds",)
 

@@ -12,9 +12,9 @@ import os
 import subprocess
 
 import pytest
-from triton_gke.model_repo.digests import ROLES, published
 
 from tests.conftest import PROJECT_DIR
+from triton_gke.model_repo.digests import ROLES, published
 
 # docs/model-repository.md, verbatim (tests/unit/docs/test_readme.py NOT_RUN points here).
 DOCUMENTED = ".venv/bin/python -m triton_gke.model_repo.check_digests"

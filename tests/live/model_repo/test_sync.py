@@ -27,18 +27,18 @@ from google.cloud import storage
 from google.protobuf import text_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from triton_gke.model_repo.build import BuildResult
-from triton_gke.model_repo.sync import RECORD_NAME, SyncError, sync_repository
-from triton_gke.sandbox.gcs_emulator import PYTHON_CLIENT_ENV, TRITON_ENV, GcsEmulator
-from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
-from triton_gke.sandbox.processes import wait_for
-from triton_gke.sandbox.triton import TritonServer
 from tritonclient.grpc import model_config_pb2 as mc
 
 from tests.conftest import PROJECT_DIR
 from tests.support.gcs_fixtures import write_small_repo
 from tests.support.gcs_proxy import PausingProxy
 from tests.support.onnx_models import onnx_model
+from triton_gke.model_repo.build import BuildResult
+from triton_gke.model_repo.sync import RECORD_NAME, SyncError, sync_repository
+from triton_gke.sandbox.gcs_emulator import PYTHON_CLIENT_ENV, TRITON_ENV, GcsEmulator
+from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
+from triton_gke.sandbox.processes import wait_for
+from triton_gke.sandbox.triton import TritonServer
 
 pytest_plugins = ("tests.support.gcs_fixtures", "tests.support.triton_fixtures")
 

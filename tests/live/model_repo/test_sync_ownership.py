@@ -16,12 +16,12 @@ import pytest
 from google.cloud import storage
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from triton_gke.model_repo import sync as sync_module
-from triton_gke.model_repo.sync import OWNER_KEY, RECORD_NAME, SyncError, main, sync_repository
 
 from tests.support.gcs_fixtures import write_small_repo
 from tests.support.onnx_models import onnx_model
 from tests.unit.model_repo.test_sync import one_line
+from triton_gke.model_repo import sync as sync_module
+from triton_gke.model_repo.sync import OWNER_KEY, RECORD_NAME, SyncError, main, sync_repository
 
 pytest_plugins = ("tests.support.gcs_fixtures",)
 

@@ -25,8 +25,9 @@ from google.cloud import storage
 from google.protobuf import text_format
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from triton_gke.model_repo.sync import RECORD_NAME, main
 from tritonclient.grpc import model_config_pb2 as mc
+
+from triton_gke.model_repo.sync import RECORD_NAME, main
 
 pytest_plugins = ("tests.support.gcs_fixtures",)
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import tritonclient.http as httpclient
+
 from triton_gke.model_repo.cpu_twin import DELAY_PARAMETER
 from triton_gke.observability.dashboards import dashboards, panel_queries
 from triton_gke.observability.rules import quantile_label

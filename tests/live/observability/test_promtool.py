@@ -15,6 +15,12 @@ from typing import Any
 
 import pytest
 import yaml
+
+from tests.unit.observability.test_prometheus_config import REGION
+from tests.unit.observability.test_rules import (
+    ALERT_CASES,
+    SLO,
+)
 from triton_gke.observability.dashboards import dashboards, panel_queries
 from triton_gke.observability.prometheus_config import (
     prometheus_config,
@@ -23,12 +29,6 @@ from triton_gke.observability.prometheus_config import (
 from triton_gke.observability.rules import rules_yaml
 from triton_gke.observability.settings import SloSettings
 from triton_gke.sandbox.prometheus import to_file_sd, write_file_sd_targets
-
-from tests.unit.observability.test_prometheus_config import REGION
-from tests.unit.observability.test_rules import (
-    ALERT_CASES,
-    SLO,
-)
 
 PROMTOOL = shutil.which("promtool")
 

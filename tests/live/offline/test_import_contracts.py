@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from triton_gke.offline.import_contracts import package_dirs
 
 from tests.conftest import PROJECT_DIR
+from triton_gke.offline.import_contracts import package_dirs
 
 
 def lint(root: Path) -> subprocess.CompletedProcess[str]:

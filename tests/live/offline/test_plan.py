@@ -15,7 +15,6 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from triton_gke.settings.stack_file import MAX_BYTES, MAX_NODES
 
 from tests.conftest import PROJECT, PROJECT_DIR
 from tests.unit.infra.test_system import CLUSTER, NODE_POOL, PROD_REGIONS
@@ -27,6 +26,7 @@ from tests.unit.settings.test_config_fuzz import (
     config_values,
     yaml_fragments,
 )
+from triton_gke.settings.stack_file import MAX_BYTES, MAX_NODES
 
 
 def refused_plan(setting: str) -> list[str]:

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from triton_gke.offline.plan import EXIT_DISRUPTIVE, plan_records
-from triton_gke.offline.runtime import Plan
 
 from tests.conftest import PROJECT_DIR, evaluate
 from tests.support.project_folder import make_project_folder
 from tests.unit.offline.test_lifecycle import SHIPPED_STACKS
+from triton_gke.offline.plan import EXIT_DISRUPTIVE, plan_records
+from triton_gke.offline.runtime import Plan
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from triton_gke.offline.plan_diff import EXIT_BAD_INPUT
-
 from tests.conftest import PROJECT_DIR
 from tests.unit.offline.test_plan_diff import HPA, record, write
+from triton_gke.offline.plan_diff import EXIT_BAD_INPUT
 
 
 def test_the_command_line_refuses_a_missing_file_and_an_unknown_option_in_one_line(tmp_path):

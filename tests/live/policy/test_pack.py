@@ -12,13 +12,13 @@ import grpc
 import pytest
 from google.protobuf import empty_pb2, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+
+from tests.conftest import PROJECT_DIR, evaluate
+from tests.unit.policy.test_policies import BY_NAME, STACK_BY_NAME, _first, _gpu_pool
 from triton_gke.offline.runtime import Plan, PlannedResource
 from triton_gke.policy.policies import (
     BUCKET,
 )
-
-from tests.conftest import PROJECT_DIR, evaluate
-from tests.unit.policy.test_policies import BY_NAME, STACK_BY_NAME, _first, _gpu_pool
 
 # The documented choice (policy/README.md): only the GPU taint merely warns.
 LEVELS = {name: "mandatory" for name in BY_NAME | STACK_BY_NAME} | {"gpu-node-pools-tainted": "advisory"}

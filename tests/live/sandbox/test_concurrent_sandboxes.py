@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from triton_gke.sandbox import single_run
-from triton_gke.sandbox.gcs_emulator import NAMESPACE_PORT, GcsEmulator
-from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
 
 from tests.conftest import PROJECT_DIR
 from tests.support.project_folder import make_project_folder, own_tmpdir
+from triton_gke.sandbox import single_run
+from triton_gke.sandbox.gcs_emulator import NAMESPACE_PORT, GcsEmulator
+from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
 
 
 @pytest.fixture

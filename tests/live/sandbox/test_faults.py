@@ -22,12 +22,6 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 from google.cloud import storage
-from triton_gke.k8s.triton import ADMIN_KEY_HEADER, triton_server_args
-from triton_gke.model_repo.build import BuildResult
-from triton_gke.sandbox.gcs_emulator import PYTHON_CLIENT_ENV, TRITON_ENV, GcsEmulator
-from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
-from triton_gke.sandbox.processes import free_port, wait_for
-from triton_gke.sandbox.triton import TritonServer, TritonStartError
 
 from tests.conftest import PROJECT_DIR
 
@@ -41,6 +35,12 @@ from tests.live.loadtest.test_locustfile import (
 )
 from tests.support.gcs_proxy import PausingProxy
 from tests.support.project_folder import make_project_folder, own_tmpdir
+from triton_gke.k8s.triton import ADMIN_KEY_HEADER, triton_server_args
+from triton_gke.model_repo.build import BuildResult
+from triton_gke.sandbox.gcs_emulator import PYTHON_CLIENT_ENV, TRITON_ENV, GcsEmulator
+from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
+from triton_gke.sandbox.processes import free_port, wait_for
+from triton_gke.sandbox.triton import TritonServer, TritonStartError
 
 pytest_plugins = ("tests.support.triton_fixtures", "tests.support.gcs_fixtures")
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from triton_gke.sandbox import leftovers
 from triton_gke.sandbox.leftovers import RunState, clean_leftovers, command_line, start_time
 

@@ -14,6 +14,7 @@ import psutil
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from triton_gke.sandbox.processes import run_interruptible, stop_process, wait_for
 
 # Each child says "ready" once its SIGTERM disposition is set, so no signal arrives before it.

@@ -21,11 +21,11 @@ from typing import Any
 
 import psutil
 import pytest
+
+from tests.support.project_folder import make_project_folder, own_tmpdir
 from triton_gke.sandbox import rollout
 from triton_gke.sandbox.netns import NamedNamespace, isolation_available
 from triton_gke.settings import from_stack_file
-
-from tests.support.project_folder import make_project_folder, own_tmpdir
 
 pytestmark = [
     pytest.mark.skipif(not isolation_available(), reason="needs network namespaces (unshare -n, ip netns)"),

@@ -19,10 +19,10 @@ import psutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from triton_gke.sandbox.leftovers import start_time
-from triton_gke.sandbox.run_folder import MARKER, MARKER_KIND, PREFIX, remove_orphans
 
 from tests.conftest import PROJECT_DIR
+from triton_gke.sandbox.leftovers import start_time
+from triton_gke.sandbox.run_folder import MARKER, MARKER_KIND, PREFIX, remove_orphans
 
 # A run as sandbox.run starts one: the run state (and with it the run folder) first, then the GCS emulator with the
 # repository uploaded, then the sandbox's tritonserver reading gs://. "idle" only opens the run state; "start" is

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+
+from tests.support.project_folder import make_project_folder, own_tmpdir
 from triton_gke.infra.naming import gcp_name
 from triton_gke.k8s.triton import ADMIN_KEY_HEADER, triton_server_args
 from triton_gke.sandbox import components as parts
@@ -34,8 +36,6 @@ from triton_gke.sandbox.components import ComponentError
 from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
 from triton_gke.sandbox.private_tmp import private_tmp_available
 from triton_gke.settings import from_stack_file as load_settings
-
-from tests.support.project_folder import make_project_folder, own_tmpdir
 
 pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus is not installed")
 

@@ -18,13 +18,13 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.http as httpclient
+
+from tests.conftest import PROJECT_DIR
 from triton_gke.model_repo.build import BuildResult
 from triton_gke.model_repo.resnet50 import synthetic_images
 from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
 from triton_gke.sandbox.processes import free_port, stop_process
 from triton_gke.sandbox.triton import TritonServer, TritonStartError
-
-from tests.conftest import PROJECT_DIR
 
 pytest_plugins = ("tests.support.triton_fixtures",)
 

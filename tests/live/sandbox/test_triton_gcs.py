@@ -18,6 +18,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.http as httpclient
+
 from triton_gke.model_repo.build import BuildResult
 from triton_gke.model_repo.resnet50 import synthetic_images
 from triton_gke.model_repo.sync import SyncReport, sync_repository

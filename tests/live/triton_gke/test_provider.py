@@ -20,10 +20,10 @@ import pulumi
 import pytest
 from google.protobuf import empty_pb2, struct_pb2
 from pulumi.runtime.proto import engine_pb2_grpc, provider_pb2, provider_pb2_grpc, resource_pb2, resource_pb2_grpc
-from triton_gke.offline.runtime import CloudMocks, RecordingMonitor
 
 import triton_gke
 from tests.unit.triton_gke.test_provider import PLUGIN_DIR, TOKEN, committed_schema
+from triton_gke.offline.runtime import CloudMocks, RecordingMonitor
 
 
 # --- the provider process, over gRPC ---------------------------------------------------------------------------

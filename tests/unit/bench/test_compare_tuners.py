@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import PROJECT_DIR
 from triton_gke.bench import compare_tuners as ct
 from triton_gke.bench import model_analyzer as ma
 from triton_gke.bench import perf_analyzer, runner, tune
-
-from tests.conftest import PROJECT_DIR
 
 FIRST_TUNING = PROJECT_DIR / "bench" / "results" / "tune-dev-2026-12-02"  # before the noise rule: no "recommended"
 MA_FIXTURES = Path(__file__).parent / "fixtures" / "model_analyzer"

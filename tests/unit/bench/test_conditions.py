@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from triton_gke.bench import conditions
 from triton_gke.bench.conditions import CpuTicks, ProcError, RunConditions, parse_loadavg, parse_proc_stat
 

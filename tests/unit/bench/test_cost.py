@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from triton_gke.bench import cost
 from triton_gke.settings import from_stack_file as load_settings
 

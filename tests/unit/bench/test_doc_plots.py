@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import re
 
-from triton_gke.bench import doc_plots
-
 from tests.conftest import PROJECT_DIR
+from triton_gke.bench import doc_plots
 
 DOCS = PROJECT_DIR / "docs"
 IMAGE_LINK = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")

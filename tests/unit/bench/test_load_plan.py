@@ -7,12 +7,12 @@ import dataclasses
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.unit.bench.test_slo_search import SLO
 from triton_gke.bench.load_plan import LoadPlan, PlanError
 from triton_gke.bench.slo_search import (
     RateLadder,
 )
-
-from tests.unit.bench.test_slo_search import SLO
 
 
 # ---------------------------------------------------------------- plan, probes, perf_analyzer

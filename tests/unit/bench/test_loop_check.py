@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from triton_gke.bench import loop_check
 from triton_gke.bench.runner import BenchError
 

@@ -10,9 +10,10 @@ import math
 from pathlib import Path
 
 import pytest
-import triton_gke.bench.__main__ as bench_main
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+import triton_gke.bench.__main__ as bench_main
 from triton_gke.bench import runner
 from triton_gke.bench.__main__ import main
 from triton_gke.loadtest import arrivals

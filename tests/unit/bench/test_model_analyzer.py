@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from triton_gke.bench import model_analyzer as ma
 from tritonclient.grpc import model_config_pb2 as mc
+
+from triton_gke.bench import model_analyzer as ma
 
 FIXTURES = Path(__file__).parent / "fixtures" / "model_analyzer"
 SUMMARY = Path("reports") / "summaries" / "original" / ma.SUMMARY_HTML

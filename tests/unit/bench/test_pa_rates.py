@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from triton_gke.bench import pa_rates, perf_analyzer
 from triton_gke.model_repo.settings import MODEL_NAME_RE
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from tests.unit.bench.test_slo_search import SLO, simulate
 from triton_gke.bench import perf_analyzer, runner
 from triton_gke.bench.load_plan import LoadPlan
 from triton_gke.bench.slo_search import (
     RateLadder,
     rate_search,
 )
-
-from tests.unit.bench.test_slo_search import SLO, simulate
 
 
 def test_perf_analyzer_csv_is_parsed_into_milliseconds(tmp_path: Path) -> None:

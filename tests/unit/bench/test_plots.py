@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from triton_gke.bench import model_analyzer, plots, report
 
 from tests.conftest import PROJECT_DIR
+from triton_gke.bench import model_analyzer, plots, report
 
 RESULTS = PROJECT_DIR / "bench" / "results"
 TUNE = RESULTS / "tune-dev-2026-12-02c"

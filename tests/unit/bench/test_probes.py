@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from triton_gke.bench.probes import Sample, window_stats
 
 

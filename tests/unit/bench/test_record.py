@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.unit.bench.test_report import RUN_JSON, _folder
 from triton_gke.bench import record, report
 from triton_gke.bench.results import MAX_RESULTS_BYTES
 from triton_gke.capacity.records import TWIN_GPU, CapacityError, load_records, record_file_name
-
-from tests.unit.bench.test_report import RUN_JSON, _folder
 
 
 def _summary(**changes: Any) -> dict[str, Any]:

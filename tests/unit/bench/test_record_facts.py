@@ -8,9 +8,9 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from triton_gke.bench import record
 
 from tests.conftest import PROJECT_DIR
+from triton_gke.bench import record
 
 RUN = PROJECT_DIR / "bench" / "results" / "dev-2026-11-30-alone" / "results.json"
 

@@ -17,6 +17,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import PROJECT_DIR
+from tests.unit.bench.test_slo_search import RECORDED_ORIGINAL_CPU, SLO
 from triton_gke.bench import cost, report
 from triton_gke.bench.results import (
     BenchRun,
@@ -30,9 +33,6 @@ from triton_gke.bench.slo_search import (
     rate_search,
 )
 from triton_gke.settings import from_stack_file as load_settings
-
-from tests.conftest import PROJECT_DIR
-from tests.unit.bench.test_slo_search import RECORDED_ORIGINAL_CPU, SLO
 
 
 # ---------------------------------------------------------------- report

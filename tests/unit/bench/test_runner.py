@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+from tests.unit.bench.test_slo_search import RECORDED_ORIGINAL_CPU, SLO
 from triton_gke.bench import runner
 from triton_gke.bench.load_plan import LoadPlan
 from triton_gke.bench.results import PerfAnalyzerOpinion, StepRow, payload_pairs
@@ -21,8 +23,6 @@ from triton_gke.bench.slo_search import (
 )
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS
 from triton_gke.sandbox.triton import TritonStartError
-
-from tests.unit.bench.test_slo_search import RECORDED_ORIGINAL_CPU, SLO
 
 SLO_400 = dataclasses.replace(SLO, slo_ms=400)
 

@@ -8,6 +8,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from triton_gke.bench import runner
 from triton_gke.bench.load_plan import LoadPlan
 from triton_gke.bench.slo_search import (

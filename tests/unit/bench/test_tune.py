@@ -10,17 +10,17 @@ import time
 from pathlib import Path
 
 import pytest
-import triton_gke.bench.tune as tune
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import triton_gke.bench.tune as tune
+from tests.conftest import PROJECT_DIR
 from triton_gke.bench import tune_search
 from triton_gke.bench.tune_search import complete
 from triton_gke.cli.main import main as cli_main
 from triton_gke.settings import ConfigError, from_stack_file, load_stack_settings
 from triton_gke.settings.schema import config_schema
 from triton_gke.settings.stack import stack_config
-
-from tests.conftest import PROJECT_DIR
 
 PROJECT = config_schema()[0]
 

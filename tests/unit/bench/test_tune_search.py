@@ -13,6 +13,7 @@ from collections.abc import Callable
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from triton_gke.bench.tune_search import (
     ALPHA,
     FIRST_EFFORT,

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from triton_gke.capacity.compare import RECORD_NAME, main
 from triton_gke.capacity.compare import main as compare_main
 from triton_gke.capacity.records import (

@@ -13,18 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import triton_gke.capacity.records as records_module
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+import triton_gke.capacity.records as records_module
+from tests.conftest import PROJECT_DIR, stack_settings
+from tests.unit.capacity.test_records import record  # the one record factory of the capacity tests
 from triton_gke.bench import record as bench_record
 from triton_gke.capacity.compare import Row, slo_group
 from triton_gke.capacity.from_bench import Measured, records_from_results
 from triton_gke.capacity.records import CapacityError, load_record, load_records, slo_mismatch, write_records
 from triton_gke.infra.cost import load_vm_prices
 from triton_gke.settings import load_stack_settings
-
-from tests.conftest import PROJECT_DIR, stack_settings
-from tests.unit.capacity.test_records import record  # the one record factory of the capacity tests
 
 RUN_JSON = json.loads((PROJECT_DIR / "bench" / "results" / "dev-2026-11-30-alone" / "results.json").read_text())
 T4 = "nvidia-tesla-t4"

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from triton_gke.capacity.from_bench import Measured, records_from_results
 
 from tests.conftest import PROJECT_DIR
 from tests.unit.capacity.test_records import T4
+from triton_gke.capacity.from_bench import Measured, records_from_results
 
 RESULTS = PROJECT_DIR / "bench" / "results"
 

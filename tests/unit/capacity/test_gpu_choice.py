@@ -7,6 +7,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from triton_gke.capacity.gpu_choice import GpuOption, arithmetic, as_fraction, choose, cost
 from triton_gke.infra.gpu_choice import choose_for_region, main
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from triton_gke.capacity.records import (
     BOUNDS,
     RECORDS_DIR,

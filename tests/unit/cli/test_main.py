@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+
 from triton_gke.cli import main as cli
 
 # ------------------------------------------------------------------ generated bad command lines

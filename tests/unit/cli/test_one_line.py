@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+
 from triton_gke.cli.one_line import MAKE_TARGET_ENV, SEE_MAKE_HELP, OneLineParser
 
 PROG = "make demo"

@@ -19,6 +19,9 @@ import pytest
 from google.protobuf import text_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tritonclient.grpc import model_config_pb2 as mc
+
+from tests.conftest import PROJECT_DIR
 from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LOCUST_METRICS_PORT, LOCUSTFILE, LocustEnvironment
 from triton_gke.contracts.naming import BUCKET_NAME_MAX, DNS_LABEL_MAX, dns_label, model_bucket_name
 from triton_gke.contracts.placement import GPU_TAINT_EFFECT_GKE, GPU_TAINT_KEY
@@ -28,9 +31,6 @@ from triton_gke.infra.model_upload import BUILT_REPOSITORY
 from triton_gke.loadtest import arrivals
 from triton_gke.observability.settings import POD_SELECTORS
 from triton_gke.offline.runtime import Plan, PlannedResource
-from tritonclient.grpc import model_config_pb2 as mc
-
-from tests.conftest import PROJECT_DIR
 
 FEW = settings(max_examples=40, deadline=None)
 

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import evaluate
 from triton_gke.contracts.placement import (
     CPU_POOL,
     GPU_POOL,
@@ -25,8 +27,6 @@ from triton_gke.contracts.placement import (
 from triton_gke.infra.cluster import GKE_TAINT_EFFECTS, gke_taint
 from triton_gke.k8s.common import CPU_NODES, GPU_NODES, TAINT_EFFECTS, NodePoolPlacement, NodeTaint
 from triton_gke.offline.runtime import Plan, PlannedResource
-
-from tests.conftest import evaluate
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 # The label GKE puts on every node with a GPU (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus,

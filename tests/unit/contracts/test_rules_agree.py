@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+from tests.conftest import evaluate
 from triton_gke.bench.__main__ import FLOAT_RANGES
 from triton_gke.capacity.records import BOUNDS
 from triton_gke.contracts.gke_limits import MAX_NODES_PER_CLUSTER, MAX_NODES_PER_POOL_ZONE, MAX_TRITON_REPLICAS
@@ -16,8 +18,6 @@ from triton_gke.k8s import on_cluster_args
 from triton_gke.model_repo.sync import SyncError, parse_gs_url
 from triton_gke.observability.settings import MonitoringError, SloSettings
 from triton_gke.settings.monitoring import MAX_SLO_MS
-
-from tests.conftest import evaluate
 
 # Names near every edge of the rule: lengths around 3, 63 and 222, dots, upper case, "goog", IP addresses.
 PARTS = st.text(alphabet="abz09-_", min_size=1, max_size=70)

@@ -11,13 +11,13 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import PROJECT_DIR
 from triton_gke.contracts.workloads import GRAFANA_PORT, LOCUST_WEB_PORT, PROMETHEUS_PORT
 from triton_gke.observability.prometheus_config import prometheus_config
 from triton_gke.observability.rules import TRITON_JOB, rules
 from triton_gke.observability.settings import TRITON_PODS, SloSettings
 from triton_gke.offline.runtime import Plan
-
-from tests.conftest import PROJECT_DIR
 
 SERVICE = "kubernetes:core/v1:Service"
 PORT_FORWARD = re.compile(r"kubectl -n (\S+) port-forward svc/(\S+) (\d+):(\d+)")

@@ -8,6 +8,8 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import evaluate_component
 from triton_gke.contracts.placement import (
     CPU_POOL,
     GPU_POOL,
@@ -20,8 +22,6 @@ from triton_gke.infra.cluster import GPU_DRIVER_VERSIONS, GkeCluster, GkeCluster
 from triton_gke.infra.cluster_args import gke_cluster_args
 from triton_gke.infra.network import PODS_RANGE, SERVICES_RANGE, SubnetPlan
 from triton_gke.settings.values import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
-
-from tests.conftest import evaluate_component
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CIDRS = ["203.0.113.0/24", "198.51.100.0/24", "192.0.2.0/24"]

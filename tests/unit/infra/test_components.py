@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from tests.conftest import evaluate_component
 from triton_gke.infra.cluster import GkeCluster, GkeClusterArgs, GpuNodePoolArgs, NodePoolArgs, build_kubeconfig
 from triton_gke.infra.network import Network, NetworkArgs, SubnetPlan
 from triton_gke.k8s.nvidia_driver import NvidiaDriverInstaller, NvidiaDriverInstallerArgs
 from triton_gke.settings.values import RegionSettings
-
-from tests.conftest import evaluate_component
 
 US = RegionSettings(name="us-central1", zones=("us-central1-a", "us-central1-b"), index=30)
 EU = RegionSettings(name="europe-west4", zones=("europe-west4-a",), index=17)

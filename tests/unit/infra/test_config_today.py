@@ -7,6 +7,7 @@ import datetime
 from typing import Any
 
 import pytest
+
 from triton_gke.infra import config
 from triton_gke.settings.versions import TODAY_ENV
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from triton_gke.infra.cost import stack_cost_summary
 from triton_gke.settings import from_stack_file as load_settings
 

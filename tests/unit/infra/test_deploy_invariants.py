@@ -22,10 +22,10 @@ from typing import Any
 
 import pulumi
 import pytest
-from triton_gke.infra import project_services
-from triton_gke.offline.runtime import Plan, PlannedResource
 
 from tests.conftest import evaluate
+from triton_gke.infra import project_services
+from triton_gke.offline.runtime import Plan, PlannedResource
 
 # name -> (stack file, overrides): every shipped stack.
 STACKS: dict[str, tuple[str, dict[str, Any]]] = {

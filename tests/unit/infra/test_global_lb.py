@@ -10,6 +10,8 @@ import pulumi
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import PROJECT, evaluate, evaluate_component
 from triton_gke.infra.global_lb import (
     HEALTH_CHECK_RANGES,
     GlobalLoadBalancer,
@@ -21,8 +23,6 @@ from triton_gke.offline.runtime import Plan
 from triton_gke.settings import from_stack_file as load_settings
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.load_balancer import DOMAIN, MAX_RATE_LIMIT
-
-from tests.conftest import PROJECT, evaluate, evaluate_component
 
 BACKEND = "gcp:compute/backendService:BackendService"
 

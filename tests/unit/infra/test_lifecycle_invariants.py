@@ -15,6 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
+from tests.conftest import evaluate, stack_settings
+from tests.unit.infra.test_deploy_invariants import TRITON_SERVING, of_kind, triton_deployments
 from triton_gke.contracts.triton import READY_PATH
 from triton_gke.k8s import on_cluster as on_cluster_module
 from triton_gke.k8s import triton as triton_module
@@ -23,9 +26,6 @@ from triton_gke.offline.runtime import Plan, PlannedResource
 from triton_gke.settings import lifecycle as lifecycle_module
 from triton_gke.settings import load_stack_settings
 from triton_gke.settings.lifecycle import SPOT_NOTICE_S, LifecycleSettings, longest_request_s
-
-from tests.conftest import evaluate, stack_settings
-from tests.unit.infra.test_deploy_invariants import TRITON_SERVING, of_kind, triton_deployments
 
 STACKS = ("dev", "staging", "prod")
 BACKEND = "gcp:compute/backendService:BackendService"

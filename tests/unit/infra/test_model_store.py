@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from tests.conftest import evaluate_component
 from triton_gke.infra.config import load_stack_settings
 from triton_gke.infra.model_store import ModelStore, ModelStoreArgs
-
-from tests.conftest import evaluate_component
 
 BUCKET = "gcp:storage/bucket:Bucket"
 BUCKET_IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"

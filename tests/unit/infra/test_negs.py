@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pulumi
 import pytest
+
+from tests.conftest import evaluate, evaluate_component
 from triton_gke.infra.negs import (
     CLEANUP_TIMEOUT_S,
     NODE_STARTUP_BUDGET_S,
@@ -15,8 +17,6 @@ from triton_gke.infra.negs import (
 )
 from triton_gke.offline.plan import plan_records
 from triton_gke.offline.runtime import Plan
-
-from tests.conftest import evaluate, evaluate_component
 
 PROJECT = "demo-project"
 

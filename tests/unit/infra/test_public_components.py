@@ -12,6 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pulumi_kubernetes import Provider
+
+from tests.conftest import PROJECT, stack_settings
+from tests.unit.infra.test_components import cluster_args
 from triton_gke.infra.region import TritonGkeRegion, TritonGkeRegionArgs
 from triton_gke.infra.system import TritonGkeSystem, TritonGkeSystemArgs
 from triton_gke.k8s import on_cluster
@@ -20,9 +23,6 @@ from triton_gke.k8s.on_cluster import TritonOnCluster, TritonOnClusterArgs
 from triton_gke.offline.runtime import CloudMocks, Plan, RecordingMonitor, run_program, run_under_mocks
 from triton_gke.settings import from_stack_file
 from triton_gke.settings.schema import config_schema
-
-from tests.conftest import PROJECT, stack_settings
-from tests.unit.infra.test_components import cluster_args
 
 NEW_TYPES = ("triton-gke:index:TritonGkeSystem", "triton-gke:index:TritonGkeRegion", "triton-gke:index:TritonOnCluster")
 REPOSITORY = "gs://team-models/triton"

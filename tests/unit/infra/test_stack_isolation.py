@@ -17,11 +17,11 @@ import itertools
 from dataclasses import dataclass
 
 import pytest
+
+from tests.conftest import PROJECT_DIR, evaluate
 from triton_gke.infra import system
 from triton_gke.offline.plan import render_text
 from triton_gke.offline.runtime import Plan
-
-from tests.conftest import PROJECT_DIR, evaluate
 
 STACKS = ("dev", "staging", "prod")
 BUCKET_IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from triton_gke.offline.runtime import Plan
 
 from tests.conftest import evaluate
+from triton_gke.offline.runtime import Plan
 
 CLUSTER = "gcp:container/cluster:Cluster"
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+from tests.conftest import evaluate
 from triton_gke.k8s.engine_build import (
     BACKOFF_LIMIT,
     EngineBuildArgs,
@@ -22,8 +24,6 @@ from triton_gke.model_repo.engines import cc_model_filenames, engine_filename
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS
 from triton_gke.offline.plan import kubernetes_objects
-
-from tests.conftest import evaluate
 
 VARIANTS = (EngineVariant("trt_fp16", "FP16", 64), EngineVariant("trt_int8_bs16_count4", "INT8", 16))
 

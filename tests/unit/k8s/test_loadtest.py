@@ -13,11 +13,11 @@ from collections.abc import Callable
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import PROJECT_DIR, evaluate, stack_settings
 from triton_gke.loadtest import arrivals
 from triton_gke.settings import load_stack_settings
 from triton_gke.settings.errors import ConfigError
-
-from tests.conftest import PROJECT_DIR, evaluate, stack_settings
 
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 

@@ -7,15 +7,15 @@ import json
 import pulumi_kubernetes as kubernetes
 import pytest
 import yaml
+
+from tests.conftest import PROJECT_DIR, evaluate, evaluate_component
+from tests.unit.k8s.test_serving import named, pod_spec, provider_region
 from triton_gke.contracts.workloads import LOCUST_NAMESPACE, TRITON_NAMESPACE
 from triton_gke.k8s.autoscaling import QUEUE_TIME_METRIC
 from triton_gke.k8s.monitoring import Monitoring, MonitoringArgs
 from triton_gke.k8s.triton import TritonServing, TritonServingArgs
 from triton_gke.observability.rules import rules, rules_yaml
 from triton_gke.observability.settings import SloSettings
-
-from tests.conftest import PROJECT_DIR, evaluate, evaluate_component
-from tests.unit.k8s.test_serving import named, pod_spec, provider_region
 
 PROD_REGIONS = {"us-central1", "europe-west4", "asia-east1"}
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"

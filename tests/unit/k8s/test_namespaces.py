@@ -18,6 +18,8 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import PROJECT, PROJECT_DIR, stack_settings
 from triton_gke.contracts.naming import DNS_LABEL
 from triton_gke.contracts.workloads import (
     ADAPTER_NAME,
@@ -29,8 +31,6 @@ from triton_gke.contracts.workloads import (
 from triton_gke.k8s.common import ArgsError
 from triton_gke.k8s.on_cluster import TritonOnCluster, TritonOnClusterArgs
 from triton_gke.offline.runtime import Plan, PlannedResource, run_under_mocks
-
-from tests.conftest import PROJECT, PROJECT_DIR, stack_settings
 
 REPOSITORY = "gs://team-models/triton"
 TEAM = {"triton": "ml-serving", "load_test": "ml-load", "monitoring": "ml-observability", "gpu_metrics": "ml-gpu"}

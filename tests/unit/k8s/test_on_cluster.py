@@ -16,17 +16,18 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import PROJECT, PROJECT_DIR, stack_settings
+from tests.unit.infra.test_components import cluster_args
+from triton_gke import provider
 from triton_gke.contracts.naming import GOOGLE_LIKE
+from triton_gke.contracts.workloads import ADAPTER_NAME
 from triton_gke.infra.region import TritonGkeRegion, TritonGkeRegionArgs
 from triton_gke.k8s import on_cluster_args as checks
 from triton_gke.k8s.common import ArgsError
 from triton_gke.k8s.on_cluster import ClusterWiring, TritonOnCluster, TritonOnClusterArgs, check_args
 from triton_gke.offline.runtime import CloudMocks, Plan, RecordingMonitor, run_under_mocks
 from triton_gke.settings.lifecycle import LifecycleSettings
-
-from tests.conftest import PROJECT, PROJECT_DIR, stack_settings
-from tests.unit.infra.test_components import cluster_args
-from triton_gke import provider
 
 REPO = PROJECT_DIR
 REPOSITORY = "gs://team-models/triton"
@@ -320,7 +321,10 @@ def test_docs_list_every_cluster_wide_object_the_component_creates() -> None:
     docs = (REPO / "docs" / "library.md").read_text()
     section = docs.split("### Cluster-wide objects", 1)[1].split("\n## ", 1)[0]
     for kind, name in cluster_wide(plan):
-        assert f"`{name}`" in section and kind in section, (kind, name)
+        # The table spells the adapter's objects by their prefix, adapter_name (default prometheus-adapter).
+        spelt = name.replace(f"{ADAPTER_NAME}-", "ADAPTER-", 1)
+        assert f"`{spelt}`" in section and kind in section, (kind, name)
+    assert f"default `{ADAPTER_NAME}`" in section
     assert "v1beta1.custom.metrics.k8s.io" in section and "`container_native_lb`" in docs
 
 

@@ -28,12 +28,12 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import PROJECT, stack_settings
 from triton_gke.k8s.nvidia_driver import NvidiaDriverInstaller, NvidiaDriverInstallerArgs
 from triton_gke.k8s.on_cluster import TritonOnCluster, TritonOnClusterArgs
 from triton_gke.offline.runtime import Plan, run_under_mocks
 from triton_gke.policy.policies import POD_SPEC_PATHS  # where each workload kind keeps its pod spec
-
-from tests.conftest import PROJECT, stack_settings
 
 REPOSITORY = "gs://team-models/triton"
 GPU_RESOURCE = "nvidia.com/gpu"

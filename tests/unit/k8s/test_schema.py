@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from triton_gke.k8s.schema import ManifestError, validate_manifest
-from triton_gke.offline.plan import invalid_kubernetes_objects, kubernetes_objects
 
 from tests.conftest import evaluate
+from triton_gke.k8s.schema import ManifestError, validate_manifest
+from triton_gke.offline.plan import invalid_kubernetes_objects, kubernetes_objects
 
 
 @pytest.mark.parametrize("version", ["1.35", "1.37"])

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from triton_gke.offline.runtime import Plan, PlannedResource
 
 from tests.conftest import PROJECT_DIR, evaluate
+from triton_gke.offline.runtime import Plan, PlannedResource
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 SERVICE = "kubernetes:core/v1:Service"

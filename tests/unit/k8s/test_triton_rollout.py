@@ -6,6 +6,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import PROJECT, evaluate
+from tests.unit.infra.test_deploy_invariants import rollout_waves
 from triton_gke.k8s.triton import (
     MODEL_DIGEST_ANNOTATION,
     STARTUP_PROBE_PERIOD_S,
@@ -14,9 +17,6 @@ from triton_gke.k8s.triton import (
 )
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.serving import MAX_STARTUP_MINUTES
-
-from tests.conftest import PROJECT, evaluate
-from tests.unit.infra.test_deploy_invariants import rollout_waves
 
 pytest_plugins = ("tests.support.triton_fixtures",)
 

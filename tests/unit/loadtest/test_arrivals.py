@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from triton_gke.loadtest.arrivals import (
     ArrivalError,
     ArrivalProcess,

@@ -13,9 +13,9 @@ from collections.abc import Callable
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from triton_gke.loadtest import arrivals
 
 from tests.conftest import PROJECT_DIR
+from triton_gke.loadtest import arrivals
 
 
 # ---------------------------------------------------------------- the locustfile's rate and trace

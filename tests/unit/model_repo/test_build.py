@@ -13,6 +13,9 @@ from google.protobuf import text_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
+from tritonclient.grpc import model_config_pb2 as mc
+
+from tests.support.onnx_models import small_onnx, uint8_copy
 from triton_gke.model_repo.__main__ import main
 from triton_gke.model_repo.build import BuildResult, build_repository
 from triton_gke.model_repo.configs import validate_config_text
@@ -25,9 +28,6 @@ from triton_gke.model_repo.settings import (
     default_settings,
     validate_settings,
 )
-from tritonclient.grpc import model_config_pb2 as mc
-
-from tests.support.onnx_models import small_onnx, uint8_copy
 
 pytest_plugins = ("tests.support.triton_fixtures", "tests.support.model_builds")
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
 from triton_gke.model_repo.cpu_twin import DELAY_PARAMETER, delayed_copy, inject_delay
 from triton_gke.model_repo.errors import ModelRepoError
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
-from triton_gke.model_repo import fixed_point
 
 from tests.support.onnx_models import small_onnx
+from triton_gke.model_repo import fixed_point
 
 # Each value keeps BITS significant bits of its tensor's largest magnitude, per step: a few steps lose a few more.
 TOLERANCE = 2.0 ** -(fixed_point.BITS - 6)

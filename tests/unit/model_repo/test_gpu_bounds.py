@@ -11,14 +11,14 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import PROJECT
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings, VariantSettings, validate_settings
 from triton_gke.offline.runtime import config_string
 from triton_gke.settings import catalogue
 from triton_gke.settings import from_stack_file as load_settings
 from triton_gke.settings.errors import ConfigError
-
-from tests.conftest import PROJECT
 
 T4_BYTES = 16 * 10**9  # NVIDIA T4 datasheet: 16 GB GDDR6
 

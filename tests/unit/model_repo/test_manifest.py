@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.support.onnx_models import small_onnx
 from triton_gke.infra.model_upload import built_repository_digest
 from triton_gke.model_repo.build import DIGEST_SUFFIX, BuildResult, build_repository
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.manifest import FILES, MANIFEST, ManifestMismatch, sha256_file, verify_repository
 from triton_gke.model_repo.settings import ModelRepoSettings, default_settings
 from triton_gke.settings.errors import ConfigError
-
-from tests.support.onnx_models import small_onnx
 
 pytest_plugins = ("tests.support.gcs_fixtures",)
 

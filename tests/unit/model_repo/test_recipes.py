@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.recipes import TRTEXEC_FLAGS, Recipe, load_toolchains, recipe, recipe_problem, toolchain
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from triton_gke.model_repo.smoke import SmokeError, main, parse_address
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from google.api_core import exceptions as api_exceptions
 from google.cloud import storage
+
 from triton_gke.model_repo import sync as sync_module
 from triton_gke.model_repo.sync import SyncError
 

@@ -25,6 +25,7 @@ def test_a_model_py_is_decoded_strictly_before_it_is_compiled(tmp_path) -> None:
     """compile() of the bytes lets an incomplete UTF-8 sequence ending a comment through (the reader property test
     found b'#\\xc3\\xb4\\xc3'); a coding declaration (PEP 263) or a BOM still names the encoding."""
     import pytest
+
     from triton_gke.model_repo.sync_source import SyncError, _check_python
 
     path = tmp_path / "model.py"

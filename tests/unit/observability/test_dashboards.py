@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from triton_gke.observability.dashboards import DASHBOARD_DIR, dashboards, stale_dashboards
 from triton_gke.observability.settings import SloSettings
 

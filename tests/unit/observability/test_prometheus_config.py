@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from triton_gke.observability.prometheus_config import (
     meta_label,
     prometheus_config,

@@ -5,10 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tests.unit.observability.test_prometheus_config import REGION
 from triton_gke.observability.rules import alert_names, rules
 from triton_gke.observability.settings import SloSettings, minutes_duration
-
-from tests.unit.observability.test_prometheus_config import REGION
 
 POD = {"region": REGION, "namespace": "triton", "pod": "triton-abc", "node": "gpu-node-1"}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from triton_gke.observability.settings import MonitoringError, SloSettings, validate_slo
 
 

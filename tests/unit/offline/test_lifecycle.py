@@ -12,6 +12,8 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import PROJECT_DIR, evaluate
 from triton_gke.offline import lifecycle_table
 from triton_gke.offline.lifecycle import (
     PROVIDER_READ_BACK,
@@ -29,8 +31,6 @@ from triton_gke.offline.lifecycle_table import COMMON_CHANGES
 from triton_gke.offline.plan import plan_records
 from triton_gke.offline.plan_diff import index_records
 from triton_gke.offline.runtime import Plan
-
-from tests.conftest import PROJECT_DIR, evaluate
 
 pytest_plugins = ("tests.support.project_folder",)
 

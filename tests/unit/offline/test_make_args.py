@@ -9,6 +9,7 @@ import sys
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from triton_gke.cli.one_line import MAKE_TARGET_ENV
 from triton_gke.offline import make_args
 from triton_gke.offline.make_args import (

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from triton_gke.offline.plan_diff import EXIT_BAD_INPUT, EXIT_DIFFERENT, diff_plans, load_plan, main
 
 COMPONENT = "triton-gke:k8s:Old"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from triton_gke.offline.plan import WRITTEN_LIST, kubernetes_objects, write_kubernetes_objects
 from triton_gke.offline.runtime import Plan
 from triton_gke.settings.errors import ConfigError

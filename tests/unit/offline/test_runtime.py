@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 from pulumi.runtime.proto import resource_pb2
+
 from triton_gke.offline import runtime
 from triton_gke.offline.runtime import SECRET_SIG, SIG_KEY, Plan, run_under_mocks
 

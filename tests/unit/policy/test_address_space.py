@@ -13,6 +13,8 @@ from ipaddress import IPv4Network, IPv6Network
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import PROJECT
 from triton_gke.policy import policies
 from triton_gke.policy.address_space import (
     COMPATIBLE,
@@ -35,8 +37,6 @@ from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.reader import Reader
 from triton_gke.settings.schema import config_schema
 from triton_gke.settings.source_ranges import cidr_ranges
-
-from tests.conftest import PROJECT
 
 V4_ALL = (1 << 32) - 1
 Interval = tuple[int, int]

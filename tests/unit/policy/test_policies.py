@@ -25,6 +25,8 @@ from pulumi_policy import (
 )
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import unknown_checking_proxy
+
+from tests.conftest import evaluate
 from triton_gke.offline.runtime import Plan, PlannedResource
 from triton_gke.policy.policies import (
     BUCKET,
@@ -45,8 +47,6 @@ from triton_gke.policy.policies import (
     web_ui_of,
 )
 from triton_gke.settings.errors import ConfigError
-
-from tests.conftest import evaluate
 
 BY_NAME = {p.name: p for p in POLICIES}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
+
 from triton_gke.k8s.triton import triton_server_args
 from triton_gke.sandbox.components import gke_flags
 

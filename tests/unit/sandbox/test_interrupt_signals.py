@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 
 import pytest
+
 from triton_gke.sandbox.processes import Interrupted, InterruptSignals
 
 

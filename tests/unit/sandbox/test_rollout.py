@@ -10,11 +10,11 @@ import re
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+from tests.conftest import PROJECT_DIR
 from triton_gke.sandbox import rollout
 from triton_gke.sandbox.balancer import BalancerSettings, Slot, haproxy_config, parse_log_line, percentile
 from triton_gke.settings.lifecycle import DEFAULTS, lifecycle_problem
-
-from tests.conftest import PROJECT_DIR
 
 COMMITTED = PROJECT_DIR / "docs" / "results" / "rollout-dev.json"
 PAGE = PROJECT_DIR / "docs" / "lifecycle.md"

@@ -18,15 +18,15 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-import triton_gke.settings.capacity as sizing
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+
+import triton_gke.settings.capacity as sizing
+from tests.conftest import evaluate, stack_settings
 from triton_gke.capacity.records import FILE_KEYS, RECORDS_DIR, SCHEMA
 from triton_gke.offline import plan as plan_command
 from triton_gke.offline.runtime import PROJECT_DIR, Plan
 from triton_gke.settings import ConfigError, load_stack_settings
-
-from tests.conftest import evaluate, stack_settings
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 BACKEND = "gcp:compute/backendService:BackendService"

@@ -12,9 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import triton_gke.settings.capacity as sizing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+import triton_gke.settings.capacity as sizing
+from tests.unit.settings.test_capacity import _capacity_rows, plan_refusal, write_record
 from triton_gke.capacity.records import (
     RECORDS_DIR,
     CapacityError,
@@ -23,8 +25,6 @@ from triton_gke.capacity.records import (
 )
 from triton_gke.offline import plan as plan_command
 from triton_gke.offline.runtime import PROJECT_DIR
-
-from tests.unit.settings.test_capacity import _capacity_rows, plan_refusal, write_record
 
 ORIGINAL = "nvidia-tesla-t4__original__tensorrtserver-19.05-py3-tutorial__slo-100ms.json"
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from triton_gke.offline.runtime import CloudMocks, RecordingMonitor, run_program
-from triton_gke.settings.errors import ConfigError
 
 from tests.conftest import PROJECT, stack_settings
+from triton_gke.offline.runtime import CloudMocks, RecordingMonitor, run_program
+from triton_gke.settings.errors import ConfigError
 
 BAD_CONFIG = {
     "unknown region": (

@@ -19,14 +19,14 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pulumi.runtime.config import set_all_config
+
+from tests.conftest import PROJECT, PROJECT_DIR, stack_settings
 from triton_gke.infra.config import load_stack_settings
 from triton_gke.offline.runtime import config_string, run_under_mocks
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.keys import provider_config_keys
 from triton_gke.settings.schema import config_schema
 from triton_gke.settings.stack_file import MAX_BYTES, MAX_CHARS, StackFileError, read_stack_file
-
-from tests.conftest import PROJECT, PROJECT_DIR, stack_settings
 
 KEYS = config_schema()[1]
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+
+from tests.conftest import PROJECT, evaluate, stack_settings
 from triton_gke.offline.runtime import CloudMocks, RecordingMonitor, run_program
 from triton_gke.settings.catalogue import CatalogueError
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.gpu_types import GPU_TYPES_CSV, load_gpu_types
-
-from tests.conftest import PROJECT, evaluate, stack_settings
 
 L4 = {"gpuAcceleratorType": "nvidia-l4", "gpuMachineType": "g2-standard-8"}
 

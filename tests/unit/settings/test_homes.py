@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import PROJECT, stack_settings
 from triton_gke.k8s.on_cluster_args import image_tag_problem
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import image_release
@@ -25,8 +27,6 @@ from triton_gke.settings.homes import HOMES, STEPS
 from triton_gke.settings.reader import Reader
 from triton_gke.settings.schema import config_schema
 from triton_gke.settings.serving import MODEL_FIELD_KEYS
-
-from tests.conftest import PROJECT, stack_settings
 
 KEYS = config_schema()[1]
 TYPED_READS = ("integer", "string", "strings", "boolean", "choice", "path")

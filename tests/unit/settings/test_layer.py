@@ -12,17 +12,17 @@ import re
 
 import pulumi
 import pytest
-import triton_gke.infra.config as infra_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pulumi_kubernetes.provider import ProviderArgs
+
+import triton_gke.infra.config as infra_config
+from tests.conftest import PROJECT, stack_settings
 from triton_gke.offline.runtime import config_string, run_under_mocks
 from triton_gke.settings import from_stack_file, load_stack_settings
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.keys import provider_config_keys
 from triton_gke.settings.schema import config_schema
-
-from tests.conftest import PROJECT, stack_settings
 
 KEYS = config_schema()[1]
 

@@ -11,6 +11,8 @@ import dataclasses
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import PROJECT, stack_settings
 from triton_gke.settings import ConfigError, load_stack_settings
 from triton_gke.settings.lifecycle import (
     DEFAULTS,
@@ -23,8 +25,6 @@ from triton_gke.settings.lifecycle import (
     longest_request_s,
 )
 from triton_gke.settings.schema import config_schema
-
-from tests.conftest import PROJECT, stack_settings
 
 MARGIN = DEFAULTS.shutdown_margin_s
 

@@ -12,14 +12,14 @@ import math
 from fractions import Fraction
 
 import pytest
-import triton_gke.settings.capacity as sizing
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from triton_gke.settings import load_stack_settings
-from triton_gke.settings.load_balancer import PROTOCOL_SHARE_PERCENT, backend_rates, describe_split
 
+import triton_gke.settings.capacity as sizing
 from tests.conftest import evaluate, stack_settings
 from tests.unit.settings.test_capacity import per_pod_rates
+from triton_gke.settings import load_stack_settings
+from triton_gke.settings.load_balancer import PROTOCOL_SHARE_PERCENT, backend_rates, describe_split
 
 
 def test_a_sized_pod_is_offered_at_most_its_capacity_over_both_backend_services() -> None:

@@ -7,9 +7,9 @@ import datetime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from triton_gke.settings import ConfigError, from_stack_file, maintenance
 
 from tests.conftest import PROJECT
+from triton_gke.settings import ConfigError, from_stack_file, maintenance
 
 EXAMPLES = settings(max_examples=60, deadline=None)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from triton_gke.cli.one_line import MAKE_TARGET_ENV, model_repo_command
 
 from tests.conftest import PROJECT_DIR
+from triton_gke.cli.one_line import MAKE_TARGET_ENV, model_repo_command
 
 REPO = PROJECT_DIR
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+
 from triton_gke.settings import ConfigError
 from triton_gke.settings.reader import Reader
 from triton_gke.settings.schema import Key

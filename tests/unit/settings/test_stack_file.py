@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from triton_gke.settings import ConfigError, stack_config
 from triton_gke.settings.stack_file import MAX_BYTES, NotRegularFileError, read_regular_file
 

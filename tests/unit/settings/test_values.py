@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import PROJECT
+from tests.unit.model_repo.test_gpu_bounds import largest_fitting
 from triton_gke.offline.runtime import config_string
 from triton_gke.settings import catalogue, versions
 from triton_gke.settings import from_stack_file as load_settings
 from triton_gke.settings.errors import ConfigError
-
-from tests.conftest import PROJECT
-from tests.unit.model_repo.test_gpu_bounds import largest_fitting
 
 INT32_MAX = 2**31 - 1
 EXAMPLES = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

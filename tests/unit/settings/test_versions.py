@@ -10,11 +10,11 @@ import datetime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import PROJECT
 from triton_gke.settings import ConfigError, from_stack_file, versions
 from triton_gke.settings.catalogue import CatalogueError
 from triton_gke.settings.schema import config_schema
-
-from tests.conftest import PROJECT
 
 TABLE = versions.load_versions()
 DEFAULT = config_schema()[1]["kubernetesVersion"].default

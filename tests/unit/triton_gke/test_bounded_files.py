@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from triton_gke.bench.record import read_results
 from triton_gke.bench.results import load_run
 from triton_gke.capacity.records import load_record

@@ -28,11 +28,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+
 from triton_gke.bench import compare_tuners, model_analyzer, plots
 from triton_gke.bench import report as bench_report
 from triton_gke.bench.record import MAX_RESULTS_BYTES, read_results
 from triton_gke.bench.results import load_run
 from triton_gke.bench.runner import BenchError, read_model
+from triton_gke.bounded_files import MAX_JSON_DEPTH, UnreadableFileError
 from triton_gke.capacity.records import MAX_FILE_BYTES, CapacityError, load_record
 from triton_gke.infra.cost import load_vm_prices
 from triton_gke.infra.model_upload import built_repository_digest
@@ -50,8 +52,6 @@ from triton_gke.settings import schema, stack_file
 from triton_gke.settings.catalogue import MAX_CSV_BYTES, CatalogueError, load_gpu_catalogue
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.gpu_types import load_gpu_types
-
-from triton_gke.bounded_files import MAX_JSON_DEPTH, UnreadableFileError
 
 PROJECT_DIR = Path(__file__).resolve().parents[3]
 HANG_LIMIT_S = 3  # a read that makes no progress this long (a FIFO) is cut here and fails the test
