@@ -91,22 +91,35 @@ DEFAULT_NAMESPACES = Namespaces()
 NAMESPACE_ROLES = tuple(f.name for f in fields(Namespaces))
 
 
+# Namespaces the cluster makes itself. Kubernetes: "default", "kube-system", "kube-public", "kube-node-lease", and the
+# kube- prefix is reserved (https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/
+# #initial-namespaces). GKE: gke-managed-* (gke-managed-system, ...) and Managed Service for Prometheus' gmp-system and
+# gmp-public ("Do not modify or deploy anything in this namespace",
+# https://cloud.google.com/stackdriver/docs/managed-prometheus/setup-managed).
+CLUSTER_OWN_NAMESPACES = ("default",)
+CLUSTER_OWN_PREFIXES = ("kube-", "gke-", "gmp-")
+MAX_SHOWN = 80  # characters of a refused key or value repeated in its one-line error
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN else f"{text[: MAX_SHOWN - 3]}..."
+
+
 def namespaces_problem(given: object) -> str | None:
     """One line naming what is wrong with a {role: namespace} mapping (roles: NAMESPACE_ROLES), or None."""
     if not isinstance(given, Mapping):
         return f"expected a mapping of {', '.join(NAMESPACE_ROLES)} to namespace names, got {type(given).__name__}"
     for role, name in given.items():
         if role not in NAMESPACE_ROLES:
-            return f"{role!r} is not a namespace the components use; expected one of {', '.join(NAMESPACE_ROLES)}"
+            return f"{_shown(role)} is not a namespace the components use; expected one of {', '.join(NAMESPACE_ROLES)}"
         if not (isinstance(name, str) and DNS_LABEL.fullmatch(name) and len(name) <= DNS_LABEL_MAX):
             return (
-                f"{role}: {name!r} is not a namespace name; expected a DNS-1123 label (lowercase letters, digits and"
-                f" -, starting and ending with a letter or digit, at most {DNS_LABEL_MAX} characters)"
+                f"{role}: {_shown(name)} is not a namespace name; expected a DNS-1123 label (lowercase letters, digits"
+                f" and -, starting and ending with a letter or digit, at most {DNS_LABEL_MAX} characters)"
             )
-        if name == "default" or name.startswith("kube-"):
-            # Kubernetes' own ("default", "kube-system", "kube-public", "kube-node-lease"; the kube- prefix is
-            # reserved: https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/#initial-namespaces)
-            return f"{role}: {name!r} is a namespace Kubernetes makes itself; name one the components may create"
+        if name in CLUSTER_OWN_NAMESPACES or name.startswith(CLUSTER_OWN_PREFIXES):
+            return f"{role}: {name!r} is a namespace Kubernetes or GKE makes itself; name one the components may create"
     chosen = Namespaces(**dict(given))
     names = [getattr(chosen, role) for role in NAMESPACE_ROLES]
     for role in NAMESPACE_ROLES:

@@ -13,6 +13,7 @@ the stack's resources had before this component existed, so `pulumi up` on an ex
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
@@ -110,8 +111,8 @@ class TritonOnClusterArgs(TypedDict):
     model_reader_service_account: NotRequired[pulumi.Input[str]]
     """The Google service account email the pods act as through Workload Identity to read the bucket; absent: none."""
     service_account_name: NotRequired[str]
-    """The Kubernetes service account the Triton pods run as, in namespace triton (a DNS-1123 label); default triton.
-    Workload Identity names it PROJECT.svc.id.goog[triton/NAME] in every cluster of the project, so give each
+    """The Kubernetes service account the Triton pods run as, in Triton's namespace (a DNS-1123 label); default triton.
+    Workload Identity names it PROJECT.svc.id.goog[NAMESPACE/NAME] in every cluster of the project, so give each
     environment that shares a project its own (the stack's program uses triton-STACK)."""
     autoscaling: NotRequired[bool]
     """An HPA on Triton's queue time (needs monitoring: its adapter serves the metric). Default false."""
@@ -136,7 +137,7 @@ class TritonOnClusterArgs(TypedDict):
     """The region label of this cluster's metrics and alerts (monitoring only); default the component's name."""
     namespaces: NotRequired[NamespaceNames]
     """The namespaces to create, by role; each role left out keeps its default (triton, load, monitoring,
-    gpu-metrics). Workload Identity's principal is PROJECT.svc.id.goog[TRITON_NAMESPACE/service_account_name]."""
+    gpu-metrics). Two instances on one cluster need namespaces of their own, and only one may autoscale."""
     adapter_name: NotRequired[str]
     """The prefix of prometheus-adapter's cluster-wide RBAC objects (autoscaling only), a DNS-1123 label of at most 47
     characters; default prometheus-adapter. Its APIService, v1beta1.custom.metrics.k8s.io, is one per cluster."""
@@ -195,6 +196,7 @@ class TritonOnCluster(pulumi.ComponentResource):
         # Before any child: a refusal leaves nothing half-declared.
         check_args(name, args, driver_branch=wiring.driver_branch)
         check_lifecycle(name, wiring.lifecycle, _with_defaults(args)["min_replicas"])
+        claim_cluster_names(name, _with_defaults(args), opts)
         super().__init__(TYPE_TOKEN, name, None, opts)
         a = _with_defaults(args)
         child = self._child_options(name, a)
@@ -357,6 +359,80 @@ class TritonOnCluster(pulumi.ComponentResource):
             ),
             opts=self._with_aliases(child, wiring),
         )
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """What one TritonOnCluster of this program creates on its cluster under names another must not take."""
+
+    name: str
+    cluster: Any  # the kubeconfig given, else the kubernetes provider in opts, else None: the ambient one
+    namespaces: frozenset[str]
+    autoscaling: bool
+    monitoring: bool
+
+
+# Per program: the engine's monitor is one per `pulumi up` (and one per run of the mock runtime in the tests).
+_CLAIMS: weakref.WeakKeyDictionary[Any, list[_Claim]] = weakref.WeakKeyDictionary()
+
+
+def claim_cluster_names(name: str, a: Mapping[str, Any], opts: pulumi.ResourceOptions | None) -> None:
+    """Refuse, in one ArgsError line, a second TritonOnCluster of this program on the same cluster (same kubeconfig or
+    kubernetes provider) that would create a namespace the first creates, or a second custom metrics adapter (its
+    APIService, v1beta1.custom.metrics.k8s.io, is one per cluster: pulumi-kubernetes 4.29 and later fail creating an
+    object that exists unless the provider sets upsertExistingObjects, pulumi/pulumi-kubernetes#2926, and with upsert
+    the second adapter would take over the first's HPA); and two names whose children's names meet
+    (`NAME` and `NAME-gpu`, both monitored: monitoring-NAME-gpu-ns is the first's GPU-metrics namespace and the
+    second's monitoring namespace, one URN). A program the engine runs without a monitor (none) is not checked."""
+    monitor = pulumi.runtime.settings.get_monitor()
+    if monitor is None:
+        return
+    claim = _Claim(name, _cluster_of(a, opts), frozenset(_created_namespaces(a)), a["autoscaling"], a["monitoring"])
+    where = f"TritonOnCluster {name!r}"
+    claims = _CLAIMS.setdefault(monitor, [])
+    for other in claims:
+        meet = f"{other.name}-gpu" == name or other.name == f"{name}-gpu"
+        if meet and claim.monitoring and other.monitoring:
+            raise ArgsError(where, f"name: {name!r} and {other.name!r}, both monitored, give two children one name")
+        if not _same_cluster(claim.cluster, other.cluster):
+            continue
+        shared = sorted(claim.namespaces & other.namespaces)
+        if shared:
+            raise ArgsError(
+                where,
+                f"namespaces: {shared[0]!r} is also created by TritonOnCluster {other.name!r} on the same cluster;"
+                " give each instance namespaces of its own",
+            )
+        if claim.autoscaling and other.autoscaling:
+            raise ArgsError(
+                where,
+                f"autoscaling: TritonOnCluster {other.name!r} already serves custom.metrics.k8s.io on the same cluster;"
+                " a cluster has one custom metrics adapter, so leave autoscaling off here",
+            )
+    claims.append(claim)
+
+
+def _created_namespaces(a: Mapping[str, Any]) -> list[str]:
+    names = Namespaces(**a["namespaces"])
+    created = [names.triton]
+    created += [names.load_test] if a["load_test"] else []
+    return created + ([names.monitoring, names.gpu_metrics] if a["monitoring"] else [])
+
+
+def _cluster_of(a: Mapping[str, Any], opts: pulumi.ResourceOptions | None) -> Any:
+    if "kubeconfig" in a:
+        return a["kubeconfig"]
+    given = (opts.providers if opts else None) or {}
+    providers = given.values() if isinstance(given, Mapping) else given
+    found = [p for p in providers if getattr(p, "package", None) == "kubernetes"]
+    return found[0] if found else (opts.provider if opts and opts.provider else None)
+
+
+def _same_cluster(first: Any, second: Any) -> bool:
+    """Two kubeconfig texts alike, or the same provider object (or both the ambient one); an Output: itself only."""
+    if isinstance(first, str) and isinstance(second, str):
+        return first == second
+    return first is second
 
 
 def cpu_placement(a: Mapping[str, Any]) -> PodPlacement:

@@ -179,7 +179,24 @@ def _provider_class() -> type:
                 value = mapped.get(key)
                 if prop.type == PropertyType.INTEGER and isinstance(value, float) and value.is_integer():
                     mapped[key] = int(value)
+                if prop.ref and schema_name in inputs:
+                    mapped[key] = self._object_as_given(inputs[schema_name], prop, mapped.get(key))
             return mapped
+
+        # Why: map_input_properties (pulumi 3.272.0) keeps only the keys an object type declares and makes a
+        # non-object {}, so `namespaces: {tritn: x}` or `namespaces: x` reached the component as {} and it deployed
+        # into the default namespaces without a word (red team of issue 33). An object with an unknown key, or a value
+        # that is no object, goes to the component as given (known keys under their Python names): it refuses it.
+        def _object_as_given(self, given: Any, prop: Any, mapped: Any) -> Any:
+            definition = self.get_type_definition(prop)
+            if definition is None:
+                return mapped
+            if not isinstance(given, dict):
+                return given
+            names = definition.properties_mapping
+            if set(given) <= set(names):
+                return mapped
+            return {names.get(k, k): (mapped or {}).get(names[k], v) if k in names else v for k, v in given.items()}
 
     return WholeNumbers
 

@@ -172,3 +172,27 @@ def test_construct_refuses_a_missing_required_input(provider_process: Provider, 
     # create_grpc_invalid_properties_status), which ride in the trailing metadata.
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert b"modelRepository" in dict(error.value.trailing_metadata())["grpc-status-details-bin"]
+
+
+@pytest.mark.parametrize(
+    ("namespaces", "said"),
+    [
+        ({"tritn": "ml-serving"}, "namespaces: 'tritn' is not a namespace the components use"),
+        ("ml-serving", "namespaces: expected a mapping of triton, load_test, monitoring, gpu_metrics"),
+    ],
+)
+def test_construct_refuses_namespaces_the_schema_does_not_declare(
+    provider_process: Provider, engine: tuple[str, Any], namespaces: Any, said: str
+) -> None:
+    """The SDK's mapping keeps only an object type's declared keys (and makes a non-object {}): the component would
+    have deployed into the default namespaces without a word. It gets them as given and refuses them in one line."""
+    address, _ = engine
+    inputs = struct_pb2.Struct()
+    inputs.update({"modelRepository": "gs://example-models/triton", "kubeconfig": "apiVersion: v1"})
+    inputs["namespaces"] = namespaces
+    request = provider_pb2.ConstructRequest(
+        project="consumer", stack="dev", type=TOKEN, name="team", inputs=inputs, monitorEndpoint=address
+    )
+    with pytest.raises(grpc.RpcError) as error:
+        provider_process.stub.Construct(request, timeout=60)
+    assert said in (error.value.details() or ""), error.value.details()

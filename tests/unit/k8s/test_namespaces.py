@@ -118,6 +118,63 @@ def test_a_second_instance_in_its_own_namespaces_shares_no_object_with_the_first
     assert [k for k, n in keys.items() if n > 1] == []
 
 
+@pytest.mark.parametrize(
+    ("first", "second", "expected"),
+    [
+        # Both in the default namespaces: the second would create triton, load, ... again.
+        (everything(), {}, "namespaces: 'triton' is also created by TritonOnCluster 'first'"),
+        # One namespace of the first among the second's own.
+        (everything(), {"namespaces": {"triton": "ml-t"}, "load_test": True}, "namespaces: 'load' is also created"),
+        # A second custom metrics adapter: custom.metrics.k8s.io has one APIService per cluster.
+        (everything(), everything(namespaces=TEAM, adapter_name="ml-adapter"), "autoscaling: TritonOnCluster 'first'"),
+    ],
+)
+def test_a_second_instance_that_would_take_the_first_s_names_is_refused_in_one_line(
+    first: dict[str, Any], second: dict[str, Any], expected: str
+) -> None:
+    said: list[str] = []
+
+    def declare() -> None:
+        TritonOnCluster("first", TritonOnClusterArgs(model_repository=REPOSITORY, **first))
+        try:
+            TritonOnCluster("second", TritonOnClusterArgs(model_repository=REPOSITORY, **second))
+        except ArgsError as err:
+            said.append(str(err))
+
+    p = run_under_mocks(declare, "dev", stack_settings("dev"), PROJECT)
+    assert len(said) == 1 and said[0].startswith("TritonOnCluster 'second'") and expected in said[0], said
+    assert "\n" not in said[0]
+    assert not [r for r in p.resources if "second" in r.name], "nothing of the refused one declared"
+
+
+def test_two_clusters_may_use_the_same_names() -> None:
+    """Each with a kubeconfig of its own: two clusters, so the default namespaces and adapters do not meet."""
+    kubeconfig = "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n# {}\n"
+    both = plan(
+        ("east", everything(kubeconfig=kubeconfig.format("east"))),
+        ("west", everything(kubeconfig=kubeconfig.format("west"))),
+    )
+    assert len([r for r in both.resources if kind(r) == "APIService"]) == 2
+
+
+def test_names_whose_children_would_share_a_urn_are_refused() -> None:
+    """`team` monitored names its GPU-metrics namespace monitoring-team-gpu-ns, `team-gpu` its monitoring one too."""
+    said: list[str] = []
+
+    def declare() -> None:
+        TritonOnCluster("team", TritonOnClusterArgs(model_repository=REPOSITORY, monitoring=True, load_test=True))
+        try:
+            TritonOnCluster("team-gpu", TritonOnClusterArgs(model_repository=REPOSITORY, monitoring=True,
+                            load_test=True, namespaces=TEAM))  # fmt: skip
+        except ArgsError as err:
+            said.append(str(err))
+
+    run_under_mocks(declare, "dev", stack_settings("dev"), PROJECT)
+    assert said == [
+        "TritonOnCluster 'team-gpu': name: 'team-gpu' and 'team', both monitored, give two children one name"
+    ]
+
+
 def test_the_defaults_are_the_stack_s_namespaces() -> None:
     """What the shipped stacks and every deployed cluster use: left out, nothing moves."""
     default = plan(("team", everything()))
@@ -134,6 +191,8 @@ def test_the_defaults_are_the_stack_s_namespaces() -> None:
         ({"namespaces": {"triton": "load"}}, "namespaces: triton: 'load' is also the namespace of load_test"),
         ({"namespaces": {"serving": "x"}}, "namespaces: 'serving' is not a namespace the components use"),
         ({"namespaces": {"monitoring": "kube-system"}}, "namespaces: monitoring: 'kube-system' is a namespace"),
+        ({"namespaces": {"monitoring": "gmp-system"}}, "namespaces: monitoring: 'gmp-system' is a namespace"),
+        ({"namespaces": {"t" * 100_000: "x"}}, "namespaces: 'tttttttt"),
         ({"namespaces": {"triton": "ML"}}, "namespaces: triton: 'ML' is not a namespace name"),
         ({"namespaces": ["triton"]}, "namespaces: expected a mapping"),
         ({"adapter_name": "x"}, "adapter_name: only with autoscaling: true"),
@@ -166,12 +225,12 @@ def test_any_namespaces_mapping_is_valid_exactly_when_kubernetes_would_take_it(g
     valid = (
         set(given_names) <= set(NAMESPACE_ROLES)
         and all(DNS_LABEL.fullmatch(n) and len(n) <= 63 for n in given_names.values())
-        and not any(n == "default" or n.startswith("kube-") for n in given_names.values())
+        and not any(n == "default" or n.startswith(("kube-", "gke-", "gmp-")) for n in given_names.values())
         and len(set(chosen.values())) == len(chosen)
     )
     problem = namespaces_problem(given_names)
     assert (problem is None) == valid, (given_names, problem)
-    assert problem is None or ("\n" not in problem and "\r" not in problem)
+    assert problem is None or ("\n" not in problem and "\r" not in problem and len(problem) < 400)
 
 
 @settings(max_examples=200)
