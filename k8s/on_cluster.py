@@ -194,7 +194,8 @@ class TritonOnCluster(pulumi.ComponentResource):
     ) -> None:
         wiring = wiring or ClusterWiring()
         # Before any child: a refusal leaves nothing half-declared.
-        check_args(name, args, driver_branch=wiring.driver_branch)
+        mode = wiring.monitoring.mode if wiring.monitoring else "builtin"
+        check_args(name, args, driver_branch=wiring.driver_branch, monitoring_mode=mode)
         check_lifecycle(name, wiring.lifecycle, _with_defaults(args)["min_replicas"])
         claim_cluster_names(name, _with_defaults(args), opts)
         super().__init__(TYPE_TOKEN, name, None, opts)
@@ -494,7 +495,7 @@ def _with_defaults(args: Mapping[str, Any]) -> dict[str, Any]:
     return defaults | given
 
 
-def check_args(name: str, args: Any, *, driver_branch: int | None = None) -> None:
+def check_args(name: str, args: Any, *, driver_branch: int | None = None, monitoring_mode: str = "builtin") -> None:
     """Refuse bad TritonOnClusterArgs (and a bad component name) with one ArgsError line naming the field.
 
     driver_branch: the NVIDIA driver branch of the GPU nodes where the composer knows it (TritonGkeRegion does),
@@ -503,7 +504,7 @@ def check_args(name: str, args: Any, *, driver_branch: int | None = None) -> Non
     where = f"TritonOnCluster {name!r}"
     if not isinstance(args, Mapping):
         raise ArgsError(where, f"args: expected a TritonOnClusterArgs mapping, got {type(args).__name__}")
-    for problem in _problems(name, args, driver_branch):
+    for problem in _problems(name, args, driver_branch, monitoring_mode):
         raise ArgsError(where, problem)
 
 
@@ -520,12 +521,12 @@ def check_lifecycle(name: str, lifecycle: LifecycleSettings, min_replicas: int) 
         raise ArgsError(f"TritonOnCluster {name!r}", f"wiring.lifecycle.{field} ({key}) {value!r}: {reason}")
 
 
-def _problems(name: str, args: Mapping[str, Any], driver_branch: int | None) -> list[str]:
+def _problems(name: str, args: Mapping[str, Any], driver_branch: int | None, monitoring_mode: str) -> list[str]:
     known = TritonOnClusterArgs.__annotations__
     unknown = unknown_field_problem(args, known)
     if unknown:
         return [unknown]
     a = _with_defaults(args)
-    field_checks = checks.field_checks(serves_custom_metrics("builtin"), driver_branch)
+    field_checks = checks.field_checks(serves_custom_metrics(monitoring_mode), driver_branch)
     found = [checks.name_problem(name), *(field_checks[key](a.get(key), a) for key in known)]
     return [p for p in found if p]

@@ -159,8 +159,11 @@ def flag_problem(key: str, value: Any, a: Mapping[str, Any], serves_metrics: boo
     if not isinstance(value, bool):
         return f"{key}: {value!r} is not valid; expected true or false"
     # An HPA on a metric nobody serves never scales (FailedGetPodsMetric): the metric comes from monitoring's adapter.
-    if key == "autoscaling" and value and not (a.get("monitoring") is True and serves_metrics):
+    if key == "autoscaling" and value and a.get("monitoring") is not True:
         return "autoscaling: needs monitoring: true (its adapter serves the HPA's queue-time metric)"
+    if key == "autoscaling" and value and not serves_metrics:
+        # Operator mode (k8s/autoscaling.py serves_custom_metrics) makes no adapter: an HPA would never scale.
+        return "autoscaling: needs the builtin monitoring mode (in operator mode no adapter serves the HPA's metric)"
     # Prometheus reads pods in Triton's, Locust's and the exporter's namespaces (k8s/monitoring/prometheus.py
     # POD_SELECTORS): its Roles need the Locust namespace to exist.
     if key == "monitoring" and value and a.get("load_test") is not True:

@@ -256,3 +256,28 @@ def test_the_library_page_s_namespaces_example_plans_as_pasted() -> None:
     pasted = run_under_mocks(declare, "dev", stack_settings("dev"), PROJECT)
     created = {r.inputs["metadata"]["name"] for r in kubernetes_objects(pasted) if kind(r) == "Namespace"}
     assert created == {"ml-serving", "ml-load", "ml-obs", "ml-gpu"}
+
+
+def test_autoscaling_with_operator_mode_monitoring_is_refused_in_one_line() -> None:
+    """Operator mode makes no adapter (k8s/autoscaling.py serves_custom_metrics): an HPA there would never scale, and
+    the component used to take the flag and ignore it (red team of the namespaces change)."""
+    from triton_gke.k8s.monitoring import MonitoringArgs
+    from triton_gke.k8s.on_cluster import ClusterWiring
+    from triton_gke.observability.settings import SloSettings
+
+    operator = MonitoringArgs("r", "dev", SloSettings(), "operator", "15d", 20, "", {})
+    said: list[str] = []
+
+    def declare() -> None:
+        try:
+            TritonOnCluster("team", TritonOnClusterArgs(model_repository=REPOSITORY, **everything()),
+                            wiring=ClusterWiring(monitoring=operator))  # fmt: skip
+        except ArgsError as err:
+            said.append(str(err))
+
+    refused = run_under_mocks(declare, "dev", stack_settings("dev"), PROJECT)
+    assert said == [
+        "TritonOnCluster 'team': autoscaling: needs the builtin monitoring mode (in operator mode no adapter serves the"
+        " HPA's metric)"
+    ]
+    assert refused.resources == []
