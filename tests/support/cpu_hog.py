@@ -79,7 +79,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < 1 or (args.seconds is not None and not args.seconds > 0):
         parser.error("--workers must be at least 1 and --seconds above 0")
 
+    child: subprocess.Popen[bytes] | None = None
+
     def finish(signum: int, _frame: object) -> None:
+        # With a command running, the command decides when to stop: SIGTERM and SIGHUP are passed on to it (a CI
+        # cancel, `timeout`), SIGINT it got from the terminal itself; the hog waits for it and returns its status.
+        # Raising here instead would end subprocess.run, which SIGKILLs the command (pytest's children left behind).
+        if child is not None and child.poll() is None:
+            if signum != signal.SIGINT:
+                child.send_signal(signum)
+            return
         raise SystemExit(128 + signum)
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -89,7 +98,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cpu_hog: {args.workers} busy processes (pid {os.getpid()}), {length}", file=sys.stderr, flush=True)
     try:
         if command:  # in the foreground: Ctrl-C reaches the command and the hog alike, and both stop
-            return subprocess.run(command).returncode
+            try:
+                child = subprocess.Popen(command)
+            except OSError as err:
+                print(f"cpu_hog: cannot run {command[0]!r}: {err.strerror}", file=sys.stderr)
+                return 127
+            code = child.wait()
+            return 128 - code if code < 0 else code  # killed by signal N: 128+N, as a shell reports it
         for process in processes:
             process.join()
     finally:

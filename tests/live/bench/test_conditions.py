@@ -120,3 +120,22 @@ def _workers_and_command(hog: subprocess.Popen[bytes]) -> list[psutil.Process]:
 
     assert wait_for(started, timeout_s=HANG_S, interval_s=0.1), found
     return found
+
+
+def test_a_sigterm_to_the_hog_reaches_the_command_which_stops_as_it_chooses(tmp_path: Path) -> None:
+    """`timeout` or a CI cancel sends SIGTERM to the hog alone: the command gets it too and finishes its own way (here
+    a trap that writes a file and exits 7), and the hog returns that status. It used to SIGKILL the command."""
+    marker = tmp_path / "trapped"
+    script = f"trap 'touch {marker}; exit 7' TERM; sleep 600 & wait"
+    hog = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.cpu_hog", "--workers", "1", "--", "sh", "-c", script], cwd=PROJECT_DIR
+    )
+    try:
+        # The trap is set once the shell has started its sleep: signal only then.
+        sleeping = lambda: any(p.name() == "sleep" for p in psutil.Process(hog.pid).children(recursive=True))  # noqa: E731
+        assert wait_for(sleeping, HANG_S, 0.1)
+        hog.send_signal(signal.SIGTERM)
+        assert hog.wait(timeout=HANG_S) == 7 and marker.exists()
+    finally:
+        hog.kill()
+        hog.wait()
