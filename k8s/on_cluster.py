@@ -390,7 +390,10 @@ def claim_cluster_names(name: str, a: Mapping[str, Any], opts: pulumi.ResourceOp
         return
     claim = _Claim(name, _cluster_of(a, opts), frozenset(_created_namespaces(a)), a["autoscaling"], a["monitoring"])
     where = f"TritonOnCluster {name!r}"
-    claims = _CLAIMS.setdefault(monitor, [])
+    try:
+        claims = _CLAIMS.setdefault(monitor, [])
+    except TypeError:  # a monitor that cannot be weakly referenced: nothing to compare with
+        return
     for other in claims:
         meet = f"{other.name}-gpu" == name or other.name == f"{name}-gpu"
         if meet and claim.monitoring and other.monitoring:
