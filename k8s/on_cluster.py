@@ -196,10 +196,10 @@ class TritonOnCluster(pulumi.ComponentResource):
         # Before any child: a refusal leaves nothing half-declared.
         mode = wiring.monitoring.mode if wiring.monitoring else "builtin"
         check_args(name, args, driver_branch=wiring.driver_branch, monitoring_mode=mode)
-        check_lifecycle(name, wiring.lifecycle, _with_defaults(args)["min_replicas"])
-        claim_cluster_names(name, _with_defaults(args), opts)
-        super().__init__(TYPE_TOKEN, name, None, opts)
         a = _with_defaults(args)
+        check_lifecycle(name, wiring.lifecycle, a["min_replicas"])
+        claim_cluster_names(name, a, opts)
+        super().__init__(TYPE_TOKEN, name, None, opts)
         child = self._child_options(name, a)
         self._cpu_placement = cpu_placement(a)
         self._namespaces = Namespaces(**a["namespaces"])
