@@ -33,12 +33,18 @@ def max_batch(server: TritonServer) -> int:
         return json.loads(response.read())["max_batch_size"]
 
 
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project folder of the test's own, the working directory, as a user's checkout is."""
+    folder = make_project_folder(tmp_path / "project")
+    monkeypatch.chdir(folder)
+    return folder
+
+
 def test_tune_url_loads_each_configuration_into_the_running_server(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     repository = twin(tmp_path)
-    project = make_project_folder(tmp_path / "project")
-    monkeypatch.chdir(project)
     out = tmp_path / "out"
     explicit = ["--model-control-mode=explicit", "--load-model=original"]
     with TritonServer(repository, extra_args=explicit, ready_timeout_s=300) as server:
@@ -60,12 +66,11 @@ def test_tune_url_loads_each_configuration_into_the_running_server(
     assert all(c["capacities"] for c in report["candidates"])
 
 
+@pytest.mark.usefixtures("project")
 def test_tune_url_refuses_a_server_that_does_not_load_models_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     repository = twin(tmp_path)
-    project = make_project_folder(tmp_path / "project")
-    monkeypatch.chdir(project)
     with TritonServer(repository, ready_timeout_s=300) as server:  # the default model-control mode, NONE
         code = main(["bench", "tune", "--url", server.http_url, "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
