@@ -108,11 +108,11 @@ test: lint system-packages
 test-fast: setup
 	$(RUN) $(PY) -m pytest -m "not live" $(UNIT_WORKERS)
 
-## ruff, and the rooms' import rules (.importlinter, checked over the installed package's layout)
+## ruff, and the rooms' import rules (.importlinter)
 lint: setup
 	$(PY) -m ruff check .
-	$(PY) -m ruff format --check infra offline k8s cli triton_gke __main__.py
-	$(PY) -m triton_gke.offline.import_contracts
+	$(PY) -m ruff format --check triton_gke __main__.py
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 clean:
 	rm -rf build

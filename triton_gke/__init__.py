@@ -7,7 +7,7 @@ components are importable from here; they load on first use, so the command line
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.3.0"
 
@@ -34,7 +34,36 @@ _PUBLIC: dict[str, str] = {
     "TritonServingArgs": "triton_gke.k8s.triton",
 }
 
-__all__ = ["__version__", *sorted(_PUBLIC)]
+__all__ = [
+    "__version__",
+    "ClusterWiring",
+    "GkeCluster",
+    "GkeClusterArgs",
+    "GlobalLoadBalancer",
+    "GlobalLoadBalancerArgs",
+    "ModelStore",
+    "ModelStoreArgs",
+    "Network",
+    "NetworkArgs",
+    "TritonGkeRegion",
+    "TritonGkeRegionArgs",
+    "TritonGkeSystem",
+    "TritonGkeSystemArgs",
+    "TritonOnCluster",
+    "TritonOnClusterArgs",
+    "TritonServing",
+    "TritonServingArgs",
+]
+
+if TYPE_CHECKING:  # the same names, spelled out for editors and type checkers, which do not run __getattr__
+    from triton_gke.infra.cluster import GkeCluster, GkeClusterArgs
+    from triton_gke.infra.global_lb import GlobalLoadBalancer, GlobalLoadBalancerArgs
+    from triton_gke.infra.model_store import ModelStore, ModelStoreArgs
+    from triton_gke.infra.network import Network, NetworkArgs
+    from triton_gke.infra.region import TritonGkeRegion, TritonGkeRegionArgs
+    from triton_gke.infra.system import TritonGkeSystem, TritonGkeSystemArgs
+    from triton_gke.k8s.on_cluster import ClusterWiring, TritonOnCluster, TritonOnClusterArgs
+    from triton_gke.k8s.triton import TritonServing, TritonServingArgs
 
 
 def __getattr__(name: str) -> Any:

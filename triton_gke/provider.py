@@ -20,13 +20,13 @@ import json
 import sys
 import typing
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pulumi
 
 import triton_gke
-from triton_gke.cli.one_line import OneLineParser
+from triton_gke.contracts.paths import SCHEMA_FILE
+from triton_gke.one_line import OneLineParser
 
 # The package name: the first part of every type token (triton-gke:index:TritonOnCluster). The host puts every
 # component in the `index` module (pulumi/provider/experimental/analyzer.py, Analyzer docstring).
@@ -36,7 +36,6 @@ PROVIDER_NAME = "triton-gke"
 # cannot describe (the analyzer refuses `tuple[str, ...]` in GkeClusterArgs.zones, and StackSettings' tuples of
 # dataclasses; ClusterWiring holds pulumi.Resource objects), and a provider's Construct receives plain values only.
 COMPONENTS: dict[str, str] = {"TritonOnCluster": "triton_gke.k8s.on_cluster"}
-SCHEMA_FILE = Path(__file__).resolve().with_name("schema.json")
 # Properties whose values the schema marks secret (schema name, per component): a generated SDK then wraps them as
 # secrets and the engine keeps them encrypted in state and out of logs. The package schema's property has
 # `"secret": true` for this (https://www.pulumi.com/docs/iac/using-pulumi/pulumi-packages/schema/#property); the
@@ -219,7 +218,7 @@ def _parser() -> OneLineParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """`--schema`: print the inferred schema; `--write-schema`: rewrite schema.json; ENGINE: host the components.
 
-    A bad option is one line on stderr and exit 2 (cli/one_line.py). With an engine address the words the engine
+    A bad option is one line on stderr and exit 2 (triton_gke/one_line.py). With an engine address the words the engine
     adds (--logtostderr, -v=N, ...) are left to pulumi.provider.main, which reads them itself (provider/server.py).
     """
     parser = _parser()

@@ -1,7 +1,7 @@
 """`triton-gke` where a red team pushed it: no extras installed, a reader that stops early, a bad --out, sync's
 order of checks, a binary plan file, planning a program folder, the provider's schema.
 
-Every refusal is one line on stderr and exit 2, never a traceback (cli/main.py, cli/one_line.py).
+Every refusal is one line on stderr and exit 2, never a traceback (cli/main.py, triton_gke/one_line.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import PROJECT_DIR
 from triton_gke.cli import main as cli
-from triton_gke.cli.one_line import MAKE_TARGET_ENV
+from triton_gke.one_line import MAKE_TARGET_ENV
 
 REPO = PROJECT_DIR
 
@@ -196,12 +196,12 @@ def test_plan_folder_json_has_providers_urns_dependencies_and_output_values(prog
     }
 
 
-def test_the_old_module_entry_still_plans_a_folder(program: Path) -> None:
-    done = run(sys.executable, "-m", "triton_gke.offline.runtime", str(program), "--json")
+def test_the_module_entry_plans_a_folder(program: Path) -> None:
+    done = run(sys.executable, "-m", "triton_gke.offline.plan_folder", str(program), "--json")
     assert done.returncode == 0, done.stderr
     assert set(json.loads(done.stdout)["outputs"]) == {"grpc_endpoint", "http_endpoint", "namespace"}
-    line = one_line(run(sys.executable, "-m", "triton_gke.offline.runtime", str(program), "--stack", "nope"))
-    assert line.startswith("error: python -m triton_gke.offline.runtime: "), line
+    line = one_line(run(sys.executable, "-m", "triton_gke.offline.plan_folder", str(program), "--stack", "nope"))
+    assert line.startswith("error: python -m triton_gke.offline.plan_folder: "), line
 
 
 @pytest.mark.parametrize(

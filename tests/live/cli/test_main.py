@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import PROJECT_DIR
 from triton_gke.cli import main as cli
-from triton_gke.cli.one_line import MAKE_TARGET_ENV
+from triton_gke.one_line import MAKE_TARGET_ENV
 
 TRITON_GKE = Path(sys.executable).parent / "triton-gke"
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.settings.test_project_dir import REPO
-from triton_gke.cli.one_line import MAKE_TARGET_ENV
+from triton_gke.one_line import MAKE_TARGET_ENV
 
 TRITON_GKE = Path(sys.executable).parent / "triton-gke"
 

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import PROJECT_DIR
-from triton_gke.cli.one_line import MAKE_TARGET_ENV
 from triton_gke.offline import make_args
+from triton_gke.one_line import MAKE_TARGET_ENV
 
 
 def _python(*args: str) -> subprocess.CompletedProcess[str]:

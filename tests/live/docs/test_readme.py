@@ -21,7 +21,6 @@ from tests.unit.docs.test_readme import (
     Result,
     documented_examples,
 )
-from triton_gke.offline.import_contracts import installed_view
 
 TIMEOUT_S = 600
 
@@ -39,9 +38,8 @@ def make_env() -> dict[str, str]:
 
 def pasted_env(cwd: Path) -> dict[str, str]:
     env = make_env()
-    view = cwd / COPY_VIEW
-    if view.is_dir():  # a project copy: its own code, not the checkout the shared venv's editable install maps
-        env["PYTHONPATH"] = str(view)
+    if cwd.resolve() != PROJECT_DIR.resolve():  # a project copy: its own triton_gke/, not the checkout's
+        env["PYTHONPATH"] = str(cwd)
         # ... and its own $TMPDIR: the run folders of its sandbox, and the orphaned ones it removes, are its own.
         env |= own_tmpdir(cwd / COPY_TMP)
     return env
@@ -149,7 +147,6 @@ def test_an_unreachable_target_exits_2_naming_both_keys(results: dict[str, Resul
 
 
 # --- the rebuild hint, pasted ----------------------------------------------------------------------------------
-COPY_VIEW = ".package-view"
 COPY_TMP = Path("build") / "tmp"  # a copy's $TMPDIR: in its own build/, which nothing the commands read lists
 
 
@@ -175,10 +172,8 @@ def copy_project(copy: Path) -> Path:
     (copy / "build").mkdir()
     (PROJECT_DIR / "build" / "cache").mkdir(parents=True, exist_ok=True)
     (copy / "build" / "cache").symlink_to(PROJECT_DIR / "build" / "cache")
-    # The shared venv's editable install maps triton_gke to this checkout; the copy's own package layout (links to
-    # its rooms) goes first on PYTHONPATH, so the copy runs its own code and writes its own build/.
-    (copy / COPY_VIEW).mkdir()
-    installed_view(copy, copy / COPY_VIEW)
+    # The shared venv's editable install puts this checkout on the path; pasted_env puts the copy first on
+    # PYTHONPATH, so the copy runs its own code and writes its own build/.
     return copy
 
 

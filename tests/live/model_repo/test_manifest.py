@@ -15,7 +15,6 @@ from tests.unit.model_repo.test_manifest import REBUILD, build_small, cache_file
 pytest_plugins = ("tests.support.gcs_fixtures",)
 
 
-
 def test_a_cache_entry_changed_since_it_was_cached_is_refused_in_one_line(tmp_path: Path) -> None:
     build_small(tmp_path)
     entry = cache_files(tmp_path)[0]

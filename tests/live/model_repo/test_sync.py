@@ -43,7 +43,6 @@ from triton_gke.sandbox.triton import TritonServer
 pytest_plugins = ("tests.support.gcs_fixtures", "tests.support.triton_fixtures")
 
 
-
 PREFIX = "models"
 
 
@@ -147,9 +146,7 @@ def bucket_builds(client: storage.Client, bucket: str) -> dict[str, tuple[list[i
         config.ClearField("version_policy")
         under = {n[len(model) + 1 :]: b.md5_hash for n, b in objects.items() if n.startswith(f"{model}/")}
         labels, label_files = split_labels(config, under)
-        served = {
-            r: h for r, h in under.items() if r.split("/")[0] in {str(p) for p in pins} and r not in label_files
-        }
+        served = {r: h for r, h in under.items() if r.split("/")[0] in {str(p) for p in pins} and r not in label_files}
         extras = {r: h for r, h in under.items() if "/" not in r and r != "config.pbtxt" and r not in label_files}
         result[model] = (pins, Build(config, served, extras, labels))
     return result

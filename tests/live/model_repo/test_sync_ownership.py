@@ -26,7 +26,6 @@ from triton_gke.model_repo.sync import OWNER_KEY, RECORD_NAME, SyncError, main, 
 pytest_plugins = ("tests.support.gcs_fixtures",)
 
 
-
 PREFIX = "models"
 
 

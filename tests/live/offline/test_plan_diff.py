@@ -7,7 +7,7 @@ import sys
 
 from tests.conftest import PROJECT_DIR
 from tests.unit.offline.test_plan_diff import HPA, record, write
-from triton_gke.offline.plan_diff import EXIT_BAD_INPUT
+from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT
 
 
 def test_the_command_line_refuses_a_missing_file_and_an_unknown_option_in_one_line(tmp_path):

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from triton_gke.sandbox import leftovers
-from triton_gke.sandbox.leftovers import RunState, clean_leftovers, command_line, start_time
+from triton_gke.sandbox.leftovers import RunState, clean_leftovers
+from triton_gke.sandbox.processes import command_line, start_time
 
 # A command line like the sandbox's own children (a python -m module), but nobody's sandbox.
 LOOKALIKE = [sys.executable, "-c", "import time; time.sleep(600)", "gcp_storage_emulator", "start"]
@@ -181,7 +181,7 @@ def test_a_zombie_or_missing_pid_has_no_start_time() -> None:
         subprocess.run(["sleep", "0.02"], check=True)
     assert start_time(process.pid) is None  # exited, not yet reaped: a zombie counts as gone
     process.wait()
-    assert start_time(process.pid) is None and leftovers.command_line(process.pid) is None
+    assert start_time(process.pid) is None and command_line(process.pid) is None
 
 
 def test_the_run_state_holds_the_run_folder_and_the_next_run_removes_a_dead_ones(tmp_path: Path) -> None:

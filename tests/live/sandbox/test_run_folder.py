@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import PROJECT_DIR
-from triton_gke.sandbox.leftovers import start_time
+from triton_gke.sandbox.processes import start_time
 from triton_gke.sandbox.run_folder import MARKER, MARKER_KIND, PREFIX, remove_orphans
 
 # A run as sandbox.run starts one: the run state (and with it the run folder) first, then the GCS emulator with the

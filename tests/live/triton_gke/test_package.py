@@ -70,12 +70,13 @@ wanted = ["Pulumi.yaml", "schema.json", "py.typed", "infra/data/gcp_regions.csv"
 missing = [name for name in wanted if not root.joinpath(name).is_file()]
 records = [p for p in root.joinpath("capacity/records").iterdir() if p.name.endswith(".json")]
 assert not missing and records, (missing, records)
-# The code finds its data from its own file (Path(__file__).parent.parent): check it reads the installed copies.
+# The code finds its data from contracts/paths.py (the package's own folder): check it reads the installed copies.
 from triton_gke.settings import catalogue, schema
-from triton_gke.contracts import loadtest
+from triton_gke.contracts import paths
 from triton_gke.capacity import records as capacity_records
 assert schema.config_schema()[0] == "triton-gke" and catalogue.DATA_DIR.is_dir()
-assert loadtest.LOCUSTFILE.is_file() and any(capacity_records.RECORDS_DIR.glob("*.json"))
+assert paths.LOCUSTFILE.is_file() and any(capacity_records.RECORDS_DIR.glob("*.json"))
+assert str(paths.PACKAGE_DIR) == str(root) and paths.checkout_dir() is None
 for name in triton_gke.__all__[1:]:
     getattr(triton_gke, name)
 from triton_gke.provider import component_classes, schema_text
@@ -169,7 +170,7 @@ def test_monitoring_component_and_dashboards_work_at_these_versions(venv: Path, 
     program = tmp_path / "program"
     shutil.copytree(EXAMPLE, program)
     (program / "__main__.py").write_text(MONITORED_PROGRAM)
-    command = [str(venv), "-m", "triton_gke.offline.runtime", str(program), "--stack", "dev", "--json"]
+    command = [str(venv), "-m", "triton_gke.offline.plan_folder", str(program), "--stack", "dev", "--json"]
     plan = json.loads(run(command, tmp_path).stdout)
     types = [r["type"] for r in plan["resources"]]
     assert "triton-gke:index:TritonOnCluster" in types and "kubernetes:autoscaling/v2:HorizontalPodAutoscaler" in types
@@ -194,7 +195,7 @@ def test_installed_package_imports_components_and_carries_its_data(venv: Path, t
 def test_python_example_plans_offline_from_the_installed_package(venv: Path, tmp_path: Path) -> None:
     program = tmp_path / "program"
     shutil.copytree(EXAMPLE, program)
-    command = [str(venv), "-m", "triton_gke.offline.runtime", str(program), "--stack", "dev", "--json"]
+    command = [str(venv), "-m", "triton_gke.offline.plan_folder", str(program), "--stack", "dev", "--json"]
     plan = json.loads(run([*command, "--config", "kubeconfig=apiVersion: v1"], tmp_path).stdout)
     types = [r["type"] for r in plan["resources"]]
     assert "triton-gke:index:TritonOnCluster" in types and "pulumi:providers:kubernetes" in types

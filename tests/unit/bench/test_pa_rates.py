@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from triton_gke.bench import pa_rates, perf_analyzer
-from triton_gke.model_repo.settings import MODEL_NAME_RE
+from triton_gke.contracts.naming import MODEL_NAME_RE
 
 
 # ---------------------------------------------------------------- bench.pa_rates

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from triton_gke.cli.one_line import OneLineParser
+from triton_gke.one_line import OneLineParser
 
 
 # ------------------------------------------------------------------ abbreviations

@@ -1,4 +1,4 @@
-"""cli/one_line.py, the argument parser every command shares: a bad option is one line and exit 2, never a usage block.
+"""triton_gke/one_line.py, the argument parser every command shares: a bad option is one line and exit 2, no usage.
 
 Generated bad command lines go to the shared parser in both of its modes (print and exit, raise for the command's
 own handler); then each command's real `main` is given a bad option and must print exactly the line it always did.
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from triton_gke.cli.one_line import MAKE_TARGET_ENV, SEE_MAKE_HELP, OneLineParser
+from triton_gke.one_line import MAKE_TARGET_ENV, SEE_MAKE_HELP, OneLineParser
 
 PROG = "make demo"
 KNOWN = ("--stack", "--json", "--help")  # argparse takes any unambiguous prefix of these (allow_abbrev)

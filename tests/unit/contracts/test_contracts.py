@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 from tritonclient.grpc import model_config_pb2 as mc
 
 from tests.conftest import PROJECT_DIR
-from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LOCUST_METRICS_PORT, LOCUSTFILE, LocustEnvironment
+from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LOCUST_METRICS_PORT, LocustEnvironment
 from triton_gke.contracts.naming import BUCKET_NAME_MAX, DNS_LABEL_MAX, dns_label, model_bucket_name
+from triton_gke.contracts.paths import LOCUSTFILE
 from triton_gke.contracts.placement import GPU_TAINT_EFFECT_GKE, GPU_TAINT_KEY
 from triton_gke.contracts.triton import INFERENCE_PORTS, LIVE_PATH, PORTS, READY_PATH, TRT_CACHE_DIR
 from triton_gke.contracts.workloads import TRITON_NAMESPACE, triton_service_account, workload_identity_member

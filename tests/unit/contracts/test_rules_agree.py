@@ -100,3 +100,38 @@ def test_the_stack_and_the_monitoring_component_accept_the_same_slo(latency_ms: 
     else:
         component = True
     assert component == (latency_ms <= MAX_SLO_MS)
+
+
+# ---------------------------------------------------------------- variant names
+
+VARIANTISH = st.one_of(
+    st.text(alphabet="aZ09_.-\n é/", min_size=0, max_size=70),
+    st.sampled_from(["original", "trt_int8_b16x4", "a" * 64, "a" * 65, "-x", ".x", "x\n", "x/y", ".."]),
+)
+
+
+def repository_accepts(name: str) -> bool:
+    from triton_gke.model_repo.errors import ModelRepoError
+    from triton_gke.model_repo.settings import VariantSettings, _validate_variant
+
+    try:
+        _validate_variant(VariantSettings(name, "FP32", 8, 4, 100, 1))
+    except ModelRepoError as err:
+        return "variant name" not in str(err)
+    return True
+
+
+def record_accepts(name: str) -> bool:
+    from triton_gke.capacity.records import _VARIANT_RE
+
+    return _VARIANT_RE.fullmatch(name) is not None
+
+
+@given(VARIANTISH)
+def test_the_repository_and_the_capacity_records_accept_the_same_variant_names(name: str) -> None:
+    assert repository_accepts(name) == record_accepts(name)
+
+
+def test_a_variant_name_with_a_trailing_line_break_is_refused() -> None:
+    """`$` matches before a final newline: the shared rule is used with fullmatch, so "x\\n" is no model folder."""
+    assert not repository_accepts("original\n") and not record_accepts("original\n")

@@ -388,7 +388,7 @@ def check_console_script_help(result: Result) -> None:
 RUN: dict[str, Callable[[Result], None]] = {
     ".venv/bin/triton-gke --help": check_console_script_help,
     "make plan STACK=dev": check_dev_plan,
-    ".venv/bin/python -m triton_gke.offline.import_contracts": check_import_contracts,
+    ".venv/bin/lint-imports --no-cache --no-logo": check_import_contracts,
     ".venv/bin/triton-gke plan-folder examples/on-cluster-python --json": check_offline_example_plan,
     ".venv/bin/triton-gke provider --schema": check_provider_schema,
     "make sandbox": check_sandbox,

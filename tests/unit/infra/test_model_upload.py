@@ -57,7 +57,8 @@ def test_the_sync_command_targets_the_bucket_prefix_and_is_triggered_by_the_dige
     plan = evaluate_component(lambda: ModelUpload("upload", args))
     (sync,) = plan.of_type("command:local:Command")
     assert (
-        sync.inputs["create"] == ".venv/bin/python -m triton_gke.model_repo.sync build/model_repository gs://demo-bucket/models/v1"
+        sync.inputs["create"]
+        == ".venv/bin/python -m triton_gke.model_repo.sync build/model_repository gs://demo-bucket/models/v1"
     )
     assert sync.inputs["update"] == sync.inputs["create"]
     assert sync.inputs["triggers"] == ["abc123"]

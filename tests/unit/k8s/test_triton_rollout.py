@@ -21,7 +21,6 @@ from triton_gke.settings.serving import MAX_STARTUP_MINUTES
 pytest_plugins = ("tests.support.triton_fixtures",)
 
 
-
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 
 

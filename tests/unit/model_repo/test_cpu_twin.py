@@ -14,7 +14,6 @@ if TYPE_CHECKING:  # imported by pytest_plugins; importing it here first would s
     pass
 
 
-
 @pytest.mark.parametrize("delay", [-1, 600_001, 1.5, True])
 def test_injected_delay_must_be_whole_milliseconds(delay: object) -> None:
     from tritonclient.grpc import model_config_pb2 as mc

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from triton_gke.observability.dashboards import DASHBOARD_DIR, dashboards, stale_dashboards
+from triton_gke.contracts.paths import DASHBOARD_DIR
+from triton_gke.observability.dashboards import dashboards, stale_dashboards
 from triton_gke.observability.settings import SloSettings
 
 

@@ -15,7 +15,7 @@ import pulumi
 import pytest
 
 from tests.conftest import PROJECT_DIR, evaluate
-from triton_gke.contracts.loadtest import ARRIVALS_FILE, LOCUSTFILE
+from triton_gke.contracts.paths import ARRIVALS_FILE, LOCUSTFILE
 from triton_gke.infra import system
 from triton_gke.offline.lifecycle import applied_state, compare
 from triton_gke.offline.plan import plan_records

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from triton_gke.cli.one_line import MAKE_TARGET_ENV
 from triton_gke.offline import make_args
 from triton_gke.offline.make_args import (
     join_args,
@@ -21,6 +20,7 @@ from triton_gke.offline.make_args import (
     split_args,
     with_model_repo_args,
 )
+from triton_gke.one_line import MAKE_TARGET_ENV
 
 # Characters a shell, make or JSON treats specially, plus ordinary ones; NUL cannot be in an environment variable.
 TRICKY = st.sampled_from(list(" \t\n'\"\\$`#;&|<>()[]{}*?~=,:%-_.") + ["é", "\u2028"])

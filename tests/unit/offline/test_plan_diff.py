@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from triton_gke.offline.plan_diff import EXIT_BAD_INPUT, EXIT_DIFFERENT, diff_plans, load_plan, main
+from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED
+from triton_gke.offline.plan_diff import diff_plans, load_plan, main
 
 COMPONENT = "triton-gke:k8s:Old"
 
@@ -74,7 +75,7 @@ def test_a_moved_resource_is_reported_as_reparented_and_allowed_only_when_asked(
     plan_before, plan_after = moved_hpa_plans()
     before, after = write(tmp_path, "before.json", plan_before), write(tmp_path, "after.json", plan_after)
     code, out, err = run_main(capsys, before, after)
-    assert code == EXIT_DIFFERENT and err == []
+    assert code == EXIT_FAILED and err == []
     assert f"added       {NEW_COMPONENT}::new (parent None)" in out
     assert f"reparented  {HPA}::old-hpa: parent old -> new" in out
     # The alarm's dependency moved with the HPA: the same resource, so no change of the alarm.
@@ -90,7 +91,7 @@ def test_an_input_change_is_named_by_its_path_and_never_allowed(tmp_path, capsys
     plan_after[3]["customTimeouts"] = {"create": "40m"}
     before, after = write(tmp_path, "before.json", plan_before), write(tmp_path, "after.json", plan_after)
     code, out, _ = run_main(capsys, before, after, "--allow-new-type", NEW_COMPONENT, "--allow-reparent")
-    assert code == EXIT_DIFFERENT
+    assert code == EXIT_FAILED
     assert f"changed     {HPA}::old-hpa: inputs: spec.minReplicas: 1 -> 2" in out
     assert f'changed     {DEPLOYMENT}::alarm: customTimeouts: create: added "40m"' in out
     assert out[-1].endswith("2 unexpected")
@@ -101,7 +102,7 @@ def test_a_removed_resource_and_a_new_type_not_declared_are_unexpected(tmp_path,
     plan_after = [r for r in plan_after if r["name"] != "alarm"]
     before, after = write(tmp_path, "before.json", plan_before), write(tmp_path, "after.json", plan_after)
     code, out, _ = run_main(capsys, before, after, "--allow-reparent")
-    assert code == EXIT_DIFFERENT
+    assert code == EXIT_FAILED
     assert f"removed     {DEPLOYMENT}::alarm (parent old)" in out
     assert out[-1].endswith("2 unexpected")  # the removal, and the component of a type not declared
 
@@ -214,7 +215,7 @@ def test_any_value_in_any_field_gives_a_result_or_one_error_line(tmp_path_factor
     target[field] = data.draw(_JSON, label=field)
     folder = tmp_path_factory.mktemp("field")
     code, out, err = run_main(capsys, write(folder, "a.json", before), bad := write(folder, "b.json", after))
-    assert code in (0, EXIT_DIFFERENT, EXIT_BAD_INPUT)
+    assert code in (0, EXIT_FAILED, EXIT_BAD_INPUT)
     if code == EXIT_BAD_INPUT:
         assert out == [] and len(err) == 1 and err[0].startswith(f"error: {bad}: resource {after.index(target)}: ")
 

@@ -22,6 +22,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 from pulumi.runtime.proto import resource_pb2
 
+from tests.conftest import PROJECT_DIR
 from triton_gke.offline import runtime
 from triton_gke.offline.runtime import SECRET_SIG, SIG_KEY, Plan, run_under_mocks
 
@@ -305,7 +306,7 @@ def test_a_failed_plan_leaves_no_event_loop_open_for_interpreter_shutdown(tmp_pa
 
     from triton_gke.offline import plan
 
-    repo = Path(runtime.PROJECT_DIR)
+    repo = PROJECT_DIR
     (tmp_path / "Pulumi.dev.yaml").write_text((repo / "Pulumi.dev.yaml").read_text())
     (tmp_path / "__main__.py").write_text((repo / "__main__.py").read_text())
     monkeypatch.chdir(tmp_path)

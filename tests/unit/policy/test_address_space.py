@@ -344,6 +344,7 @@ def test_the_settings_layer_and_the_pack_share_one_judge() -> None:
     import triton_gke.policy.address_space as judge
     import triton_gke.policy.policies as pack
     import triton_gke.settings.source_ranges as config
+
     assert config.address_space is judge and pack.internet_problem is judge.internet_problem
 
 

@@ -12,7 +12,6 @@ from triton_gke.sandbox.components import gke_flags
 pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus is not installed")
 
 
-
 def test_the_gke_command_line_is_kept_but_for_the_repository_and_local_ports() -> None:
     gke = triton_server_args("gs://b/p", gpu=False, admin_key="k")
     in_namespace = ["tritonserver", "--model-repository=gs://b/p", "--http-port=8000", "--grpc-port=8001"]

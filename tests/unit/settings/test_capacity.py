@@ -22,10 +22,10 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import triton_gke.settings.capacity as sizing
-from tests.conftest import evaluate, stack_settings
+from tests.conftest import PROJECT_DIR, evaluate, stack_settings
 from triton_gke.capacity.records import FILE_KEYS, RECORDS_DIR, SCHEMA
 from triton_gke.offline import plan as plan_command
-from triton_gke.offline.runtime import PROJECT_DIR, Plan
+from triton_gke.offline.runtime import Plan
 from triton_gke.settings import ConfigError, load_stack_settings
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -271,7 +271,7 @@ def test_plan_prints_a_capacity_table_at_the_target(capsys: pytest.CaptureFixtur
     out = tmp_path / "plan"
     assert plan_command.main(["--stack", "staging", "--out", str(out), "--set", "targetRps=500"]) == 0
     output = capsys.readouterr().out
-    assert f"253 req/s per node, from the reference record {ORIGINAL_RECORD}" in output
+    assert f"253 req/s per node, from the reference record triton_gke/{ORIGINAL_RECORD}" in output
     assert "Sized for targetRps 500 req/s per region with 25 % headroom: GPU minimum 3 nodes" in output
     rows = _capacity_rows(output)
     assert set(rows) == {"us-central1", "europe-west4"}

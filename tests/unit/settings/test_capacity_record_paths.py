@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import triton_gke.settings.capacity as sizing
+from tests.conftest import PROJECT_DIR
 from tests.unit.settings.test_capacity import _capacity_rows, plan_refusal, write_record
 from triton_gke.capacity.records import (
     RECORDS_DIR,
@@ -24,7 +25,6 @@ from triton_gke.capacity.records import (
     load_records,
 )
 from triton_gke.offline import plan as plan_command
-from triton_gke.offline.runtime import PROJECT_DIR
 
 ORIGINAL = "nvidia-tesla-t4__original__tensorrtserver-19.05-py3-tutorial__slo-100ms.json"
 

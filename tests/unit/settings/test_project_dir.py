@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PROJECT_DIR
-from triton_gke.cli.one_line import MAKE_TARGET_ENV, model_repo_command
+from triton_gke.one_line import MAKE_TARGET_ENV, model_repo_command
 
 REPO = PROJECT_DIR
 
@@ -32,12 +32,13 @@ def test_build_outputs_and_stack_files_follow_the_current_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from triton_gke.bench import runner
+    from triton_gke.contracts.paths import PACKAGE_DIR
     from triton_gke.infra import model_upload
     from triton_gke.model_repo.build import default_cache_dir
     from triton_gke.offline import build_models, plan
     from triton_gke.sandbox import leftovers, single_run
     from triton_gke.settings import stack_config
-    from triton_gke.settings.schema import PACKAGE_DIR, config_schema
+    from triton_gke.settings.schema import config_schema
 
     monkeypatch.chdir(tmp_path)
     build = tmp_path / "build"

@@ -19,7 +19,6 @@ import os
 import resource
 import signal
 import time
-import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -196,8 +195,8 @@ ALLOWED: dict[str, str] = {
     ),
     "bench/machine.py:cpu_model:read_text": _PROC,
     "bench/probes.py:machine_jiffies:open": _PROC,
-    "sandbox/leftovers.py:start_time:read_text": _PROC,
-    "sandbox/leftovers.py:command_line:read_bytes": _PROC,
+    "sandbox/processes.py:start_time:read_text": _PROC,
+    "sandbox/processes.py:command_line:read_bytes": _PROC,
     "sandbox/run_folder.py:processes_in:read_bytes": _PROC,
     "bench/probes.py:triton_counters:open": _HTTP,
     "bench/runner.py:check_reachable:open": _HTTP,
@@ -236,7 +235,6 @@ ALLOWED: dict[str, str] = {
     "settings/keys.py:provider_config_keys:read_text": _PACKAGE + " (the installed provider's source)",
     "settings/keys.py:_kubernetes_provider_args:read_text": _PACKAGE + " (the installed provider's source)",
     "offline/lifecycle_table.py:main:read_text": _PACKAGE,
-    "offline/import_contracts.py:package_dirs:read_text": _PACKAGE,
     "observability/dashboards.py:stale_dashboards:read_text": _PACKAGE + " (the committed dashboards)",
     "offline/plan.py:_open:open": _WRITE,
     "sandbox/netns.py:_setns:open": _WRITE + " (a namespace file of /proc, for setns)",
@@ -411,11 +409,12 @@ def _bytes_read() -> int:
 
 
 def _rooms() -> Iterator[tuple[str, Path]]:
-    """(folder name, file) of every module of the installed package (pyproject.toml's package-dir map)."""
-    mapping = tomllib.loads((PROJECT_DIR / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
-    for folder in sorted(set(mapping.values())):
-        for module in sorted((PROJECT_DIR / folder).rglob("*.py")):
-            yield folder, module
+    """(name as this file's table writes it, file) of every module of the package: a room's module by its room
+    (infra/cluster.py), a module of triton_gke/ itself by the package (triton_gke/reference.py)."""
+    package = PROJECT_DIR / "triton_gke"
+    for module in sorted(package.rglob("*.py")):
+        relative = module.relative_to(package)
+        yield (relative.as_posix() if len(relative.parts) > 1 else f"triton_gke/{relative.name}"), module
 
 
 def _read_mode(call: ast.Call) -> bool:
@@ -457,8 +456,7 @@ def _reads(tree: ast.AST) -> Iterator[tuple[str, str]]:
 def test_no_reader_is_missing_from_the_table() -> None:
     covered = {site for reader in READERS for site in reader.sites} | HELPERS
     unlisted, used = [], set()
-    for folder, module in _rooms():
-        relative = f"{folder}/{module.relative_to(PROJECT_DIR / folder).as_posix()}"
+    for relative, module in _rooms():
         if relative == "triton_gke/bounded_files.py":
             continue
         for function, call in _reads(ast.parse(module.read_text(encoding="utf-8"))):

@@ -1,0 +1,87 @@
+"""Physical names that fit Google Cloud's and Kubernetes' length and character rules and stay unique per stack.
+
+The model bucket's name is a contract: `pulumi up` creates it (infra/model_store.py) and the local sandbox
+(sandbox/run.py) uploads the same repository to the same name on its GCS emulator, so both serve gs://BUCKET/PREFIX.
+Triton's Kubernetes service account is named per stack with dns_label (contracts/workloads.py
+triton_service_account).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+
+# Bucket names (https://cloud.google.com/storage/docs/buckets#naming): lowercase letters, digits, dashes, underscores
+# and dots; start and end with a letter or digit; 3-63 characters, up to 222 with dots, each dot-separated part at
+# most 63; not an IP address in dotted-decimal notation; not beginning with "goog"; not containing "google" or a close
+# misspelling such as "g00gle". The one rule: the component's model_repository (k8s/on_cluster_args.py) and the sync's
+# destination (model_repo/sync.py) both ask bucket_name_problem. gcp_name keeps the stack's own bucket to the '-'
+# subset and 63 characters.
+BUCKET_NAME_MAX = 63
+BUCKET_NAME_MAX_DOTTED = 222
+BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
+BUCKET_PART = re.compile(r"[a-z0-9_-]{1,63}")
+GOOGLE_LIKE = re.compile(r"g[o0][o0]gle")
+# A DNS-1123 label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit
+# (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#dns-label-names).
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS_LABEL_MAX = 63
+# Hex digits of the hash dns_label appends: 32 bits, so two distinct names that both needed one collide with a
+# chance of about n^2 / 2^33 among n such names.
+DNS_LABEL_HASH = 8
+
+
+def gcp_name(*parts: str, max_len: int = 40) -> str:
+    """Lowercase, hyphen-joined name; too long ones are cut and given a short hash so they stay unique."""
+    name = re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")
+    if len(name) <= max_len:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:6]
+    return f"{name[: max_len - 7].rstrip('-')}-{digest}"
+
+
+def dns_label(*parts: str, max_len: int = DNS_LABEL_MAX) -> str:
+    """The hyphen-joined parts as a DNS-1123 label of at most `max_len` characters.
+
+    Unchanged when the joined text already is one; otherwise (upper case, '_' or '.', too long) lowercased, every run
+    of other characters made '-', cut, and given the first DNS_LABEL_HASH hex digits of the SHA-256 of the text AS
+    GIVEN, so texts that differ only in what sanitizing removed ('Dev' and 'dev', 'a_b' and 'a.b') still differ.
+    """
+    text = "-".join(parts)
+    if len(text) <= max_len and DNS_LABEL.fullmatch(text):
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:DNS_LABEL_HASH]
+    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    head = name[: max_len - DNS_LABEL_HASH - 1].rstrip("-")
+    return f"{head}-{digest}" if head else digest
+
+
+# A model variant's name: a Triton model folder locally and an object prefix in gs://, so portable (letters, digits,
+# '_', '-', '.', 1-64, not starting with a separator). One rule for the model repository's settings, the capacity
+# records and the bench; use fullmatch (`$` would let a trailing line break through).
+MODEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def model_bucket_name(project: str, stack: str) -> str:
+    """The name of the bucket that holds the stack's model repository."""
+    return gcp_name(project, stack, "triton-models", max_len=BUCKET_NAME_MAX)
+
+
+def bucket_name_problem(bucket: str) -> str | None:
+    """Why `bucket` is not a valid Cloud Storage bucket name (one clause), or None."""
+    if not BUCKET.fullmatch(bucket) or not all(BUCKET_PART.fullmatch(part) for part in bucket.split(".")):
+        return (
+            f"the bucket name takes 3-{BUCKET_NAME_MAX} lowercase letters, digits, -, _ (up to "
+            f"{BUCKET_NAME_MAX_DOTTED} with dots, {BUCKET_NAME_MAX} between dots), starting and ending with a "
+            "letter or digit"
+        )
+    if len(bucket) > BUCKET_NAME_MAX and "." not in bucket:
+        return f"a bucket name without dots has at most {BUCKET_NAME_MAX} characters"
+    if bucket.startswith("goog") or GOOGLE_LIKE.search(bucket):
+        return 'a bucket name may not begin with "goog" or contain "google" or a misspelling of it'
+    try:
+        ipaddress.ip_address(bucket)
+    except ValueError:
+        return None
+    return "a bucket name may not be an IP address"

@@ -1,0 +1,165 @@
+"""Moves the built model repository into the bucket during `pulumi up`.
+
+Why a sync command and not one `gcp.storage.BucketObject` per file: the same tested code
+(model_repo/sync.py) then serves `pulumi up`, the local sandbox's GCS emulator and CI pipelines
+that publish models without touching infrastructure; it skips unchanged files by MD5, touches only
+objects it wrote itself (its record under the prefix), moves a changed model to a new version folder
+before its config.pbtxt pins it so a polling Triton never pairs a config with other weights, and
+streams large files in resumable chunks. It is never passed --allow-mass-delete: a build that lost
+most of its models fails the update instead of emptying the bucket. Pulumi keeps only a digest of
+the repository (its trigger), never file contents.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+
+import pulumi
+import pulumi_command as command
+
+from triton_gke.bounded_files import parse_json, read_text_file
+from triton_gke.infra.config import ConfigError
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.manifest import BY_RECIPE, MANIFEST, MANIFEST_MAX_BYTES, rebuild, verify_repository
+from triton_gke.model_repo.settings import ModelRepoSettings
+from triton_gke.model_repo.sync import hash_local, scan_local
+from triton_gke.one_line import model_repo_command
+from triton_gke.settings.schema import build_dir, project_dir
+
+# Where `triton-gke model-repo` writes the repository and the upload reads it: build/model_repository of the project
+# folder, the folder `pulumi up` runs the program in (settings/schema.py project_dir: the engine's working directory).
+BUILT_REPOSITORY_NAME = "model_repository"
+
+
+def built_repository() -> Path:
+    """The project's build/model_repository (absolute), as the current folder names it when called."""
+    return build_dir() / BUILT_REPOSITORY_NAME
+
+
+def __getattr__(name: str) -> Path:
+    # BUILT_REPOSITORY, read as a constant by callers: the project folder's, as of the read (PEP 562).
+    if name == "BUILT_REPOSITORY":
+        return built_repository()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# The Python the two Commands (this sync, infra/negs.py) run the package's modules with. Relative to the project
+# directory, where pulumi-command runs a local command by default ("dir: the directory from which to run the command
+# ... defaults to the directory of the Pulumi program",
+# https://www.pulumi.com/registry/packages/command/api-docs/local/command/): this repository's venv (Pulumi.yaml
+# names it). A program that installed triton-gke passes its own interpreter instead (TritonGkeSystemArgs.python,
+# e.g. sys.executable): the default only exists inside this repository. Kept relative here, so the command text in
+# the state does not change with the folder a deployer checked the repository out to.
+VENV_PYTHON = ".venv/bin/python"
+
+
+def _rebuild_hint(stack: str) -> str:
+    # `make model-repo STACK=dev` in this repository or under make, `triton-gke model-repo --stack dev` elsewhere.
+    return f"run `{model_repo_command(stack)}` first"
+
+
+def _shown(path: Path) -> Path:
+    """A path relative to the project folder when inside it (build/model_repository), else as given."""
+    here = project_dir()
+    return path.relative_to(here) if path.is_absolute() and path.is_relative_to(here) else path
+
+
+def built_repository_digest(settings: ModelRepoSettings, stack: str, root: Path | None = None) -> str:
+    """Digest of the built repository, after checking it was built from these settings.
+
+    root: the built repository; default the project's build/model_repository (built_repository()).
+    """
+    root = Path(root) if root is not None else built_repository()
+    where = _shown(root)
+    path = root / MANIFEST
+    if not os.path.lexists(path):
+        raise ConfigError(f"{where}: no model repository built; {_rebuild_hint(stack)}")
+
+    def error(line: str) -> ConfigError:
+        return ConfigError(f"{line}; {_rebuild_hint(stack)}")
+
+    manifest = parse_json(read_text_file(path, MANIFEST_MAX_BYTES, "a build manifest", error), path, error)
+    if not isinstance(manifest, dict):
+        raise error(f"{where}: not a build manifest")
+    built = {"models": manifest.get("models"), "tritonImageTag": manifest.get("triton_image_tag")}
+    wanted = {"models": [asdict(v) for v in settings.variants], "tritonImageTag": settings.triton_image_tag}
+    source_ok = (settings.source is None) == manifest.get("source", "").startswith("built-in")
+    if built != wanted or not source_ok:
+        raise ConfigError(f"{where}: built from other model settings than stack {stack!r}; {_rebuild_hint(stack)}")
+    try:  # every file still as built (SHA-256 in the manifest): an edited model is refused, never uploaded
+        verify_repository(root)
+    except ModelRepoError as err:
+        raise ConfigError(str(err).replace(rebuild(), rebuild(stack))) from None
+    # The files the sync will send. Their ONNX check is left to the sync itself: verify_repository has just matched
+    # every byte to the build, which checked its models (model_repo/resnet50.py), and a plan runs in a new process
+    # (onnx.checker.check_model is 0.8 s of it).
+    paths = scan_local(root, check_files=False)
+    by_recipe = manifest.get(BY_RECIPE) or {}
+    if not isinstance(by_recipe, dict) or not all(isinstance(v, str) for v in by_recipe.values()):
+        raise error(f"{where}: not a build manifest ({BY_RECIPE!r} is not a map of names)")
+    stats = tuple((p, p.stat().st_size, p.stat().st_mtime_ns) for p in paths)
+    return _content_digest(root, stats, tuple(sorted(by_recipe.items())))
+
+
+@cache
+def _content_digest(
+    root: Path, files_with_stat: tuple[tuple[Path, int, int], ...], by_recipe: tuple[tuple[str, str], ...] = ()
+) -> str:
+    """Hashes every byte once per (size, mtime) of each file: a preview never re-reads an unchanged repository.
+
+    A file whose bytes depend on the machine that built it (the manifest's BY_RECIPE: a user model's INT8 copy
+    calibrated by ONNX Runtime) enters by its recipe instead: the same recipe built on another machine, or after the
+    cache was wiped, leaves the digest, so the sync trigger and every Triton pod template, unchanged.
+    """
+    files = hash_local(root, [path for path, _, _ in files_with_stat])
+    recipes = dict(by_recipe)
+    listing = "\n".join(
+        f"{name} recipe {recipes[name]}" if name in recipes else f"{name} {files[name].md5} {files[name].size}"
+        for name in sorted(files)
+    )
+    return hashlib.sha256(listing.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ModelUploadArgs:
+    bucket: pulumi.Input[str]
+    prefix: str
+    digest: str
+    # The built repository to sync; default the project's build/model_repository (built_repository()).
+    local_dir: Path | None = None
+    # The interpreter that runs triton_gke.model_repo.sync (VENV_PYTHON: why this default).
+    python: str = VENV_PYTHON
+
+
+class ModelUpload(pulumi.ComponentResource):
+    sync: command.local.Command
+    # gs://BUCKET/PREFIX, resolved only after the sync ran: consumers wait for the models by using it.
+    repository_url: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ModelUploadArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("triton-gke:infra:ModelUpload", name, None, opts)
+        # Relative to the project folder when inside it: pulumi-command runs the sync there (VENV_PYTHON's link), and
+        # the command text in the state does not change with the folder a deployer checked the project out to.
+        local_dir = _shown(Path(args.local_dir) if args.local_dir is not None else built_repository())
+        sync = pulumi.Output.from_input(args.bucket).apply(
+            lambda bucket: shlex.join(
+                [args.python, "-m", "triton_gke.model_repo.sync", str(local_dir), f"gs://{bucket}/{args.prefix}"]
+            )
+        )
+        self.sync = command.local.Command(
+            f"{name}-sync",
+            create=sync,
+            update=sync,
+            # A new digest (any file added, changed or removed) runs the sync again.
+            triggers=[args.digest],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.repository_url = pulumi.Output.all(args.bucket, self.sync.stdout).apply(
+            lambda values: f"gs://{values[0]}/{args.prefix}"
+        )
+        self.register_outputs({"digest": args.digest, "repositoryUrl": self.repository_url})

@@ -1,0 +1,159 @@
+"""TensorRT engine recipes chosen by the Triton image tag: TensorRT 10 (trtexec precision flags and a calibration
+cache) up to the last TensorRT 10 image, TensorRT 11 (NVIDIA ModelOpt: AutoCast for FP16, Q/DQ ONNX for INT8, then
+trtexec --stronglyTyped) after it. The table image -> TensorRT -> CUDA -> driver is infra/data/triton_toolchain.csv,
+with its sources.
+
+Flags, with sources:
+- TensorRT 10 trtexec: --onnx, --saveEngine, --minShapes/--optShapes/--maxShapes, --fp16, --int8 and --calib=CACHE
+  (an INT8 calibration cache); TensorRT 11 removed --fp16, --int8, --calib and --best and no longer produces or reads
+  calibration caches, keeping --stronglyTyped builds (TensorRT 11 migration guide "TensorRT 10.x to 11.x: trtexec",
+  docs.nvidia.com/deeplearning/tensorrt/11.4.1/api/migration/tensorrt-10x-to-11x-trtexec.html, and triton-inference-
+  server/server PR #8828 / #8836, as quoted in the shared toolchain reference of 2026-12).
+- ModelOpt INT8: `python -m modelopt.onnx.quantization --onnx_path ... --quantize_mode int8 --calibration_data
+  CALIB.npy --output_path ...` writes an ONNX model with Q/DQ nodes for TensorRT's explicit quantization (ModelOpt
+  guide "ONNX Quantization - Linux", https://nvidia.github.io/TensorRT-Model-Optimizer/guides/_onnx_quantization.html;
+  parameters of modelopt.onnx.quantization.quantize: onnx_path, quantize_mode 'int8', calibration_data, output_path).
+- ModelOpt FP16: `python -m modelopt.onnx.autocast --onnx_path ... --output_path ...` (the TensorRT 11 migration guide
+  above names AutoCast, `python -m modelopt.onnx.autocast`, for FP16; its other options were not read here).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from triton_gke.bounded_files import one_line, read_text_file
+from triton_gke.contracts.paths import TOOLCHAIN_CSV
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.settings import image_release
+
+MAX_BYTES = 64 * 1024
+COLUMNS = ("first_release", "last_release", "tensorrt_major", "cuda", "min_driver_branch", "forward_compat_branches")
+# trtexec flags each TensorRT major accepts, of those a recipe here may use (sources above).
+TRTEXEC_FLAGS = {
+    10: frozenset(
+        {"--onnx", "--saveEngine", "--minShapes", "--optShapes", "--maxShapes", "--fp16", "--int8", "--calib"}
+    ),
+    11: frozenset({"--onnx", "--saveEngine", "--minShapes", "--optShapes", "--maxShapes", "--stronglyTyped"}),
+}
+PRECISIONS = ("FP32", "FP16", "INT8")
+_RELEASE = re.compile(r"([0-9]{2})\.([0-9]{2})")
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    first: tuple[int, int]
+    last: tuple[int, int]
+    tensorrt_major: int
+    cuda: str
+    min_driver_branch: int
+    forward_compat_branches: tuple[int, ...]
+
+    def runs_on(self, branch: int) -> bool:
+        return branch >= self.min_driver_branch or branch in self.forward_compat_branches
+
+
+def load_toolchains(path: Path = TOOLCHAIN_CSV) -> tuple[Toolchain, ...]:
+    """The table's rows in order; ModelRepoError (one line naming the file) on a bad one."""
+    text = read_text_file(path, MAX_BYTES, "the Triton toolchain table", ModelRepoError)
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    if not lines or tuple(c.strip() for c in lines[0].split(",")) != COLUMNS:
+        raise ModelRepoError(f"{one_line(path)}: expected the header {','.join(COLUMNS)}")
+    rows = []
+    for number, line in enumerate(lines[1:], start=1):
+        cells = [c.strip() for c in line.split(",")]
+        try:
+            first, last = (_release(c) for c in cells[:2])
+            row = Toolchain(first, last, int(cells[2]), cells[3], int(cells[4]),
+                            tuple(int(b) for b in cells[5].split()))  # fmt: skip
+        except (ValueError, IndexError):
+            raise ModelRepoError(f"{one_line(path)}: data row {number} is not {','.join(COLUMNS)}") from None
+        if row.tensorrt_major not in TRTEXEC_FLAGS or last < first or (rows and first <= rows[-1].last):
+            raise ModelRepoError(f"{one_line(path)}: data row {number}: unknown TensorRT major or ranges out of order")
+        rows.append(row)
+    return tuple(rows)
+
+
+def _release(cell: str) -> tuple[int, int]:
+    match = _RELEASE.fullmatch(cell)
+    if not match:
+        raise ValueError(cell)
+    return int(match.group(1)), int(match.group(2))
+
+
+def toolchain(tag: str, table: tuple[Toolchain, ...] | None = None) -> Toolchain:
+    release = image_release(tag)
+    table = load_toolchains() if table is None else table
+    found = next((t for t in table if t.first <= release <= t.last), None)
+    if found is None:
+        raise ModelRepoError(f"{tag!r} is not in infra/data/triton_toolchain.csv", field="triton_image_tag")
+    return found
+
+
+@dataclass(frozen=True)
+class Recipe:
+    tag: str
+    tensorrt_major: int
+    precision: str
+    steps: tuple[tuple[str, ...], ...]  # argv of each command, in order
+
+    def shell(self) -> str:
+        return "\n".join(" ".join(step) for step in self.steps)
+
+
+def recipe(
+    tag: str,
+    precision: str,
+    onnx: str = "model.onnx",
+    engine: str = "model.plan",
+    shapes: str = "input:1x224x224x3",
+    max_shapes: str = "input:64x224x224x3",
+    calibration: str | None = "calibration",
+) -> Recipe:
+    """The commands that build `engine` from `onnx` at `precision` in the image `tag`'s TensorRT, on the target GPU.
+    `calibration` is the TensorRT 10 calibration cache (calibration.cache) or TensorRT 11 ModelOpt's data
+    (calibration.npy); None for an INT8 `onnx` that already carries Q/DQ nodes (model_repo/quantize.py writes such
+    models), which TensorRT builds by explicit quantization, without calibration ("ModelOpt ONNX quantization
+    generates new ONNX models with QDQ nodes following TensorRT rules" for "TensorRT Explicit Quantization", ModelOpt
+    guide "ONNX Quantization - Linux", nvidia.github.io/TensorRT-Model-Optimizer/guides/_onnx_quantization.html):
+    TensorRT 10 gets --int8 alone, TensorRT 11 builds it --stronglyTyped with no ModelOpt step."""
+    if precision not in PRECISIONS:
+        raise ModelRepoError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}", field="precision")
+    major = toolchain(tag).tensorrt_major
+    shape_flags = (f"--minShapes={shapes}", f"--optShapes={max_shapes}", f"--maxShapes={max_shapes}")
+    steps: list[tuple[str, ...]] = []
+    if major == 10:
+        int8 = ("--int8",) if calibration is None else ("--int8", f"--calib={calibration}.cache")
+        extra = {"FP32": (), "FP16": ("--fp16",), "INT8": int8}[precision]
+        steps.append(("trtexec", f"--onnx={onnx}", f"--saveEngine={engine}", *shape_flags, *extra))
+    else:
+        source = onnx
+        if precision == "FP16":
+            source = onnx.removesuffix(".onnx") + ".fp16.onnx"
+            steps.append(("python", "-m", "modelopt.onnx.autocast", "--onnx_path", onnx, "--output_path", source))
+        elif precision == "INT8" and calibration is not None:
+            source = onnx.removesuffix(".onnx") + ".int8.qdq.onnx"
+            steps.append(("python", "-m", "modelopt.onnx.quantization", "--onnx_path", onnx, "--quantize_mode", "int8",
+                          "--calibration_data", f"{calibration}.npy", "--output_path", source))  # fmt: skip
+        steps.append(("trtexec", f"--onnx={source}", f"--saveEngine={engine}", *shape_flags, "--stronglyTyped"))
+    built = Recipe(tag, major, precision, tuple(steps))
+    problem = recipe_problem(built)
+    if problem:
+        raise ModelRepoError(problem, field="triton_image_tag")
+    return built
+
+
+def recipe_problem(built: Recipe) -> str | None:
+    """Why `built` cannot run on its TensorRT major (a trtexec flag it lacks, a calibration cache on TensorRT 11)."""
+    allowed = TRTEXEC_FLAGS[built.tensorrt_major]
+    for step in built.steps:
+        if step[0] != "trtexec":
+            continue
+        for arg in step[1:]:
+            flag = arg.split("=", 1)[0]
+            if flag not in allowed:
+                return f"trtexec of TensorRT {built.tensorrt_major} has no {flag} ({built.tag})"
+    if built.tensorrt_major >= 11 and any(".cache" in arg for step in built.steps for arg in step):
+        return f"TensorRT {built.tensorrt_major} reads no calibration cache ({built.tag})"
+    return None
