@@ -1,6 +1,6 @@
 """A Pulumi project folder of a test's own: the stack program and stack files of this checkout, an empty build/.
 
-The commands and the program act on the current folder (settings/schema.py project_dir), so a test that rebuilds
+The commands and the program act on the current folder (contracts/paths.py project_dir), so a test that rebuilds
 build/model_repository with other settings (a Triton image tag, other models) does it in a folder of its own,
 and a test running beside it (pytest-xdist) never reads a repository flipped under it. The model cache is
 content-addressed and locked per build (model_repo/build.py), so it is shared through a link.

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from triton_gke.bench import plots, report
-from triton_gke.settings.schema import project_dir
+from triton_gke.contracts.paths import project_dir
 
 # image in docs/results/ -> (the run folder in bench/results/, the plot of it)
 IMAGES: dict[str, tuple[str, str]] = {

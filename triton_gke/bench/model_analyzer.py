@@ -83,6 +83,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from triton_gke.bounded_files import one_line, parse_json, read_text_file
 from triton_gke.contracts.naming import MODEL_NAME_RE
 from triton_gke.contracts.paths import MODEL_ANALYZER_CONSTRAINTS
+from triton_gke.contracts.paths import tools_dir as default_tools_dir
 from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES
 from triton_gke.sandbox.processes import without_proxies
 
@@ -198,7 +199,7 @@ class Pick:
 
 
 def tools_home(tools_dir: Path | None = None) -> Path:
-    return (tools_dir or Path.cwd() / "build" / "tools") / "model-analyzer"
+    return (tools_dir or default_tools_dir()) / "model-analyzer"
 
 
 def ensure_installed(tools_dir: Path | None = None) -> Path:

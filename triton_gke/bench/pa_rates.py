@@ -23,11 +23,11 @@ from pathlib import Path
 from triton_gke.bench import machine, perf_analyzer
 from triton_gke.bench.runner import BenchError, check_new_or_empty, sandbox_server
 from triton_gke.contracts.naming import MODEL_NAME_RE
+from triton_gke.contracts.paths import bench_build_dir
 from triton_gke.one_line import CONSOLE_SCRIPT, OneLineParser, hint_command
 from triton_gke.sandbox.processes import run_interruptible
 from triton_gke.sandbox.triton_wheel import TritonStartError
 from triton_gke.settings.errors import ConfigError
-from triton_gke.settings.schema import build_dir
 from triton_gke.settings.stack import check_stack_name
 
 FIELDS = ("mode", "requested_rps", "delivered_rps", "p50_ms", "p95_ms", "server_queue_ms", "server_compute_ms")
@@ -111,7 +111,7 @@ def _pa_rates(argv: list[str] | None) -> int:
     except BenchError as err:
         print(f"error: {parser.prog}: {err}", file=sys.stderr)
         return 2
-    repository = build_dir() / "bench" / args.stack / "cpu"
+    repository = bench_build_dir() / args.stack / "cpu"
     if not (repository / args.model / "config.pbtxt").is_file():
         rebuild = hint_command("make bench", f"{CONSOLE_SCRIPT} bench --stack {args.stack}")
         print(f"error: {parser.prog}: {repository / args.model}: not built; run `{rebuild}` first", file=sys.stderr)

@@ -22,6 +22,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from triton_gke.contracts.paths import tools_dir as default_tools_dir
+
 WHEEL_REQUIREMENT = "tritonclient==2.51.0"
 WHEEL_MEMBER = "tritonclient-2.51.0.data/data/bin/perf_analyzer"
 LIBRARIES = {"libb64.so.0d": "libb64-*.so.0d", "libcudart.so.12": "libcudart-*.so.12*"}
@@ -73,7 +75,7 @@ def _pytriton_libs() -> Path:
 def ensure_binary(tools_dir: Path | None = None) -> Path:
     """build/tools/perf_analyzer/bin/perf_analyzer of the project folder (the current one, or tools_dir's),
     downloaded and unpacked on first use."""
-    tools_dir = tools_dir or Path.cwd() / "build" / "tools"
+    tools_dir = tools_dir or default_tools_dir()
     home = tools_dir / "perf_analyzer"
     binary = home / "bin" / "perf_analyzer"
     if not binary.is_file():

@@ -46,22 +46,22 @@ from triton_gke.bench.results import PerfAnalyzerOpinion, StepRow, VariantSummar
 from triton_gke.bench.slo_search import PASS, SloCriteria, SloResult, Step, rate_search, spread, verdict
 from triton_gke.bounded_files import read_text_file
 from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LocustEnvironment
-from triton_gke.contracts.paths import IMPORT_ROOT, LOCUST_STEPS_FILE, LOCUSTFILE
+from triton_gke.contracts.paths import (
+    IMPORT_ROOT,
+    LOCUST_STEPS_FILE,
+    LOCUSTFILE,
+    bench_build_dir,
+    project_dir,
+)
 from triton_gke.contracts.triton import READY_PATH
 from triton_gke.model_repo.settings import ModelRepoSettings, VariantSettings
 from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES
 from triton_gke.sandbox.processes import without_proxies
-from triton_gke.settings.schema import build_dir, project_dir
 
 # The package's own folder (the repository root in a checkout): on the locustfile's PYTHONPATH.
 SHAPE_FILE = LOCUST_STEPS_FILE
 LOCUST = Path(sys.executable).parent / "locust"
 _TYPE_BYTES = {"TYPE_FP32": 4, "TYPE_FP16": 2, "TYPE_BF16": 2, "TYPE_UINT8": 1, "TYPE_INT8": 1, "TYPE_INT32": 4}
-
-
-def bench_build_dir() -> Path:
-    """The project's build/bench: the CPU twins the sandbox serves, per stack."""
-    return build_dir() / "bench"
 
 
 def results_dir() -> Path:

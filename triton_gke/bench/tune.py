@@ -457,8 +457,9 @@ def _add_key(lines: list[str], entry: str) -> list[str]:
 def write_stack(stack: str, candidate: Candidate, current: Candidate) -> Path:
     """Set the keys the candidate changes (those `pulumi_lines` prints) in Pulumi.<stack>.yaml, after the settings
     layer accepted the edited file. A linked stack file is edited where it lies; the file keeps its mode."""
+    from triton_gke.contracts.paths import project_dir
     from triton_gke.settings import from_stack_file
-    from triton_gke.settings.schema import config_schema, project_dir
+    from triton_gke.settings.schema import config_schema
     from triton_gke.settings.stack_file import stack_file_text
 
     path = Path(os.path.realpath(project_dir() / f"Pulumi.{stack}.yaml"))

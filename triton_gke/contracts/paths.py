@@ -3,7 +3,7 @@
 The package's files are found from this file: triton_gke/ is the same folder in a checkout (the top-level infra/,
 k8s/, ... are links into it) and in an installed wheel, so a path below holds in both. The project folder (stack
 files, build/) is the current working directory, read when called: `pulumi up` runs the program there and the
-`triton-gke` commands act on it (settings/schema.py project_dir cites Pulumi's sources).
+`triton-gke` commands act on it (project_dir below cites Pulumi's sources).
 """
 
 from __future__ import annotations
@@ -29,6 +29,55 @@ MODEL_ANALYZER_CONSTRAINTS = PACKAGE_DIR / "bench" / "model_analyzer-constraints
 CAPACITY_RECORDS_DIR = PACKAGE_DIR / "capacity" / "records"
 BUILTIN_DIGESTS = PACKAGE_DIR / "model_repo" / "builtin_digests.json"
 TWIN_MODEL_TEMPLATE = PACKAGE_DIR / "model_repo" / "twin_model.py"
+
+
+# ---------------------------------------------------------------- the project folder and its build/
+
+
+def project_dir() -> Path:
+    """The Pulumi project folder a command or program acts on: the current working directory, read when called.
+
+    Under `pulumi up` the engine runs the program with the project folder as its working directory: the language
+    host gets it as RunRequest.pwd, "The program's working directory" (pulumi/pulumi proto/pulumi/language.proto),
+    which the engine sets to the folder of Pulumi.yaml, or to the folder `main:` names ("So that any relative paths
+    inside of the program are correct, we still need to pass the pwd of the main program's parent directory",
+    pulumi/pulumi pkg/engine/project.go getPwdMain; the project file reference: "By default, the program's working
+    directory is assumed to be the location of `Pulumi.yaml`", https://www.pulumi.com/docs/iac/concepts/projects/
+    project-file/ `main`). The `triton-gke` commands act on the current folder, as `pulumi` itself does ("At
+    runtime, the nearest parent folder containing a `Pulumi.yaml` file determines the current project",
+    https://www.pulumi.com/docs/iac/concepts/projects/). In this repository both are the repository root.
+    """
+    return Path.cwd()
+
+
+def build_dir() -> Path:
+    """The project's build/ folder: the built model repository, plans, sandbox and bench outputs, caches."""
+    return project_dir() / "build"
+
+
+def model_cache_dir() -> Path:
+    """build/cache: downloaded and exported ONNX files, shared by every build of the project."""
+    return build_dir() / "cache"
+
+
+def cpu_twin_repository() -> Path:
+    """build/model_repository_cpu: the CPU twins local runs serve."""
+    return build_dir() / "model_repository_cpu"
+
+
+def sandbox_build_dir() -> Path:
+    """build/sandbox: the sandbox's outputs, its lock and its runs' state."""
+    return build_dir() / "sandbox"
+
+
+def bench_build_dir() -> Path:
+    """build/bench: the CPU twins the bench serves, per stack."""
+    return build_dir() / "bench"
+
+
+def tools_dir() -> Path:
+    """build/tools: perf_analyzer and Model Analyzer, installed on first use."""
+    return build_dir() / "tools"
 
 
 def checkout_dir() -> Path | None:

@@ -23,16 +23,16 @@ import pulumi
 import pulumi_command as command
 
 from triton_gke.bounded_files import parse_json, read_text_file
+from triton_gke.contracts.paths import build_dir, project_dir
 from triton_gke.infra.config import ConfigError
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.manifest import BY_RECIPE, MANIFEST, MANIFEST_MAX_BYTES, rebuild, verify_repository
 from triton_gke.model_repo.settings import ModelRepoSettings
 from triton_gke.model_repo.sync import hash_local, scan_local
 from triton_gke.one_line import model_repo_command
-from triton_gke.settings.schema import build_dir, project_dir
 
 # Where `triton-gke model-repo` writes the repository and the upload reads it: build/model_repository of the project
-# folder, the folder `pulumi up` runs the program in (settings/schema.py project_dir: the engine's working directory).
+# folder, the folder `pulumi up` runs the program in (contracts/paths.py project_dir: the engine's working directory).
 BUILT_REPOSITORY_NAME = "model_repository"
 
 

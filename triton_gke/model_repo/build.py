@@ -26,6 +26,7 @@ import onnx
 import onnxruntime
 
 from triton_gke.bounded_files import read_text_file
+from triton_gke.contracts.paths import model_cache_dir
 from triton_gke.model_repo import configs, cpu_twin, digests, quantize, resnet50
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.manifest import (
@@ -41,9 +42,8 @@ from triton_gke.model_repo.settings import ModelRepoSettings, VariantSettings, i
 
 
 def default_cache_dir() -> Path:
-    """build/cache of the project folder (the current one, settings/schema.py project_dir): downloaded and exported
-    ONNX files, shared by every build of the project."""
-    return Path.cwd() / "build" / "cache"
+    """build/cache of the project folder (contracts/paths.py model_cache_dir)."""
+    return model_cache_dir()
 
 
 DIGESTS_NAME = f"model_repo/{digests.DIGESTS_FILE.name}"

@@ -17,17 +17,17 @@ import time
 from pathlib import Path
 
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT
+from triton_gke.contracts.paths import cpu_twin_repository
 from triton_gke.infra.model_upload import built_repository
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.offline.plan import overrides_from
 from triton_gke.one_line import OneLineParser, file_path, invoked_as
 from triton_gke.settings import ConfigError, from_stack_file
-from triton_gke.settings.schema import build_dir
 
 
 def cpu_twins() -> Path:
     """The project's build/model_repository_cpu: the CPU twins local runs serve."""
-    return build_dir() / "model_repository_cpu"
+    return cpu_twin_repository()
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -26,6 +26,7 @@ import yaml
 
 from triton_gke.bounded_files import one_line, read_capped_file
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT, EXIT_BAD_MANIFEST, EXIT_DISRUPTIVE
+from triton_gke.contracts.paths import build_dir
 from triton_gke.infra.cost import load_vm_prices, region_costs, usd_per_million
 from triton_gke.k8s.common import ArgsError
 from triton_gke.k8s.schema import ManifestError, validate_manifest
@@ -36,7 +37,7 @@ from triton_gke.offline.runtime import Plan, PlannedResource, close_event_loop, 
 from triton_gke.one_line import OneLineParser, file_path, invoked_as
 from triton_gke.settings import ConfigError, StackSettings, from_stack_file, stack_config
 from triton_gke.settings.load_balancer import describe_split, shares_of
-from triton_gke.settings.schema import build_dir, config_schema
+from triton_gke.settings.schema import config_schema
 from triton_gke.settings.stack import check_stack_name
 
 KUBERNETES_PREFIX = "kubernetes:"

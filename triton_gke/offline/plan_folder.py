@@ -2,7 +2,7 @@
 
 The folder's program runs under the same mock runtime as `triton-gke plan` (offline/runtime.py run_program_folder):
 its Pulumi.yaml, its Pulumi.<stack>.yaml and --config values are the config; the language host's working
-directory is the folder (settings/schema.py project_dir). Printed: every resource it declares, and with --json each
+directory is the folder (contracts/paths.py project_dir). Printed: every resource it declares, and with --json each
 resource's URN, parent, provider, dependencies and inputs, and the stack outputs' values (secrets as "[secret]"), so
 a user can check the provider they passed reached the children. Bad input (no such folder, no Pulumi.yaml, no such
 stack file, a component refusing its Args) is one line on stderr and exit 2.

@@ -34,8 +34,8 @@ from typing import Any
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 
+from triton_gke.contracts.paths import project_dir
 from triton_gke.infra.config import mark_offline_runtime
-from triton_gke.settings.schema import project_dir
 from triton_gke.settings.stack_file import read_yaml_file
 
 # Orders registrations and invokes of one run, so tests can check what happened before what.
@@ -425,7 +425,7 @@ def config_string(value: Any) -> str:
 
 def stack_program() -> Path:
     """The stack program `triton-gke plan` evaluates: __main__.py of the project folder (the current one, where
-    `pulumi up` would run it: settings/schema.py project_dir). In this repository, the repository's __main__.py."""
+    `pulumi up` would run it: contracts/paths.py project_dir). In this repository, the repository's __main__.py."""
     return project_dir() / "__main__.py"
 
 

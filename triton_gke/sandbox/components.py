@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LocustEnvironment
-from triton_gke.contracts.paths import LOCUSTFILE
+from triton_gke.contracts.paths import LOCUSTFILE, project_dir
 from triton_gke.k8s.triton import triton_server_args
 from triton_gke.model_repo.sync import SyncError, SyncReport, sync_repository
 from triton_gke.observability.settings import LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
@@ -32,7 +32,6 @@ from triton_gke.sandbox.private_tmp import PrivateTmp, private_tmp_available
 from triton_gke.sandbox.processes import free_port, stop_process, without_proxies
 from triton_gke.sandbox.prometheus import LocalPrometheus, PrometheusError, local_pod, local_prometheus_config
 from triton_gke.sandbox.triton import REDACTED, TritonServer, TritonStartError, redact_command
-from triton_gke.settings.schema import project_dir
 
 REGION = "sandbox"
 # Loading every model from the bucket takes ~10 s here; a busy machine may need much longer.

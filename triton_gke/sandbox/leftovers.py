@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_gke.bounded_files import UnreadableFileError, one_line, parse_json, read_text_file
+from triton_gke.contracts.paths import sandbox_build_dir
 from triton_gke.sandbox import run_folder
 from triton_gke.sandbox.processes import command_line, start_time
 
@@ -42,8 +43,8 @@ TERM_GRACE_S = 5.0
 
 
 def default_state_dir() -> Path:
-    """build/sandbox/.runs of the project folder (the current one: settings/schema.py project_dir)."""
-    return Path.cwd() / "build" / "sandbox" / ".runs"
+    """build/sandbox/.runs of the project folder (the current one: contracts/paths.py project_dir)."""
+    return sandbox_build_dir() / ".runs"
 
 
 def __getattr__(name: str) -> Path:

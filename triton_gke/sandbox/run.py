@@ -32,6 +32,7 @@ from typing import Any
 
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED
 from triton_gke.contracts.naming import model_bucket_name
+from triton_gke.contracts.paths import project_dir, sandbox_build_dir
 from triton_gke.infra.model_upload import built_repository
 from triton_gke.k8s.triton import ADMIN_KEY_HEADER
 from triton_gke.model_repo.errors import ModelRepoError
@@ -48,7 +49,6 @@ from triton_gke.sandbox.processes import Interrupted, InterruptSignals
 from triton_gke.sandbox.prometheus import LocalPrometheus
 from triton_gke.sandbox.triton import TritonServer
 from triton_gke.settings import ConfigError, StackSettings, from_stack_file
-from triton_gke.settings.schema import build_dir, project_dir
 
 SCENARIOS = ("load", "rollout")
 SCRAPE_INTERVAL_S = 2  # short, so a run of a few seconds still gets a dozen samples
@@ -339,9 +339,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run on 127.0.0.1 with free ports even where a network namespace is possible",
     )
-    parser.add_argument(
-        "--out", type=Path, default=build_dir() / "sandbox", help="results folder (default: build/sandbox)"
-    )
+    parser.add_argument("--out", type=Path, default=sandbox_build_dir(), help="results folder (default: build/sandbox)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a stack setting")
     # The same settings options as make plan: make_args hands them to make model-repo first, so the repository
     # built and the sandbox run read the same settings.

@@ -18,10 +18,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from triton_gke.contracts.paths import sandbox_build_dir
+
 
 def default_lock_file() -> Path:
-    """build/sandbox/.sandbox.lock of the project folder (the current one: settings/schema.py project_dir)."""
-    return Path.cwd() / "build" / "sandbox" / ".sandbox.lock"
+    """build/sandbox/.sandbox.lock of the project folder (the current one: contracts/paths.py project_dir)."""
+    return sandbox_build_dir() / ".sandbox.lock"
 
 
 def __getattr__(name: str) -> Path:

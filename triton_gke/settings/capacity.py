@@ -31,9 +31,9 @@ from triton_gke.capacity.records import (
     percent_of,
     slo_mismatch,
 )
+from triton_gke.contracts.paths import project_dir
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.reader import Reader
-from triton_gke.settings.schema import project_dir
 from triton_gke.settings.values import CapacitySettings, StackSettings
 
 # The keys a target derives: set beside targetRps they would give the stack two answers, so both are refused.

@@ -8,11 +8,11 @@ import re
 from collections.abc import Mapping
 
 from triton_gke.contracts.gke_limits import MAX_NODES_PER_CLUSTER, MAX_NODES_PER_POOL_ZONE
+from triton_gke.contracts.paths import project_dir
 from triton_gke.settings import catalogue, gpu_types, versions
 from triton_gke.settings.catalogue import CatalogueError, GpuCatalogue
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.reader import Reader, show
-from triton_gke.settings.schema import project_dir
 from triton_gke.settings.source_ranges import cidr_ranges
 from triton_gke.settings.values import (
     ClusterSettings,

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
+from triton_gke.contracts.paths import project_dir
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.reader import CONTROL, Reader, show
-from triton_gke.settings.schema import project_dir
 from triton_gke.settings.stack_file import SECRET_PLACEHOLDER, read_stack_file
 
 GCP_PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from triton_gke.contracts.paths import project_dir
 from triton_gke.loadtest import arrivals
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import (
@@ -17,7 +18,6 @@ from triton_gke.model_repo.settings import (
 from triton_gke.settings import catalogue
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.reader import Reader
-from triton_gke.settings.schema import project_dir
 from triton_gke.settings.values import ClusterSettings, GpuPoolSettings, LoadTestSettings, ServingSettings
 
 # Triton's batch sizes and instance counts are int32, its queue delay uint64: model_repo.settings.FIELD_MAXIMUM, the

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from triton_gke.contracts.paths import project_dir as current_project
 from triton_gke.settings import (
     capacity,
     cluster,
@@ -27,7 +28,6 @@ from triton_gke.settings import (
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.reader import Reader
 from triton_gke.settings.schema import config_schema
-from triton_gke.settings.schema import project_dir as current_project
 from triton_gke.settings.source_ranges import cidr_ranges
 from triton_gke.settings.stack_file import read_stack_file
 from triton_gke.settings.values import StackSettings

@@ -54,7 +54,7 @@ def built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     project = tmp_path / "project"
     (project / "build" / "bench" / "dev" / "cpu" / "original").mkdir(parents=True)
     (project / "build" / "bench" / "dev" / "cpu" / "original" / "config.pbtxt").write_text('name: "original"\n')
-    monkeypatch.chdir(project)  # the project is the working directory (settings.schema.project_dir)
+    monkeypatch.chdir(project)  # the project is the working directory (contracts/paths.py project_dir)
     monkeypatch.setattr(perf_analyzer, "ensure_binary", lambda: Path("perf_analyzer"))
 
     @contextmanager

@@ -1,7 +1,7 @@
 """The project a command or a program acts on is the Pulumi project folder, never the package's own folder.
 
 For the CLI the current folder (as for `pulumi` itself), for a program the folder the engine runs it in (its working
-directory: settings/schema.py project_dir). Stack files, build/model_repository, build/plan, the sandbox lock and
+directory: contracts/paths.py project_dir). Stack files, build/model_repository, build/plan, the sandbox lock and
 the bench outputs are found there; the settings' schema stays the package's Pulumi.yaml. Here the package is this
 checkout's editable install, so every project below is a folder of its own with a stack only it has (`mine`):
 read from the package's folder, it would not be found. tests/live/triton_gke/test_package.py checks the same

@@ -230,7 +230,7 @@ def test_write_stack_refuses_an_edit_the_stack_refuses_and_leaves_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "Pulumi.dev.yaml").write_text(DEV_TEXT, encoding="utf-8")
-    monkeypatch.setattr("triton_gke.settings.schema.project_dir", lambda: tmp_path)
+    monkeypatch.setattr("triton_gke.contracts.paths.project_dir", lambda: tmp_path)
     default = tune.Candidate(20000, 64, 64, 1)
     with pytest.raises(ConfigError, match="modelMaxQueueDelayUs"):
         tune.write_stack("dev", tune.Candidate(40000, 64, 64, 1), default)
@@ -252,7 +252,7 @@ def test_write_stack_sets_only_the_changed_keys_in_a_linked_file_and_keeps_its_m
     real.chmod(0o644)
     (tmp_path / "project").mkdir()
     (tmp_path / "project" / "Pulumi.dev.yaml").symlink_to(real)
-    monkeypatch.setattr("triton_gke.settings.schema.project_dir", lambda: tmp_path / "project")
+    monkeypatch.setattr("triton_gke.contracts.paths.project_dir", lambda: tmp_path / "project")
     tune.write_stack("dev", tune.Candidate(5000, 64, 64, 1), tune.Candidate(20000, 64, 64, 1))
     assert (tmp_path / "project" / "Pulumi.dev.yaml").is_symlink() and (real.stat().st_mode & 0o777) == 0o644
     added = real.read_text(encoding="utf-8")[len(DEV_TEXT) :]

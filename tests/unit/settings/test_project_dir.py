@@ -1,4 +1,4 @@
-"""The project a command acts on is the current folder (settings/schema.py project_dir): build outputs, stack
+"""The project a command acts on is the current folder (contracts/paths.py project_dir): build outputs, stack
 files, the sandbox lock and the rebuild hints follow it."""
 
 from __future__ import annotations
