@@ -61,7 +61,7 @@ class LiveStack:
 
 def triton_metrics_args() -> list[str]:
     """The metrics flags of the GKE deployment's command line, nothing else of it."""
-    from triton_gke.k8s.triton import triton_server_args
+    from triton_gke.contracts.triton import triton_server_args
 
     args = triton_server_args("unused", gpu=False)
     return [a for a in args if a.startswith(("--metrics-config=", "--allow-metrics="))]

@@ -101,8 +101,7 @@ def run_measured(args: list[str], binary: Path, out_csv: Path) -> float:
     """Run perf_analyzer (perf_analyzer.command's argv) to its end; its CPU seconds (user + system, from wait4's
     rusage: psutil cannot read a process that has been reaped). PerfAnalyzerError when it failed."""
     out_csv.unlink(missing_ok=True)
-    env = {**os.environ, "LD_LIBRARY_PATH": str(binary.parent.parent / "lib")}
-    env = {k: v for k, v in env.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
+    env = perf_analyzer.binary_env(binary)
     log_path = out_csv.with_suffix(".log")
     with log_path.open("wb") as log_file:
         proc = subprocess.Popen(args, env=env, stdout=log_file, stderr=subprocess.STDOUT)

@@ -85,7 +85,7 @@ from triton_gke.contracts.naming import MODEL_NAME_RE
 from triton_gke.contracts.paths import MODEL_ANALYZER_CONSTRAINTS
 from triton_gke.contracts.paths import tools_dir as default_tools_dir
 from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES
-from triton_gke.sandbox.processes import without_proxies
+from triton_gke.sandbox.processes import interrupts_held, without_proxies
 
 MA_REQUIREMENT = "triton-model-analyzer==1.58.0"
 MA_CONSTRAINTS = MODEL_ANALYZER_CONSTRAINTS
@@ -460,11 +460,13 @@ def _run(ma: Path, config: Path, workdir: Path, log_path: Path, budget_s: float)
     env = without_proxies(dict(os.environ))
     command = [str(ma), "-m", "online", "profile", "-f", str(config)]
     with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            command, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
+        process: subprocess.Popen[bytes] | None = None
         try:
+            with interrupts_held():  # a signal during the start is raised here, with `process` ours to stop
+                process = subprocess.Popen(
+                    command, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )  # fmt: skip
             code = process.wait(timeout=budget_s)
         except subprocess.TimeoutExpired:
             _interrupt(process)
@@ -473,7 +475,8 @@ def _run(ma: Path, config: Path, workdir: Path, log_path: Path, budget_s: float)
                 "lower the search limits or raise the budget"
             ) from None
         except BaseException:
-            _interrupt(process)
+            if process is not None:
+                _interrupt(process)
             raise
     if code:
         raise ModelAnalyzerError(f"Model Analyzer failed (exit code {code}): {_last_error(log_path)}")

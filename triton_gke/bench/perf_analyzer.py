@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triton_gke.contracts.paths import tools_dir as default_tools_dir
+from triton_gke.sandbox.processes import without_proxies
 
 WHEEL_REQUIREMENT = "tritonclient==2.51.0"
 WHEEL_MEMBER = "tritonclient-2.51.0.data/data/bin/perf_analyzer"
@@ -192,11 +193,15 @@ def run(binary: Path, model: str, url: str, protocol: str, load: Load, out_csv: 
     return _run(command(binary, model, url, protocol, load, out_csv, stability=100), binary, load)
 
 
+def binary_env(binary: Path) -> dict[str, str]:
+    """perf_analyzer's environment: its own libraries, and no proxy between it and the local server."""
+    return without_proxies({**os.environ, "LD_LIBRARY_PATH": str(binary.parent.parent / "lib")})
+
+
 def _run(args: list[str], binary: Path, load: Load) -> PerfResult:
     out_csv = Path(args[args.index("-f") + 1])
     out_csv.unlink(missing_ok=True)  # never read an earlier attempt's figures
-    env = {**os.environ, "LD_LIBRARY_PATH": str(binary.parent.parent / "lib")}
-    env = {k: v for k, v in env.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
+    env = binary_env(binary)
     try:
         result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:
@@ -292,8 +297,7 @@ def search(
 ) -> SearchResult:
     args = search_command(binary, model, url, protocol, rates, slo_ms, min_requests, out_csv)
     out_csv.unlink(missing_ok=True)
-    env = {**os.environ, "LD_LIBRARY_PATH": str(binary.parent.parent / "lib")}
-    env = {k: v for k, v in env.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
+    env = binary_env(binary)
     try:
         result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
     except subprocess.TimeoutExpired:

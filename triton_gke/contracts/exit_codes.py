@@ -9,5 +9,5 @@ from __future__ import annotations
 
 EXIT_FAILED = 1  # the command ran and what it checks failed: a wrong answer, a regression, plans that differ
 EXIT_BAD_INPUT = 2  # an option, a setting, a file or a name the command refuses, in one line
-EXIT_BAD_MANIFEST = 3  # `triton-gke plan`: the built model repository does not match its manifest
+EXIT_BAD_MANIFEST = 3  # `triton-gke plan`: a planned Kubernetes manifest fails its schema (kubernetes-validate)
 EXIT_DISRUPTIVE = 4  # `triton-gke plan --against`: the next `up` would replace or delete what serves a region

@@ -55,6 +55,14 @@ def build_dir() -> Path:
     return project_dir() / "build"
 
 
+BUILT_REPOSITORY_NAME = "model_repository"
+
+
+def built_repository() -> Path:
+    """build/model_repository (absolute): the repository `pulumi up` uploads, as the current folder names it."""
+    return build_dir() / BUILT_REPOSITORY_NAME
+
+
 def model_cache_dir() -> Path:
     """build/cache: downloaded and exported ONNX files, shared by every build of the project."""
     return build_dir() / "cache"

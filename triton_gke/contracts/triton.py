@@ -1,7 +1,9 @@
-"""What every side that talks to Triton must agree on: its ports, its health paths, its TensorRT cache path.
+"""What every side that talks to Triton must agree on: its command line, ports, health paths, TensorRT cache path.
 
 The Deployment and Services (k8s/triton.py), the global load balancer's health check, firewall and routes
-(infra/global_lb.py), the local sandbox (sandbox/) and the model repository's config.pbtxt (model_repo/) read these.
+(infra/global_lb.py), the local sandbox and bench (sandbox/, bench/) and the model repository's config.pbtxt
+(model_repo/) read these: the local tools run the same tritonserver command line as the cluster, without importing
+the Pulumi components.
 The locustfile (loadtest/locustfile.py) ships alone in a ConfigMap and keeps its own copy of the inference ports;
 tests/unit/contracts/test_contracts.py checks that copy against PORTS.
 """
@@ -33,3 +35,56 @@ HEALTH_PATHS: Mapping[str, str] = MappingProxyType({"live": LIVE_PATH, "ready": 
 # https://github.com/triton-inference-server/onnxruntime_backend#onnx-runtime-with-tensorrt-optimization) and the pod
 # mounts a volume there, so engines are built once per pod, not once per model load.
 TRT_CACHE_DIR = "/trt-cache"
+
+ADMIN_KEY_HEADER = "triton-admin-key"
+ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
+RESTRICTED_APIS = ("model-repository", "shared-memory", "logging", "trace")
+# Quantiles of Triton's latency summaries: p95 is the SLO, the others the dashboards.
+SUMMARY_QUANTILES = "0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001"
+# tritonserver --exit-timeout-secs by default (the stack's tritonExitTimeoutSeconds, settings/lifecycle.py).
+DEFAULT_EXIT_TIMEOUT_S = 3
+
+# One GPU node holds exactly one Triton pod, so a surge pod needs a spare GPU node that dev (gpuMaxNodes 1) and a
+# fully scaled pool never have: the default (maxSurge 25% rounded up, maxUnavailable 25% rounded down, so 1 and 0
+# for up to 3 pods) leaves the surge pod Pending and the rollout stuck. Replace one pod at a time instead: the
+# controller first stops one old pod, then starts its replacement on the freed node
+# (https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#rolling-update-deployment). The PDB
+# allows the same one pod down for node drains. k8s/triton.py ROLLING_ONE_AT_A_TIME; sandbox/rollout.py replays it.
+ROLLING_MAX_SURGE = 0
+ROLLING_MAX_UNAVAILABLE = 1
+
+
+def triton_server_args(
+    model_repository: str,
+    gpu: bool = True,
+    admin_key: str = f"$({ADMIN_KEY_ENV})",
+    exit_timeout_s: int = DEFAULT_EXIT_TIMEOUT_S,
+) -> list[str]:
+    """tritonserver's command line; local runs reuse it with a local repository and gpu=False.
+
+    exit_timeout_s: --exit-timeout-secs, how long requests in flight may finish after SIGTERM (the lifecycle
+    contract's exit_timeout_s, settings/lifecycle.py, default DEFAULT_EXIT_TIMEOUT_S; Triton's HTTP and gRPC front
+    ends wait for them: triton-inference-server/server PRs #6986 and #7969).
+    """
+    restricted = f"{','.join(RESTRICTED_APIS)}:{ADMIN_KEY_HEADER}={admin_key}"
+    return [
+        "tritonserver",
+        f"--model-repository={model_repository}",
+        # Ready only when every model loaded; exit (and restart) rather than serve half a repository.
+        "--strict-readiness=true",
+        "--exit-on-error=true",
+        # Load the repository once at start and ignore later changes (Triton's default, stated on purpose): a model
+        # update reaches pods by a rolling restart (MODEL_DIGEST_ANNOTATION), so every pod serves one repository.
+        # docs.nvidia.com/deeplearning/triton-inference-server/archives/triton-inference-server-2540/user-guide/docs/user_guide/model_management.html  # noqa: E501
+        "--model-control-mode=none",
+        f"--http-port={PORTS['http']}",
+        f"--grpc-port={PORTS['grpc']}",
+        "--allow-metrics=true",
+        f"--allow-gpu-metrics={'true' if gpu else 'false'}",
+        f"--metrics-port={PORTS['metrics']}",
+        "--metrics-config=summary_latencies=true",
+        f"--metrics-config=summary_quantiles={SUMMARY_QUANTILES}",
+        f"--http-restricted-api={restricted}",
+        f"--grpc-restricted-protocol={restricted}",
+        f"--exit-timeout-secs={exit_timeout_s}",
+    ]

@@ -23,7 +23,7 @@ import pulumi
 import pulumi_command as command
 
 from triton_gke.bounded_files import parse_json, read_text_file
-from triton_gke.contracts.paths import build_dir, project_dir
+from triton_gke.contracts.paths import built_repository, project_dir
 from triton_gke.infra.config import ConfigError
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.manifest import BY_RECIPE, MANIFEST, MANIFEST_MAX_BYTES, rebuild, verify_repository
@@ -33,12 +33,6 @@ from triton_gke.one_line import model_repo_command
 
 # Where `triton-gke model-repo` writes the repository and the upload reads it: build/model_repository of the project
 # folder, the folder `pulumi up` runs the program in (contracts/paths.py project_dir: the engine's working directory).
-BUILT_REPOSITORY_NAME = "model_repository"
-
-
-def built_repository() -> Path:
-    """The project's build/model_repository (absolute), as the current folder names it when called."""
-    return build_dir() / BUILT_REPOSITORY_NAME
 
 
 def __getattr__(name: str) -> Path:

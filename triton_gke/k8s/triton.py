@@ -17,7 +17,16 @@ import pulumi_kubernetes as kubernetes
 # Names, ports, health paths and the TensorRT cache path other rooms must agree on live in contracts/; the model store
 # binds NAMESPACE/<the service account> to its bucket reader by Workload Identity (a stack passes its own
 # name, contracts/workloads.py triton_service_account; TRITON_SERVICE_ACCOUNT is the standalone default).
-from triton_gke.contracts.triton import LIVE_PATH, PORTS, READY_PATH, TRT_CACHE_DIR
+from triton_gke.contracts.triton import (
+    ADMIN_KEY_ENV,
+    LIVE_PATH,
+    PORTS,
+    READY_PATH,
+    ROLLING_MAX_SURGE,
+    ROLLING_MAX_UNAVAILABLE,
+    TRT_CACHE_DIR,
+    triton_server_args,
+)
 from triton_gke.contracts.workloads import (
     DEFAULT_NAMESPACES,
     TRITON_APP,
@@ -37,11 +46,6 @@ from triton_gke.k8s.common import (
 from triton_gke.settings.lifecycle import DEFAULTS as LIFECYCLE_DEFAULTS
 from triton_gke.settings.lifecycle import LifecycleSettings
 
-ADMIN_KEY_HEADER = "triton-admin-key"
-ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
-RESTRICTED_APIS = ("model-repository", "shared-memory", "logging", "trace")
-# Quantiles of Triton's latency summaries: p95 is the SLO, the others the dashboards.
-SUMMARY_QUANTILES = "0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001"
 TRITON_UID = 1000  # the triton-server user of NVIDIA's image
 # Pod-template annotation holding the model repository's digest: a model change is a template change, so a rollout.
 MODEL_DIGEST_ANNOTATION = "triton-gke/model-repository-digest"
@@ -62,42 +66,6 @@ def triton_address(protocol: str, namespaces: Namespaces = DEFAULT_NAMESPACES) -
 def neg_names(prefix: str) -> dict[str, str]:
     """Port name (http, grpc) -> name of the zonal NEGs GKE creates for it in every zone (the Service annotation)."""
     return {port: f"{prefix}-{port}" for port in ("http", "grpc")}
-
-
-def triton_server_args(
-    model_repository: str,
-    gpu: bool = True,
-    admin_key: str = f"$({ADMIN_KEY_ENV})",
-    exit_timeout_s: int = LIFECYCLE_DEFAULTS.exit_timeout_s,
-) -> list[str]:
-    """tritonserver's command line; local runs reuse it with a local repository and gpu=False.
-
-    exit_timeout_s: --exit-timeout-secs, how long requests in flight may finish after SIGTERM (the lifecycle
-    contract's exit_timeout_s, settings/lifecycle.py; Triton's HTTP and gRPC front ends wait for them:
-    triton-inference-server/server PRs #6986 and #7969).
-    """
-    restricted = f"{','.join(RESTRICTED_APIS)}:{ADMIN_KEY_HEADER}={admin_key}"
-    return [
-        "tritonserver",
-        f"--model-repository={model_repository}",
-        # Ready only when every model loaded; exit (and restart) rather than serve half a repository.
-        "--strict-readiness=true",
-        "--exit-on-error=true",
-        # Load the repository once at start and ignore later changes (Triton's default, stated on purpose): a model
-        # update reaches pods by a rolling restart (MODEL_DIGEST_ANNOTATION), so every pod serves one repository.
-        # docs.nvidia.com/deeplearning/triton-inference-server/archives/triton-inference-server-2540/user-guide/docs/user_guide/model_management.html  # noqa: E501
-        "--model-control-mode=none",
-        f"--http-port={PORTS['http']}",
-        f"--grpc-port={PORTS['grpc']}",
-        "--allow-metrics=true",
-        f"--allow-gpu-metrics={'true' if gpu else 'false'}",
-        f"--metrics-port={PORTS['metrics']}",
-        "--metrics-config=summary_latencies=true",
-        f"--metrics-config=summary_quantiles={SUMMARY_QUANTILES}",
-        f"--http-restricted-api={restricted}",
-        f"--grpc-restricted-protocol={restricted}",
-        f"--exit-timeout-secs={exit_timeout_s}",
-    ]
 
 
 @dataclass(frozen=True)
@@ -410,15 +378,12 @@ class TritonServing(pulumi.ComponentResource):
         )
 
 
-# One GPU node holds exactly one Triton pod, so a surge pod needs a spare GPU node that dev (gpuMaxNodes 1) and a
-# fully scaled pool never have: the default (maxSurge 25% rounded up, maxUnavailable 25% rounded down, so 1 and 0
-# for up to 3 pods) leaves the surge pod Pending and the rollout stuck. Replace one pod at a time instead: the
-# controller first stops one old pod, then starts its replacement on the freed node
-# (https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#rolling-update-deployment). The PDB
-# allows the same one pod down for node drains.
+# contracts/triton.py: why one pod at a time (the local rollout replays the same numbers).
 ROLLING_ONE_AT_A_TIME = kubernetes.apps.v1.DeploymentStrategyArgs(
     type="RollingUpdate",
-    rolling_update=kubernetes.apps.v1.RollingUpdateDeploymentArgs(max_surge=0, max_unavailable=1),
+    rolling_update=kubernetes.apps.v1.RollingUpdateDeploymentArgs(
+        max_surge=ROLLING_MAX_SURGE, max_unavailable=ROLLING_MAX_UNAVAILABLE
+    ),
 )
 
 

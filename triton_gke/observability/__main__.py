@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT
+from triton_gke.contracts.paths import DASHBOARD_DIR, checkout_dir
 from triton_gke.observability.dashboards import dashboards, stale_dashboards, write_dashboards
 from triton_gke.one_line import OneLineParser, folder_path
 
@@ -52,9 +53,18 @@ def _refuse(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
+def default_out() -> Path:
+    """dashboards/ of the current folder; in this repository's checkout the package's own folder, which the
+    top-level dashboards/ only links to (a link is refused as --out, and the wheel ships the package's copy)."""
+    checkout = checkout_dir()
+    if checkout is not None and Path.cwd().resolve() == checkout:
+        return DASHBOARD_DIR
+    return Path.cwd() / "dashboards"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    out: Path = args.out or Path.cwd() / "dashboards"
+    out: Path = args.out or default_out()
     try:
         check_out(out, writing=not args.check)
         if args.check:

@@ -17,12 +17,11 @@ import time
 from pathlib import Path
 
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT
-from triton_gke.contracts.paths import cpu_twin_repository
-from triton_gke.infra.model_upload import built_repository
+from triton_gke.contracts.paths import built_repository, cpu_twin_repository
 from triton_gke.model_repo.errors import ModelRepoError
-from triton_gke.offline.plan import overrides_from
 from triton_gke.one_line import OneLineParser, file_path, invoked_as
 from triton_gke.settings import ConfigError, from_stack_file
+from triton_gke.settings.schema import overrides_from
 
 
 def cpu_twins() -> Path:

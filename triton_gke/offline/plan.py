@@ -37,7 +37,7 @@ from triton_gke.offline.runtime import Plan, PlannedResource, close_event_loop, 
 from triton_gke.one_line import OneLineParser, file_path, invoked_as
 from triton_gke.settings import ConfigError, StackSettings, from_stack_file, stack_config
 from triton_gke.settings.load_balancer import describe_split, shares_of
-from triton_gke.settings.schema import config_schema
+from triton_gke.settings.schema import config_schema, overrides_from
 from triton_gke.settings.stack import check_stack_name
 
 KUBERNETES_PREFIX = "kubernetes:"
@@ -236,18 +236,6 @@ def report_lifecycle(
 def evaluate(stack: str, overrides: dict[str, str] | None = None, config_file: Path | None = None) -> Plan:
     project_name, _ = config_schema()
     return run_program(stack, stack_config(stack, config_file=config_file) | (overrides or {}), project_name)
-
-
-def overrides_from(pairs: list[str]) -> dict[str, str]:
-    """`--set key=value` pairs; a key without a namespace belongs to this project, as with `pulumi config set`."""
-    project_name, _ = config_schema()
-    overrides = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
-        overrides[key if ":" in key else f"{project_name}:{key}"] = value
-    return overrides
 
 
 def plan_records(plan: Plan) -> list[dict[str, Any]]:

@@ -629,3 +629,12 @@ def run_program_folder(folder: Path | str, stack: str = "dev", overrides: Mappin
             runpy.run_path(str(program.main), run_name="__main__")
 
     return run_under_mocks(declare, stack, program.config, program.project, secret_keys=program.secret_keys)
+
+
+if __name__ == "__main__":  # the old entry of `triton-gke plan-folder`, removed: say so rather than do nothing
+    print(
+        "error: python -m triton_gke.offline.runtime was removed: run `triton-gke plan-folder FOLDER` "
+        "(or python -m triton_gke.offline.plan_folder FOLDER)",
+        file=sys.stderr,
+    )
+    sys.exit(2)

@@ -33,7 +33,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
-if __package__:  # imported as policy.policies: the tests, beside the program
+if __package__:  # imported as triton_gke.policy.policies: the tests and the settings layer, beside the program
     from .address_space import internet_problem, parse, show_union
 else:  # the CLI runs the pack with this folder itself on sys.path (runpy.run_path of the folder)
     from address_space import internet_problem, parse, show_union

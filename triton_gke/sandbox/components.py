@@ -23,7 +23,7 @@ from pathlib import Path
 
 from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LocustEnvironment
 from triton_gke.contracts.paths import LOCUSTFILE, project_dir
-from triton_gke.k8s.triton import triton_server_args
+from triton_gke.contracts.triton import triton_server_args
 from triton_gke.model_repo.sync import SyncError, SyncReport, sync_repository
 from triton_gke.observability.settings import LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
 from triton_gke.sandbox.gcs_emulator import TRITON_ENV, EmulatorError, GcsEmulator

@@ -123,9 +123,15 @@ class InterruptSignals:
 
     def handle(self, signum: int, _frame: FrameType | None) -> None:
         self.received = self.received or signum
-        if not self.shielded:
+        if _HOLD.depth:  # a process is being started: raised once the caller holds its Popen (interrupts_held)
+            _HOLD.fired = _HOLD.fired or self
+            return
+        self.raise_once()
+
+    def raise_once(self) -> None:
+        if not self.shielded and self.received is not None:
             self.shielded = True
-            raise Interrupted(signum)
+            raise Interrupted(self.received)
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[InterruptSignals]:
@@ -137,6 +143,32 @@ class InterruptSignals:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+class _Hold:
+    depth = 0  # interrupts_held blocks entered
+    fired: InterruptSignals | None = None  # the handler a signal reached while held
+
+
+_HOLD = _Hold()
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP while a process starts: `process = Popen(...)` inside, and a signal that came
+    during the start is raised on leaving, when `process` is assigned and the caller's `except` can stop it.
+    Raised inside Popen (after the child's exec, before Popen returns), it would leave the child running unseen:
+    Popen returns only once the child has exec'd (subprocess docs, "Exceptions raised in the child process,
+    before the new program has started to execute, will be re-raised in the parent"), which on a busy machine
+    is long enough for a signal to land."""
+    _HOLD.depth += 1
+    try:
+        yield
+    finally:
+        _HOLD.depth -= 1
+        fired, _HOLD.fired = (_HOLD.fired, None) if not _HOLD.depth else (None, _HOLD.fired)
+        if fired is not None:
+            fired.raise_once()
 
 
 def run_interruptible(body: Callable[[], int], stopped: str) -> int:

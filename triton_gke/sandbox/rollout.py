@@ -6,7 +6,7 @@ the GCS emulator with the GKE command line, behind haproxy (sandbox/balancer.py:
 balancer) configured from the stack's lifecycle contract (settings/lifecycle.py). Locust sends open-loop load
 through haproxy while each scenario acts in the order Kubernetes and the NEG controller do, with the stack's values:
 
-  rolling       every replica replaced as the Deployment's strategy says (k8s/triton.py ROLLING_ONE_AT_A_TIME):
+  rolling       every replica replaced as the Deployment's strategy says (contracts/triton.py ROLLING_MAX_*):
                 a new replica joins the balancer when its health check passes `healthy_threshold` times (the
                 readiness gate); an old one is deleted: its endpoint leaves the balancer `endpoint_removal_s` after
                 the deletion and its requests get `drain_timeout_s` (connection draining), preStop waits
@@ -46,8 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_gke.contracts.naming import model_bucket_name
-from triton_gke.contracts.triton import PORTS
-from triton_gke.k8s.triton import ROLLING_ONE_AT_A_TIME
+from triton_gke.contracts.triton import PORTS, ROLLING_MAX_SURGE
 from triton_gke.model_repo.sync import SyncError, sync_repository
 from triton_gke.sandbox import components as parts
 from triton_gke.sandbox import leftovers, rollout_model
@@ -484,10 +483,11 @@ class Proof:
     # ------------------------------------------------------------ the scenarios
 
     def rolling(self, v: LifecycleSettings) -> None:
-        """Every replica replaced as ROLLING_ONE_AT_A_TIME says: with maxSurge 0 an old pod is deleted and its
-        replacement created together, and the next old one only once the new one is ready (maxUnavailable 1);
-        with a surge the new pod comes first. The rollout ends when the last old pod is gone."""
-        surge = int(ROLLING_ONE_AT_A_TIME.rolling_update.max_surge or 0)
+        """Every replica replaced as the Deployment's strategy says (contracts/triton.py ROLLING_MAX_*): with
+        maxSurge 0 an old pod is deleted and its replacement created together, and the next old one only once the
+        new one is ready (maxUnavailable 1); with a surge the new pod comes first. The rollout ends when the last
+        old pod is gone."""
+        surge = ROLLING_MAX_SURGE
         deletions = []
         for old in list(self.fleet.live):
             if surge:

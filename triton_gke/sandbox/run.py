@@ -32,13 +32,10 @@ from typing import Any
 
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED
 from triton_gke.contracts.naming import model_bucket_name
-from triton_gke.contracts.paths import project_dir, sandbox_build_dir
-from triton_gke.infra.model_upload import built_repository
-from triton_gke.k8s.triton import ADMIN_KEY_HEADER
+from triton_gke.contracts.paths import built_repository, cpu_twin_repository, project_dir, sandbox_build_dir
+from triton_gke.contracts.triton import ADMIN_KEY_HEADER
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.observability.settings import TRITON_PODS
-from triton_gke.offline.build_models import cpu_twins
-from triton_gke.offline.plan import overrides_from
 from triton_gke.one_line import OneLineParser, file_path, invoked_as
 from triton_gke.sandbox import components as parts
 from triton_gke.sandbox import leftovers, rollout, single_run
@@ -49,6 +46,7 @@ from triton_gke.sandbox.processes import Interrupted, InterruptSignals
 from triton_gke.sandbox.prometheus import LocalPrometheus
 from triton_gke.sandbox.triton import TritonServer
 from triton_gke.settings import ConfigError, StackSettings, from_stack_file
+from triton_gke.settings.schema import overrides_from
 
 SCENARIOS = ("load", "rollout")
 SCRAPE_INTERVAL_S = 2  # short, so a run of a few seconds still gets a dozen samples
@@ -91,10 +89,10 @@ def build_models(settings: StackSettings, progress: Progress) -> None:
     from triton_gke.model_repo.build import build_repository  # onnx, onnxruntime: imported when used (--help)
 
     started = time.monotonic()
-    result = build_repository(settings.model_repo, built_repository(), cpu_out=cpu_twins())
+    result = build_repository(settings.model_repo, built_repository(), cpu_out=cpu_twin_repository())
     progress(
         f"model repository: {len(result.models)} models ({', '.join(result.models)}) in "
-        f"{time.monotonic() - started:.1f} s; CPU twins in {_shown(cpu_twins())}"
+        f"{time.monotonic() - started:.1f} s; CPU twins in {_shown(cpu_twin_repository())}"
     )
 
 
@@ -123,7 +121,7 @@ def start_storage(
     progress(f"GCS emulator: {gcs.endpoint} (Triton uses {gcs.internal_endpoint})")
     bucket = model_bucket_name(settings.project, settings.stack)  # the name `pulumi up` gives the stack's bucket
     started = time.monotonic()
-    sync = parts.upload(gcs, cpu_twins(), bucket, settings.model_store.prefix)
+    sync = parts.upload(gcs, cpu_twin_repository(), bucket, settings.model_store.prefix)
     repository = f"gs://{bucket}/{settings.model_store.prefix}"
     progress(
         f"uploaded {len(sync.uploaded)} files ({sync.bytes_uploaded / 2**20:.0f} MiB) to {repository} "

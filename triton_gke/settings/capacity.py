@@ -31,7 +31,7 @@ from triton_gke.capacity.records import (
     percent_of,
     slo_mismatch,
 )
-from triton_gke.contracts.paths import project_dir
+from triton_gke.contracts.paths import PACKAGE_DIR, project_dir
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.reader import Reader
 from triton_gke.settings.values import CapacitySettings, StackSettings
@@ -250,9 +250,13 @@ def _named_record(reader: Reader, named: str, gpu: str, variant: str, settings: 
 
 
 def _shown_path(path: Path) -> str:
-    """The record's path relative to the project when it lies inside it (as the stack file would name it)."""
+    """A shipped record by its place in the package (capacity/records/..., the same in a checkout and installed);
+    another relative to the project when it lies inside it (as the stack file would name it)."""
     path = Path(path).resolve()
-    return str(path.relative_to(project_dir())) if path.is_relative_to(project_dir()) else str(path)
+    for base in (PACKAGE_DIR, project_dir()):
+        if path.is_relative_to(base):
+            return str(path.relative_to(base))
+    return str(path)
 
 
 def _derive(reader: Reader, settings: StackSettings, record: CapacityRecord) -> StackSettings:

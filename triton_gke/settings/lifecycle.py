@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from triton_gke.contracts.triton import READY_PATH
+from triton_gke.contracts.triton import DEFAULT_EXIT_TIMEOUT_S, READY_PATH
 from triton_gke.settings.reader import Reader
 
 # Compute Engine health checks: "It is invalid for timeoutSec to have greater value than checkIntervalSec" (the
@@ -79,7 +79,7 @@ class LifecycleSettings:
     # preStop hook: how long a deleted pod keeps serving before SIGTERM, while the load balancer stops sending.
     pre_stop_s: int = 10
     # tritonserver --exit-timeout-secs: how long requests in flight may finish after SIGTERM.
-    exit_timeout_s: int = 3
+    exit_timeout_s: int = DEFAULT_EXIT_TIMEOUT_S
     # terminationGracePeriodSeconds: from deletion to SIGKILL, preStop included.
     termination_grace_s: int = 15
     # Backend service connectionDraining.drainingTimeoutSec: how long requests to a removed endpoint may finish.

@@ -36,3 +36,15 @@ def config_schema(project_file: Path = PROJECT_FILE) -> tuple[str, dict[str, Key
         if ":" not in name
     }
     return project["name"], keys
+
+
+def overrides_from(pairs: list[str]) -> dict[str, str]:
+    """`--set key=value` pairs; a key without a namespace belongs to this project, as with `pulumi config set`."""
+    project_name, _ = config_schema()
+    overrides = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
+        overrides[key if ":" in key else f"{project_name}:{key}"] = value
+    return overrides

@@ -202,6 +202,10 @@ def test_the_module_entry_plans_a_folder(program: Path) -> None:
     assert set(json.loads(done.stdout)["outputs"]) == {"grpc_endpoint", "http_endpoint", "namespace"}
     line = one_line(run(sys.executable, "-m", "triton_gke.offline.plan_folder", str(program), "--stack", "nope"))
     assert line.startswith("error: python -m triton_gke.offline.plan_folder: "), line
+    removed = run(sys.executable, "-m", "triton_gke.offline.runtime", str(program), "--json")
+    assert removed.returncode == 2 and removed.stdout == "", removed  # the old entry: refused, never a silent 0
+    expected = "error: python -m triton_gke.offline.runtime was removed: run `triton-gke plan-folder"
+    assert one_line(removed).startswith(expected)
 
 
 @pytest.mark.parametrize(

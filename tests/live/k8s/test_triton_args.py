@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from triton_gke.k8s.triton import ADMIN_KEY_HEADER, PORTS, triton_server_args
+from triton_gke.contracts.triton import ADMIN_KEY_HEADER, triton_server_args
+from triton_gke.k8s.triton import PORTS
 from triton_gke.model_repo.build import BuildResult
 from triton_gke.sandbox.netns import isolation_available
 from triton_gke.sandbox.triton import TritonServer

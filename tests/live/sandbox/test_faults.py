@@ -35,7 +35,7 @@ from tests.live.loadtest.test_locustfile import (
 )
 from tests.support.gcs_proxy import PausingProxy
 from tests.support.project_folder import make_project_folder, own_tmpdir
-from triton_gke.k8s.triton import ADMIN_KEY_HEADER, triton_server_args
+from triton_gke.contracts.triton import ADMIN_KEY_HEADER, triton_server_args
 from triton_gke.model_repo.build import BuildResult
 from triton_gke.sandbox.gcs_emulator import PYTHON_CLIENT_ENV, TRITON_ENV, GcsEmulator
 from triton_gke.sandbox.netns import NetworkNamespace, isolation_available

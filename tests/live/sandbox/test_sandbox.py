@@ -28,8 +28,8 @@ import psutil
 import pytest
 
 from tests.support.project_folder import make_project_folder, own_tmpdir
+from triton_gke.contracts.triton import ADMIN_KEY_HEADER, triton_server_args
 from triton_gke.infra.naming import gcp_name
-from triton_gke.k8s.triton import ADMIN_KEY_HEADER, triton_server_args
 from triton_gke.sandbox import components as parts
 from triton_gke.sandbox import leftovers
 from triton_gke.sandbox.components import ComponentError

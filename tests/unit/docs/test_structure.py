@@ -16,6 +16,7 @@ def test_no_import_cycle_and_no_upward_arrow() -> None:
     measured = structure.measure()
     assert measured.cycles == ()
     assert measured.upward == []
+    assert measured.unlayered == ["__init__"]  # the package's root re-exports; every room sits in a layer
     assert {"infra", "k8s", "model_repo", "contracts", "cli"} <= set(measured.floors)  # the rooms are seen
 
 
@@ -29,3 +30,24 @@ def test_a_loop_between_two_modules_is_found() -> None:
     for importer, imported in (("p.a", "p.b"), ("p.b", "p.c"), ("p.c", "p.a"), ("p.d", "p.a")):
         g.add_import(importer=importer, imported=imported)
     assert structure.module_cycles(g) == (("p.a", "p.b", "p.c"),)
+
+
+def test_an_arrow_against_the_layers_is_counted() -> None:
+    """settings (a lower layer) importing bench (a higher one), and two siblings of one layer, are both upward."""
+    measured = structure.measure()
+    arrows = dict(measured.arrows) | {"settings": ("bench",), "capacity": ("model_repo",)}
+    bent = structure.Structure(measured.floors, arrows, measured.lines, measured.cycles, measured.layers)
+    assert sorted(bent.upward) == [("capacity", "model_repo"), ("settings", "bench")]
+
+
+def test_every_room_name_is_banned_as_a_top_level_import() -> None:
+    """The top-level room folders are links, and the project folder is on the path: `from bench import runner`
+    would load a second copy that import-linter cannot see. ruff's banned-api refuses each room's bare name."""
+    import tomllib
+
+    banned = tomllib.loads((structure.PROJECT_DIR / "pyproject.toml").read_text())["tool"]["ruff"]["lint"][
+        "flake8-tidy-imports"
+    ]["banned-api"]
+    package = structure.PROJECT_DIR / "triton_gke"
+    rooms = {p.name for p in package.iterdir() if p.is_dir() and (structure.PROJECT_DIR / p.name).is_symlink()}
+    assert rooms and set(banned) == rooms

@@ -70,3 +70,16 @@ def test_slo_threshold_line_is_the_slo_latency(latency_ms: int) -> None:
     assert _threshold_lines(boards["triton-inference.json"])["p95 latency vs SLO"] == [latency_ms]
     assert _threshold_lines(boards["triton-load-test.json"])["Response time p50 / p95 (client side)"] == [latency_ms]
     assert _threshold_lines(boards["triton-inference.json"])["Failure ratio"] == [SloSettings().max_failure_ratio]
+
+
+def test_the_default_folder_in_the_checkout_is_the_package_s_own(monkeypatch, tmp_path) -> None:
+    """In this repository the top-level dashboards/ is a link into triton_gke/, which `--out` refuses: the default
+    is the folder the link points to (red team: `make dashboards` failed with "is a symbolic link")."""
+    from tests.conftest import PROJECT_DIR
+    from triton_gke.observability.__main__ import default_out, main
+
+    monkeypatch.chdir(PROJECT_DIR)
+    assert default_out() == DASHBOARD_DIR and (PROJECT_DIR / "dashboards").resolve() == DASHBOARD_DIR
+    assert main(["--check"]) == 0
+    monkeypatch.chdir(tmp_path)  # a user's project: its own dashboards/
+    assert default_out() == tmp_path / "dashboards"

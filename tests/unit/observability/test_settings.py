@@ -27,7 +27,7 @@ def test_slo_settings_are_validated_with_one_line_naming_the_field(field: str, v
 
 
 def test_slo_quantile_is_one_triton_is_started_with() -> None:
-    from triton_gke.k8s.triton import SUMMARY_QUANTILES, triton_server_args
+    from triton_gke.contracts.triton import SUMMARY_QUANTILES, triton_server_args
 
     served = {float(pair.split(":")[0]) for pair in SUMMARY_QUANTILES.split(",")}
     assert SloSettings().quantile in served

@@ -411,3 +411,25 @@ def test_a_gpu_pool_deleted_without_the_pdb_drain_takes_every_triton_pod(shipped
             record["inputs"]["nodeDrainConfigs"] = []
     lines = [c.line() for c in compare(applied, after) if c.action == "replace" and c.key.endswith("-gpu")]
     assert len(lines) == 3 and all("Triton: every pod of the region at once" in line for line in lines), lines
+
+
+def test_lifecycle_table_refuses_in_one_line_outside_a_checkout_and_on_bad_settings(monkeypatch, capsys) -> None:
+    """Installed from the wheel there is no docs/lifecycle.md; before `make model-repo` the plans are refused: both
+    one line and exit 2, no traceback (red team: FileNotFoundError and ConfigError tracebacks, exit 1)."""
+    from triton_gke.offline import lifecycle_table
+    from triton_gke.settings import ConfigError
+
+    monkeypatch.setattr(lifecycle_table, "checkout_dir", lambda: None)
+    assert lifecycle_table.main(["--check"]) == 2
+    assert capsys.readouterr().err == (
+        "error: triton-gke lifecycle-table: a maintainer's command: run it in a checkout of the repository\n"
+    )
+    monkeypatch.undo()
+
+    def refused(progress):
+        raise ConfigError("build/model_repository: not built;\nrun `make model-repo` first")
+
+    monkeypatch.setattr(lifecycle_table, "rows", refused)
+    assert lifecycle_table.main(["--check"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: triton-gke lifecycle-table: build/model_repository: not built; run `make model-repo` first\n"

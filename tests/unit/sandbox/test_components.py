@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from triton_gke.k8s.triton import triton_server_args
+from triton_gke.contracts.triton import triton_server_args
 from triton_gke.sandbox.components import gke_flags
 
 pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus is not installed")

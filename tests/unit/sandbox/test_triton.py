@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from triton_gke.k8s.triton import ADMIN_KEY_HEADER, RESTRICTED_APIS, triton_server_args
+from triton_gke.contracts.triton import ADMIN_KEY_HEADER, RESTRICTED_APIS, triton_server_args
 from triton_gke.sandbox.triton import REDACTED, redact_command
 
 # Keys as a user might set them: anything printable without whitespace, ':' and '=' included.

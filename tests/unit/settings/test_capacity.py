@@ -271,7 +271,7 @@ def test_plan_prints_a_capacity_table_at_the_target(capsys: pytest.CaptureFixtur
     out = tmp_path / "plan"
     assert plan_command.main(["--stack", "staging", "--out", str(out), "--set", "targetRps=500"]) == 0
     output = capsys.readouterr().out
-    assert f"253 req/s per node, from the reference record triton_gke/{ORIGINAL_RECORD}" in output
+    assert f"253 req/s per node, from the reference record {ORIGINAL_RECORD}" in output
     assert "Sized for targetRps 500 req/s per region with 25 % headroom: GPU minimum 3 nodes" in output
     rows = _capacity_rows(output)
     assert set(rows) == {"us-central1", "europe-west4"}

@@ -1,0 +1,40 @@
+"""A signal that lands while a process starts is raised once the caller holds the process (sandbox/processes.py
+interrupts_held): raised inside Popen, after the child's exec, it left Model Analyzer running (seen once in a
+fresh-clone run, tests/live/bench/test_model_analyzer_signals.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from triton_gke.sandbox.processes import Interrupted, InterruptSignals, interrupts_held
+
+
+def test_a_signal_while_held_is_raised_after_the_block_and_only_once() -> None:
+    started = []
+    with InterruptSignals().installed(), pytest.raises(Interrupted) as raised, interrupts_held():
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered at the next bytecode: inside the block
+        os.kill(os.getpid(), signal.SIGINT)  # a second one is remembered, not raised again
+        started.append("process")  # what Popen's return would assign
+    assert started == ["process"] and raised.value.signum == signal.SIGTERM
+
+
+def test_without_a_signal_nothing_is_raised_and_nested_holds_release_at_the_outermost() -> None:
+    handler = InterruptSignals()
+    with handler.installed():
+        with interrupts_held(), interrupts_held():
+            pass
+        with pytest.raises(Interrupted), interrupts_held():
+            with interrupts_held():
+                os.kill(os.getpid(), signal.SIGINT)
+            assert handler.received == signal.SIGINT  # still held: the outer block has not ended
+
+
+def test_outside_a_hold_the_signal_is_raised_at_once() -> None:
+    with InterruptSignals().installed(), pytest.raises(Interrupted):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):  # the handler runs between bytecodes: well before this ends
+            pass
+        raise AssertionError("not interrupted")
