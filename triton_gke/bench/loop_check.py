@@ -44,7 +44,7 @@ from triton_gke.bench import conditions, machine, perf_analyzer, record, runner,
 from triton_gke.bounded_files import one_line
 from triton_gke.one_line import OneLineParser
 from triton_gke.sandbox import run_folder
-from triton_gke.sandbox.processes import run_interruptible
+from triton_gke.sandbox.processes import interrupts_held, run_interruptible
 
 PROG = "triton-gke bench loop-check"
 MAX_LEVELS = 16
@@ -103,19 +103,25 @@ def run_measured(args: list[str], binary: Path, out_csv: Path) -> float:
     out_csv.unlink(missing_ok=True)
     env = perf_analyzer.binary_env(binary)
     log_path = out_csv.with_suffix(".log")
+    proc: subprocess.Popen[bytes] | None = None
     with log_path.open("wb") as log_file:
-        proc = subprocess.Popen(args, env=env, stdout=log_file, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 300
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
+        try:
+            with interrupts_held():  # a signal during the start is raised here, with `proc` ours to stop
+                proc = subprocess.Popen(args, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 300
+            while True:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.monotonic() > deadline:
+                    raise perf_analyzer.PerfAnalyzerError("perf_analyzer ran over 300 s")
+                time.sleep(0.05)
+        except BaseException:  # over time, or a signal (run_interruptible): perf_analyzer goes with it
+            if proc is not None and proc.returncode is None:
                 proc.kill()
                 os.wait4(proc.pid, 0)
                 proc.returncode = -9
-                raise perf_analyzer.PerfAnalyzerError("perf_analyzer ran over 300 s")
-            time.sleep(0.05)
+            raise
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode or not out_csv.is_file():
         tail = log_path.read_bytes()[-2000:].decode("utf-8", "replace")

@@ -56,7 +56,7 @@ from triton_gke.contracts.paths import (
 from triton_gke.contracts.triton import READY_PATH
 from triton_gke.model_repo.settings import ModelRepoSettings, VariantSettings
 from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES
-from triton_gke.sandbox.processes import without_proxies
+from triton_gke.sandbox.processes import interrupts_held, without_proxies
 
 # The package's own folder (the repository root in a checkout): on the locustfile's PYTHONPATH.
 SHAPE_FILE = LOCUST_STEPS_FILE
@@ -371,18 +371,21 @@ def run_locust(
     seen = 0
     with log_path.open("wb") as log:
         env = locust_env(plan, model, endpoint, protocol)
-        with subprocess.Popen(command, cwd=project_dir(), env=env, stdout=log, stderr=subprocess.STDOUT) as locust:
-            try:
-                while locust.poll() is None:
-                    seen = _new_steps(steps_file, seen, on_step)
-                    if time.monotonic() > deadline:
-                        raise BenchError(f"locust overran its plan: {_tail(log_path)}")
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        locust.wait(POLL_S)
-            except BaseException:  # overrun, or a signal (run_interruptible): Locust goes with it
+        locust: subprocess.Popen[bytes] | None = None
+        try:
+            with interrupts_held():  # a signal during the start is raised here, with `locust` ours to stop
+                locust = subprocess.Popen(command, cwd=project_dir(), env=env, stdout=log, stderr=subprocess.STDOUT)
+            while locust.poll() is None:
+                seen = _new_steps(steps_file, seen, on_step)
+                if time.monotonic() > deadline:
+                    raise BenchError(f"locust overran its plan: {_tail(log_path)}")
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    locust.wait(POLL_S)
+        except BaseException:  # overrun, or a signal (run_interruptible): Locust goes with it
+            if locust is not None:
                 locust.kill()
                 locust.wait()
-                raise
+            raise
     _new_steps(steps_file, seen, on_step)
     rows = [json.loads(line) for line in steps_file.read_text().splitlines()] if steps_file.is_file() else []
     # Locust exits 1 when any request failed: failures are results here, not errors.

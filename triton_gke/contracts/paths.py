@@ -89,7 +89,12 @@ def tools_dir() -> Path:
 
 
 def checkout_dir() -> Path | None:
-    """The repository folder around the package when this is a checkout (it holds the Makefile and pyproject.toml),
-    None for an installed wheel: what only a maintainer's command in a checkout reads or writes (docs/, git)."""
+    """The repository folder around the package when this is a checkout, None for an installed wheel: what only a
+    maintainer's command in a checkout reads or writes (docs/, git). A checkout is told by what only it has: the
+    top-level infra/ that links into this very package, beside the Makefile (a user's project with a Makefile and
+    the package vendored beside it, `pip install --target .`, has no such link)."""
     folder = IMPORT_ROOT
-    return folder if (folder / "Makefile").is_file() and (folder / "pyproject.toml").is_file() else None
+    link = folder / "infra"
+    if not (link.is_symlink() and (folder / "Makefile").is_file()):
+        return None
+    return folder if link.resolve() == (PACKAGE_DIR / "infra").resolve() else None

@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         return _refuse(f"{err.filename or out}: {err.strerror or err}")
     if args.check:
         for name in stale:
-            print(f"{out / name}: out of date; run `triton-gke dashboards`", file=sys.stderr)
+            state = "out of date" if (out / name).exists() else "missing"
+            print(f"{out / name}: {state}; run `triton-gke dashboards`", file=sys.stderr)
         return 1 if stale else 0
     for path in written:
         print(path)

@@ -20,8 +20,9 @@ from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED
 from triton_gke.contracts.paths import IMPORT_ROOT, checkout_dir
 from triton_gke.offline import build_models
 from triton_gke.offline.lifecycle import Change, applied_state, compare, refused
-from triton_gke.offline.plan import evaluate, overrides_from, plan_records
+from triton_gke.offline.plan import evaluate, overrides_from
 from triton_gke.offline.plan_diff import index_records
+from triton_gke.offline.plan_view import plan_records
 from triton_gke.one_line import OneLineParser
 from triton_gke.settings import ConfigError
 

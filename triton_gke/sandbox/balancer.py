@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Self
 
 from triton_gke.sandbox.components import ComponentError
-from triton_gke.sandbox.processes import LOOPBACK, free_port, stop_process, wait_for
+from triton_gke.sandbox.processes import LOOPBACK, free_port, interrupts_held, stop_process, wait_for
 from triton_gke.settings.lifecycle import LifecycleSettings
 
 BACKEND = "triton"
@@ -226,7 +226,8 @@ class LocalBalancer:
         check = subprocess.run([binary, "-c", "-q", "-f", str(self.config_path)], capture_output=True, text=True)
         if check.returncode != 0:
             raise BalancerError(f"haproxy refused {self.config_path}: {' '.join(check.stderr.split())[:300]}")
-        with self.log_path.open("ab") as log:  # O_APPEND: each line lands whole at the end
+        # O_APPEND: each line lands whole at the end; a signal during the start is raised once _process is set.
+        with self.log_path.open("ab") as log, interrupts_held():
             # -db: foreground, no daemon (MGMT 3 "-db"), so it is our child and stops with us.
             self._process = subprocess.Popen(
                 [binary, "-db", "-f", str(self.config_path)],

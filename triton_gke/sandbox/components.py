@@ -29,7 +29,7 @@ from triton_gke.observability.settings import LOCUST_MASTER_PODS, TRITON_PODS, S
 from triton_gke.sandbox.gcs_emulator import TRITON_ENV, EmulatorError, GcsEmulator
 from triton_gke.sandbox.netns import NetworkNamespace
 from triton_gke.sandbox.private_tmp import PrivateTmp, private_tmp_available
-from triton_gke.sandbox.processes import free_port, stop_process, without_proxies
+from triton_gke.sandbox.processes import free_port, interrupts_held, stop_process, without_proxies
 from triton_gke.sandbox.prometheus import LocalPrometheus, PrometheusError, local_pod, local_prometheus_config
 from triton_gke.sandbox.triton import REDACTED, TritonServer, TritonStartError, redact_command
 
@@ -326,15 +326,16 @@ class LocustLoad:
     def start(self) -> LocustLoad:
         with self.log_path.open("wb") as log:
             try:
-                self._process = subprocess.Popen(
-                    self.command(),
-                    cwd=project_dir(),
-                    env=self.environment(),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # stopped by us, not by a Ctrl-C meant for the sandbox
-                )
+                with interrupts_held():  # a signal during the start: raised once _process is set
+                    self._process = subprocess.Popen(
+                        self.command(),
+                        cwd=project_dir(),
+                        env=self.environment(),
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,  # stopped by us, not by a Ctrl-C meant for the sandbox
+                    )
             except OSError as err:
                 raise ComponentError(f"Locust did not start: {one_line(err)}") from None
         return self

@@ -31,7 +31,7 @@ from typing import Protocol, Self
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
-from triton_gke.sandbox.processes import free_port, stop_process
+from triton_gke.sandbox.processes import free_port, interrupts_held, stop_process
 
 HOST = "127.0.0.1"
 DEFAULT_PROJECT = "sandbox"
@@ -163,7 +163,8 @@ class GcsEmulator:
 
     def _launch(self, port: int) -> bool:
         assert self._workdir is not None
-        with open(Path(self._workdir.name) / "emulator.log", "ab") as log:
+        # A signal during the start is raised once _process is set (interrupts_held).
+        with open(Path(self._workdir.name) / "emulator.log", "ab") as log, interrupts_held():
             # cwd is the temp dir: the emulator writes nothing in memory mode, but
             # if it ever did, it must not land in the caller's working tree.
             self._process = subprocess.Popen(

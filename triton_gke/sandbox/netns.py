@@ -23,7 +23,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from triton_gke.sandbox.processes import wait_or_kill
+from triton_gke.sandbox.processes import interrupts_held, wait_or_kill
 
 # setns(2) flag for a network namespace (https://man7.org/linux/man-pages/man2/setns.2.html).
 CLONE_NEWNET = 0x40000000
@@ -94,9 +94,10 @@ class NetworkNamespace:
 
     def open(self) -> NetworkNamespace:
         cmd = ["unshare", "-n", "--", sys.executable, "-c", _LO_UP]
-        self._holder = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
+        with interrupts_held():  # a signal during the start: raised once _holder is set
+            self._holder = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
         line = self._holder.stdout.readline() if self._holder.stdout else ""
         if line.strip() != "ready":
             err = self._holder.stderr.read() if self._holder.stderr else ""

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -124,7 +125,7 @@ class InterruptSignals:
     def handle(self, signum: int, _frame: FrameType | None) -> None:
         self.received = self.received or signum
         if _HOLD.depth:  # a process is being started: raised once the caller holds its Popen (interrupts_held)
-            _HOLD.fired = _HOLD.fired or self
+            _HOLD.fired = self
             return
         self.raise_once()
 
@@ -160,14 +161,20 @@ def interrupts_held() -> Iterator[None]:
     Raised inside Popen (after the child's exec, before Popen returns), it would leave the child running unseen:
     Popen returns only once the child has exec'd (subprocess docs, "Exceptions raised in the child process,
     before the new program has started to execute, will be re-raised in the parent"), which on a busy machine
-    is long enough for a signal to land."""
+    is long enough for a signal to land. Main thread only, inside run_interruptible (signal handlers run in the main
+    thread, https://docs.python.org/3/library/signal.html#signals-and-threads; elsewhere it holds nothing)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if not _HOLD.depth:
+        _HOLD.fired = None  # a signal raised at once between an earlier hold's last two steps left its handler here
     _HOLD.depth += 1
     try:
         yield
     finally:
         _HOLD.depth -= 1
-        fired, _HOLD.fired = (_HOLD.fired, None) if not _HOLD.depth else (None, _HOLD.fired)
-        if fired is not None:
+        if not _HOLD.depth and _HOLD.fired is not None:
+            fired, _HOLD.fired = _HOLD.fired, None
             fired.raise_once()
 
 

@@ -38,7 +38,7 @@ from triton_gke.observability.settings import (
     PodSelector,
     SloSettings,
 )
-from triton_gke.sandbox.processes import free_port, stop_process
+from triton_gke.sandbox.processes import free_port, interrupts_held, stop_process
 
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 # Seconds between SIGTERM and SIGKILL (the grace it always had); its TSDB is removed on close anyway.
@@ -86,9 +86,13 @@ class LocalPrometheus:
 
     def start(self, config_text: str, ready_timeout_s: float = 30) -> LocalPrometheus:
         self.config_path.write_text(config_text, encoding="utf-8")
-        with self.log_path.open("ab") as log:
+        with self.log_path.open("ab") as log, interrupts_held():  # a signal during the start: raised once it is ours
             self._process = subprocess.Popen(
-                self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         deadline = time.monotonic() + ready_timeout_s
         while time.monotonic() < deadline:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from triton_gke.contracts.triton import HEALTH_PATHS, PORTS
 from triton_gke.sandbox.netns import NetworkNamespace
-from triton_gke.sandbox.processes import free_port, send_signal, stop_process
+from triton_gke.sandbox.processes import free_port, interrupts_held, send_signal, stop_process
 from triton_gke.sandbox.triton_wheel import TritonStartError, library_dir, prepare_backends, tritonserver_binary
 
 _SHM_DIR = Path("/dev/shm")
@@ -188,14 +188,15 @@ class TritonServer:
             log.write(f"\n{_START_MARK}{time.strftime('%H:%M:%S')}: {logged}\n".encode())
             log.flush()
             command = self.netns.wrap(self.command()) if self.netns else self.command()
-            self._process = subprocess.Popen(
-                command,
-                env=self.environment(),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # own process group: stubs are stopped with it
-            )
+            with interrupts_held():  # a signal during the start: raised once _process is set
+                self._process = subprocess.Popen(
+                    command,
+                    env=self.environment(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # own process group: stubs are stopped with it
+                )
         self.wait_ready(self.ready_timeout_s)
         return self
 

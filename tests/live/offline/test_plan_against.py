@@ -16,7 +16,7 @@ from tests.conftest import PROJECT_DIR, evaluate
 from tests.support.project_folder import make_project_folder
 from tests.unit.offline.test_lifecycle import SHIPPED_STACKS
 from triton_gke.contracts.exit_codes import EXIT_DISRUPTIVE
-from triton_gke.offline.plan import plan_records
+from triton_gke.offline.plan_view import plan_records
 from triton_gke.offline.runtime import Plan
 
 

@@ -12,7 +12,7 @@ import yaml
 
 from tests.conftest import PROJECT_DIR
 from tests.unit.offline.test_plan_out import link_refusal, snapshot, tree
-from triton_gke.offline.plan import WRITTEN_LIST
+from triton_gke.offline.plan_out import WRITTEN_LIST
 
 # What the offline mocks return for a random provider's password (offline/runtime.py _COMPUTED); the SDK marks
 # RandomPassword.result secret, and the plan must never show it.

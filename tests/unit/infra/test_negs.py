@@ -15,7 +15,7 @@ from triton_gke.infra.negs import (
     ZonalNegsArgs,
     neg_url,
 )
-from triton_gke.offline.plan import plan_records
+from triton_gke.offline.plan_view import plan_records
 from triton_gke.offline.runtime import Plan
 
 PROJECT = "demo-project"

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import PROJECT_DIR, evaluate
 from triton_gke.infra import system
-from triton_gke.offline.plan import render_text
+from triton_gke.offline.plan_view import render_text
 from triton_gke.offline.runtime import Plan
 
 STACKS = ("dev", "staging", "prod")

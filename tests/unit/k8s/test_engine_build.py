@@ -23,7 +23,7 @@ from triton_gke.model_repo import configs
 from triton_gke.model_repo.engines import cc_model_filenames, engine_filename
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS
-from triton_gke.offline.plan import kubernetes_objects
+from triton_gke.offline.plan_view import kubernetes_objects
 
 VARIANTS = (EngineVariant("trt_fp16", "FP16", 64), EngineVariant("trt_int8_bs16_count4", "INT8", 16))
 

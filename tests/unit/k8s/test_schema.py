@@ -6,7 +6,7 @@ import pytest
 
 from tests.conftest import evaluate
 from triton_gke.k8s.schema import ManifestError, validate_manifest
-from triton_gke.offline.plan import invalid_kubernetes_objects, kubernetes_objects
+from triton_gke.offline.plan_view import invalid_kubernetes_objects, kubernetes_objects
 
 
 @pytest.mark.parametrize("version", ["1.35", "1.37"])

@@ -83,3 +83,12 @@ def test_the_default_folder_in_the_checkout_is_the_package_s_own(monkeypatch, tm
     assert main(["--check"]) == 0
     monkeypatch.chdir(tmp_path)  # a user's project: its own dashboards/
     assert default_out() == tmp_path / "dashboards"
+
+
+def test_check_names_a_missing_dashboard_as_missing(monkeypatch, tmp_path, capsys) -> None:
+    from triton_gke.observability.__main__ import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["--check"]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert lines and all(line.endswith(": missing; run `triton-gke dashboards`") for line in lines)

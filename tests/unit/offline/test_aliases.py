@@ -18,8 +18,8 @@ from tests.conftest import PROJECT_DIR, evaluate
 from triton_gke.contracts.paths import ARRIVALS_FILE, LOCUSTFILE
 from triton_gke.infra import system
 from triton_gke.offline.lifecycle import applied_state, compare
-from triton_gke.offline.plan import plan_records
 from triton_gke.offline.plan_diff import index_records, load_plan
+from triton_gke.offline.plan_view import plan_records
 from triton_gke.offline.runtime import Plan, run_under_mocks
 
 # `triton-gke plan --stack S --json` of each stack at 20975ba, before the components wrapped its resources.

@@ -28,8 +28,8 @@ from triton_gke.offline.lifecycle import (
     summary,
 )
 from triton_gke.offline.lifecycle_table import COMMON_CHANGES
-from triton_gke.offline.plan import plan_records
 from triton_gke.offline.plan_diff import index_records
+from triton_gke.offline.plan_view import plan_records
 from triton_gke.offline.runtime import Plan
 
 pytest_plugins = ("tests.support.project_folder",)

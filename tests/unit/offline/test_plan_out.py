@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from triton_gke.offline.plan import WRITTEN_LIST, kubernetes_objects, write_kubernetes_objects
+from triton_gke.offline.plan_out import WRITTEN_LIST, write_kubernetes_objects
+from triton_gke.offline.plan_view import kubernetes_objects
 from triton_gke.offline.runtime import Plan
 from triton_gke.settings.errors import ConfigError
 

@@ -21,8 +21,8 @@ import pytest
 from tests.conftest import PROJECT_DIR, evaluate
 from tests.unit.offline.test_aliases import baseline
 from triton_gke.offline.lifecycle import applied_state, compare, normalize
-from triton_gke.offline.plan import plan_records
 from triton_gke.offline.plan_diff import index_records
+from triton_gke.offline.plan_view import plan_records
 
 RELEASE_PLANS = PROJECT_DIR / "tests" / "data" / "plans-before-lifecycle"
 REGIONS = {

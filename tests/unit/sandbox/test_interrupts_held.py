@@ -38,3 +38,35 @@ def test_outside_a_hold_the_signal_is_raised_at_once() -> None:
         for _ in range(1000):  # the handler runs between bytecodes: well before this ends
             pass
         raise AssertionError("not interrupted")
+
+
+def test_a_signal_between_a_hold_s_last_steps_leaves_no_handler_behind() -> None:
+    """Red team: a second signal landing after the depth went to 0 raised at once and left the first handler as the
+    held one, so a later run's held signal went to that spent handler and was never raised."""
+    from triton_gke.sandbox import processes
+
+    spent = InterruptSignals()
+    spent.shielded, spent.received = True, signal.SIGTERM
+    processes._HOLD.fired = spent  # what that race leaves
+    with InterruptSignals().installed(), pytest.raises(Interrupted) as raised, interrupts_held():
+        os.kill(os.getpid(), signal.SIGINT)
+        started = "process"
+    assert started == "process" and raised.value.signum == signal.SIGINT
+    assert processes._HOLD.fired is None and processes._HOLD.depth == 0
+
+
+def test_a_hold_in_another_thread_holds_nothing() -> None:
+    import threading
+
+    from triton_gke.sandbox import processes
+
+    depths = []
+
+    def worker() -> None:
+        with interrupts_held():
+            depths.append(processes._HOLD.depth)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert depths == [0]

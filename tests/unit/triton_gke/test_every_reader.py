@@ -44,7 +44,7 @@ from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.manifest import MANIFEST, MANIFEST_MAX_BYTES, read_manifest
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings
 from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES, MAX_ONNX_BYTES
-from triton_gke.offline import lifecycle, plan, plan_diff, plan_folder, runtime
+from triton_gke.offline import lifecycle, plan_diff, plan_folder, plan_out, runtime
 from triton_gke.sandbox import leftovers, run_folder
 from triton_gke.sandbox import report as sandbox_report
 from triton_gke.settings import schema, stack_file
@@ -138,9 +138,9 @@ READERS: tuple[Reader, ...] = (
            file="Pulumi.dev.yaml", nesting="yaml", depth=stack_file.MAX_DEPTH, prepare=_project_file),
     Reader("replacement rules", ("offline/lifecycle.py:load_rules",), lifecycle.load_rules.__wrapped__,
            lifecycle.RulesError, stack_file.MAX_BYTES, nesting="yaml", depth=stack_file.MAX_DEPTH),
-    Reader("the plan's list of written files", ("offline/plan.py:_previously_written",),
-           lambda p: plan._previously_written(p.parent), plan._FolderError, plan._WRITTEN_LIST_MAX_BYTES,
-           file=plan.WRITTEN_LIST, utf8=False),
+    Reader("the plan's list of written files", ("offline/plan_out.py:_previously_written",),
+           lambda p: plan_out._previously_written(p.parent), plan_out._FolderError, plan_out._WRITTEN_LIST_MAX_BYTES,
+           file=plan_out.WRITTEN_LIST, utf8=False),
     Reader("build manifest", ("model_repo/manifest.py:read_manifest",), lambda p: read_manifest(p.parent),
            ModelRepoError, MANIFEST_MAX_BYTES, file=MANIFEST, nesting="json"),
     Reader("build manifest (pulumi up)", ("infra/model_upload.py:built_repository_digest",),
@@ -236,7 +236,7 @@ ALLOWED: dict[str, str] = {
     "settings/keys.py:_kubernetes_provider_args:read_text": _PACKAGE + " (the installed provider's source)",
     "offline/lifecycle_table.py:main:read_text": _PACKAGE,
     "observability/dashboards.py:stale_dashboards:read_text": _PACKAGE + " (the committed dashboards)",
-    "offline/plan.py:_open:open": _WRITE,
+    "offline/plan_out.py:_open:open": _WRITE,
     "sandbox/netns.py:_setns:open": _WRITE + " (a namespace file of /proc, for setns)",
     "model_repo/build.py:_sha256:open": _BLOCKS,
     "model_repo/build.py:_file_hash:open": _BLOCKS,
