@@ -5,11 +5,12 @@ read through here (READERS in tests/unit/triton_gke/test_every_reader.py lists t
 stack files and Pulumi.yaml (settings/stack_file.py, whose read_yaml_file adds YAML's depth and alias guard;
 settings/schema.py, offline/runtime.py, offline/plan_folder.py), the replacement rules (offline/lifecycle.py), the
 catalogues and the VM price table (settings/catalogue.py, infra/cost.py), capacity records, results.json
-(bench/record.py, bench/results.py, bench/report.py), plan JSON (offline/plan_diff.py) and the plan's list of its
-files (offline/plan.py), the build manifest, cache digests and labels (model_repo/manifest.py, model_repo/build.py,
-infra/model_upload.py), config.pbtxt and model.py (model_repo/sync_source.py, model_repo/cpu_twin.py,
-bench/runner.py), the sandbox's state, run-folder markers and Locust statistics (sandbox/). The one exception is
-the Locust trace (loadtest/arrivals.py): it ships alone in the load generator's ConfigMap, so it keeps a copy of
+(bench/reports/record.py, bench/plans/results.py, bench/reports/report.py), plan JSON (offline/plan_diff.py) and the
+plan's list of its files (offline/plan_out.py), the build manifest, cache digests and labels (model_repo/manifest.py,
+model_repo/build.py, infra/model_upload.py), config.pbtxt and model.py (model_repo/sync_source.py,
+model_repo/cpu_twin.py, bench/runners/runner.py), the sandbox's state, run-folder markers and Locust statistics
+(sandbox/). The one exception is the Locust trace (loadtest/arrivals.py): it ships alone in the load generator's
+ConfigMap, so it keeps a copy of
 these few checks, driven by the same test. The sync record (model_repo/sync.py) comes from a bucket, not a file:
 it shares json_depth.
 

@@ -1,1 +1,1 @@
-"""The measure-and-tune benchmark: `triton-gke bench` (see bench/__main__.py and bench/runner.py)."""
+"""The measure-and-tune benchmark: `triton-gke bench` (see bench/__main__.py and bench/runners/runner.py)."""

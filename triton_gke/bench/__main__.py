@@ -5,8 +5,8 @@
 
 Writes results.csv, summary.csv, cost.csv, results.json, README.md and plots into --out (default
 bench/results/<stack>-<date>/), and the run's capacity records into its records/ (--record: also into
-capacity/records/; bench/record.py). Bad input: one line on stderr, exit 2. See bench/runner.py for the
-procedure and the two targets, bench/slo_search.py for the search rule.
+capacity/records/; bench/reports/record.py). Bad input: one line on stderr, exit 2. See bench/runners/runner.py for the
+procedure and the two targets, bench/plans/slo_search.py for the search rule.
 """
 
 from __future__ import annotations
@@ -23,10 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from triton_gke.bench import conditions, cost, machine, record, report, runner
-from triton_gke.bench.load_plan import LoadPlan, PlanError
-from triton_gke.bench.results import BenchRun
-from triton_gke.bench.slo_search import RateLadder, SloCriteria
+from triton_gke.bench.metrics import conditions, cost, machine
+from triton_gke.bench.plans.load_plan import LoadPlan, PlanError
+from triton_gke.bench.plans.results import BenchRun
+from triton_gke.bench.plans.slo_search import RateLadder, SloCriteria
+from triton_gke.bench.reports import record, report
+from triton_gke.bench.runners import runner
 from triton_gke.capacity.records import RECORDS_DIR, CapacityError
 from triton_gke.contracts.slo import MAX_SLO_LATENCY_MS
 from triton_gke.loadtest.arrivals import MAX_RATE  # the locustfile's own cap on rates (pure module: no Locust needed)
@@ -123,7 +125,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-GROWTH_RANGE = (1.05, 10.0)  # the factors RateLadder accepts (bench/slo_search.py)
+GROWTH_RANGE = (1.05, 10.0)  # the factors RateLadder accepts (bench/plans/slo_search.py)
 MIN_RATE = 0.1  # requests/s: one request in 10 s; below it a step of minutes holds no request at all
 # (lowest, highest) of each float option: finite, and a run of hours at most (MAX_HOURS bounds the whole plan).
 FLOAT_RANGES = {
@@ -329,7 +331,7 @@ def _bench(argv: list[str] | None) -> int:
         facts = {**machine.facts(), "load_start": machine.load_average()}
         _warn_if_busy(facts)
         watch = conditions.Watch()
-        before = watch.start()  # the baseline before any server starts (bench/conditions.py)
+        before = watch.start()  # the baseline before any server starts (bench/metrics/conditions.py)
         log(f"baseline: raw onnxruntime {before.inferences_per_s:.1f} inferences/s, {_others(before)}")
         outcome = runner.run_all(config, models, serve, log)
         facts["conditions"] = _finish(watch)
@@ -358,7 +360,7 @@ def _bench(argv: list[str] | None) -> int:
     )
     for path in report.write_all(run, out):
         print(path)
-    try:  # the capacity records (bench/record.py): OUT/records/ always, --records-dir with --record
+    try:  # the capacity records (bench/reports/record.py): OUT/records/ always, --records-dir with --record
         in_out, updated, notes = record.write_run_records(
             json.loads(run.to_json()),
             settings,

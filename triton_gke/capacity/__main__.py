@@ -3,7 +3,7 @@
     triton-gke capacity compare BASELINE NEW [--max-regression-percent 10]   # see capacity/compare.py
 
 Records are written by the benchmark: `make bench ARGS=--record`, or `triton-gke bench record RESULTS_DIR` for a
-finished run (bench/record.py).
+finished run (bench/reports/record.py).
 """
 
 from __future__ import annotations

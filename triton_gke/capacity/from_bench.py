@@ -1,7 +1,7 @@
 """Capacity records from a benchmark run's results.json (what `make bench` writes), one per measured variant.
 
 Pure: reads the parsed JSON, never imports bench/ (bench imports this). What the run cannot say itself (which
-GPU and image it measured, how many GPUs one server had) the caller passes: bench/record.py knows the target.
+GPU and image it measured, how many GPUs one server had) the caller passes: bench/reports/record.py knows the target.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from triton_gke.capacity.records import MAX_TEXT, CapacityError, CapacityRecord, percent_of, record_from_dict
 
-# bench/slo_search.py judges every step on the p95 of its successful requests: the records' percentile.
+# bench/plans/slo_search.py judges every step on the p95 of its successful requests: the records' percentile.
 SEARCH_PERCENTILE = 95.0
 MAX_COMMAND = 300  # characters of the bench command quoted in a method line
 MAX_METHOD = MAX_TEXT["method"]
@@ -60,7 +60,7 @@ def _text(mapping: Any, key: str, where: str) -> str:
 def records_from_results(
     run: Mapping[str, Any], measured: Measured, source: Path
 ) -> tuple[list[CapacityRecord], list[str]]:
-    """One record per variant whose search found a rate (revision 1; bench/record.py revises them), and one line
+    """One record per variant whose search found a rate (revision 1; bench/reports/record.py revises them), and one line
     per variant without a record saying why. CapacityError names `source` and the key on malformed input."""
     where = str(source)
     settings = _get(run, "settings", where)
@@ -104,7 +104,7 @@ def records_from_results(
 
 
 def run_conditions(run: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """The record keys of the run's conditions (bench/conditions.py, `machine.conditions` in results.json): the
+    """The record keys of the run's conditions (bench/metrics/conditions.py, `machine.conditions` in results.json): the
     raw ONNX Runtime baseline before and after, load average and steal over the run, and why it was marked noisy
     (null when quiet). A run from before them gives none (the record's optional keys stay out)."""
     machine = run.get("machine")

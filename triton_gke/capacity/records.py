@@ -1,10 +1,10 @@
 """Capacity records: how many requests/s one GPU sustains at an SLO, per GPU type, model variant, image and SLO.
 
-One JSON file per record under capacity/records/ (`"schema": 1` and the fields of CapacityRecord but `path`; the
-run's conditions, OPTIONAL_KEYS, only where the run recorded them: older records have none and stay valid).
-`make bench` writes and updates them (bench/record.py); the stack sizing reads them with find_record; `triton-gke
-capacity compare` reports regressions between two sets. Pure: the standard library only, no Pulumi, no other room
-of the project, so every layer may read records.
+One JSON file per record under capacity/records/ (`"schema": 1` and the fields of CapacityRecord but `path`; the run's
+conditions, OPTIONAL_KEYS, only where the run recorded them: older records have none and stay valid). `make bench`
+writes and updates them (bench/reports/record.py); the stack sizing reads them with find_record; `triton-gke capacity
+compare` reports regressions between two sets. Pure: the standard library only, no Pulumi, no other room of the project,
+so every layer may read records.
 
 Loading is strict: a record file with bad JSON, an unknown or missing key, a value of the wrong type, a
 non-positive rate, a value outside its bounds (BOUNDS) or a key (gpu, variant, image tag, SLO) that another file
@@ -64,7 +64,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "p50_ms": (0.0, 1e6),
     "p95_ms": (0.0, 1e6),
     "batch": (0.0, 1e5),
-    "baseline_before": (0.0, 1e7),  # inferences/s of bench/conditions.py's baseline model (~120 on 2 cores)
+    "baseline_before": (0.0, 1e7),  # inferences/s of bench/metrics/conditions.py's baseline model (~120 on 2 cores)
     "baseline_after": (0.0, 1e7),
     "load_average": (0.0, 1e5),
     "cpu_steal_percent": (0.0, 100.0),
@@ -113,7 +113,7 @@ class CapacityRecord:
     measured_at: str  # ISO date
     revision: int  # increases each time the record is updated (the record's version)
     path: Path  # the file it was read from
-    # The run's conditions (bench/conditions.py; OPTIONAL_KEYS: records written before them have none): raw ONNX
+    # The run's conditions (bench/metrics/conditions.py; OPTIONAL_KEYS: records written before them have none): raw ONNX
     # Runtime baseline before and after the run (inferences/s), mean load average and CPU steal over it, and why the
     # run was marked noisy (null: a quiet run, or not recorded).
     baseline_before: float | None = None
@@ -514,11 +514,11 @@ _held = threading.local()  # the folders this thread holds locked (records_lock 
 
 @contextlib.contextmanager
 def records_lock(records_dir: Path) -> Iterator[None]:
-    """Hold the records folder exclusively: an update reads the folder (revisions, taken file names) and writes it
-    under one lock, so two `bench.record --record` runs at once both land (one after the other: the second sees the
+    """Hold the records folder exclusively: an update reads the folder (revisions, taken file names) and writes it under
+    one lock, so two `bench.reports.record --record` runs at once both land (one after the other: the second sees the
     first's file and raises its revision) instead of one overwriting the other. flock(2) on the folder itself
-    (https://man7.org/linux/man-pages/man2/flock.2.html): no lock file is left among the records, and the lock
-    goes with the process that held it. Creates the folder. Re-entrant within a thread."""
+    (https://man7.org/linux/man-pages/man2/flock.2.html): no lock file is left among the records, and the lock goes with
+    the process that held it. Creates the folder. Re-entrant within a thread."""
     folder = Path(records_dir)
     folder.mkdir(parents=True, exist_ok=True)
     key = os.path.realpath(folder)

@@ -86,26 +86,32 @@ def provider_main(argv: list[str]) -> int:
 
 
 BENCH_COMMANDS = {
-    "record": Command("triton_gke.bench.record", "capacity records from a finished run's results.json"),
+    "record": Command("triton_gke.bench.reports.record", "capacity records from a finished run's results.json"),
     "report": Command(
-        "triton_gke.bench.report", "re-render a run's README, CSVs and charts from its results.json", extra="local"
+        "triton_gke.bench.reports.report",
+        "re-render a run's README, CSVs and charts from its results.json",
+        extra="local",
     ),
     "pa-rates": Command(
-        "triton_gke.bench.pa_rates", "perf_analyzer at fixed request rates on a local tritonserver", extra="local"
+        "triton_gke.bench.runners.pa_rates",
+        "perf_analyzer at fixed request rates on a local tritonserver",
+        extra="local",
     ),
     "tune": Command(
-        "triton_gke.bench.tune", "search one variant's serving configuration for capacity at the SLO", extra="local"
+        "triton_gke.bench.tuners.tune",
+        "search one variant's serving configuration for capacity at the SLO",
+        extra="local",
     ),
     "model-analyzer": Command(
-        "triton_gke.bench.model_analyzer", "Triton Model Analyzer's own search on the CPU twin", extra="local"
+        "triton_gke.bench.tuners.model_analyzer", "Triton Model Analyzer's own search on the CPU twin", extra="local"
     ),
     "loop-check": Command(
-        "triton_gke.bench.loop_check",
+        "triton_gke.bench.tuners.loop_check",
         "one configuration on one server: perf_analyzer's closed and open loop side by side, with CPU use",
         extra="local",
     ),
     "compare-tuners": Command(
-        "triton_gke.bench.compare_tuners",
+        "triton_gke.bench.tuners.compare_tuners",
         "the default, bench tune's and Model Analyzer's picks measured side by side",
         extra="local",
     ),

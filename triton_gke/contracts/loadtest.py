@@ -1,7 +1,7 @@
 """The load test's environment: the settings the locustfile reads, and where the locustfile is.
 
 Three sides start the locustfile: the cluster (k8s/loadtest.py, the `locust-config` ConfigMap mounted with envFrom),
-the sandbox (sandbox/components.py) and the benchmark (bench/runner.py). Each builds a LocustEnvironment and
+the sandbox (sandbox/components.py) and the benchmark (bench/runners/runner.py). Each builds a LocustEnvironment and
 calls to_env(), so none can write a key the locustfile does not read, and each knows every key it must keep out of
 an inherited environment (LOCUST_ENV_KEYS). The locustfile itself stays standalone (it ships alone in a ConfigMap)
 and is the authority on what a value means: tests/unit/contracts/test_contracts.py runs its own parser on to_env().

@@ -4,7 +4,7 @@ Copied as `model.py` into each CPU twin's version folder by model_repo.cpu_twin.
 output names come from the model configuration, so one file serves any ONNX model.
 A config parameter `inject_delay_ms` (absent by default) adds that much time to every
 execution: a deliberately slow model, for testing latency alerts. `intra_op_thread_count` and
-`inter_op_thread_count` (absent by default) set ONNX Runtime's threads (bench/tune.py searches them).
+`inter_op_thread_count` (absent by default) set ONNX Runtime's threads (bench/tuners/tune.py searches them).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Both tools search the same real tritonserver for the highest open-loop request rate (Poisson
 arrivals) whose p95 meets the same objective: Locust through the project's locustfile and
-bench/locust_steps.py, perf_analyzer with its own binary search (--request-rate-range with
+bench/runners/locust_steps.py, perf_analyzer with its own binary search (--request-rate-range with
 --binary-search and --latency-threshold,
 https://docs.nvidia.com/deeplearning/triton-inference-server/user-guide/docs/perf_analyzer/docs/cli.html).
 The model sleeps SERVICE_MS per request, one request at a time (tests/support/bench_fixtures.py): the
@@ -32,9 +32,9 @@ import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from triton_gke.bench import perf_analyzer, runner
-from triton_gke.bench.load_plan import LoadPlan
-from triton_gke.bench.slo_search import RateLadder, SloCriteria, rate_search
+from triton_gke.bench.plans.load_plan import LoadPlan
+from triton_gke.bench.plans.slo_search import RateLadder, SloCriteria, rate_search
+from triton_gke.bench.runners import perf_analyzer, runner
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS
 from triton_gke.sandbox.triton import TritonServer
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PROJECT_DIR
-from triton_gke.bench import pa_rates, runner
+from triton_gke.bench.runners import pa_rates, runner
 
 
 def test_command_line_refusal_has_no_traceback() -> None:
@@ -21,7 +21,7 @@ def test_command_line_refusal_has_no_traceback() -> None:
 
 def test_pa_rates_bad_option_is_one_line() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "triton_gke.bench.pa_rates", "--rates", "25,,30", "--out", "unused"],
+        [sys.executable, "-m", "triton_gke.bench.runners.pa_rates", "--rates", "25,,30", "--out", "unused"],
         cwd=PROJECT_DIR,
         capture_output=True,
         text=True,

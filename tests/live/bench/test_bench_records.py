@@ -27,14 +27,16 @@ def test_bench_record_writes_the_run_folder_and_updates_the_records(tmp_path: Pa
     out = tmp_path / "run"
     shutil.copytree(RESULTS / "dev-2026-11-30-alone", out)
     records_dir = tmp_path / "records"
-    done = run(sys.executable, "-m", "triton_gke.bench.record", str(out), "--record", "--records-dir", str(records_dir))
+    done = run(
+        sys.executable, "-m", "triton_gke.bench.reports.record", str(out), "--record", "--records-dir", str(records_dir)
+    )
     assert done.returncode == 0, done.stderr
     (stored,) = load_records(records_dir)
     assert (stored.gpu, stored.image_tag, stored.revision, stored.source) == ("cpu-twin", "24.10-py3", 1, "measured")
     assert load_records(out / "records") == [dataclasses.replace(stored, path=out / "records" / stored.path.name)]
     assert f"{stored.path} (original: 27.1 req/s per GPU at p95 <= 100 ms, revision 1)" in done.stdout
     again = run(
-        sys.executable, "-m", "triton_gke.bench.record", str(out), "--record", "--records-dir", str(records_dir)
+        sys.executable, "-m", "triton_gke.bench.reports.record", str(out), "--record", "--records-dir", str(records_dir)
     )
     # the same run again is the same figures: no new revision (issue 13 follow-up), and it says so
     assert again.returncode == 0 and [r.revision for r in load_records(records_dir)] == [1]
@@ -45,12 +47,18 @@ def test_bench_record_refuses_what_gives_no_per_gpu_rate(tmp_path: Path) -> None
     run_json = _results("dev-2026-11-30-alone") | {"target": "stack", "command": "triton-gke bench --target stack"}
     (tmp_path / "results.json").write_text(json.dumps(run_json))
     refused = run(
-        sys.executable, "-m", "triton_gke.bench.record", str(tmp_path), "--record", "--records-dir", str(tmp_path / "r")
+        sys.executable,
+        "-m",
+        "triton_gke.bench.reports.record",
+        str(tmp_path),
+        "--record",
+        "--records-dir",
+        str(tmp_path / "r"),
     )
     assert refused.returncode == 2 and "no --saddr" in one_line_error(refused)
     assert not (tmp_path / "r").exists() and not (tmp_path / "records").exists()
     (tmp_path / "results.json").write_text('{"target": "sandbox"')
-    broken = run(sys.executable, "-m", "triton_gke.bench.record", str(tmp_path))
+    broken = run(sys.executable, "-m", "triton_gke.bench.reports.record", str(tmp_path))
     assert broken.returncode == 2 and f"{tmp_path / 'results.json'}: not a readable results.json" in one_line_error(
         broken
     )

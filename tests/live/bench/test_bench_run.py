@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from triton_gke.bench.__main__ import main
-from triton_gke.bench.results import load_run
+from triton_gke.bench.plans.results import load_run
 
 
 def test_smoke_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

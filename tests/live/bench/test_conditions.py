@@ -1,5 +1,5 @@
-"""bench.conditions against a real CPU hog (tests/support/cpu_hog.py): a busy loop beside the baselines marks the run
-noisy; the hog itself keeps its cores busy and leaves nothing running behind it."""
+"""bench.metrics.conditions against a real CPU hog (tests/support/cpu_hog.py): a busy loop beside the baselines marks
+the run noisy; the hog itself keeps its cores busy and leaves nothing running behind it."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import psutil
 
 from tests.conftest import PROJECT_DIR
 from tests.support.cpu_hog import hogging
-from triton_gke.bench import conditions
-from triton_gke.bench.probes import cpu_count
+from triton_gke.bench.metrics import conditions
+from triton_gke.bench.metrics.probes import cpu_count
 from triton_gke.sandbox.processes import wait_for
 
 HANG_S = 60  # only ends a hung test: every wait below returns as soon as what it waits for happened

@@ -1,6 +1,6 @@
 """The plots the docs embed are what the bench's plotting code draws from the committed runs, byte for byte
 (issue 33 part 4): re-rendered here from bench/results/, twice, against docs/results/. A change to a plot's code
-fails this until the images are rendered again (`python -m triton_gke.bench.doc_plots`) and committed."""
+fails this until the images are rendered again (`python -m triton_gke.bench.reports.doc_plots`) and committed."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PROJECT_DIR
-from triton_gke.bench import doc_plots
+from triton_gke.bench.reports import doc_plots
 
 DOCS_RESULTS = PROJECT_DIR / "docs" / "results"
 RESULTS = PROJECT_DIR / "bench" / "results"
@@ -24,7 +24,7 @@ def test_the_embedded_images_are_the_committed_runs_rendered_again(tmp_path: Pat
         assert fresh.read_bytes() == again.read_bytes(), f"{fresh.name}: two renderings differ"
         assert (DOCS_RESULTS / fresh.name).read_bytes() == fresh.read_bytes(), (
             f"docs/results/{fresh.name} differs from the committed run rendered again: "
-            "run python -m triton_gke.bench.doc_plots and commit the images"
+            "run python -m triton_gke.bench.reports.doc_plots and commit the images"
         )
 
 

@@ -1,5 +1,5 @@
 """`triton-gke bench model-analyzer` stopped by SIGTERM, SIGINT or SIGHUP stops Model Analyzer: MA runs in a session
-of its own (bench/model_analyzer.py _run), so before the handler a killed command left it and its tritonserver
+of its own (bench/tuners/model_analyzer.py _run), so before the handler a killed command left it and its tritonserver
 running (the red team's finding). Model Analyzer itself is a stand-in here (it takes a 150 MB install and minutes):
 a process that runs until it is stopped, started by the real command through its real `_run`."""
 
@@ -26,7 +26,8 @@ COMMAND = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from triton_gke.bench import model_analyzer as ma, runner
+    from triton_gke.bench.runners import runner
+    from triton_gke.bench.tuners import model_analyzer as ma
 
     def search(twins, variant, **kwargs):
         stand_in = Path(sys.argv[1])

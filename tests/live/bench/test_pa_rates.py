@@ -1,4 +1,4 @@
-"""bench.pa_rates against a real tritonserver and perf_analyzer, in both modes (issue 20, item 8).
+"""bench.runners.pa_rates against a real tritonserver and perf_analyzer, in both modes (issue 20, item 8).
 
 `triton-gke bench pa-rates` ended in a traceback in its `--async` phase and wrote nothing: in rate mode
 perf_analyzer measured time windows of 3 s, and it fails a run whose window holds no answer ("No valid requests
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.bench_fixtures import slow_twin
-from triton_gke.bench import pa_rates, perf_analyzer
+from triton_gke.bench.runners import pa_rates, perf_analyzer
 from triton_gke.sandbox.triton import TritonServer
 
 SLOW_BATCH_MS = 6000  # per execution, whatever its batch size: answers arrive in bursts 6 s apart

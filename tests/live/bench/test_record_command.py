@@ -15,9 +15,9 @@ from tests.unit.bench.test_report import RUN_JSON, _folder
 from triton_gke.capacity.records import load_records
 
 
-# ---------------------------------------------------------------- bench.record
+# ---------------------------------------------------------------- bench.reports.record
 def _record(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "triton_gke.bench.record", *argv]
+    command = [sys.executable, "-m", "triton_gke.bench.reports.record", *argv]
     return subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
 
 

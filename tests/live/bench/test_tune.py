@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.project_folder import make_project_folder
-from triton_gke.bench.results import load_run
+from triton_gke.bench.plans.results import load_run
 from triton_gke.capacity.records import load_records
 from triton_gke.cli.main import main
 
@@ -78,7 +78,7 @@ def test_the_client_side_candidates_are_measured_over_grpc_with_the_uint8_copy(
     measured for real: Locust speaks gRPC to the copy, and its searches find a rate at the stack's SLO."""
     import dataclasses
 
-    from triton_gke.bench import tune
+    from triton_gke.bench.tuners import tune
 
     client_side = lambda default, cores: [default, dataclasses.replace(default, protocol="grpc", other_payload=True)]  # noqa: E731
     monkeypatch.setattr(tune, "candidate_grid", client_side)

@@ -2,8 +2,8 @@
 
 A real tritonserver serving the CPU twin of `original` runs beside the test, started as a user would start one
 (--model-control-mode=explicit); the tuner loads each candidate configuration into it with POST
-v2/repository/models/original/load and its "config" parameter (bench/remote.py). What it loaded is checked in the
-server's own log, not only in the tuner's report. A server in the default mode (NONE) refuses loads: the tuner says
+v2/repository/models/original/load and its "config" parameter (bench/runners/remote.py). What it loaded is checked in
+the server's own log, not only in the tuner's report. A server in the default mode (NONE) refuses loads: the tuner says
 so in one line and exits 2 before measuring anything."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 from tests.live.bench.test_tune import tuning_stack
 from tests.support.project_folder import make_project_folder
-from triton_gke.bench import runner
+from triton_gke.bench.runners import runner
 from triton_gke.cli.main import main
 from triton_gke.sandbox.triton import TritonServer
 from triton_gke.settings import from_stack_file

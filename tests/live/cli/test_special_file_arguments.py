@@ -64,7 +64,7 @@ def test_an_empty_config_file_path_says_empty_path() -> None:
 @pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
 def test_bench_record_refuses_special_results(special: str, fifo: Path) -> None:
     path = str(fifo) if special == "fifo" else special
-    line = _one_line(_python("triton_gke.bench.record", path))
+    line = _one_line(_python("triton_gke.bench.reports.record", path))
     assert line.startswith(f"error: {path}: ") and "not a regular file" in line
 
 

@@ -14,10 +14,7 @@ from pathlib import Path
 
 from tests.conftest import PROJECT_DIR
 from tests.unit.k8s.test_triton_rollout import DEPLOYMENT
-from triton_gke.k8s.triton import (
-    ADMIN_KEY_HEADER,
-    triton_server_args,
-)
+from triton_gke.contracts.triton import ADMIN_KEY_HEADER, triton_server_args
 from triton_gke.model_repo.build import BuildResult
 from triton_gke.sandbox.triton import TritonServer
 

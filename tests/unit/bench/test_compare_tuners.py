@@ -1,6 +1,6 @@
-"""`triton-gke bench compare-tuners` (bench/compare_tuners.py) in-process: what it reads from a tuning and a Model
-Analyzer run, the order it measures in, the figures it reports, and bad input refused in one line before anything is
-built. The measurement itself is the bench's (tests/live/bench) and perf_analyzer's."""
+"""`triton-gke bench compare-tuners` (bench/tuners/compare_tuners.py) in-process: what it reads from a tuning and a
+Model Analyzer run, the order it measures in, the figures it reports, and bad input refused in one line before anything
+is built. The measurement itself is the bench's (tests/live/bench) and perf_analyzer's."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import PROJECT_DIR
-from triton_gke.bench import compare_tuners as ct
-from triton_gke.bench import model_analyzer as ma
-from triton_gke.bench import perf_analyzer, runner, tune
+from triton_gke.bench.runners import perf_analyzer, runner
+from triton_gke.bench.tuners import compare_tuners as ct
+from triton_gke.bench.tuners import model_analyzer as ma
+from triton_gke.bench.tuners import tune
 
 FIRST_TUNING = PROJECT_DIR / "bench" / "results" / "tune-dev-2026-12-02"  # before the noise rule: no "recommended"
 MA_FIXTURES = Path(__file__).parent / "fixtures" / "model_analyzer"
@@ -32,7 +33,7 @@ def no_build(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def ma_run(folder: Path, search_s: float = 344.0) -> Path:
-    """A Model Analyzer output folder as bench.model_analyzer.search leaves it (the real run's files)."""
+    """A Model Analyzer output folder as bench.tuners.model_analyzer.search leaves it (the real run's files)."""
     summary = folder / "reports" / "summaries" / "original" / ma.SUMMARY_HTML
     summary.parent.mkdir(parents=True)
     shutil.copyfile(MA_FIXTURES / ma.SUMMARY_HTML, summary)

@@ -1,4 +1,5 @@
-"""bench.conditions: the /proc readers and the noisy verdict (a real CPU hog: tests/live/bench/test_conditions.py)."""
+"""bench.metrics.conditions: the /proc readers and the noisy verdict (a real CPU hog:
+tests/live/bench/test_conditions.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from triton_gke.bench import conditions
-from triton_gke.bench.conditions import CpuTicks, ProcError, RunConditions, parse_loadavg, parse_proc_stat
+from triton_gke.bench.metrics import conditions
+from triton_gke.bench.metrics.conditions import CpuTicks, ProcError, RunConditions, parse_loadavg, parse_proc_stat
 
 ticks = st.integers(0, 2**63)
 

@@ -1,10 +1,10 @@
-"""bench.cost: the cost math against the reference anchors."""
+"""bench.metrics.cost: the cost math against the reference anchors."""
 
 from __future__ import annotations
 
 import pytest
 
-from triton_gke.bench import cost
+from triton_gke.bench.metrics import cost
 from triton_gke.settings import from_stack_file as load_settings
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from tests.conftest import PROJECT_DIR
-from triton_gke.bench import doc_plots
+from triton_gke.bench.reports import doc_plots
 
 DOCS = PROJECT_DIR / "docs"
 IMAGE_LINK = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")

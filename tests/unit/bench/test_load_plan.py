@@ -1,4 +1,4 @@
-"""bench.load_plan: the plan travels through the environment, and steps hold --min-requests."""
+"""bench.plans.load_plan: the plan travels through the environment, and steps hold --min-requests."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.bench.test_slo_search import SLO
-from triton_gke.bench.load_plan import LoadPlan, PlanError
-from triton_gke.bench.slo_search import (
+from triton_gke.bench.plans.load_plan import LoadPlan, PlanError
+from triton_gke.bench.plans.slo_search import (
     RateLadder,
 )
 

@@ -1,4 +1,4 @@
-"""bench/loop_check.py: its options, refused in one line, and the CPU shares it reports (the run itself: the
+"""bench/tuners/loop_check.py: its options, refused in one line, and the CPU shares it reports (the run itself: the
 committed bench/results/loop-check-dev-2026-12-03/, made with perf_analyzer against a real tritonserver)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from triton_gke.bench import loop_check
-from triton_gke.bench.runner import BenchError
+from triton_gke.bench.runners.runner import BenchError
+from triton_gke.bench.tuners import loop_check
 
 
 def test_levels_rates_and_batch_are_read() -> None:

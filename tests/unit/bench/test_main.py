@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import triton_gke.bench.__main__ as bench_main
-from triton_gke.bench import runner
 from triton_gke.bench.__main__ import main
+from triton_gke.bench.runners import runner
 from triton_gke.loadtest import arrivals
 from triton_gke.settings.stack import STACK_NAME
 

@@ -1,4 +1,4 @@
-"""bench.model_analyzer: Model Analyzer's pick read from its own output, and a model configuration mapped to the
+"""bench.tuners.model_analyzer: Model Analyzer's pick read from its own output, and a model configuration mapped to the
 stack's serving keys. The fixtures in fixtures/model_analyzer/ are a real run's (triton-model-analyzer 1.58.0, brute
 search of the `original` CPU twin at p95 <= 100 ms, 2 cores): its inference table and the config.pbtxt of its pick
 and of the default. No live test: MA's shortest useful search of the twin takes minutes, not seconds."""
@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_gke.bench import model_analyzer as ma
+from triton_gke.bench.tuners import model_analyzer as ma
 
 FIXTURES = Path(__file__).parent / "fixtures" / "model_analyzer"
 SUMMARY = Path("reports") / "summaries" / "original" / ma.SUMMARY_HTML

@@ -1,4 +1,4 @@
-"""bench.pa_rates in-process: its rates, stack and model names, --out, and the window it measures in."""
+"""bench.runners.pa_rates in-process: its rates, stack and model names, --out, and the window it measures in."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from triton_gke.bench import pa_rates, perf_analyzer
+from triton_gke.bench.runners import pa_rates, perf_analyzer
 from triton_gke.contracts.naming import MODEL_NAME_RE
 
 
-# ---------------------------------------------------------------- bench.pa_rates
+# ---------------------------------------------------------------- bench.runners.pa_rates
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.floats(min_value=0.01, max_value=1000, allow_nan=False), min_size=1, max_size=6))
 def test_pa_rates_reads_every_listed_rate(rates: list[float]) -> None:
@@ -26,7 +26,7 @@ def test_pa_rates_refuses_rates_outside_the_range(rate: float) -> None:
         pa_rates.parse_rates(f"25,{rate!r}")
 
 
-# ---------------------------------------------------------------- bench.pa_rates --out, messages, meta.json
+# ---------------------------------------------------------------- bench.runners.pa_rates --out, messages, meta.json
 def _pa_rates(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     assert pa_rates.main(argv) == 2
     err = capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""bench.perf_analyzer: its command line, the rate range it searches and its CSV."""
+"""bench.runners.perf_analyzer: its command line, the rate range it searches and its CSV."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from tests.unit.bench.test_slo_search import SLO, simulate
-from triton_gke.bench import perf_analyzer, runner
-from triton_gke.bench.load_plan import LoadPlan
-from triton_gke.bench.slo_search import (
+from triton_gke.bench.plans.load_plan import LoadPlan
+from triton_gke.bench.plans.slo_search import (
     RateLadder,
     rate_search,
 )
+from triton_gke.bench.runners import perf_analyzer, runner
 
 
 def test_perf_analyzer_csv_is_parsed_into_milliseconds(tmp_path: Path) -> None:

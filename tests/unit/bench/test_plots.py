@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import PROJECT_DIR
-from triton_gke.bench import model_analyzer, plots, report
+from triton_gke.bench.reports import plots, report
+from triton_gke.bench.tuners import model_analyzer
 
 RESULTS = PROJECT_DIR / "bench" / "results"
 TUNE = RESULTS / "tune-dev-2026-12-02c"

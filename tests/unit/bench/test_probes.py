@@ -1,10 +1,10 @@
-"""bench.probes: the server's counters turned into batch size and CPU per window."""
+"""bench.metrics.probes: the server's counters turned into batch size and CPU per window."""
 
 from __future__ import annotations
 
 import pytest
 
-from triton_gke.bench.probes import Sample, window_stats
+from triton_gke.bench.metrics.probes import Sample, window_stats
 
 
 def test_window_stats_turn_counters_into_batch_size_and_cpu() -> None:

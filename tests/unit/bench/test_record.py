@@ -1,4 +1,4 @@
-"""bench.record in-process: which summaries give a record, revisions, and a device or FIFO as results.json."""
+"""bench.reports.record in-process: which summaries give a record, revisions, and a device or FIFO as results.json."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.bench.test_report import RUN_JSON, _folder
-from triton_gke.bench import record, report
-from triton_gke.bench.results import MAX_RESULTS_BYTES
+from triton_gke.bench.plans.results import MAX_RESULTS_BYTES
+from triton_gke.bench.reports import record, report
 from triton_gke.capacity.records import TWIN_GPU, CapacityError, load_records, record_file_name
 
 
@@ -51,7 +51,7 @@ def test_the_same_figures_keep_their_revision_in_process(tmp_path: Path) -> None
 
 
 def test_a_device_or_fifo_as_results_json_is_refused_without_reading_it(tmp_path: Path) -> None:
-    """As bench.record reads it: /dev/zero would fill memory, a FIFO would wait for a writer forever."""
+    """As bench.reports.record reads it: /dev/zero would fill memory, a FIFO would wait for a writer forever."""
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     for path, kind in ((Path("/dev/zero"), "a character device"), (fifo, "a FIFO")):
@@ -114,7 +114,7 @@ def test_only_a_lower_figure_is_a_regression(old: float, new: float) -> None:
 
 
 def test_a_noisy_run_writes_records_only_with_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Marked by bench/conditions.py: refused even where no record exists yet; its records carry the reasons."""
+    """Marked by bench/metrics/conditions.py: refused even where no record exists yet; its records carry the reasons."""
     records_dir = tmp_path / "records"
     noisy = _folder(tmp_path / "a", json.dumps(_noisy(_summary(max_rps=30.0))))
     line = _refused([str(noisy), "--record", "--records-dir", str(records_dir)], capsys)

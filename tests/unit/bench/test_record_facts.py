@@ -1,4 +1,4 @@
-"""bench.record type-checks the facts a record quotes (command, wall_s, machine)."""
+"""bench.reports.record type-checks the facts a record quotes (command, wall_s, machine)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import PROJECT_DIR
-from triton_gke.bench import record
+from triton_gke.bench.reports import record
 
 RUN = PROJECT_DIR / "bench" / "results" / "dev-2026-11-30-alone" / "results.json"
 
 
-# ------------------------------------------------------------------ bench.record's facts
+# ------------------------------------------------------------------ bench.reports.record's facts
 _bad = st.sampled_from([None, float("nan"), float("inf"), [], [1], {}, True, "x", -1])
 
 

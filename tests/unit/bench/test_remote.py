@@ -1,4 +1,4 @@
-"""bench/remote.py: the model configuration a candidate is loaded with, and the one-line refusals of `bench tune
+"""bench/runners/remote.py: the model configuration a candidate is loaded with, and the one-line refusals of `bench tune
 --url` (the live tests against a real tritonserver: tests/live/bench/test_tune_remote.py)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from triton_gke.bench import tune
-from triton_gke.bench.remote import Remote, RemoteError, current, edited
+from triton_gke.bench.runners.remote import Remote, RemoteError, current, edited
+from triton_gke.bench.tuners import tune
 
 # GET v2/models/original/config of the CPU twin on tritonserver 2.51.0 (the fields the tuner reads and writes).
 SERVED = {

@@ -1,4 +1,5 @@
-"""bench.report: the CSVs, README, JSON and plots from a recorded run, and `triton-gke bench report`'s bad inputs.
+"""bench.reports.report: the CSVs, README, JSON and plots from a recorded run, and `triton-gke bench report`'s bad
+inputs.
 
 Each refusal is one line, exit 2, and leaves every file as it was: report reads results.json strictly before it
 renders, and renders into a temporary folder moved into place at the end. The run folders are copies of the
@@ -20,18 +21,19 @@ from hypothesis import strategies as st
 
 from tests.conftest import PROJECT_DIR
 from tests.unit.bench.test_slo_search import RECORDED_ORIGINAL_CPU, SLO
-from triton_gke.bench import cost, report
-from triton_gke.bench.results import (
+from triton_gke.bench.metrics import cost
+from triton_gke.bench.plans.results import (
     BenchRun,
     StepRow,
     VariantSummary,
     load_run,
 )
-from triton_gke.bench.slo_search import (
+from triton_gke.bench.plans.slo_search import (
     WARMUP,
     RateLadder,
     rate_search,
 )
+from triton_gke.bench.reports import report
 from triton_gke.settings import from_stack_file as load_settings
 
 
@@ -167,7 +169,7 @@ def _report_refuses(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     return captured.err
 
 
-# ---------------------------------------------------------------- bench.report
+# ---------------------------------------------------------------- bench.reports.report
 @pytest.mark.parametrize("path", sorted((PROJECT_DIR / "bench" / "results").glob("*/results.json")), ids=str)
 def test_every_committed_results_json_reads_back_strictly(path: Path) -> None:
     run = report.read_run(path)

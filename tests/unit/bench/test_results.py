@@ -1,10 +1,10 @@
-"""bench.results: what a results.json holds and the figures derived from it."""
+"""bench.plans.results: what a results.json holds and the figures derived from it."""
 
 from __future__ import annotations
 
 import pytest
 
-from triton_gke.bench.results import PerfAnalyzerOpinion
+from triton_gke.bench.plans.results import PerfAnalyzerOpinion
 
 
 def test_perf_analyzer_ratio_compares_the_throughput_it_served_not_the_rate_it_asked_for() -> None:

@@ -1,4 +1,4 @@
-"""bench.runner: endpoints, variant selection and payload copies, a variant that cannot be served."""
+"""bench.runners.runner: endpoints, variant selection and payload copies, a variant that cannot be served."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.bench.test_slo_search import RECORDED_ORIGINAL_CPU, SLO
-from triton_gke.bench import runner
-from triton_gke.bench.load_plan import LoadPlan
-from triton_gke.bench.results import PerfAnalyzerOpinion, StepRow, payload_pairs
-from triton_gke.bench.slo_search import (
+from triton_gke.bench.plans.load_plan import LoadPlan
+from triton_gke.bench.plans.results import PerfAnalyzerOpinion, StepRow, payload_pairs
+from triton_gke.bench.plans.slo_search import (
     RateLadder,
     rate_search,
 )
+from triton_gke.bench.runners import runner
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS
 from triton_gke.sandbox.triton import TritonStartError
 

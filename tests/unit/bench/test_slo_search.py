@@ -1,4 +1,4 @@
-"""bench.slo_search: the SLO rule on recorded curves, and the rate search (property-based)."""
+"""bench.plans.slo_search: the SLO rule on recorded curves, and the rate search (property-based)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from triton_gke.bench import runner
-from triton_gke.bench.load_plan import LoadPlan
-from triton_gke.bench.slo_search import (
+from triton_gke.bench.plans.load_plan import LoadPlan
+from triton_gke.bench.plans.slo_search import (
     NOT_REACHED,
     PASS,
     WARMUP,
@@ -26,6 +25,7 @@ from triton_gke.bench.slo_search import (
     spread,
     verdict,
 )
+from triton_gke.bench.runners import runner
 
 SLO = SloCriteria(slo_ms=100, max_failure_ratio=0.01, stop_after=2, min_requests=20)
 

@@ -1,4 +1,5 @@
-"""`triton-gke bench tune` (bench/tune.py) in-process: bad options refused in one line before anything starts; the
+"""`triton-gke bench tune` (bench/tuners/tune.py) in-process: bad options refused in one line before anything starts;
+the
 candidates and the printed `pulumi config set` lines are ones the stack accepts; --write-stack's edit keeps the
 stack file's comments. tests/live/bench/test_tune.py runs a short real tuning."""
 
@@ -13,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import triton_gke.bench.tune as tune
+import triton_gke.bench.tuners.tune as tune
 from tests.conftest import PROJECT_DIR
-from triton_gke.bench import tune_search
-from triton_gke.bench.tune_search import complete
+from triton_gke.bench.tuners import tune_search
+from triton_gke.bench.tuners.tune_search import complete
 from triton_gke.cli.main import main as cli_main
 from triton_gke.settings import ConfigError, from_stack_file, load_stack_settings
 from triton_gke.settings.schema import config_schema

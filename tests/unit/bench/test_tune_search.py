@@ -1,4 +1,4 @@
-"""bench/tune_search.py: successive halving against server stand-ins whose best configuration is known.
+"""bench/tuners/tune_search.py: successive halving against server stand-ins whose best configuration is known.
 
 A stand-in is a capacity function of the candidate (a queue delay here): deterministic, plus noise smaller than
 the gap between the best and the runner-up. The search must find the best within the budget, count its effort
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from triton_gke.bench.tune_search import (
+from triton_gke.bench.tuners.tune_search import (
     ALPHA,
     FIRST_EFFORT,
     Rung,

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import triton_gke.capacity.records as records_module
 from tests.conftest import PROJECT_DIR, stack_settings
 from tests.unit.capacity.test_records import record  # the one record factory of the capacity tests
-from triton_gke.bench import record as bench_record
+from triton_gke.bench.reports import record as bench_record
 from triton_gke.capacity.compare import Row, slo_group
 from triton_gke.capacity.from_bench import Measured, records_from_results
 from triton_gke.capacity.records import CapacityError, load_record, load_records, slo_mismatch, write_records

@@ -128,7 +128,7 @@ SYNC_USAGE = "usage: triton-gke sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [-
             f"error: unrecognized arguments: --bogus ({SYNC_USAGE})",
         ),
         ("triton_gke.bench.__main__", [], "error: unrecognized arguments: --bogus"),
-        ("triton_gke.bench.record", ["unused"], "error: unrecognized arguments: --bogus"),
+        ("triton_gke.bench.reports.record", ["unused"], "error: unrecognized arguments: --bogus"),
         ("triton_gke.capacity.compare", ["unused", "unused"], "error: unrecognized arguments: --bogus"),
     ],
 )

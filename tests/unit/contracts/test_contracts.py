@@ -404,9 +404,9 @@ def test_the_locustfiles_settings_table_documents_every_key(field: str) -> None:
 def test_local_runs_hand_the_locustfile_only_what_they_mean(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The sandbox and the benchmark start Locust from this process's environment: a variable left over in the shell
     under a locustfile key (model=..., rate=...) must never reach their run; what they set reads back as meant."""
-    from triton_gke.bench import runner
-    from triton_gke.bench.load_plan import LoadPlan
-    from triton_gke.bench.slo_search import RateLadder, SloCriteria
+    from triton_gke.bench.plans.load_plan import LoadPlan
+    from triton_gke.bench.plans.slo_search import RateLadder, SloCriteria
+    from triton_gke.bench.runners import runner
     from triton_gke.model_repo.settings import REFERENCE_VARIANTS
     from triton_gke.sandbox.components import LoadSettings, LocustLoad
 

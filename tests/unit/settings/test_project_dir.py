@@ -31,7 +31,7 @@ def test_hints_name_make_only_where_make_runs(tmp_path: Path, monkeypatch: pytes
 def test_build_outputs_and_stack_files_follow_the_current_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from triton_gke.bench import runner
+    from triton_gke.bench.runners import runner
     from triton_gke.contracts.paths import PACKAGE_DIR
     from triton_gke.infra import model_upload
     from triton_gke.model_repo.build import default_cache_dir

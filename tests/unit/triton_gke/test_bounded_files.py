@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from triton_gke.bench.record import read_results
-from triton_gke.bench.results import load_run
+from triton_gke.bench.plans.results import load_run
+from triton_gke.bench.reports.record import read_results
 from triton_gke.capacity.records import load_record
 from triton_gke.infra.cost import load_vm_prices
 from triton_gke.settings.catalogue import load_gpu_catalogue
@@ -26,7 +26,7 @@ READERS: dict[str, Callable[[Path], Any]] = {
     "gpu catalogue": load_gpu_catalogue,
     "vm prices": load_vm_prices,
     "capacity record": load_record,
-    "results.json (bench.record)": read_results,
+    "results.json (bench.reports.record)": read_results,
     "results.json (load_run)": load_run,
 }
 
@@ -52,8 +52,8 @@ def test_a_special_file_is_refused_without_reading_it(reader: str, special: str,
     if special == "folder":
         path.mkdir()
     target = path
-    if special == "folder" and reader == "results.json (bench.record)":
-        target = path / "results.json"  # bench.record reads FOLDER/results.json: make that the special file
+    if special == "folder" and reader == "results.json (bench.reports.record)":
+        target = path / "results.json"  # bench.reports.record reads FOLDER/results.json: make that the special file
         os.mkfifo(target)
     with pytest.raises(ValueError) as refused:
         READERS[reader](path)
@@ -159,11 +159,14 @@ BAD_JSON = st.sampled_from(
 )
 
 
-@pytest.mark.parametrize("reader", ["capacity record", "results.json (bench.record)", "results.json (load_run)"])
+@pytest.mark.parametrize(
+    "reader", ["capacity record", "results.json (bench.reports.record)", "results.json (load_run)"]
+)
 @given(data=BAD_JSON)
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_generated_bad_json_is_one_line_naming_the_file(tmp_path: Path, reader: str, data: bytes) -> None:
-    """Failed before for load_run (tracebacks) and bench.record (a RecursionError traceback on deep nesting)."""
+    """Failed before for load_run (tracebacks) and bench.reports.record (a RecursionError traceback on deep
+    nesting)."""
     path = tmp_path / "results.json"
     path.write_bytes(data)
     with pytest.raises(ValueError) as refused:

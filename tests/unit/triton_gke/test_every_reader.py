@@ -28,11 +28,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from triton_gke.bench import compare_tuners, model_analyzer, plots
-from triton_gke.bench import report as bench_report
-from triton_gke.bench.record import MAX_RESULTS_BYTES, read_results
-from triton_gke.bench.results import load_run
-from triton_gke.bench.runner import BenchError, read_model
+from triton_gke.bench.plans.results import load_run
+from triton_gke.bench.reports import plots
+from triton_gke.bench.reports import report as bench_report
+from triton_gke.bench.reports.record import MAX_RESULTS_BYTES, read_results
+from triton_gke.bench.runners.runner import BenchError, read_model
+from triton_gke.bench.tuners import compare_tuners, model_analyzer
 from triton_gke.bounded_files import MAX_JSON_DEPTH, UnreadableFileError
 from triton_gke.capacity.records import MAX_FILE_BYTES, CapacityError, load_record
 from triton_gke.infra.cost import load_vm_prices
@@ -102,28 +103,28 @@ READERS: tuple[Reader, ...] = (
            ModelRepoError, recipes.MAX_BYTES),
     Reader("capacity record", ("capacity/records.py:load_record",), load_record, CapacityError, MAX_FILE_BYTES,
            nesting="json"),
-    Reader("results.json (bench record)", ("bench/record.py:read_results",), read_results, CapacityError,
+    Reader("results.json (bench record)", ("bench/reports/record.py:read_results",), read_results, CapacityError,
            MAX_RESULTS_BYTES, nesting="json"),
-    Reader("results.json (bench results)", ("bench/results.py:load_run",), load_run, UnreadableFileError,
+    Reader("results.json (bench results)", ("bench/plans/results.py:load_run",), load_run, UnreadableFileError,
            MAX_RESULTS_BYTES, nesting="json"),
-    Reader("tune.json (compare-tuners)", ("bench/compare_tuners.py:tuner_entries",),
+    Reader("tune.json (compare-tuners)", ("bench/tuners/compare_tuners.py:tuner_entries",),
            lambda p: compare_tuners.tuner_entries(p.parent), BenchError, compare_tuners.TUNE_JSON_MAX_BYTES,
            file="tune.json", nesting="json"),
-    Reader("Model Analyzer's pick.json", ("bench/model_analyzer.py:load_pick",),
+    Reader("Model Analyzer's pick.json", ("bench/tuners/model_analyzer.py:load_pick",),
            lambda p: model_analyzer.load_pick(p.parent), model_analyzer.ModelAnalyzerError,
            model_analyzer.PICK_MAX_BYTES, file=model_analyzer.PICK_JSON, nesting="json"),
-    Reader("Model Analyzer's summary", ("bench/model_analyzer.py:read_summary",), model_analyzer.read_summary,
+    Reader("Model Analyzer's summary", ("bench/tuners/model_analyzer.py:read_summary",), model_analyzer.read_summary,
            model_analyzer.ModelAnalyzerError, model_analyzer.SUMMARY_MAX_BYTES),
-    Reader("Model Analyzer's inference table", ("bench/model_analyzer.py:read_inference_csv",),
+    Reader("Model Analyzer's inference table", ("bench/tuners/model_analyzer.py:read_inference_csv",),
            lambda p: model_analyzer.read_inference_csv(p, "original"), model_analyzer.ModelAnalyzerError,
            model_analyzer.INFERENCE_CSV_MAX_BYTES),
-    Reader("Model Analyzer's config.pbtxt", ("bench/model_analyzer.py:read_config",), model_analyzer.read_config,
+    Reader("Model Analyzer's config.pbtxt", ("bench/tuners/model_analyzer.py:read_config",), model_analyzer.read_config,
            model_analyzer.ModelAnalyzerError, CONFIG_MAX_BYTES),
-    Reader("results.json (bench report)", ("bench/report.py:read_run",), bench_report.read_run,
+    Reader("results.json (bench report)", ("bench/reports/report.py:read_run",), bench_report.read_run,
            bench_report.ReportError, MAX_RESULTS_BYTES, nesting="json"),
-    Reader("tune.json / comparison.json (bench plots)", ("bench/plots.py:read_report",), plots.read_report,
+    Reader("tune.json / comparison.json (bench plots)", ("bench/reports/plots.py:read_report",), plots.read_report,
            plots.PlotError, MAX_RESULTS_BYTES, nesting="json"),
-    Reader("built config.pbtxt (bench)", ("bench/runner.py:read_config",),
+    Reader("built config.pbtxt (bench)", ("bench/runners/runner.py:read_config",),
            lambda p: read_model(REFERENCE_VARIANTS[0], p.parent), BenchError, CONFIG_MAX_BYTES, file="config.pbtxt"),
     Reader("plan JSON (plan-diff, --against)", ("offline/plan_diff.py:load_plan",), plan_diff.load_plan,
            plan_diff.PlanFileError, plan_diff.MAX_PLAN_BYTES, nesting="json", depth=plan_diff.MAX_NESTING),
@@ -189,42 +190,45 @@ _ONNX = "ONNX model parsed by onnx (binary protobuf): out of the text readers' s
 _TEXT = "parses text already in memory (a config value, a kubeconfig value, a scalar), not a file"
 _CALL = "not a file: a context object's open() (a run folder, a network namespace, the run state)"
 ALLOWED: dict[str, str] = {
-    "bench/doc_plots.py:main:read_bytes": (
+    "bench/reports/doc_plots.py:main:read_bytes": (
         "compares the PNGs it just rendered with the committed docs/results/ images, byte for byte (a developer's "
         "--check of the repository's own files, not a file a user names)"
     ),
-    "bench/machine.py:cpu_model:read_text": _PROC,
-    "bench/probes.py:machine_jiffies:open": _PROC,
+    "bench/metrics/machine.py:cpu_model:read_text": _PROC,
+    "bench/metrics/probes.py:machine_jiffies:open": _PROC,
     "sandbox/processes.py:start_time:read_text": _PROC,
     "sandbox/processes.py:command_line:read_bytes": _PROC,
     "sandbox/run_folder.py:processes_in:read_bytes": _PROC,
-    "bench/probes.py:triton_counters:open": _HTTP,
-    "bench/runner.py:check_reachable:open": _HTTP,
+    "bench/metrics/probes.py:triton_counters:open": _HTTP,
+    "bench/runners/runner.py:check_reachable:open": _HTTP,
     "sandbox/components.py:repository_index:open": _HTTP,
     "sandbox/components.py:repository_index:json.load": _HTTP,
     "sandbox/gcs_emulator.py:_answers:open": _HTTP,
     "sandbox/prometheus.py:LocalPrometheus._ready:open": _HTTP,
     "sandbox/triton.py:TritonServer.health:open": _HTTP,
-    "bench/remote.py:_call:open": _HTTP + " (bench tune --url: Triton's model configuration and load answers)",
+    "bench/runners/remote.py:_call:open": _HTTP + " (bench tune --url: Triton's model configuration and load answers)",
     "sandbox/rollout.py:Replica.read_counts:open": _HTTP,
     "sandbox/rollout.py:_ready_versions:open": _HTTP,
     "sandbox/rollout.py:_ready_versions:json.load": _HTTP,
     "sandbox/prometheus.py:LocalPrometheus.api:open": _HTTP,
     "sandbox/prometheus.py:LocalPrometheus.api:json.load": _HTTP,
-    "bench/perf_analyzer.py:parse_csv:open": _OWN,
-    "bench/loop_check.py:run_measured:read_bytes": _OWN + " (the last 2,000 bytes of perf_analyzer's own output)",
-    "bench/perf_analyzer.py:parse_search_csv:open": _OWN,
-    "bench/perf_analyzer.py:_unpack:open": _OWN + " (a member of the perf_analyzer wheel being unpacked)",
-    "bench/runner.py:run_locust:read_text": _OWN + " (Locust's steps file)",
-    "bench/model_analyzer.py:ensure_installed:read_text": _OWN + " (the install marker beside the venv it names)",
-    "bench/model_analyzer.py:_last_error:read_text": _OWN + " (Model Analyzer's log of this run)",
-    "bench/model_analyzer.py:_constraints_hash:read_bytes": _PACKAGE + " (the pins file, hashed)",
+    "bench/runners/perf_analyzer.py:parse_csv:open": _OWN,
+    "bench/tuners/loop_check.py:run_measured:read_bytes": _OWN
+    + " (the last 2,000 bytes of perf_analyzer's own output)",
+    "bench/runners/perf_analyzer.py:parse_search_csv:open": _OWN,
+    "bench/runners/perf_analyzer.py:_unpack:open": _OWN + " (a member of the perf_analyzer wheel being unpacked)",
+    "bench/runners/runner.py:run_locust:read_text": _OWN + " (Locust's steps file)",
+    "bench/tuners/model_analyzer.py:ensure_installed:read_text": _OWN
+    + " (the install marker beside the venv it names)",
+    "bench/tuners/model_analyzer.py:_last_error:read_text": _OWN + " (Model Analyzer's log of this run)",
+    "bench/tuners/model_analyzer.py:_constraints_hash:read_bytes": _PACKAGE + " (the pins file, hashed)",
     "model_repo/digests.py:published:read_text": _PACKAGE + " (the published digests of the built-in models)",
     "triton_gke/reference.py:committed_schema:read_text": _PACKAGE
     + " (the provider schema the reference is made from)",
-    "bench/runner.py:_tail:read_text": _OWN,
-    "bench/runner.py:_new_steps:read_text": _OWN + " (Locust's steps file, read while Locust runs for progress lines)",
-    "bench/conditions.py:_read:open": _PROC + " (/proc/stat, /proc/loadavg; at most 4 KiB read)",
+    "bench/runners/runner.py:_tail:read_text": _OWN,
+    "bench/runners/runner.py:_new_steps:read_text": _OWN
+    + " (Locust's steps file, read while Locust runs for progress lines)",
+    "bench/metrics/conditions.py:_read:open": _PROC + " (/proc/stat, /proc/loadavg; at most 4 KiB read)",
     "sandbox/balancer.py:LocalBalancer.log_lines:open": _OWN,
     "sandbox/balancer.py:LocalBalancer._log_tail:read_text": _OWN,
     "sandbox/components.py:LocustLoad.last_log_line:read_text": _OWN,

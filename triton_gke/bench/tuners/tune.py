@@ -4,17 +4,17 @@
                           [--out DIR] [--write-stack] [--url HOST:PORT [--grpc-url HOST:PORT]]
 
 --url tunes a Triton the tuner did not start (the sandbox's, a cluster's through a port-forward), loading each
-candidate into it through its model-control API (bench/remote.py); it needs --model-control-mode=explicit, and a
+candidate into it through its model-control API (bench/runners/remote.py); it needs --model-control-mode=explicit, and a
 server that refuses loads is refused in one line (exit 2) before anything is measured.
 
-On the CPU twin in the local sandbox (bench/runner.py: a fresh tritonserver per measurement, real Locust), each
-candidate's objective is the bench's own open-loop rate search: the achieved rate at the highest offered rate whose
-p95 met sloLatencyMs (runner.capacity). The candidates vary the stack's batching keys (modelMaxQueueDelayUs,
-modelPreferredBatchSize, modelMaxBatchSize, modelInstanceCount) and, on the twin only, ONNX Runtime's intra-op
-threads; each is checked through the settings layer first, so every `pulumi config set` line printed is one the
-stack accepts. The stack's default configuration is always one of them and is measured to the end, beside the
-winner (bench/tune_search.py: successive halving within the budget). The budget is sized from the timed first search
-of the default; the best measured is recommended only when it beat the default beyond noise (tune_search.py).
+On the CPU twin in the local sandbox (bench/runners/runner.py: a fresh tritonserver per measurement, real Locust), each
+candidate's objective is the bench's own open-loop rate search: the achieved rate at the highest offered rate whose p95
+met sloLatencyMs (runner.capacity). The candidates vary the stack's batching keys (modelMaxQueueDelayUs,
+modelPreferredBatchSize, modelMaxBatchSize, modelInstanceCount) and, on the twin only, ONNX Runtime's intra-op threads;
+each is checked through the settings layer first, so every `pulumi config set` line printed is one the stack accepts.
+The stack's default configuration is always one of them and is measured to the end, beside the winner
+(bench/tuners/tune_search.py: successive halving within the budget). The budget is sized from the timed first search of
+the default; the best measured is recommended only when it beat the default beyond noise (tune_search.py).
 
 Writes into --out (default bench/results/tune-<stack>-<date>/): tune.json (every candidate, every measurement, the
 schedule, the machine's conditions), README.md, results.json and records/ (the winner's capacity record, as
@@ -41,11 +41,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from triton_gke.bench import conditions, machine, plots, record, runner, tune_search
-from triton_gke.bench.load_plan import LoadPlan, PlanError
-from triton_gke.bench.remote import Remote, RemoteError, current, edited
-from triton_gke.bench.results import BenchRun
-from triton_gke.bench.slo_search import RateLadder, SloCriteria, spread
+from triton_gke.bench.metrics import conditions, machine
+from triton_gke.bench.plans.load_plan import LoadPlan, PlanError
+from triton_gke.bench.plans.results import BenchRun
+from triton_gke.bench.plans.slo_search import RateLadder, SloCriteria, spread
+from triton_gke.bench.reports import plots, record
+from triton_gke.bench.runners import runner
+from triton_gke.bench.runners.remote import Remote, RemoteError, current, edited
+from triton_gke.bench.tuners import tune_search
 from triton_gke.bounded_files import one_line
 from triton_gke.capacity.records import CapacityError
 from triton_gke.one_line import OneLineParser
@@ -53,7 +56,7 @@ from triton_gke.sandbox import run_folder
 from triton_gke.sandbox.processes import run_interruptible
 
 if TYPE_CHECKING:
-    from triton_gke.bench.tune_search import Outcome
+    from triton_gke.bench.tuners.tune_search import Outcome
     from triton_gke.model_repo.settings import VariantSettings
     from triton_gke.settings.values import StackSettings
 
@@ -401,7 +404,7 @@ class Measurer:
 
 
 def remote_edit(config: dict[str, Any], candidate: Candidate) -> dict[str, Any]:
-    """The running server's model configuration with the candidate's values (bench/remote.py)."""
+    """The running server's model configuration with the candidate's values (bench/runners/remote.py)."""
     c = candidate
     return edited(config, c.max_queue_delay_us, c.preferred_batch_size, c.max_batch_size, c.instance_count,
                   c.intra_op_threads, INTRA_PARAMETER)  # fmt: skip
@@ -682,7 +685,7 @@ def _report(
         "default": {**dataclasses.asdict(default), "label": default.label(), **default_cap},
         "ratio": ratio,
         # Adopted only when every search of the best beat every search of the default and that is unlikely by
-        # chance (bench/tune_search.py significantly_better).
+        # chance (bench/tuners/tune_search.py significantly_better).
         "significant": outcome.significant,
         "chance": tune_search.chance_of_separation(*searches) if best != default else None,
         "recommended": {**dataclasses.asdict(chosen), "label": chosen.label(), **_capacity(outcome, chosen)},
@@ -734,7 +737,7 @@ def _finish(
 
 def _records(report: dict[str, Any], settings: StackSettings, out: Path, run: runner.VariantRun | None) -> list[Path]:
     """results.json (the recommended configuration as a bench run) and its capacity record in OUT/records/
-    (bench/record.py)."""
+    (bench/reports/record.py)."""
     if run is None:
         return []
     summary_row = runner.summarise(run, None)

@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from triton_gke.bench import plots
-from triton_gke.bench.cost import lb_usd_per_million
-from triton_gke.bench.load_plan import SATURATION_GAIN, STRETCH
-from triton_gke.bench.results import MAX_RESULTS_BYTES, BenchRun, StepRow, VariantSummary, payload_pairs
+from triton_gke.bench.metrics.cost import lb_usd_per_million
+from triton_gke.bench.plans.load_plan import SATURATION_GAIN, STRETCH
+from triton_gke.bench.plans.results import MAX_RESULTS_BYTES, BenchRun, StepRow, VariantSummary, payload_pairs
+from triton_gke.bench.reports import plots
 from triton_gke.bounded_files import parse_json, read_text_file
 from triton_gke.one_line import OneLineParser
 
@@ -282,7 +282,7 @@ def machine_table(machine: dict[str, Any]) -> str:
 
 
 def conditions_rows(machine: dict[str, Any]) -> list[list[str]]:
-    """The run's conditions (bench/conditions.py) for the machine table; none for a run from before them."""
+    """The run's conditions (bench/metrics/conditions.py) for the machine table; none for a run from before them."""
     c = machine.get("conditions")
     if not isinstance(c, dict):
         return []
@@ -385,7 +385,8 @@ def method_text(s: dict[str, Any]) -> str:
             f"- Load: real Locust, headless, the project's `loadtest/locustfile.py` ({s['protocol']}): open-loop "
             f"{s['arrival']} arrivals at a request rate, independent of the {s['users']} users that bound the "
             "requests in flight; latency counts from each request's arrival (waiting for a free user included).",
-            f"- Rate search (`bench/slo_search.py`): from {s['ladder_start']:g} requests/s, x{s['ladder_growth']:g} "
+            f"- Rate search (`bench/plans/slo_search.py`): "
+            f"from {s['ladder_start']:g} requests/s, x{s['ladder_growth']:g} "
             f"per step (up to {s['ladder_max_rate']:g}) until a rate fails, then bisection between the highest "
             f"passing and the lowest failing rate until they are within {100 * s['ladder_precision']:g} %. "
             "A step fails on a failure ratio above the tolerance (whatever its p95), or a p95 of its successful "
@@ -754,7 +755,8 @@ def _row(kind: type, data: Any, where: str, sep: str = ".") -> Any:
 
 def read_run(path: Path) -> BenchRun:
     """results.json read strictly: every key known, every value of its type; ReportError names the key."""
-    # Through the one bounded reader, as bench.record reads it: /dev/zero or a FIFO would never end or never start.
+    # Through the one bounded reader, as bench.reports.record reads it: /dev/zero or a FIFO would never end or never
+    # start.
     text = read_text_file(path, MAX_RESULTS_BYTES, "a bench results.json (give a bench --out folder)", ReportError)
     data = parse_json(text, path, ReportError)
     _row(BenchRun, data, str(path), ": ")

@@ -7,7 +7,7 @@ import platform
 import subprocess
 from pathlib import Path
 
-from triton_gke.bench.probes import cpu_count
+from triton_gke.bench.metrics.probes import cpu_count
 from triton_gke.contracts.paths import IMPORT_ROOT
 
 PROJECT_DIR = IMPORT_ROOT  # the checkout, when it is one: git names its commit

@@ -16,7 +16,7 @@ OTHERS_MAX_PCT of the machine during a baseline or over the run (the machine's b
 CPU time: this process and its reaped children, tritonserver with its python stubs, Locust, perf_analyzer;
 resource.getrusage), the load average over the run less the benchmark's own CPU use exceeded OTHERS_LOAD_MAX per
 core, or steal exceeded STEAL_MAX_PCT. Its report
-says so and its capacity records carry the reasons (bench/record.py: `--record` then needs `--force`).
+says so and its capacity records carry the reasons (bench/reports/record.py: `--record` then needs `--force`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from triton_gke.bench.probes import cpu_count
+from triton_gke.bench.metrics.probes import cpu_count
 
 BASELINE_SECONDS = 2.5
 LOAD_INTERVAL_S = 5.0
@@ -159,7 +159,7 @@ class Baseline:
 
 def measure_baseline(seconds: float = BASELINE_SECONDS) -> Baseline:
     """Batch-1 inferences of baseline_model() for `seconds`, ONNX Runtime on all cores (no spinning, as
-    bench/raw_ort.py runs the twins): 1 / the median inference time, and the other processes' CPU share over the
+    bench/runners/raw_ort.py runs the twins): 1 / the median inference time, and the other processes' CPU share over the
     same time."""
     import numpy as np
     import onnxruntime as ort  # the 'local' extra

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from triton_gke.bench import runner
+from triton_gke.bench.runners import runner
 
 MAX_BODY = 1 << 20  # a model configuration is a few KiB; an answer past 1 MiB is not Triton's
 TIMEOUT_S = 300.0  # a load of the CPU twin takes seconds; ResNet-50 on a busy machine up to minutes

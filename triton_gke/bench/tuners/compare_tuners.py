@@ -3,14 +3,14 @@
     triton-gke bench compare-tuners --tune DIR --model-analyzer DIR [--stack dev] [--rounds 2] [--out DIR]
 
 --tune: a `bench tune` output folder (tune.json: the default, the best measured, the recommended configuration, the
-search's wall time). --model-analyzer: a `bench.model_analyzer.search` output folder (Model Analyzer's pick, its own
-closed-loop figures and its search time). Each distinct configuration is measured on the CPU twin, in `--rounds`
+search's wall time). --model-analyzer: a `bench.tuners.model_analyzer.search` output folder (Model Analyzer's pick, its
+own closed-loop figures and its search time). Each distinct configuration is measured on the CPU twin, in `--rounds`
 rounds, every configuration once per round (so a drift of the machine reaches each alike), by two tools:
 
-- our open-loop rate search (bench/runner.py through bench/tune.py's Measurer: a fresh tritonserver, Locust with
-  Poisson arrivals, the achieved rate at the highest offered rate whose p95 met the stack's SLO);
+- our open-loop rate search (bench/runners/runner.py through bench/tuners/tune.py's Measurer: a fresh tritonserver,
+  Locust with Poisson arrivals, the achieved rate at the highest offered rate whose p95 met the stack's SLO);
 - perf_analyzer's own rate search with --async (Poisson arrivals, --binary-search on --latency-threshold at p95;
-  bench/perf_analyzer.py search), on a fresh server of the same configuration: a tool we did not write.
+  bench/runners/perf_analyzer.py search), on a fresh server of the same configuration: a tool we did not write.
 
 Model Analyzer measured its candidates with perf_analyzer's concurrency mode, a closed loop (each of N clients
 waits for its answer before sending the next), which never lets a queue build beyond N requests: its figure is a
@@ -38,8 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from triton_gke.bench import conditions, machine, perf_analyzer, plots, record, runner, tune
-from triton_gke.bench.slo_search import spread
+from triton_gke.bench.metrics import conditions, machine
+from triton_gke.bench.plans.slo_search import spread
+from triton_gke.bench.reports import plots, record
+from triton_gke.bench.runners import perf_analyzer, runner
+from triton_gke.bench.tuners import tune
 from triton_gke.bounded_files import one_line, parse_json, read_text_file
 from triton_gke.one_line import OneLineParser
 from triton_gke.sandbox import run_folder
@@ -53,8 +56,9 @@ PROG = "triton-gke bench compare-tuners"
 MAX_INTRA_OP_THREADS = 1024  # what the twin accepts (model_repo/twin_model.py _threads): more fails its load mid-run
 TUNE_JSON_MAX_BYTES = 4 << 20
 ROUNDS_RANGE = (1, 10)
-# Per perf_analyzer window; it decides a rate on its last 3 windows merged (bench/perf_analyzer.py search_command):
-# 90 requests, about what our search's steps hold at these rates (40 requests or 4 s, confirmed by a second step).
+# Per perf_analyzer window; it decides a rate on its last 3 windows merged (bench/runners/perf_analyzer.py
+# search_command): 90 requests, about what our search's steps hold at these rates (40 requests or 4 s, confirmed by a
+# second step).
 PA_WINDOW_REQUESTS = 30
 
 
@@ -134,7 +138,7 @@ def tuner_entries(folder: Path) -> list[Entry]:
 
 
 def model_analyzer_entry(folder: Path, default: tune.Candidate) -> Entry:
-    from triton_gke.bench import model_analyzer
+    from triton_gke.bench.tuners import model_analyzer
 
     pick = model_analyzer.load_pick(folder)
     values = pick.stack_values()
@@ -252,7 +256,7 @@ def parser() -> argparse.ArgumentParser:
         raise_as=runner.BenchError,
     )
     p.add_argument("--tune", required=True, help="a `bench tune` output folder (holding tune.json)")
-    p.add_argument("--model-analyzer", required=True, help="a bench.model_analyzer output folder")
+    p.add_argument("--model-analyzer", required=True, help="a bench.tuners.model_analyzer output folder")
     p.add_argument("--stack", default="dev", help="stack whose variant, SLO and settings apply (default dev)")
     p.add_argument(
         "--variant", help="the variant the tuning searched (default: the stack's capacityVariant, else locustModel)"
@@ -273,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _compare(argv: list[str] | None) -> int:
-    from triton_gke.bench.model_analyzer import ModelAnalyzerError
+    from triton_gke.bench.tuners.model_analyzer import ModelAnalyzerError
     from triton_gke.capacity.records import CapacityError
     from triton_gke.model_repo.errors import ModelRepoError
     from triton_gke.settings import ConfigError

@@ -6,7 +6,7 @@
 Model Analyzer (https://github.com/triton-inference-server/model_analyzer, `triton-model-analyzer` on PyPI) is
 installed pinned into its own virtualenv under build/tools/model-analyzer/ (its dependencies, numba, matplotlib,
 optuna, cuda-python, tritonclient 2.73 among them, stay out of the project's environment), on first use, like
-bench.perf_analyzer.ensure_binary() fetches perf_analyzer. MA_CONSTRAINTS pins everything it resolved to.
+bench.runners.perf_analyzer.ensure_binary() fetches perf_analyzer. MA_CONSTRAINTS pins everything it resolved to.
 
 How it runs here. The options are MA's (https://github.com/triton-inference-server/model_analyzer/blob/main/docs/
 config.md, .../docs/config_search.md, .../docs/launch_modes.md); the source files named below are under
@@ -14,7 +14,7 @@ https://github.com/triton-inference-server/model_analyzer/tree/main/model_analyz
 - triton_launch_mode `local`: MA starts the nvidia-pytriton wheel's tritonserver itself (triton_server_path), with
   the python backend folder, 127.0.0.1 addresses and the wheel's libraries passed as triton_server_flags and
   triton_server_environment, as sandbox.triton.TritonServer passes them.
-- perf_analyzer_path: the tritonclient 2.51.0 perf_analyzer of bench.perf_analyzer. MA starts it with the
+- perf_analyzer_path: the tritonclient 2.51.0 perf_analyzer of bench.runners.perf_analyzer. MA starts it with the
   server's triton_server_environment too (record/metrics_manager.py: perf_analyzer.run(env=run_config.
   triton_environment())), so that LD_LIBRARY_PATH names both library folders. The flags MA passes (-m -b -u -i -f
   --verbose-csv --measurement-mode count_windows --collect-metrics --metrics-url --metrics-interval
@@ -369,7 +369,7 @@ def search(
     MA's files (its CSV table, HTML summary, plots, checkpoint, log, perf_analyzer's and tritonserver's logs, and
     every variant's config.pbtxt in configs/) land in out_dir (~300 KB); its model copies stay in a temporary
     folder, removed with whatever MA left running there."""
-    from triton_gke.bench import perf_analyzer
+    from triton_gke.bench.runners import perf_analyzer
     from triton_gke.sandbox.processes import free_port
     from triton_gke.sandbox.triton_wheel import TritonStartError, library_dir, prepare_backends, tritonserver_binary
 
@@ -734,7 +734,9 @@ def _main(argv: list[str] | None) -> int:
     import argparse
     import datetime
 
-    from triton_gke.bench import record, runner, tune
+    from triton_gke.bench.reports import record
+    from triton_gke.bench.runners import runner
+    from triton_gke.bench.tuners import tune
     from triton_gke.capacity.records import CapacityError
     from triton_gke.model_repo.errors import ModelRepoError
     from triton_gke.one_line import OneLineParser

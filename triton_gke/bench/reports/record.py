@@ -28,7 +28,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from triton_gke.bench.results import MAX_RESULTS_BYTES
+from triton_gke.bench.plans.results import MAX_RESULTS_BYTES
 from triton_gke.bounded_files import one_line, parse_json, read_text_file
 from triton_gke.capacity.from_bench import Measured, records_from_results
 from triton_gke.capacity.records import (
@@ -70,7 +70,7 @@ def check_before_run(target: str, saddr: str | None, record: bool, records_dir: 
         load_records(records_dir)
     if out is not None and (out / OUT_RECORDS).exists():
         load_records(out / OUT_RECORDS)
-    from triton_gke.bench.runner import writable_folder  # tritonclient and friends: only when a run is checked
+    from triton_gke.bench.runners.runner import writable_folder  # tritonclient and friends: only when a run is checked
 
     folders = ([("--records-dir", records_dir)] if record else []) + ([("--out", out / OUT_RECORDS)] if out else [])
     for option, folder in folders:  # nothing is written anywhere when one of them cannot be
@@ -109,7 +109,7 @@ def measured_for(run: Mapping[str, Any], settings: StackSettings | None, source:
         if tag is None:
             raise CapacityError(
                 f"{source}: machine.triton: {triton[:60]!r}: no known release tag for this tritonserver "
-                "(TWIN_RELEASES in bench/record.py)"
+                "(TWIN_RELEASES in bench/reports/record.py)"
             )
         return Measured(TWIN_GPU, tag, 1, f"one CPU twin server, tritonserver {triton}")
     if target == "stack":
@@ -149,7 +149,7 @@ def write_run_records(
     """Write the run's records into OUT/records/ and, with `record`, into records_dir. Returns the records as
     written into OUT, as written into records_dir (none without `record`), and notes on variants without one
     and on records left as they were (the same figures again). Everything is decided before the first write: with
-    `record`, a record measured before the one it would replace, or by a run marked noisy (bench/conditions.py),
+    `record`, a record measured before the one it would replace, or by a run marked noisy (bench/metrics/conditions.py),
     is refused without `force`, and a lower figure than the one it would replace without `accept_regression`
     (CapacityError, one line naming the record file and both figures; nothing is written)."""
     source = source or out / "results.json"
@@ -162,7 +162,7 @@ def write_run_records(
     if not records:
         return [], [], notes
     # With --record, the folder is read (revisions, unchanged figures) and written under one lock: a concurrent
-    # `bench.record --record` waits, then sees this run's files, so both updates land.
+    # `bench.reports.record --record` waits, then sees this run's files, so both updates land.
     with records_lock(records_dir) if record else contextlib.nullcontext():
         records, unchanged = _against(records, records_dir)
         if record:
@@ -312,7 +312,8 @@ def read_results(path: Path) -> tuple[dict[str, Any], Path]:
 
 def check_run_facts(run: Mapping[str, Any], source: Path) -> None:
     """`command`, `wall_s` and the `machine` facts a record quotes, of the types bench writes them (BenchRun in
-    bench/results.py, bench/machine.py); a hand-edited null, NaN or list is one CapacityError naming the key."""
+    bench/plans/results.py, bench/metrics/machine.py); a hand-edited null, NaN or list is one CapacityError naming
+    the key."""
     if not isinstance(run.get("command"), str):
         raise CapacityError(f"{source}: command: {_shown(run.get('command'))}: expected the bench command as text")
     wall = run.get("wall_s")
@@ -331,7 +332,7 @@ def _finite(value: Any) -> bool:
 
 
 def _load(value: Any) -> bool:
-    """os.getloadavg()'s three figures, or null where it had none (bench/machine.py load_average)."""
+    """os.getloadavg()'s three figures, or null where it had none (bench/metrics/machine.py load_average)."""
     return value is None or (isinstance(value, list) and len(value) == 3 and all(_finite(v) and v >= 0 for v in value))
 
 
@@ -347,7 +348,7 @@ def _jsonable(value: Any) -> bool:
     return True
 
 
-# What bench/machine.py facts() and bench/__main__.py write into `machine`: key -> (check, what is expected).
+# What bench/metrics/machine.py facts() and bench/__main__.py write into `machine`: key -> (check, what is expected).
 MACHINE_FACTS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "cores": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a whole number of cores >= 1"),
     "cpu_model": (lambda v: isinstance(v, str), "text"),
@@ -360,8 +361,9 @@ MACHINE_FACTS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "triton": (lambda v: isinstance(v, str), "text"),
     "load_start": (_load, "three finite load averages >= 0, or null"),
     "load_end": (_load, "three finite load averages >= 0, or null"),
-    # bench/conditions.py RunConditions; its keys are checked where a record takes them (capacity/from_bench.py).
-    "conditions": (lambda v: isinstance(v, Mapping), "an object of run conditions (bench/conditions.py)"),
+    # bench/metrics/conditions.py RunConditions; its keys are checked where a record takes them
+    # (capacity/from_bench.py).
+    "conditions": (lambda v: isinstance(v, Mapping), "an object of run conditions (bench/metrics/conditions.py)"),
 }
 
 

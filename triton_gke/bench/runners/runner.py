@@ -1,7 +1,7 @@
 """Run the measure-and-tune benchmark: the reference tutorial's procedure, automated.
 
 Per variant: a fresh server (restarted per model, as the reference does), then R repeats of a
-Locust run (the project's locustfile plus bench/locust_steps.py: a discarded warm-up step, the
+Locust run (the project's locustfile plus bench/runners/locust_steps.py: a discarded warm-up step, the
 rate search with open-loop Poisson arrivals, then closed-loop saturation), perf_analyzer's own
 open-loop search on the same server as a cross-check, and afterwards, with no server running,
 raw ONNX Runtime throughput of the same ONNX file at the batch size the server achieved at
@@ -39,11 +39,11 @@ from urllib.parse import urlsplit
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_gke.bench import perf_analyzer, raw_ort
-from triton_gke.bench.load_plan import LoadPlan
-from triton_gke.bench.probes import Sampler
-from triton_gke.bench.results import PerfAnalyzerOpinion, StepRow, VariantSummary
-from triton_gke.bench.slo_search import PASS, SloCriteria, SloResult, Step, rate_search, spread, verdict
+from triton_gke.bench.metrics.probes import Sampler
+from triton_gke.bench.plans.load_plan import LoadPlan
+from triton_gke.bench.plans.results import PerfAnalyzerOpinion, StepRow, VariantSummary
+from triton_gke.bench.plans.slo_search import PASS, SloCriteria, SloResult, Step, rate_search, spread, verdict
+from triton_gke.bench.runners import perf_analyzer, raw_ort
 from triton_gke.bounded_files import read_text_file
 from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LocustEnvironment
 from triton_gke.contracts.paths import (
@@ -543,7 +543,7 @@ def run_progress(config: BenchConfig, models: int, log: Log) -> Progress:
 
 
 # Seconds beyond the measurement itself: loading a model into ONNX Runtime (raw_ort), and the baseline after the
-# run (bench/conditions.py BASELINE_SECONDS of inferences, plus its model's load and the load-average reading).
+# run (bench/metrics/conditions.py BASELINE_SECONDS of inferences, plus its model's load and the load-average reading).
 RAW_LOAD_S = 2.0
 BASELINE_AFTER_S = 4.0
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from triton_gke.bench.probes import cpu_count
+from triton_gke.bench.metrics.probes import cpu_count
 
 if TYPE_CHECKING:
     import onnxruntime as ort

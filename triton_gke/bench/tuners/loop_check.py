@@ -40,7 +40,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from triton_gke.bench import conditions, machine, perf_analyzer, record, runner, tune
+from triton_gke.bench.metrics import conditions, machine
+from triton_gke.bench.reports import record
+from triton_gke.bench.runners import perf_analyzer, runner
+from triton_gke.bench.tuners import tune
 from triton_gke.bounded_files import one_line
 from triton_gke.one_line import OneLineParser
 from triton_gke.sandbox import run_folder

@@ -7,7 +7,7 @@
 Every figure uses matplotlib's constrained layout (titles, labels and legends are fitted inside the figure, never cut
 off) and is written by save(): a fixed DPI and no "Software" metadata (the only PNG text chunk that names a
 version), so the same results render to the same bytes with the same matplotlib and fonts; the drift test of the
-images embedded in the docs relies on it (bench/doc_plots.py).
+images embedded in the docs relies on it (bench/reports/doc_plots.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from triton_gke.bench.results import MAX_RESULTS_BYTES
+from triton_gke.bench.plans.results import MAX_RESULTS_BYTES
 from triton_gke.bounded_files import parse_json, read_text_file
 
 DPI = 90

@@ -1,10 +1,10 @@
 """The load of one Locust run, and its hand-over to the Locust process through the environment.
 
-The runner builds a LoadPlan; the Locust shape (bench/locust_steps.py) reads it back with
+The runner builds a LoadPlan; the Locust shape (bench/runners/locust_steps.py) reads it back with
 from_env(). A run is
 1. a warm-up step at the ladder's first rate (discarded: the first requests after a restart are slow);
 2. the rate search: open-loop arrivals (Poisson by default) at rates chosen by
-   bench.slo_search.next_rate, `users` users bounding the requests in flight. Each step settles
+   bench.plans.slo_search.next_rate, `users` users bounding the requests in flight. Each step settles
    `settle_s` (not measured), then is measured for `step_s`, longer at low rates so that it holds
    the search's `min_requests` requests (1.25 x min_requests / rate, at most STRETCH x step_s);
 3. saturation: closed-loop users at each count of `saturation_users` (each sends its next request
@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from triton_gke.bench.slo_search import MAX_TRIES, RateLadder, SloCriteria
+from triton_gke.bench.plans.slo_search import MAX_TRIES, RateLadder, SloCriteria
 
 _PREFIX = "BENCH_"
 STRETCH = 4.0  # a step lasts at most this many times step_s while waiting for min_requests

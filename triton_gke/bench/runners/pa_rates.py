@@ -8,7 +8,7 @@ rate, in perf_analyzer's two rate modes side by side (Poisson arrivals over HTTP
 at most 4 requests are in flight (--max-threads) and a request that waits for a free thread is timed from when
 it is sent, and `async`, where arrivals stay independent of the answers (the open loop `make bench` uses); the
 figures are perf_analyzer's own. Writes DIR/pa_rates.csv and prints it, and DIR/meta.json: the command line, the
-date (UTC), the git commit and the machine (bench/machine.py), so that the folder says how it was made.
+date (UTC), the git commit and the machine (bench/metrics/machine.py), so that the folder says how it was made.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from triton_gke.bench import machine, perf_analyzer
-from triton_gke.bench.runner import BenchError, check_new_or_empty, sandbox_server
+from triton_gke.bench.metrics import machine
+from triton_gke.bench.runners import perf_analyzer
+from triton_gke.bench.runners.runner import BenchError, check_new_or_empty, sandbox_server
 from triton_gke.contracts.naming import MODEL_NAME_RE
 from triton_gke.contracts.paths import bench_build_dir
 from triton_gke.one_line import CONSOLE_SCRIPT, OneLineParser, hint_command

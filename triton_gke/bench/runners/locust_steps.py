@@ -4,10 +4,10 @@ Loaded beside the project's own locustfile, which supplies the users, the open-l
 (`environment.arrivals`) and reads its usual locust-config keys (model, saddr, protocol,
 payload...) from the environment:
 
-    locust -f loadtest/locustfile.py,bench/locust_steps.py --headless
+    locust -f loadtest/locustfile.py,bench/runners/locust_steps.py --headless
 
-The plan comes from BENCH_* variables (bench.load_plan). The shape sets the whole test's arrival
-rate step by step as bench.slo_search.next_rate decides from the steps so far (geometric climb,
+The plan comes from BENCH_* variables (bench.plans.load_plan). The shape sets the whole test's arrival
+rate step by step as bench.plans.slo_search.next_rate decides from the steps so far (geometric climb,
 failures confirmed once, then bisection to within the ladder's precision), with the plan's users
 bounding the requests in flight. Each step's measurement window collects every request that
 completes in it: latencies of successful requests (exact, not Locust's rounded buckets, and
@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 from locust import LoadTestShape, events
 
-from triton_gke.bench.load_plan import SATURATION_GAIN, LoadPlan
-from triton_gke.bench.slo_search import Step, next_rate
+from triton_gke.bench.plans.load_plan import SATURATION_GAIN, LoadPlan
+from triton_gke.bench.plans.slo_search import Step, next_rate
 
 WARMUP, SEARCH, SATURATION = "warm-up", "search", "saturation"
 SPAWN_RATE = 10_000.0  # users started or stopped per second: every level change at once

@@ -1,12 +1,11 @@
 """The plots docs/measure-and-tune.md shows, rendered from the committed runs in bench/results/ into docs/results/.
 
-    python -m triton_gke.bench.doc_plots           # (re)writes docs/results/*.png from bench/results/
-    python -m triton_gke.bench.doc_plots --check   # exit 1 naming each image that differs from a fresh rendering
+    python -m triton_gke.bench.reports.doc_plots           # (re)writes docs/results/*.png from bench/results/
+    python -m triton_gke.bench.reports.doc_plots --check   # exit 1 naming each image unlike a fresh rendering
 
-The images are the bench's own plots (bench/report.py, bench/plots.py) of those runs, drawn by the same code as a
-run draws them; save() writes them byte-reproducibly, so tests/live/bench/test_doc_plots.py re-renders them and
-compares bytes (a change to a plot's code shows up as a changed image to commit).
-"""
+The images are the bench's own plots (bench/reports/report.py, bench/reports/plots.py) of those runs, drawn by the same
+code as a run draws them; save() writes them byte-reproducibly, so tests/live/bench/test_doc_plots.py re-renders them
+and compares bytes (a change to a plot's code shows up as a changed image to commit)."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from triton_gke.bench import plots, report
+from triton_gke.bench.reports import plots, report
 from triton_gke.contracts.paths import project_dir
 
 # image in docs/results/ -> (the run folder in bench/results/, the plot of it)
@@ -53,7 +52,9 @@ def render(results: Path, out: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m triton_gke.bench.doc_plots", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m triton_gke.bench.reports.doc_plots", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--check", action="store_true", help="compare with a fresh rendering; write nothing")
     args = parser.parse_args(argv)
     root = project_dir()
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             if not (docs / p.name).is_file() or (docs / p.name).read_bytes() != p.read_bytes()
         ]
     for name in differ:
-        print(f"docs/results/{name}: differs from a fresh rendering (run python -m triton_gke.bench.doc_plots)")
+        print(f"docs/results/{name}: differs from a fresh rendering (run python -m triton_gke.bench.reports.doc_plots)")
     return 1 if differ else 0
 
 

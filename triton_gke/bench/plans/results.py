@@ -1,6 +1,6 @@
 """What a benchmark run produces: one row per measured step, one summary per variant, the run around them.
 
-Plain dataclasses, written to CSV and JSON by bench.report and read back by load_run(), so a
+Plain dataclasses, written to CSV and JSON by bench.reports.report and read back by load_run(), so a
 report can be re-rendered from results.json without measuring again.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from triton_gke.bench.slo_search import Step
+from triton_gke.bench.plans.slo_search import Step
 from triton_gke.bounded_files import UnreadableFileError, one_line, parse_json, read_text_file
 
 
@@ -152,7 +152,7 @@ class BenchRun:
 
 
 def payload_pairs(names: Sequence[str]) -> list[tuple[str, str]]:
-    """(variant, its payload copy) among `names`, as bench.runner.payload_copies names them."""
+    """(variant, its payload copy) among `names`, as bench.runners.runner.payload_copies names them."""
     present = set(names)
     return [
         (base, name)
@@ -162,14 +162,16 @@ def payload_pairs(names: Sequence[str]) -> list[tuple[str, str]]:
     ]
 
 
-# The most a results.json may hold: a run of every variant is ~100 KB; bench.record and bench.report read no more.
+# The most a results.json may hold: a run of every variant is ~100 KB; bench.reports.record and bench.reports.report
+# read no more.
 MAX_RESULTS_BYTES = 32 * 1024 * 1024
 
 
 def load_run(path: Path) -> BenchRun:
-    """Read a results.json back (for re-rendering a report), through the one bounded reader (a regular UTF-8 file of
-    at most MAX_RESULTS_BYTES, JSON of bounded depth without NaN or Infinity). A file that is not one is an
-    UnreadableFileError (a ValueError) of one line naming it; bench.report's read_run checks every key's type."""
+    """Read a results.json back (for re-rendering a report), through the one bounded reader (a regular UTF-8 file of at
+    most MAX_RESULTS_BYTES, JSON of bounded depth without NaN or Infinity). A file that is not one is an
+    UnreadableFileError (a ValueError) of one line naming it; bench.reports.report's read_run checks every key's
+    type."""
     text = read_text_file(Path(path), MAX_RESULTS_BYTES, "a bench results.json")
     data = parse_json(text, path)
     if not isinstance(data, dict):

@@ -1,0 +1,1 @@
+"""Facts about the machine and the money: CPU probes, machine facts, run conditions, costs."""
