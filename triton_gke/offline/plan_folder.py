@@ -19,6 +19,7 @@ from typing import Any
 import pulumi
 
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED
+from triton_gke.offline.plan_view import tree_order
 from triton_gke.offline.runtime import Plan, PlannedResource, close_event_loop, output_values, run_program_folder
 from triton_gke.one_line import OneLineParser
 from triton_gke.settings.errors import ConfigError
@@ -79,8 +80,9 @@ def parse_config(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def resource_rows(plan: Plan) -> list[dict[str, Any]]:
-    """One JSON-friendly row per resource, as `triton-gke plan --json` writes them (urn, provider, dependsOn)."""
-    return [_row(plan, r) for r in plan.resources]
+    """One JSON-friendly row per resource, as `triton-gke plan --json` writes them (urn, provider, dependsOn), in
+    plan_view.tree_order: registrations finish in any order under the mock runtime, the output may not."""
+    return [_row(plan, r) for r in tree_order(plan)]
 
 
 def _row(plan: Plan, resource: PlannedResource) -> dict[str, Any]:

@@ -95,7 +95,7 @@ def plan_records(plan: Plan) -> list[dict[str, Any]]:
             "aliases": list(r.aliases),
             "inputs": _tidy(r.inputs),
         }
-        for r in _tree_order(plan)
+        for r in tree_order(plan)
     ]
 
 
@@ -124,7 +124,9 @@ def _children(plan: Plan) -> dict[str, list[PlannedResource]]:
     return children
 
 
-def _tree_order(plan: Plan) -> list[PlannedResource]:
+def tree_order(plan: Plan) -> list[PlannedResource]:
+    """Every resource, parents before children, siblings by (custom, type, name): the same order at every run, whatever
+    order the program's registrations happened to finish in."""
     children = _children(plan)
     ordered: list[PlannedResource] = []
 
@@ -328,7 +330,7 @@ def kubernetes_objects(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
     """(provider name, manifest) for every Kubernetes object the program declares."""
     return [
         (_provider_name(plan, r) or "default", _tidy(r.inputs))
-        for r in _tree_order(plan)
+        for r in tree_order(plan)
         if r.type.startswith(KUBERNETES_PREFIX) and r.custom
     ]
 
