@@ -51,8 +51,20 @@ def make_runs_here() -> bool:
     return checkout is not None and Path.cwd().resolve() == checkout
 
 
+# make's ARGS both ways, in one place: split_args reads what the Makefile passes (offline/make_args.py), join_args
+# writes what a hint tells the user to type; split_args(join_args(words)) == words (tests/unit/offline/test_make_args).
+def split_args(text: str) -> list[str]:
+    """ARGS as words; ValueError (shlex's message) for an unclosed quote or a trailing backslash."""
+    lexer = shlex.shlex(text, posix=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""  # '#' is an ordinary character: a value may contain one
+    lexer.quotes = "'"  # double quotes stay literal (JSON)
+    lexer.escapedquotes = ""  # inside single quotes nothing is special
+    return list(lexer)
+
+
 def join_args(words: Iterable[str]) -> str:
-    """The text of make's ARGS that offline/make_args.py's split_args turns back into exactly `words`."""
+    """The text of make's ARGS that split_args turns back into exactly `words`."""
     return " ".join(_quote_arg(word) for word in words)
 
 

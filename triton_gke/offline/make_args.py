@@ -33,18 +33,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT
-from triton_gke.one_line import MAKE_TARGET_ENV, join_args, model_repo_command
-
-
-def split_args(text: str) -> list[str]:
-    """ARGS as words; ValueError (shlex's message) for an unclosed quote or a trailing backslash."""
-    lexer = shlex.shlex(text, posix=True)
-    lexer.whitespace_split = True
-    lexer.commenters = ""  # '#' is an ordinary character: a value may contain one
-    lexer.quotes = "'"  # double quotes stay literal (JSON)
-    lexer.escapedquotes = ""  # inside single quotes nothing is special
-    return list(lexer)
-
+from triton_gke.one_line import MAKE_TARGET_ENV, join_args, model_repo_command, split_args
 
 SETTINGS_OPTIONS = ("--set", "--config-file")
 # make goals whose program has no settings options: given them, the rebuilt model repository and the run disagree.
