@@ -20,7 +20,14 @@ import pulumi
 
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED
 from triton_gke.offline.plan_view import tree_order
-from triton_gke.offline.runtime import Plan, PlannedResource, close_event_loop, output_values, run_program_folder
+from triton_gke.offline.runtime import (
+    Plan,
+    PlannedResource,
+    close_event_loop,
+    output_values,
+    program_file,
+    run_program_folder,
+)
 from triton_gke.one_line import OneLineParser
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.stack import check_stack_name
@@ -62,6 +69,12 @@ def check_folder(folder: Path, stack: str) -> None:
         raise FolderError(f"{project_file}: runtime {runtime_name!r}: only python programs run under the offline mocks")
     # `pulumi up --stack S` reads Pulumi.S.yaml beside Pulumi.yaml: with none, nothing of the stack's config is
     # read, so a misspelt stack would plan the defaults without a word.
+    main = project.get("main")
+    if main is not None and not isinstance(main, str):
+        raise FolderError(f"{project_file}: main: expected a path, got {type(main).__name__}")
+    program = program_file(folder, main)
+    if not program.is_file():
+        raise FolderError(f"{program}: no such program file (Pulumi.yaml `main`, default the folder's __main__.py)")
     if not (folder / f"Pulumi.{stack}.yaml").is_file():
         stacks = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in folder.glob("Pulumi.*.yaml"))
         known = f"; its stacks: {', '.join(stacks)}" if stacks else ""

@@ -595,7 +595,7 @@ def read_program_folder(folder: Path | str, stack: str, overrides: Mapping[str, 
         config[_qualified(name, key)] = config_string(value)
         if isinstance(value, dict) and "secure" in value:
             secret_keys.append(_qualified(name, key))
-    return ProgramFolder(folder, name, _main_file(folder, project.get("main")), config, sorted(set(secret_keys)))
+    return ProgramFolder(folder, name, program_file(folder, project.get("main")), config, sorted(set(secret_keys)))
 
 
 def _qualified(project: str, key: str) -> str:
@@ -603,7 +603,8 @@ def _qualified(project: str, key: str) -> str:
     return key if ":" in key else f"{project}:{key}"
 
 
-def _main_file(folder: Path, main: str | None) -> Path:
+def program_file(folder: Path, main: str | None) -> Path:
+    """The file `pulumi up` runs: `main` (a file, or a folder holding __main__.py), default the folder's __main__.py."""
     target = folder / main if main else folder
     return target / "__main__.py" if target.is_dir() else target
 
@@ -626,9 +627,22 @@ def run_program_folder(folder: Path | str, stack: str = "dev", overrides: Mappin
 
     def declare() -> None:
         with _as_language_host(program.folder):
-            runpy.run_path(str(program.main), run_name="__main__")
+            try:
+                runpy.run_path(str(program.main), run_name="__main__")
+            except SystemExit as ended:  # sys.exit() in the program: 0 ends it, as under the engine; else it failed
+                if ended.code not in (None, 0):
+                    raise ProgramExitError(ended.code) from None
 
     return run_under_mocks(declare, stack, program.config, program.project, secret_keys=program.secret_keys)
+
+
+class ProgramExitError(RuntimeError):
+    """The program called sys.exit() with a failure: the engine reports "Program exited with non-zero exit code: N"
+    and fails the update (pulumi/pulumi#1775, #1780); here the planning command fails in one line instead of exiting
+    with the program's own code, which could collide with a documented one."""
+
+    def __init__(self, code: object) -> None:
+        super().__init__(f"the program exited with code {code}")
 
 
 if __name__ == "__main__":  # the old entry of `triton-gke plan-folder`, removed: say so rather than do nothing

@@ -220,6 +220,8 @@ def test_the_module_entry_plans_a_folder(program: Path) -> None:
             "{folder}: TritonOnCluster 'triton': min_replicass: unknown field; did you mean min_replicas?",
         ),
         ("bad config", "--config 'oops': expected KEY=VALUE"),
+        ("no program", "{folder}/__main__.py: no such program file"),
+        ("main not a path", "{folder}/Pulumi.yaml: main: expected a path, got list"),
     ],
 )
 def test_plan_folder_refuses_in_one_line(case: str, expected: str, program: Path) -> None:
@@ -235,10 +237,34 @@ def test_plan_folder_refuses_in_one_line(case: str, expected: str, program: Path
     elif case == "refused args":
         main = program / "__main__.py"
         main.write_text(main.read_text().replace('"min_replicas": 1', '"min_replicass": 1'))
+    elif case == "no program":
+        (program / "__main__.py").unlink()
+    elif case == "main not a path":
+        project = program / "Pulumi.yaml"
+        project.write_text(project.read_text() + "main: [a, b]\n")
     else:
         words += ["--config", "oops"]
-    line = one_line(run(str(TRITON_GKE), "plan-folder", *words))
+    done = run(str(TRITON_GKE), "plan-folder", *words)
+    line = one_line(done)
     assert line.startswith("error: triton-gke plan-folder: " + expected.format(folder=program)), line
+    assert done.returncode == 2
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_a_program_that_calls_sys_exit_plans_or_fails_in_one_line(code: int, program: Path) -> None:
+    """sys.exit(0) ends the program as under the engine (what it declared is planned); any other code fails the plan
+    with exit 1, never the program's own code (3 is `plan`'s manifest code): red team."""
+    main = program / "__main__.py"
+    main.write_text(main.read_text() + f"\nimport sys\nsys.exit({code})\n")
+    done = run(str(TRITON_GKE), "plan-folder", str(program), "--json")
+    if code == 0:
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["resources"]
+    else:
+        assert done.returncode == 1 and done.stdout == ""
+        assert done.stderr.splitlines() == [
+            f"error: triton-gke plan-folder: {main}: ProgramExitError: the program exited with code {code}"
+        ]
 
 
 # --- provider -----------------------------------------------------------------------------------------------------
