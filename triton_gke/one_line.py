@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT
-from triton_gke.contracts.paths import checkout_dir
+from triton_gke.contracts.paths import in_checkout
 
 SEE_HELP = "see --help"
 # A `make` target takes its options through ARGS (Makefile): `make plan ARGS=--help`.
@@ -47,8 +47,7 @@ def make_runs_here() -> bool:
     checkout (its Makefile has the targets). Installed from the wheel, neither: a hint names the console script."""
     if os.environ.get(MAKE_TARGET_ENV):
         return True
-    checkout = checkout_dir()
-    return checkout is not None and Path.cwd().resolve() == checkout
+    return in_checkout()
 
 
 # make's ARGS both ways, in one place: split_args reads what the Makefile passes (offline/make_args.py), join_args

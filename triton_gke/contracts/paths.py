@@ -88,6 +88,12 @@ def tools_dir() -> Path:
     return build_dir() / "tools"
 
 
+def in_checkout() -> bool:
+    """Whether the current folder is this repository's checkout (where its Makefile and links are)."""
+    checkout = checkout_dir()
+    return checkout is not None and Path.cwd().resolve() == checkout
+
+
 def checkout_dir() -> Path | None:
     """The repository folder around the package when this is a checkout, None for an installed wheel: what only a
     maintainer's command in a checkout reads or writes (docs/, git). A checkout is told by what only it has: the

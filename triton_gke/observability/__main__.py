@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT
-from triton_gke.contracts.paths import DASHBOARD_DIR, checkout_dir
+from triton_gke.contracts.paths import DASHBOARD_DIR, in_checkout
 from triton_gke.observability.dashboards import dashboards, stale_dashboards, write_dashboards
 from triton_gke.one_line import OneLineParser, folder_path
 
@@ -56,10 +56,7 @@ def _refuse(message: str) -> int:
 def default_out() -> Path:
     """dashboards/ of the current folder; in this repository's checkout the package's own folder, which the
     top-level dashboards/ only links to (a link is refused as --out, and the wheel ships the package's copy)."""
-    checkout = checkout_dir()
-    if checkout is not None and Path.cwd().resolve() == checkout:
-        return DASHBOARD_DIR
-    return Path.cwd() / "dashboards"
+    return DASHBOARD_DIR if in_checkout() else Path.cwd() / "dashboards"
 
 
 def main(argv: list[str] | None = None) -> int:
