@@ -503,6 +503,24 @@ sys.exit(main())
 STALL_S = 3
 
 
+# In a process of its own: importing locust monkey-patches the importing process (gevent).
+LOCUST_PERCENTILES = """
+import collections, json, sys
+from locust.stats import calculate_response_time_percentile
+times, timed = collections.Counter(), 0
+for entry in json.load(open(sys.argv[1])):
+    times.update({int(ms): count for ms, count in entry["response_times"].items()})
+    timed += entry["num_requests"] - entry.get("num_none_requests", 0)
+print(json.dumps([calculate_response_time_percentile(times, timed, float(q)) for q in sys.argv[2:]]))
+"""
+
+
+def locusts_percentiles(json_file: Path, quantiles: Sequence[float]) -> tuple[float, ...]:
+    command = [sys.executable, "-c", LOCUST_PERCENTILES, str(json_file), *map(str, quantiles)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
+    return tuple(json.loads(done.stdout))
+
+
 def test_sandbox_report_counts_every_request_the_server_answered(
     slow_triton: TritonServer, slow_model: tuple[str, int], tmp_path: Path
 ) -> None:
@@ -524,7 +542,9 @@ def test_sandbox_report_counts_every_request_the_server_answered(
     row = next(row for row in run.rows("stats") if row["Name"] == "Aggregated")
     assert int(row["Request Count"]) <= report["requests"]  # the CSV's last write is up to 1 s old
     assert report["p50_ms"] <= report["p95_ms"] and report["p50_ms"] >= 40  # the twin sleeps 40 ms per request
-    assert report["p95_ms"] == pytest.approx(float(row["95%"]), rel=0.25)  # Locust's rule over nearly the same data
+    # Locust's own percentile function (stats.py), run on every timed request of its --json-file. Not the CSV's
+    # percentiles: over ~45 requests, the one second it misses moved p95 from 160 to 99 ms on CI.
+    assert (report["p50_ms"], report["p95_ms"]) == locusts_percentiles(Path(f"{run.prefix}.json"), (0.5, 0.95))
     assert report["rps"] == pytest.approx(8, rel=0.25)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -302,7 +303,11 @@ def test_gke_command_line_refuses_to_start_and_names_the_model(repository_with_a
     finally:
         server.close()
     message = str(caught.value)
-    assert "exited with code 1" in message
+    code = int(re.search(r"exited with code (-?\d+)", message)[1])  # type: ignore[index]
+    # 1: --exit-on-error's own exit. A signal (CI once: -11, with "Timeout 3: Found 1 live models" last in the log):
+    # the shutdown that exit starts crashed, as Triton's does at times (server#8284, model_analyzer#1018). The pod
+    # restarts and the model's error stays in its log either way; a start that went on (code 0, or ready) fails.
+    assert code == 1 or code < 0, message
     errors = message.split("errors in", 1)[1].split("log tail:", 1)[0]
     assert "failed to load 'broken'" in errors and "failed to load 'original'" not in errors, errors
 
