@@ -83,6 +83,44 @@ def built_model_repository() -> None:
 
 
 @pytest.fixture(scope="session")
+def engine_plan(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Plan]:
+    """evaluate(stack, tritonBuildEngines=True, **overrides) with the repository those settings build: its TensorRT
+    variants are plans (model_repo/build.py), which the program checks against the stack before it plans. Built into
+    a folder of this session, never build/model_repository, which the other workers' plans read; the system is
+    declared as __main__.py declares it, with that folder as model_repository_dir."""
+    import pulumi
+
+    from triton_gke.infra.config import load_stack_settings
+    from triton_gke.infra.system import TritonGkeSystem, TritonGkeSystemArgs
+    from triton_gke.model_repo.build import build_repository
+    from triton_gke.settings import load_stack_settings as checked_settings
+
+    built: dict[tuple[str, str], Path] = {}
+
+    def plan(stack: str = "dev", **overrides: Any) -> Plan:
+        overrides["tritonBuildEngines"] = True
+        config = stack_settings(stack, **overrides)
+        settings = checked_settings(config, stack=stack)
+        key = (stack, repr(settings.model_repo))
+        if key not in built:
+            built[key] = build_repository(settings.model_repo, tmp_path_factory.mktemp("engine-repo") / "repo").out
+
+        def declare() -> None:
+            args = TritonGkeSystemArgs(settings=load_stack_settings(), model_repository_dir=str(built[key]))
+            TritonGkeSystem("triton-gke", args, child_aliases=[pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)])
+
+        return run_under_mocks(declare, stack, config, PROJECT)
+
+    def repository(stack: str = "dev", **overrides: Any) -> Path:
+        """The folder plan(stack, **overrides) served (built there by that call)."""
+        config = stack_settings(stack, **overrides, tritonBuildEngines=True)
+        return built[(stack, repr(checked_settings(config, stack=stack).model_repo))]
+
+    plan.repository = repository  # type: ignore[attr-defined]
+    return plan
+
+
+@pytest.fixture(scope="session")
 def dev_plan() -> Plan:
     return evaluate("dev")
 

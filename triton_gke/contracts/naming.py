@@ -30,6 +30,10 @@ DNS_LABEL_MAX = 63
 # Hex digits of the hash dns_label appends: 32 bits, so two distinct names that both needed one collide with a
 # chance of about n^2 / 2^33 among n such names.
 DNS_LABEL_HASH = 8
+# A GPU's CUDA compute capability as Triton's cc_model_filenames keys it ("7.5" for a T4, "8.9" for an L4): MAJOR.MINOR
+# with a one-digit minor, so model_repo/engines.py's plan names (cc75, cc89) stay unique. The one rule for the GPU
+# table (settings/gpu_types.py), the model settings and configs (model_repo/settings.py, configs.py) and the plans.
+COMPUTE_CAPABILITY = re.compile(r"([1-9][0-9]?)\.([0-9])")
 
 
 def gcp_name(*parts: str, max_len: int = 40) -> str:

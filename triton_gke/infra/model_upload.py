@@ -26,7 +26,14 @@ from triton_gke.bounded_files import parse_json, read_text_file
 from triton_gke.contracts.paths import built_repository, project_dir
 from triton_gke.infra.config import ConfigError
 from triton_gke.model_repo.errors import ModelRepoError
-from triton_gke.model_repo.manifest import BY_RECIPE, MANIFEST, MANIFEST_MAX_BYTES, rebuild, verify_repository
+from triton_gke.model_repo.manifest import (
+    BY_RECIPE,
+    MANIFEST,
+    MANIFEST_MAX_BYTES,
+    PLAN_CAPABILITIES,
+    rebuild,
+    verify_repository,
+)
 from triton_gke.model_repo.settings import ModelRepoSettings
 from triton_gke.model_repo.sync import hash_local, scan_local
 from triton_gke.one_line import model_repo_command
@@ -80,8 +87,16 @@ def built_repository_digest(settings: ModelRepoSettings, stack: str, root: Path 
     manifest = parse_json(read_text_file(path, MANIFEST_MAX_BYTES, "a build manifest", error), path, error)
     if not isinstance(manifest, dict):
         raise error(f"{where}: not a build manifest")
-    built = {"models": manifest.get("models"), "tritonImageTag": manifest.get("triton_image_tag")}
-    wanted = {"models": [asdict(v) for v in settings.variants], "tritonImageTag": settings.triton_image_tag}
+    built = {
+        "models": manifest.get("models"),
+        "tritonImageTag": manifest.get("triton_image_tag"),
+        "plans": manifest.get(PLAN_CAPABILITIES, []),
+    }
+    wanted = {
+        "models": [asdict(v) for v in settings.variants],
+        "tritonImageTag": settings.triton_image_tag,
+        "plans": sorted(settings.plan_compute_capabilities),  # tritonBuildEngines: plan configs, not ONNX Runtime's
+    }
     source_ok = (settings.source is None) == manifest.get("source", "").startswith("built-in")
     if built != wanted or not source_ok:
         raise ConfigError(f"{where}: built from other model settings than stack {stack!r}; {_rebuild_hint(stack)}")

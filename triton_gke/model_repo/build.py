@@ -27,12 +27,13 @@ import onnxruntime
 
 from triton_gke.bounded_files import read_text_file
 from triton_gke.contracts.paths import model_cache_dir
-from triton_gke.model_repo import configs, cpu_twin, digests, quantize, resnet50
+from triton_gke.model_repo import configs, cpu_twin, digests, engines, quantize, resnet50
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.manifest import (
     BY_RECIPE,
     FILES,
     MANIFEST,
+    PLAN_CAPABILITIES,
     file_digests,
     read_manifest,
     rebuild,
@@ -351,8 +352,12 @@ def _write_gpu_model(stage: Path, variant: VariantSettings, source: ModelSource,
     else:
         model = source.onnx_for(variant)
         _copy_model(model, folder / configs.VERSION / configs.ONNX_FILENAME)
-        cache = f"{settings.trt_cache_dir.rstrip('/')}/{variant.name}/{model.stem[:16]}-{settings.triton_image_tag}"
-        config = configs.onnx_gpu_config(variant, source.io_for(variant), bool(source.labels), cache)
+        if variant.uses_tensorrt and settings.plan_compute_capabilities:
+            plans = engines.cc_model_filenames(settings.triton_image_tag, settings.plan_compute_capabilities)
+            config = configs.tensorrt_plan_config(variant, source.io_for(variant), bool(source.labels), plans)
+        else:
+            cache = f"{settings.trt_cache_dir.rstrip('/')}/{variant.name}/{model.stem[:16]}-{settings.triton_image_tag}"
+            config = configs.onnx_gpu_config(variant, source.io_for(variant), bool(source.labels), cache)
     note = f"precision {variant.precision}, {variant.input_dtype} input, for Triton {settings.triton_image_tag}"
     _write_config(folder, configs.render(config, note), source.labels)
 
@@ -448,6 +453,8 @@ def _write_manifest(stage: Path, settings: ModelRepoSettings, source: ModelSourc
     }
     if by_recipe:
         manifest[BY_RECIPE] = by_recipe
+    if settings.plan_compute_capabilities:  # absent otherwise: a repository built before the key keeps its manifest
+        manifest[PLAN_CAPABILITIES] = sorted(settings.plan_compute_capabilities)
     (stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
 

@@ -13,7 +13,6 @@ from tensorflow_backend src/tensorflow.cc.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from google.protobuf.message import DecodeError
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_gke.bounded_files import read_capped_file
+from triton_gke.contracts.naming import COMPUTE_CAPABILITY
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import VariantSettings
 from triton_gke.model_repo.sync_source import MAX_ONNX_BYTES
@@ -33,7 +33,6 @@ PYTHON_FILENAME = "model.py"
 SAVEDMODEL_DIRNAME = "model.savedmodel"
 LABELS_FILENAME = "labels.txt"
 VERSION = "1"
-_COMPUTE_CAPABILITY = re.compile(r"[1-9][0-9]?\.[0-9]")
 TRT_WORKSPACE_BYTES = 1 << 30  # per instance; 4 instances fit a 16 GB T4 with room to spare
 
 # platform/backend -> the file or folder Triton loads from each version folder by default.
@@ -386,7 +385,7 @@ def _check_cc_files(config: mc.ModelConfig, model_dir: Path) -> str | None:
     folder or built there on the cluster from the folder's ONNX model (k8s/engine_build.py)."""
     names = list(config.cc_model_filenames.values())
     for cc, name in config.cc_model_filenames.items():
-        if not _COMPUTE_CAPABILITY.fullmatch(cc):
+        if not COMPUTE_CAPABILITY.fullmatch(cc):
             return f"cc_model_filenames key {cc!r} is not a compute capability MAJOR.MINOR (e.g. 7.5)"
         if not name or "/" in name or name.startswith("."):
             return f"cc_model_filenames[{cc!r}] {name!r} is not a plain file name"

@@ -7,23 +7,22 @@ docs/user_guide/model_configuration.md "cc_model_filenames", as quoted in ../sha
 A plan also only loads in the TensorRT version that built it ("Serialization assertion stdVersionRead ==
 serializationVersion failed", server #7613): the Triton release is in the file name too, so a Triton upgrade names new
 files instead of loading old ones. Name: `model.<YY.MM>.cc<major><minor>.plan`, e.g. model.25.06.cc75.plan for a T4
-under 25.06-py3; the compute capability's minor is one digit (settings/gpu_types.py _CC), so the names are unique.
+under 25.06-py3; the compute capability's minor is one digit (contracts/naming.py COMPUTE_CAPABILITY), so the names
+are unique.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
+from triton_gke.contracts.naming import COMPUTE_CAPABILITY
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import image_release
-
-_CC = re.compile(r"([1-9][0-9]?)\.([0-9])")
 
 
 def engine_filename(tag: str, compute_capability: str) -> str:
     """The plan file of the Triton image `tag` for GPUs of `compute_capability` ("7.5")."""
-    match = _CC.fullmatch(compute_capability)
+    match = COMPUTE_CAPABILITY.fullmatch(compute_capability)
     if not match:
         raise ModelRepoError(f"compute capability {compute_capability!r} is not MAJOR.MINOR (e.g. 7.5)")
     year, month = image_release(tag)

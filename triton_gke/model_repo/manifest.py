@@ -25,6 +25,9 @@ FILES = "files"  # manifest key: POSIX path below the root -> SHA-256 (hex) of t
 # Manifest key: POSIX path -> cache key (its recipe), for the model files whose bytes depend on the machine that built
 # them (model_repo/build.py _mark); the upload's digest names these by recipe, not bytes.
 BY_RECIPE = "machine_dependent"
+# Manifest key: the compute capabilities whose TensorRT plans the repository's configs name (ModelRepoSettings
+# plan_compute_capabilities); absent when its TensorRT variants run in ONNX Runtime.
+PLAN_CAPABILITIES = "plan_compute_capabilities"
 
 
 def rebuild(stack: str | None = None) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triton_gke.contracts.gpus import gpu_memory_bytes
-from triton_gke.contracts.naming import MODEL_NAME_RE
+from triton_gke.contracts.naming import COMPUTE_CAPABILITY, MODEL_NAME_RE
 from triton_gke.contracts.triton import TRT_CACHE_DIR
 from triton_gke.model_repo.errors import ModelRepoError
 
@@ -137,6 +137,11 @@ class ModelRepoSettings:
     # Container path where ONNX Runtime keeps TensorRT engines; the Triton pod mounts a volume there
     # (contracts/triton.py), so engines are built once per pod, not on every model load.
     trt_cache_dir: str = TRT_CACHE_DIR
+    # Compute capabilities ("7.5") whose TensorRT plans the cluster builds (k8s/engine_build.py, the stack's
+    # tritonBuildEngines): the TensorRT variants are then served as plans (configs.tensorrt_plan_config, one file per
+    # capability), their model.onnx kept beside them as the build's source. Empty: ONNX Runtime with its TensorRT
+    # accelerator, which builds its own engines in each pod.
+    plan_compute_capabilities: tuple[str, ...] = ()
 
 
 def default_settings() -> ModelRepoSettings:
@@ -245,6 +250,11 @@ def validate_settings(settings: ModelRepoSettings, gpu: str | None = DEFAULT_GPU
     validate_source(settings, release)
     if settings.labels is not None and not Path(settings.labels).is_file():
         raise ModelRepoError(f"file not found: {settings.labels}", field="labels")
+    for cc in settings.plan_compute_capabilities:
+        if not COMPUTE_CAPABILITY.fullmatch(cc):
+            raise ModelRepoError(
+                f"{cc!r} is not a compute capability MAJOR.MINOR (e.g. 7.5)", field="plan_compute_capabilities"
+            )
     if not settings.trt_cache_dir.startswith("/"):
         raise ModelRepoError(f"{settings.trt_cache_dir!r} must be an absolute container path", field="trt_cache_dir")
     if gpu is not None:
@@ -313,6 +323,12 @@ def validate_source(settings: ModelRepoSettings, release: tuple[int, int]) -> No
                 "(the cast is added to an ONNX graph); use an ONNX source",
                 field="variants",
                 subject=f"variant {uint8!r}",
+            )
+        if settings.plan_compute_capabilities and any(v.uses_tensorrt for v in settings.variants):
+            raise ModelRepoError(
+                f"{path} is a TF SavedModel, but TensorRT plans are built from ONNX (trtexec --onnx, "
+                "k8s/engine_build.py); use an ONNX source or leave the engine build off",
+                field="source",
             )
         int8 = next((v.name for v in settings.variants if v.precision == "INT8"), None)
         if int8:

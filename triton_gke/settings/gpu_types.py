@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triton_gke.bounded_files import one_line
+from triton_gke.contracts.naming import COMPUTE_CAPABILITY
 from triton_gke.contracts.paths import DATA_DIR
 from triton_gke.settings.catalogue import CatalogueError, MachineShape, price_usd_h, read_csv_table
 
@@ -28,7 +29,6 @@ COLUMNS = (
 # Facts of the GPU itself: every row of one accelerator must agree on them.
 PER_GPU = COLUMNS[6:] + ("family",)
 _COUNT = re.compile(r"[1-9][0-9]{0,2}")
-_CC = re.compile(r"[1-9][0-9]?\.[0-9]")
 _QUOTA = re.compile(r"[A-Z][A-Z0-9_]{2,63}")
 _RPS = re.compile(r"[1-9][0-9]{0,7}(\.[0-9]{1,3})?")
 
@@ -92,7 +92,7 @@ def load_gpu_types(path: Path = GPU_TYPES_CSV) -> dict[str, GpuType]:
         for key in ("gpus_per_vm", "vcpus", "memory_gb", "gpu_memory_gb"):
             if not _COUNT.fullmatch(row[key]):
                 raise CatalogueError(f"{where}: {key}: {one_line(row[key][:40])!r} is not a count (1 to 999)")
-        if not _CC.fullmatch(row["compute_capability"]):
+        if not COMPUTE_CAPABILITY.fullmatch(row["compute_capability"]):
             raise CatalogueError(f"{where}: compute_capability: {one_line(row['compute_capability'][:40])!r} is not "
                                  "MAJOR.MINOR (e.g. 7.5)")  # fmt: skip
         if row["spot"] not in ("yes", "no"):

@@ -12,11 +12,13 @@ from triton_gke.model_repo.settings import (
     VariantSettings,
     gpu_memory_problem,
     image_release,
+    is_saved_model_dir,
     runs_on_driver,
     validate_source,
 )
 from triton_gke.settings import catalogue
 from triton_gke.settings.errors import ConfigError
+from triton_gke.settings.gpu_types import shipped_gpu_types
 from triton_gke.settings.reader import Reader
 from triton_gke.settings.values import ClusterSettings, GpuPoolSettings, LoadTestSettings, ServingSettings
 
@@ -44,8 +46,10 @@ def _model_error(reader: Reader, err: ModelRepoError) -> ConfigError:
     return ConfigError(f"{reader.full(MODEL_FIELD_KEYS[str(err.field)])}: {err.reason}")
 
 
-def model_repo(reader: Reader, gpu: GpuPoolSettings) -> ModelRepoSettings:
-    """modelVariants, modelUint8Input, the variants' tuning keys, modelSource and tritonImageTag.
+def model_repo(reader: Reader, gpu: GpuPoolSettings, build_engines: bool = False) -> ModelRepoSettings:
+    """modelVariants, modelUint8Input, the variants' tuning keys, modelSource and tritonImageTag; with
+    `build_engines` (tritonBuildEngines) the TensorRT variants are served as the plans the cluster builds for the GPU
+    pool's compute capability.
 
     The variants' own bounds are read here (FIELD_MAXIMUM), so of model_repo.settings.validate_settings only the
     rules no read covers apply: the image tag (image_release) and the source against it (validate_source).
@@ -65,10 +69,16 @@ def model_repo(reader: Reader, gpu: GpuPoolSettings) -> ModelRepoSettings:
             raise reader.fail("modelUint8Input", name, f"not in modelVariants ({', '.join(names)})")
     variants = tuple(_variant(reader, known[name], uint8_input=name in uint8) for name in names)
     source = reader.path("modelSource")
+    trt = any(v.uses_tensorrt for v in variants)
+    if build_engines and trt and source and is_saved_model_dir(project_dir() / source):
+        raise reader.fail("tritonBuildEngines", True, f"plans build from ONNX; modelSource {source} is a SavedModel")
     settings = ModelRepoSettings(
         variants=variants,
         source=str(project_dir() / source) if source else None,
         triton_image_tag=reader.string("tritonImageTag"),
+        plan_compute_capabilities=(shipped_gpu_types()[gpu.accelerator_type].compute_capability,)
+        if build_engines
+        else (),
     )
     try:
         validate_source(settings, image_release(settings.triton_image_tag))

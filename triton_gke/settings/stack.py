@@ -74,7 +74,8 @@ def load_stack_settings(
     gpu_pool = cluster.gpu_pool(reader, gpu_catalogue)
     regions = cluster.regions(reader, gpu_catalogue, gpu_pool.accelerator_type)
     cluster.check_provider_location(config, regions)
-    model_repo = serving.model_repo(reader, gpu_pool)
+    serving_settings = serving.serving(reader)
+    model_repo = serving.model_repo(reader, gpu_pool, serving_settings.build_engines)
     try:
         day = today or versions.today_from_env()
     except versions.VersionError as err:
@@ -93,7 +94,7 @@ def load_stack_settings(
         gpu_catalogue=gpu_catalogue,
         model_store=model_store.model_store(reader, regions),
         model_repo=model_repo,
-        serving=serving.serving(reader),
+        serving=serving_settings,
         load_test=serving.load_test(reader, model_repo),
         web_ui_source_ranges=cidr_ranges(reader, "webUiSourceRanges"),
         load_balancer=load_balancer.load_balancer(reader),

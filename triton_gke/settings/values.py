@@ -98,9 +98,10 @@ class ServingSettings:
     queue_time_target_us: int
     # tritonStartupMinutes: the one budget Triton's startup probe and Pulumi's waits derive from (k8s/triton.py).
     startup_minutes: int = 40
-    # tritonBuildEngines: the engine-build Jobs (k8s/engine_build.py). Off by default: Triton does not serve the plans
-    # yet, and the Job needs a GPU node of its own, which a pool at gpuMaxNodes (dev: one node, held by Triton) never
-    # gives it, so every later `up` that changes the Job would wait for it in vain.
+    # tritonBuildEngines: the engine-build Jobs (k8s/engine_build.py), and Triton serving their plans (the model
+    # settings' plan_compute_capabilities). Off by default: the Job needs a GPU node of its own, which a pool at
+    # gpuMaxNodes (dev: one node, held by Triton) never gives it, so every later `up` that changes the Job would wait
+    # for it in vain; and no plan it builds has run on a GPU here yet (docs/gpus.md).
     build_engines: bool = False
 
 

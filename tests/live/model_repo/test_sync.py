@@ -827,3 +827,43 @@ def test_every_refusal_is_one_line_whatever_the_file_name(gcs_client, bucket_nam
     assert code in (0, 2), err
     if code == 2 or built:
         assert code == 2 and err.startswith("error: ") and err.count("\n") == 1 and "\r" not in err, repr(err)
+
+
+# --- plans the engine-build Job writes (k8s/engine_build.py) ---------------------------------------------------------
+PLAN_CONFIG = b"""name: "trt"
+platform: "tensorrt_plan"
+max_batch_size: 8
+input { name: "input" data_type: TYPE_FP32 dims: [3] }
+output { name: "probabilities" data_type: TYPE_FP32 dims: [3] }
+cc_model_filenames { key: "7.5" value: "model.25.06.cc75.plan" }
+"""
+
+
+def test_the_jobs_plans_survive_every_sync_and_a_new_version_leaves_its_plan_to_be_built(
+    gcs_client, bucket_name, small_repo
+) -> None:
+    """A plan config's version folder holds the ONNX the sync sends and, once the Job ran, the plan the Job wrote
+    (`gcloud storage cp --no-clobber`, another identity): a stranger to the sync. An unchanged repository leaves it
+    alone; a changed model goes to a new folder, with no plan until the Job builds one there (its fetch step takes the
+    greatest folder), and the old folder keeps the Job's plan: the sync deletes only what it wrote."""
+    (small_repo / "trt" / "1").mkdir(parents=True)
+    (small_repo / "trt" / "1" / "model.onnx").write_bytes(onnx_model(b"plan source"))
+    (small_repo / "trt" / "config.pbtxt").write_bytes(PLAN_CONFIG)
+    assert "trt/1/model.onnx" in sync(small_repo, gcs_client, bucket_name).uploaded
+    plan = gcs_client.bucket(bucket_name).blob(f"{PREFIX}/trt/1/model.25.06.cc75.plan")
+    plan.upload_from_string(b"engine", if_generation_match=0)  # what --no-clobber sends
+
+    again = sync(small_repo, gcs_client, bucket_name)
+    assert (again.uploaded, again.deleted) == ([], []) and again.strangers == ["trt/1/model.25.06.cc75.plan"]
+
+    (small_repo / "trt" / "1" / "model.onnx").write_bytes(onnx_model(b"new plan source"))
+    changed = sync(small_repo, gcs_client, bucket_name)
+    assert changed.uploaded == ["trt/2/model.onnx", "trt/config.pbtxt"] and changed.deleted == ["trt/1/model.onnx"]
+    assert changed.versions["trt"] == [2]
+    names = bucket_md5s(gcs_client, bucket_name)
+    assert plan.download_as_bytes() == b"engine"
+    assert "trt/2/model.onnx" in names and [n for n in names if n.endswith(".plan")] == ["trt/1/model.25.06.cc75.plan"]
+    served = mc.ModelConfig()
+    text_format.Parse(gcs_client.bucket(bucket_name).blob(f"{PREFIX}/trt/config.pbtxt").download_as_text(), served)
+    assert list(served.version_policy.specific.versions) == [2]
+    assert dict(served.cc_model_filenames) == {"7.5": "model.25.06.cc75.plan"}

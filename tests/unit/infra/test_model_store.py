@@ -91,9 +91,7 @@ def test_reference_defaults_when_the_stack_says_nothing():
     assert (small.max_batch_size, small.preferred_batch_size, small.instance_count) == (16, 16, 4)
 
 
-def test_the_engine_writer_has_its_own_principal_when_engine_builds_are_on():
-    from tests.conftest import evaluate
-
-    bindings = evaluate("dev", tritonBuildEngines=True).of_type("gcp:serviceaccount/iAMMember:IAMMember")
+def test_the_engine_writer_has_its_own_principal_when_engine_builds_are_on(engine_plan):
+    bindings = engine_plan("dev").of_type("gcp:serviceaccount/iAMMember:IAMMember")
     (writer,) = [b for b in bindings if b.name.startswith("engines-")]  # the engine writer's own (issue 36 part D)
     assert writer.inputs["member"] == "serviceAccount:my-gcp-project.svc.id.goog[triton-engines/engine-builder-dev]"

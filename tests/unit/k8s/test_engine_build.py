@@ -24,6 +24,7 @@ from triton_gke.model_repo.engines import cc_model_filenames, engine_filename
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS
 from triton_gke.offline.plan_view import kubernetes_objects
+from triton_gke.settings import ConfigError
 
 VARIANTS = (EngineVariant("trt_fp16", "FP16", 64), EngineVariant("trt_int8_bs16_count4", "INT8", 16))
 
@@ -40,8 +41,8 @@ def _args(tag: str, cc: str = "7.5") -> EngineBuildArgs:
 
 
 @pytest.fixture(scope="module")
-def prod():
-    return evaluate("prod", tritonBuildEngines=True)  # opt-in (Pulumi.yaml tritonBuildEngines)
+def prod(engine_plan):
+    return engine_plan("prod")  # opt-in (Pulumi.yaml tritonBuildEngines)
 
 
 def _jobs(plan):
@@ -75,6 +76,52 @@ def test_the_prod_plan_has_one_engine_job_per_region_and_triton_waits_for_it(pro
     creator = [r for r in prod.resources if r.type == "gcp:storage/bucketIAMMember:BucketIAMMember"
                and r.inputs.get("role") == "roles/storage.objectCreator"]  # fmt: skip
     assert len(creator) == 1 and creator[0].inputs["condition"]["expression"] == 'resource.name.endsWith(".plan")'
+
+
+def _plan_configs(repository):
+    """Variant -> its config.pbtxt, parsed, for the variants served as TensorRT plans."""
+    found = {}
+    for path in sorted(repository.glob("*/config.pbtxt")):
+        config = configs.validate_config_text(path.read_text(), path)
+        if config.platform == "tensorrt_plan":
+            found[config.name] = config
+    return found
+
+
+@pytest.mark.parametrize(
+    ("overrides", "cc"),
+    [({}, "7.5"), ({"gpuAcceleratorType": "nvidia-l4", "gpuMachineType": "g2-standard-8"}, "8.9")],
+    ids=["T4", "L4"],
+)
+def test_triton_serves_the_plans_the_job_writes(engine_plan, overrides, cc):
+    """With tritonBuildEngines the repository's TensorRT variants are plans (not ONNX Runtime with its accelerator):
+    each config names, for the pool's compute capability, the very file the Job's build and upload steps write, and
+    keeps the model.onnx the Job builds it from; `original` stays ONNX Runtime."""
+    plan = engine_plan("dev", **overrides)
+    repository = engine_plan.repository("dev", **overrides)
+    served = _plan_configs(repository)
+    trt = [v.name for v in REFERENCE_VARIANTS if v.uses_tensorrt]
+    assert sorted(served) == sorted(trt)
+    (job,) = _jobs(plan)
+    pod = job.inputs["spec"]["template"]["spec"]
+    build = next(c for c in pod["initContainers"] if c["name"] == "build")["args"][0]
+    upload = pod["containers"][0]["args"][0]
+    for name, config in served.items():
+        (plan_file,) = config.cc_model_filenames.values()
+        assert dict(config.cc_model_filenames) == {cc: plan_file} and f"--saveEngine={plan_file}" in build
+        assert f"/work/{name}/{plan_file} gs://" in upload, name
+        assert (repository / name / "1" / "model.onnx").is_file()
+        assert not config.optimization.execution_accelerators.gpu_execution_accelerator
+        assert config.model_warmup[0].batch_size == 1  # READY only once a plan answers (startup probe: readiness)
+    original = repository / "original" / "config.pbtxt"
+    assert configs.validate_config_text(original.read_text(), original).backend == "onnxruntime"
+
+
+def test_a_repository_built_for_onnx_runtime_is_refused_when_the_stack_builds_engines():
+    """build/model_repository was built without tritonBuildEngines: its TensorRT variants would load through ONNX
+    Runtime while the Job builds plans nobody loads; the program stops before planning and says how to rebuild."""
+    with pytest.raises(ConfigError, match="built from other model settings than stack 'dev'"):
+        evaluate("dev", tritonBuildEngines=True)
 
 
 def test_the_engine_manifests_are_schema_valid(prod):
@@ -149,8 +196,8 @@ def test_a_plan_config_without_its_plans_or_their_source_is_refused(tmp_path):
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_the_shipped_stacks_build_no_engines_unless_asked(stack):
-    """Opt-in: Triton does not serve the plans yet, and on a pool at gpuMaxNodes (dev: one node, Triton's) the Job's
-    pod would never be scheduled, so an `up` that changes it would wait for it in vain."""
+    """Opt-in: on a pool at gpuMaxNodes (dev: one node, Triton's) the Job's pod would never be scheduled, so an `up`
+    that changes it would wait for it in vain; and no plan built here has run on a GPU yet (docs/gpus.md)."""
     plan = evaluate(stack)
     assert _jobs(plan) == []
     assert not [r for r in plan.resources if r.name.startswith("engines")]

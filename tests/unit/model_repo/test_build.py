@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import tempfile
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tritonclient.grpc import model_config_pb2 as mc
 
 from tests.support.onnx_models import small_onnx, uint8_copy
+from triton_gke.infra.model_upload import built_repository_digest
 from triton_gke.model_repo.__main__ import main
 from triton_gke.model_repo.build import BuildResult, build_repository
 from triton_gke.model_repo.configs import validate_config_text
@@ -28,6 +31,7 @@ from triton_gke.model_repo.settings import (
     default_settings,
     validate_settings,
 )
+from triton_gke.settings import ConfigError
 
 pytest_plugins = ("tests.support.triton_fixtures", "tests.support.model_builds")
 
@@ -241,6 +245,37 @@ def test_user_onnx_gets_configs_with_its_own_names(tmp_path: Path) -> None:
     assert tensorrt_params(load_config(out / "trt_int8"))["trt_profile_max_shapes"] == "pixels:64x3x32x32"
     int8 = onnx.load(str(out / "trt_int8" / "1" / "model.onnx"))
     assert any(n.op_type == "QuantizeLinear" for n in int8.graph.node)
+
+
+def test_plans_for_every_compute_capability_replace_onnx_runtime_for_the_tensorrt_variants(tmp_path: Path) -> None:
+    """plan_compute_capabilities (the stack's tritonBuildEngines): one config serves a T4 and an L4, each its own plan;
+    the model.onnx stays as the Job's source; the manifest says so, and the upload refuses the build for settings
+    without plans (their Triton pods would load configs that name plans no Job builds)."""
+    source = small_onnx(tmp_path / "small.onnx")
+    variants = tuple(v for v in REFERENCE_VARIANTS if v.name in ("original", "trt_fp16", "trt_int8"))
+    settings = ModelRepoSettings(variants=variants, source=str(source), plan_compute_capabilities=("8.9", "7.5"))
+    out = build_repository(settings, tmp_path / "repo", cache_dir=tmp_path / "cache").out
+    for name in ("trt_fp16", "trt_int8"):
+        config = load_config(out / name)
+        assert config.platform == "tensorrt_plan" and tensorrt_params(config) is None
+        assert dict(config.cc_model_filenames) == {"7.5": "model.25.06.cc75.plan", "8.9": "model.25.06.cc89.plan"}
+        assert (out / name / "1" / "model.onnx").is_file() and not list((out / name / "1").glob("*.plan"))
+    assert load_config(out / "original").backend == "onnxruntime"
+    assert json.loads((out / ".model_repo.json").read_text())["plan_compute_capabilities"] == ["7.5", "8.9"]
+    assert built_repository_digest(settings, "dev", out)
+    with pytest.raises(ConfigError, match="built from other model settings"):
+        built_repository_digest(dataclasses.replace(settings, plan_compute_capabilities=()), "dev", out)
+
+
+@given(st.text(max_size=6))
+def test_a_compute_capability_that_is_not_major_minor_is_refused_in_one_line(cc: str) -> None:
+    settings = ModelRepoSettings(plan_compute_capabilities=(cc,))
+    if re.fullmatch(r"[1-9][0-9]?\.[0-9]", cc):  # what Triton's cc_model_filenames keys look like ("7.5")
+        validate_settings(settings)
+        return
+    with pytest.raises(ModelRepoError, match="not a compute capability MAJOR.MINOR") as refused:
+        validate_settings(settings)
+    assert str(refused.value).startswith("plan_compute_capabilities: ") and "\n" not in str(refused.value)
 
 
 def test_saved_model_is_served_by_the_tensorflow_backend_on_old_images(tmp_path: Path) -> None:

@@ -639,8 +639,8 @@ def test_the_stacks_own_principals_pass_in_both_syntaxes(plans: dict[str, Plan],
         assert violations(binding, WI) == [], member
 
 
-def test_the_engine_writers_binding_passes_and_is_the_engine_jobs_principal() -> None:
-    plan = evaluate("dev", tritonBuildEngines=True)
+def test_the_engine_writers_binding_passes_and_is_the_engine_jobs_principal(engine_plan: Callable[..., Plan]) -> None:
+    plan = engine_plan("dev")
     members = {b.name: b.inputs["member"] for b in plan.of_type(SA_IAM)}
     assert members["engines-workload-identity"] == f"{POOL}[triton-engines/engine-builder-dev]", members
     assert all_violations(plan) == []

@@ -123,6 +123,12 @@ BAD_CONFIG = {
         "saved_model",
         "25.02",
     ),
+    "engine build from a SavedModel": (
+        {"modelSource": "tests/data/saved_model", "tritonImageTag": "25.02-py3", "tritonBuildEngines": True},
+        "triton-gke:tritonBuildEngines",
+        "true",
+        "plans build from ONNX; modelSource tests/data/saved_model is a SavedModel",
+    ),
     "bad Triton tag": ({"tritonImageTag": "latest"}, "triton-gke:tritonImageTag", "'latest'", "YY.MM-py3"),
     "bad model prefix": ({"modelPrefix": "a//b c"}, "triton-gke:modelPrefix", "'a//b c'", "folder path"),
     "load test on an unserved model": (

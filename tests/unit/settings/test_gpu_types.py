@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.conftest import PROJECT, evaluate, stack_settings
 from triton_gke.offline.runtime import CloudMocks, RecordingMonitor, run_program
+from triton_gke.settings import load_stack_settings
 from triton_gke.settings.catalogue import CatalogueError
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.gpu_types import GPU_TYPES_CSV, load_gpu_types
@@ -80,3 +83,21 @@ def test_a_broken_table_is_one_line_naming_the_file(tmp_path, edit, why):
     with pytest.raises(CatalogueError) as refused:
         load_gpu_types(broken)
     assert "\n" not in str(refused.value) and str(broken) in str(refused.value) and why in str(refused.value)
+
+
+# One machine shape per accelerator the stack accepts (the table's rules: a named G2 type, or an N1 type for an attached
+# T4).
+SHAPES = {"nvidia-tesla-t4": {"gpuMachineType": "n1-standard-4"}, "nvidia-l4": {"gpuMachineType": "g2-standard-8"}}
+
+
+@given(st.sampled_from(sorted(SHAPES)), st.booleans(), st.sampled_from(["dev", "prod"]))
+def test_plans_are_served_for_the_pools_compute_capability_exactly_when_the_stack_builds_engines(gpu, build, stack):
+    """The engine-build Job builds for the pool's GPU (infra/engine_writer.py engine_build_args); the model settings
+    name that GPU's plan in every TensorRT config (model_repo/build.py) only when the Job exists."""
+    assert set(SHAPES) == set(load_gpu_types())  # a GPU type added to the table gets a shape here
+    regions = {"regions": ["us-central1"]} if gpu == "nvidia-l4" else {}  # the L4's only priced region
+    config = stack_settings(stack, gpuAcceleratorType=gpu, tritonBuildEngines=build, **SHAPES[gpu], **regions)
+    settings = load_stack_settings(config, stack=stack)
+    expected = (load_gpu_types()[gpu].compute_capability,) if build else ()
+    assert settings.model_repo.plan_compute_capabilities == expected
+    assert settings.serving.build_engines is build
