@@ -8,7 +8,7 @@ out; ../shared/reference/toolchain-2026-12.md §1), so each GPU type of a stack 
 
 The pod, three steps in order (init containers run one after another, each to completion, before the containers,
 https://kubernetes.io/docs/concepts/workloads/pods/init-containers/), sharing an emptyDir:
-1. `fetch` (the Google Cloud CLI image, gcr.io/google.com/cloudsdktool/google-cloud-cli:stable, "gcloud, gsutil and bq",
+1. `fetch` (CLI_IMAGE, the Google Cloud CLI image: "gcloud, gsutil and bq",
    https://cloud.google.com/sdk/docs/downloads-docker): for each variant, the newest numbered version folder under
    gs://BUCKET/PREFIX/<variant>/ (the sync writes a new one per change, model_repo/sync.py); it skips a variant whose
    plan is already there, else downloads its model.onnx.
@@ -42,7 +42,11 @@ from triton_gke.model_repo.engines import engine_filename
 from triton_gke.model_repo.recipes import recipe
 
 ENGINE_NAMESPACE = "triton-engines"
-CLI_IMAGE = "gcr.io/google.com/cloudsdktool/google-cloud-cli:stable"
+# A release of the CLI's minimal image: `:stable` moves with every release, ":VERSION-stable" is one ("To install
+# specific gcloud versions, use the :VERSION-stable tag", https://cloud.google.com/sdk/docs/downloads-docker). 594.0.0:
+# 2026-11-17 (https://cloud.google.com/sdk/docs/release-notes). Its repository keeps a version for one year
+# (GoogleCloudPlatform/cloud-sdk-docker README, "Package retention policy"): move it on before 2027-11.
+CLI_IMAGE = "gcr.io/google.com/cloudsdktool/google-cloud-cli:594.0.0-stable"
 TENSORRT_IMAGE = "nvcr.io/nvidia/tensorrt"
 ENGINE_UID = 1000
 WORK_DIR = "/work"

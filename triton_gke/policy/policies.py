@@ -658,23 +658,31 @@ def containers(spec: Any, *, init: bool = True) -> Iterator[Any]:
         yield from items(get(spec, "initContainers"))
 
 
-def image_problem(image: str) -> str | None:
-    """Why an image reference is not pinned, or None: a tag other than latest, or a sha256 digest."""
+def image_problem(image: str, pulled: bool = True) -> str | None:
+    """Why an image reference is not pinned, or None: a tag naming a release (it holds a digit), or a sha256 digest.
+
+    A tag without a digit is a channel that moves: `latest`, and the like of google-cloud-cli's `stable`, `alpine`,
+    `slim` ("To install specific gcloud versions, use the :VERSION-stable tag",
+    https://cloud.google.com/sdk/docs/downloads-docker). `pulled` False (imagePullPolicy Never): the node's own
+    preloaded image, never fetched from a registry, so its tag selects nothing that can move."""
     name, at, digest = image.partition("@")
     if at:
         return None if DIGEST.fullmatch(digest) else "has a malformed digest"
     last = name.rsplit("/", 1)[-1]
     if ":" not in last:
         return "has no tag (means latest)"
-    if last.rsplit(":", 1)[1] in ("", "latest"):
+    tag = last.rsplit(":", 1)[1]
+    if tag in ("", "latest"):
         return "uses the tag latest"
+    if pulled and not any(c.isdigit() for c in tag):
+        return f"uses the tag {tag}, a channel that moves (no release number in it)"
     return None
 
 
 def validate_images_pinned(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     for container in containers(pod_spec(args)):
         image = str(get(container, "image") or "")
-        problem = "has no image" if not image else image_problem(image)
+        problem = "has no image" if not image else image_problem(image, get(container, "imagePullPolicy") != "Never")
         if problem:
             report_violation(
                 f"container {get(container, 'name')!r} image {image!r} {problem}; pin a release tag or a digest "
