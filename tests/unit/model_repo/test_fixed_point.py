@@ -26,9 +26,11 @@ def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray], output: str) -> n
     return session.run([output], feeds)[0]
 
 
-def _close(exact: np.ndarray, reference: np.ndarray) -> None:
-    scale = max(float(np.max(np.abs(reference))), 1e-30)
-    assert np.max(np.abs(exact - reference)) <= TOLERANCE * scale
+def _close(exact: np.ndarray, reference: np.ndarray, magnitude: float) -> None:
+    """Within TOLERANCE of `magnitude`, the largest sum of magnitudes that enters one result (the usual bound of a
+    rounded sum, sum |terms| x unit roundoff). Not of the result's own size: a sum that cancels (CI drew a 3x3 conv
+    whose 0.0489 came from terms summing to ~15 in magnitude) is exact only to its terms' precision."""
+    assert np.max(np.abs(exact - reference)) <= TOLERANCE * max(magnitude, 1e-30)
 
 
 conv_cases = st.fixed_dictionaries(
@@ -70,7 +72,8 @@ def test_conv_agrees_with_onnx_runtime(case: dict) -> None:
     )
     reference = _ort(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), {"x": x}, "y")
     assert exact.shape == reference.shape
-    _close(exact, reference)
+    # Every output sums k x k x c products of an input (each kept to BITS bits of the tensor's largest) and a weight.
+    _close(exact, reference, float(np.max(np.abs(x)) * np.abs(w).sum(axis=(1, 2, 3)).max() + np.abs(b).max()))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -112,7 +115,7 @@ def test_add_is_commutative_and_close_to_the_float_sum_at_any_relative_scale(see
     b = fixed_point.to_fixed(rng.standard_normal(16) * 2.0**shift)
     ab, ba = fixed_point._add(a, b), fixed_point._add(b, a)
     assert ab.exp == ba.exp and np.array_equal(ab.ints, ba.ints)
-    _close(ab.value(), a.value() + b.value())
+    _close(ab.value(), a.value() + b.value(), float(np.max(np.abs(a.value())) + np.max(np.abs(b.value()))))
     assert np.max(np.abs(ab.ints)) < 2**fixed_point.BITS
 
 
