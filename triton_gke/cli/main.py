@@ -146,6 +146,10 @@ COMMANDS: dict[str, Command] = {
         "after `pulumi up`: one image to each Triton address, checked against the built repository",
         extra="local",
     ),
+    "gpu-check": Command(
+        "triton_gke.model_repo.gpu_check",
+        "on an NVIDIA GPU, in the TensorRT container: build and run every plan as the engine-build Job would",
+    ),
     "capacity": Command("triton_gke.capacity.__main__", "capacity compare BASELINE NEW: did capacity drop?"),
     "plan-diff": Command("triton_gke.offline.plan_diff", "compare two plan JSONs resource by resource"),
     "lifecycle-table": Command(

@@ -14,21 +14,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 
+from triton_gke.contracts.paths import built_repository
 from triton_gke.contracts.workloads import workload_identity_member
 from triton_gke.infra.model_store import READER_ROLES
 from triton_gke.infra.naming import gcp_name
 from triton_gke.k8s.engine_build import (
     ENGINE_NAMESPACE,
     EngineBuildArgs,
-    EngineVariant,
     engine_service_account,
 )
 from triton_gke.k8s.on_cluster import GKE_ACCELERATOR_LABEL
+from triton_gke.model_repo.engines import plan_models
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.gpu_types import shipped_gpu_types
 
 PLAN_CONDITION = 'resource.name.endsWith(".plan")'
@@ -99,14 +103,18 @@ def engine_build_args(
     writer: EngineWriter,
     digest: str,
     after: Sequence[pulumi.Resource],
+    model_dir: Path | None = None,
 ) -> EngineBuildArgs | None:
     """The EngineBuildArgs of a stack's GPU pool (StackSettings: model_repo, gpu_pool, stack); None without a TensorRT
-    variant. `after`: what the Job waits for besides the writer's access (the model upload, the APIs)."""
-    variants = tuple(
-        EngineVariant(v.name, v.precision, v.max_batch_size) for v in settings.model_repo.variants if v.uses_tensorrt
-    )
-    if not variants:
+    variant. `after`: what the Job waits for besides the writer's access (the model upload, the APIs). `model_dir`: the
+    built repository (default the project's build/model_repository), whose plan models say what each plan is built
+    for: precision and batch as built, inputs as their configs name them (a user's ONNX has its own)."""
+    if not any(v.uses_tensorrt for v in settings.model_repo.variants):
         return None
+    try:
+        variants = plan_models(model_dir if model_dir is not None else built_repository())
+    except ModelRepoError as err:
+        raise ConfigError(f"tritonBuildEngines: {err}") from None
     accelerator = settings.gpu_pool.accelerator_type
     return EngineBuildArgs(
         triton_image_tag=settings.model_repo.triton_image_tag,

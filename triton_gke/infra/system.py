@@ -177,7 +177,12 @@ class TritonGkeSystem(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self),
                     child_aliases=child_aliases,
                     engines=engine_build_args(
-                        settings, self._upload.repository_url, self._engine_writer, digest, self._apis.for_workloads
+                        settings,
+                        self._upload.repository_url,
+                        self._engine_writer,
+                        digest,
+                        self._apis.for_workloads,
+                        self._model_dir,
                     )
                     if self._engine_writer
                     else None,

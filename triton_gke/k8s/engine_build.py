@@ -38,8 +38,7 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 
 from triton_gke.k8s.common import GPU_NODES, non_root_container_security, non_root_pod_security, restricted_namespace
-from triton_gke.model_repo.engines import engine_filename
-from triton_gke.model_repo.recipes import recipe
+from triton_gke.model_repo.engines import PlanModel, engine_filename, engine_recipe
 
 ENGINE_NAMESPACE = "triton-engines"
 # A release of the CLI's minimal image: `:stable` moves with every release, ":VERSION-stable" is one ("To install
@@ -71,30 +70,17 @@ def engine_service_account(stack: str) -> str:
 
 
 @dataclass(frozen=True)
-class EngineVariant:
-    """A TensorRT variant of the repository: its name, precision (FP32, FP16, INT8) and batch sizes."""
-
-    name: str
-    precision: str
-    max_batch_size: int
-    # INT8 from an ONNX model with Q/DQ nodes (model_repo/quantize.py): explicit quantization, no calibration.
-    qdq: bool = True
-
-
-@dataclass(frozen=True)
 class EngineBuildArgs:
     triton_image_tag: str
     model_repository: pulumi.Input[str]  # gs://BUCKET/PREFIX
-    variants: tuple[EngineVariant, ...]
+    # The repository's plan models (model_repo/engines.py plan_models: precision, batch and inputs as built).
+    variants: tuple[PlanModel, ...]
     accelerator_type: str
     compute_capability: str
     # The Google service account the Job acts as through Workload Identity (reads the ONNX, creates the plans).
     writer_email: pulumi.Input[str] | None
     service_account: str = "engine-builder"
     model_digest: str = ""
-    # The builtin ResNet-50's input (model_repo/resnet50.py: NHWC `input` [-1,224,224,3]).
-    input_name: str = "input"
-    input_dims: tuple[int, ...] = (224, 224, 3)
     node_selector: Mapping[str, str] | None = None
     toleration_key: str | None = None
     # What the Job waits for (the writer's grants and Workload Identity binding, the model upload).
@@ -111,16 +97,7 @@ def build_commands(args: EngineBuildArgs) -> list[str]:
     the fetch step found the plan already in the bucket (a `skip` marker)."""
     lines = ["set -eu"]
     for v in args.variants:
-        dims = "x".join(str(d) for d in args.input_dims)
-        built = recipe(
-            args.triton_image_tag,
-            v.precision,
-            onnx="model.onnx",
-            engine=engine_filename(args.triton_image_tag, args.compute_capability),
-            shapes=f"{args.input_name}:1x{dims}",
-            max_shapes=f"{args.input_name}:{v.max_batch_size}x{dims}",
-            calibration=None if v.precision == "INT8" and v.qdq else "calibration",
-        )
+        built = engine_recipe(args.triton_image_tag, args.compute_capability, v)
         folder = shlex.quote(f"{WORK_DIR}/{v.name}")
         steps = " && ".join(shlex.join(step) for step in built.steps)
         lines.append(f"if [ ! -e {folder}/skip ]; then cd {folder} && {steps}; fi")

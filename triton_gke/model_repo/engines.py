@@ -14,9 +14,17 @@ are unique.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
 
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
+from triton_gke.bounded_files import one_line, read_text_file
 from triton_gke.contracts.naming import COMPUTE_CAPABILITY
 from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.manifest import read_manifest, verify_repository
+from triton_gke.model_repo.recipes import PRECISIONS, Recipe, recipe
 from triton_gke.model_repo.settings import image_release
 
 
@@ -32,3 +40,74 @@ def engine_filename(tag: str, compute_capability: str) -> str:
 def cc_model_filenames(tag: str, compute_capabilities: Iterable[str]) -> dict[str, str]:
     """cc_model_filenames of a plan model served on every GPU type of `compute_capabilities`."""
     return {cc: engine_filename(tag, cc) for cc in sorted(set(compute_capabilities))}
+
+
+# A config.pbtxt the build wrote is a few kB; a megabyte is not one (the bound of every read of a user's folder).
+CONFIG_MAX_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class PlanModel:
+    """A TensorRT variant as the built repository serves it: what its plan is built for."""
+
+    name: str
+    precision: str  # FP32, FP16, INT8
+    max_batch_size: int
+    inputs: tuple[tuple[str, tuple[int, ...]], ...]  # (name, dims without the batch) of each input, from its config
+    # INT8 from an ONNX model with Q/DQ nodes (model_repo/quantize.py writes every INT8 variant so): explicit
+    # quantization, no calibration.
+    qdq: bool = True
+
+
+def engine_recipe(tag: str, compute_capability: str, model: PlanModel) -> Recipe:
+    """The commands that build `model`'s plan from its model.onnx, in the folder holding it, on a GPU of
+    `compute_capability` in the image `tag`'s TensorRT: what the engine-build Job runs (k8s/engine_build.py) and what
+    `triton-gke gpu-check` runs on a GPU at hand. One profile, batch 1 to max_batch_size, optimised at the largest."""
+
+    def shapes(batch: int) -> str:
+        return ",".join(f"{name}:{'x'.join(str(d) for d in (batch, *dims))}" for name, dims in model.inputs)
+
+    return recipe(
+        tag,
+        model.precision,
+        engine=engine_filename(tag, compute_capability),
+        shapes=shapes(1),
+        max_shapes=shapes(model.max_batch_size),
+        calibration=None if model.precision == "INT8" and model.qdq else "calibration",
+    )
+
+
+def read_plan_config(path: Path) -> mc.ModelConfig:
+    """A config.pbtxt, read bounded and parsed (not validated: see plan_models); ModelRepoError names the file."""
+    try:
+        return text_format.Parse(
+            read_text_file(path, CONFIG_MAX_BYTES, "a model config", ModelRepoError), mc.ModelConfig()
+        )
+    except text_format.ParseError as err:
+        raise ModelRepoError(f"{one_line(str(path))}: not a model config: {one_line(str(err))[:200]}") from None
+
+
+def plan_models(root: Path) -> tuple[PlanModel, ...]:
+    """The plan models of the built repository at `root`: each one whose config is `tensorrt_plan`, with the precision
+    its build recorded (the manifest) and the inputs its config declares. Every file is first matched to the manifest
+    (verify_repository), so each config is one the build validated (model_repo/build.py: configs.validate_config_text)
+    and is only parsed here: light enough for the Pulumi program, which has no ONNX Runtime. ModelRepoError (one line)
+    when a file differs from its build or no model is a plan."""
+    verify_repository(root)
+    variants = {v.get("name"): v for v in read_manifest(root).get("models") or [] if isinstance(v, dict)}
+    found = []
+    for path in sorted(Path(root).glob("*/config.pbtxt")):
+        config = read_plan_config(path)
+        if config.platform != "tensorrt_plan":
+            continue
+        variant = variants.get(config.name, {})
+        if variant.get("precision") not in PRECISIONS:
+            raise ModelRepoError(f"{path}: the build manifest records no TensorRT precision for {config.name!r}")
+        inputs = tuple((spec.name, tuple(spec.dims)) for spec in config.input)
+        found.append(PlanModel(config.name, variant["precision"], config.max_batch_size, inputs))
+    if not found:
+        raise ModelRepoError(
+            f"{root}: no TensorRT plan model; build them with "
+            "`triton-gke model-repo --stack STACK --set tritonBuildEngines=true`"
+        )
+    return tuple(found)

@@ -22,14 +22,15 @@ BARE = re.compile(r"triton[-_.]gke(\[[^\]]*\])?", re.I)
 def bare_installs(text: str) -> list[str]:
     """Every `pip install` (or `uv pip install`, `pip3 install`) in the text whose arguments name triton-gke bare."""
     found = []
-    for match in re.finditer(r"pip3? install\b([^\n`]*)", text):
+    for match in re.finditer(r"(?=(pip3? install\b([^\n`]*)))", text):  # a lookahead: each install of a line
+        arguments = re.split(r"&&|\|\||;|\|", match[2], maxsplit=1)[0]  # its own words only
         try:
-            words = shlex.split(match[1], comments=True)
+            words = shlex.split(arguments, comments=True)
         except ValueError:
-            words = match[1].split()
+            words = arguments.split()
         for i, word in enumerate(words):
             if BARE.fullmatch(word) and (i + 1 == len(words) or words[i + 1] != "@"):
-                found.append(match[0].strip())
+                found.append(match[1].strip())
     return found
 
 
@@ -120,6 +121,8 @@ def test_no_message_of_the_package_recommends_an_index_name() -> None:
         ("pip install dist/triton_gke-0.2.0-py3-none-any.whl", False),
         ("pip install '.[local]'", False),
         ("pip install . # not triton-gke", False),
+        ("bash -c 'pip install -q . && triton-gke gpu-check'", False),  # the next command names the console script
+        ("pip install -q numpy && pip install triton-gke", True),
     ],
 )
 def test_the_check_tells_bare_names_from_direct_references(text: str, bare: bool) -> None:

@@ -40,6 +40,17 @@ _NO_CLUSTER = "needs a deployed GKE cluster and Google Cloud credentials (none h
 
 
 NOT_RUN: dict[str, str] = {
+    "make model-repo STACK=dev ARGS='--set tritonBuildEngines=true'": (
+        "docs/gpus.md: rewrites the shared build/model_repository the other tests plan with; the engine_plan fixture "
+        "(tests/conftest.py) builds the repository of those settings into a folder of its own, and "
+        "tests/unit/k8s/test_engine_build.py checks its plan configs"
+    ),
+    'docker run --gpus all --rm -v "$PWD":/w -w /w nvcr.io/nvidia/tensorrt:25.06-py3 bash -c \'pip install -q . && '
+    "triton-gke gpu-check'": (
+        "docs/gpus.md: needs Docker, an NVIDIA GPU and the TensorRT image (none here); tests/live/model_repo/"
+        "test_gpu_check.py runs `triton-gke gpu-check` to each refusal, tests/unit/model_repo/test_gpu_check.py "
+        "its build and run steps"
+    ),
     "make plan STACK=dev ARGS='--set gpuAcceleratorType=nvidia-l4 --set gpuMachineType=g2-standard-8'": (
         "docs/gpus.md: tests/unit/settings/test_gpu_types.py plans the same settings in-process and checks the pool"
     ),

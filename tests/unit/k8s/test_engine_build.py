@@ -12,7 +12,6 @@ from tests.conftest import evaluate
 from triton_gke.k8s.engine_build import (
     BACKOFF_LIMIT,
     EngineBuildArgs,
-    EngineVariant,
     build_commands,
     deadline_s,
     fetch_commands,
@@ -20,13 +19,17 @@ from triton_gke.k8s.engine_build import (
 )
 from triton_gke.k8s.schema import validate_manifest
 from triton_gke.model_repo import configs
-from triton_gke.model_repo.engines import cc_model_filenames, engine_filename
+from triton_gke.model_repo.engines import PlanModel, cc_model_filenames, engine_filename
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS
 from triton_gke.offline.plan_view import kubernetes_objects
 from triton_gke.settings import ConfigError
 
-VARIANTS = (EngineVariant("trt_fp16", "FP16", 64), EngineVariant("trt_int8_bs16_count4", "INT8", 16))
+RESNET50_INPUT = (("input", (224, 224, 3)),)  # model_repo/resnet50.py: NHWC, the batch first
+VARIANTS = (
+    PlanModel("trt_fp16", "FP16", 64, RESNET50_INPUT),
+    PlanModel("trt_int8_bs16_count4", "INT8", 16, RESNET50_INPUT),
+)
 
 
 def _args(tag: str, cc: str = "7.5") -> EngineBuildArgs:

@@ -22,6 +22,7 @@ from triton_gke.infra.model_upload import built_repository_digest
 from triton_gke.model_repo.__main__ import main
 from triton_gke.model_repo.build import BuildResult, build_repository
 from triton_gke.model_repo.configs import validate_config_text
+from triton_gke.model_repo.engines import engine_recipe, plan_models
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.resnet50 import with_uint8_input
 from triton_gke.model_repo.settings import (
@@ -265,6 +266,14 @@ def test_plans_for_every_compute_capability_replace_onnx_runtime_for_the_tensorr
     assert built_repository_digest(settings, "dev", out)
     with pytest.raises(ConfigError, match="built from other model settings"):
         built_repository_digest(dataclasses.replace(settings, plan_compute_capabilities=()), "dev", out)
+    # What the Job builds each plan for: the precision built, the config's own input names and shapes (this ONNX's
+    # `pixels`, 3x32x32), one profile from batch 1 to the variant's max.
+    models = {m.name: m for m in plan_models(out)}
+    assert sorted(models) == ["trt_fp16", "trt_int8"] and models["trt_int8"].precision == "INT8"
+    (trtexec,) = engine_recipe("25.06-py3", "7.5", models["trt_int8"]).steps
+    assert trtexec == ("trtexec", "--onnx=model.onnx", "--saveEngine=model.25.06.cc75.plan",
+                       "--minShapes=pixels:1x3x32x32", "--optShapes=pixels:64x3x32x32",
+                       "--maxShapes=pixels:64x3x32x32", "--int8")  # fmt: skip
 
 
 @given(st.text(max_size=6))

@@ -39,7 +39,7 @@ from triton_gke.capacity.records import MAX_FILE_BYTES, CapacityError, load_reco
 from triton_gke.infra.cost import load_vm_prices
 from triton_gke.infra.model_upload import built_repository_digest
 from triton_gke.loadtest.arrivals import MAX_TRACE_BYTES, ArrivalError, read_trace
-from triton_gke.model_repo import build, configs, cpu_twin, recipes, smoke, sync_source
+from triton_gke.model_repo import build, configs, cpu_twin, engines, recipes, smoke, sync_source
 from triton_gke.model_repo.configs import ModelIO, TensorSpec
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.manifest import MANIFEST, MANIFEST_MAX_BYTES, read_manifest
@@ -142,6 +142,8 @@ READERS: tuple[Reader, ...] = (
     Reader("the plan's list of written files", ("offline/plan_out.py:_previously_written",),
            lambda p: plan_out._previously_written(p.parent), plan_out._FolderError, plan_out._WRITTEN_LIST_MAX_BYTES,
            file=plan_out.WRITTEN_LIST, utf8=False),
+    Reader("plan model's config (gpu-check, pulumi up)", ("model_repo/engines.py:read_plan_config",),
+           engines.read_plan_config, ModelRepoError, engines.CONFIG_MAX_BYTES, file="config.pbtxt"),
     Reader("build manifest", ("model_repo/manifest.py:read_manifest",), lambda p: read_manifest(p.parent),
            ModelRepoError, MANIFEST_MAX_BYTES, file=MANIFEST, nesting="json"),
     Reader("build manifest (pulumi up)", ("infra/model_upload.py:built_repository_digest",),
