@@ -3,7 +3,9 @@ Identity: it reads the model bucket (the ONNX models, the version folders) and m
 
 Least privilege, apart from Triton's reader (infra/model_store.py), which never gets a write role:
 - roles/storage.objectViewer and roles/storage.legacyBucketReader, as the reader (get and list objects);
-- roles/storage.objectCreator under an IAM condition on the object name ending in `.plan`: BucketIAMMember "supports
+- roles/storage.objectCreator under an IAM condition: the object's name under the model prefix, ending in `.plan`
+  (plan_condition; an object's resource.name is "projects/_/buckets/BUCKET/objects/OBJECT", IAM's attribute reference
+  https://cloud.google.com/iam/docs/conditions-resource-attributes#resource-name): BucketIAMMember "supports
   IAM Conditions" (https://www.pulumi.com/registry/packages/gcp/api-docs/storage/bucketiammember/), which the bucket's
   uniform bucket-level access allows (Google's sample "Add a conditional role binding" sets a resource.name condition
   on a bucket, https://cloud.google.com/storage/docs/samples/storage-add-bucket-conditional-iam-binding). No delete:
@@ -35,7 +37,13 @@ from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.gpu_types import shipped_gpu_types
 
-PLAN_CONDITION = 'resource.name.endsWith(".plan")'
+
+def plan_condition(bucket: str, prefix: str) -> str:
+    """The IAM condition of the writer's objectCreator grant: a `.plan` object under gs://BUCKET/PREFIX/ only."""
+    return (
+        f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix.strip("/")}/") '
+        '&& resource.name.endsWith(".plan")'
+    )
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,7 @@ class EngineWriterArgs:
     project: str
     stack: str
     bucket: pulumi.Input[str]
+    prefix: str  # the model repository's folder in the bucket: the only place the writer may create plans
     kubernetes_service_account: str
     # What the Workload Identity binding waits for (GKE creates the project's identity pool with the first cluster).
     workload_identity_clusters: pulumi.Input[list[pulumi.Resource]] | None = None
@@ -77,7 +86,8 @@ class EngineWriter(pulumi.ComponentResource):
                 role="roles/storage.objectCreator",
                 member=member,
                 condition=gcp.storage.BucketIAMMemberConditionArgs(
-                    title="tensorrt-plans-only", expression=PLAN_CONDITION
+                    title="tensorrt-plans-only",
+                    expression=pulumi.Output.from_input(args.bucket).apply(lambda b: plan_condition(b, args.prefix)),
                 ),
                 opts=child,
             )

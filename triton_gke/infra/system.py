@@ -161,12 +161,14 @@ class TritonGkeSystem(pulumi.ComponentResource):
                     project=settings.project,
                     stack=settings.stack,
                     bucket=self._store.bucket.name,
+                    prefix=settings.model_store.prefix,
                     kubernetes_service_account=engine_service_account(settings.stack),
                     workload_identity_clusters=clusters,
                 ),
                 opts=self._moved,
             )
-            if settings.serving.build_engines
+            # No TensorRT variant, no Job: no writer either (least privilege).
+            if settings.serving.build_engines and any(v.uses_tensorrt for v in settings.model_repo.variants)
             else None
         )
         try:

@@ -56,9 +56,10 @@ BUILD_S_PER_VARIANT = 750
 PULL_AND_COPY_S = 600
 # One retry: a preempted Spot node or a transient pull error gets a second pod; a recipe that fails fails twice.
 BACKOFF_LIMIT = 1
-# A finished Job is removed after a week (https://kubernetes.io/docs/concepts/workloads/controllers/ttlafterfinished/);
-# a later `up` that recreates it finds the plans present and skips them.
-TTL_AFTER_FINISHED_S = 7 * 24 * 3600
+# No ttlSecondsAfterFinished: the Job object stays once finished (its pod holds no GPU then). Removed by a TTL
+# (https://kubernetes.io/docs/concepts/workloads/controllers/ttlafterfinished/), it would be gone from the cluster but
+# not from Pulumi's state: a `pulumi refresh` drops it and the next `up` creates it again, which needs a spare GPU node
+# (red team). The Job is Pulumi's to delete, with the stack.
 # The pod template annotation that carries the model repository's digest: a new repository is a new template.
 MODEL_DIGEST_ANNOTATION = "triton-gke/model-repository-digest"
 
@@ -109,7 +110,14 @@ def _gcloud_lines(args: EngineBuildArgs, repository: str) -> tuple[list[str], li
     folders = [
         (shlex.quote(f"{repository.rstrip('/')}/{v.name}"), shlex.quote(f"{WORK_DIR}/{v.name}")) for v in args.variants
     ]
-    return ["set -eu", f"export CLOUDSDK_CONFIG={WORK_DIR}/.gcloud"], folders
+    # One plain upload per plan: gcloud storage splits a large file into temporary objects it composes and then
+    # deletes ("parallel composite uploads", https://cloud.google.com/storage/docs/parallel-composite-uploads); their
+    # names do not end in .plan and the writer may delete nothing (infra/engine_writer.py), so that would fail.
+    return [
+        "set -eu",
+        f"export CLOUDSDK_CONFIG={WORK_DIR}/.gcloud",
+        "export CLOUDSDK_STORAGE_PARALLEL_COMPOSITE_UPLOAD_ENABLED=False",
+    ], folders
 
 
 def fetch_commands(args: EngineBuildArgs, repository: str) -> list[str]:
@@ -172,7 +180,6 @@ class EngineBuild(pulumi.ComponentResource):
             spec=kubernetes.batch.v1.JobSpecArgs(
                 backoff_limit=BACKOFF_LIMIT,
                 active_deadline_seconds=deadline,
-                ttl_seconds_after_finished=TTL_AFTER_FINISHED_S,
                 template=self._pod_template(account),
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on), custom_timeouts=wait),

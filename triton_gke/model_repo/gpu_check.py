@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
+import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -35,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from triton_gke.bounded_files import one_line
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED
 from triton_gke.contracts.naming import COMPUTE_CAPABILITY
 from triton_gke.contracts.paths import built_repository, project_dir
@@ -53,6 +57,7 @@ THROUGHPUT = re.compile(r"Throughput: ([0-9.eE+-]+) qps")
 LATENCY_LINE = re.compile(r"^.*\] Latency: (.*)$|^Latency: (.*)$", re.M)
 PERCENTILE = re.compile(r"percentile\(([0-9.]+)%\) = ([0-9.eE+-]+) ms")
 MEDIAN = re.compile(r"median = ([0-9.eE+-]+) ms")
+DRIVER = re.compile(r"[0-9]{1,4}(\.[0-9]{1,4}){0,3}")
 STEP_TIMEOUT_S = 3600  # one build: a TensorRT 10 ResNet-50 INT8 build takes minutes; an hour is a hang
 OUTPUT_TAIL = 2000  # characters of a failed step's output kept in the record
 
@@ -94,27 +99,42 @@ def read_gpu(run: Runner = run_step) -> Gpu:
     done = run(GPU_QUERY, Path.cwd())
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     if done.returncode != 0 or not lines:
-        raise GpuCheckError(f"no NVIDIA GPU here: nvidia-smi exited {done.returncode}: {done.stderr.strip()[:200]}")
+        said = one_line((done.stderr or done.stdout).strip()[:200])
+        raise GpuCheckError(f"no NVIDIA GPU here: nvidia-smi exited {done.returncode}: {said}")
+    if len(lines) > 1:
+        # trtexec builds on CUDA's device 0, whose order need not be nvidia-smi's (CUDA_DEVICE_ORDER defaults to
+        # FASTEST_FIRST, CUDA programming guide "CUDA Environment Variables"): one GPU, so the plan's name is its own.
+        raise GpuCheckError(
+            f"nvidia-smi lists {len(lines)} GPUs; make one visible (docker run --gpus device=0, or "
+            "CUDA_VISIBLE_DEVICES with NVIDIA_VISIBLE_DEVICES) so the plan is named for the GPU that builds it"
+        )
     return parse_gpu(lines[0])
 
 
 def parse_gpu(line: str) -> Gpu:
     """One CSV line of GPU_QUERY: 'Tesla T4, 7.5, 580.95.05'."""
     parts = [part.strip() for part in line.split(",")]
-    if len(parts) != 3 or not COMPUTE_CAPABILITY.fullmatch(parts[1]):
+    if (
+        len(parts) != 3
+        or not parts[0]
+        or not parts[0].isprintable()
+        or not COMPUTE_CAPABILITY.fullmatch(parts[1])
+        or not DRIVER.fullmatch(parts[2])
+    ):
         raise GpuCheckError(f"nvidia-smi answered {line.strip()[:200]!r}, not NAME, MAJOR.MINOR, DRIVER")
     return Gpu(*parts)
 
 
-def trtexec_major(run: Runner = run_step) -> int:
-    """The TensorRT major of the trtexec on PATH, from its first line."""
+def trtexec_version(run: Runner = run_step) -> tuple[int, int, int]:
+    """The TensorRT version (major, minor, patch) of the trtexec on PATH, from its first line."""
     if shutil.which("trtexec") is None:
         raise GpuCheckError("no trtexec on PATH: run this in the TensorRT container of the repository's release")
     done = run(("trtexec", "--help"), Path.cwd())
     match = TRTEXEC_VERSION.search(done.stdout + done.stderr)
     if not match:
         raise GpuCheckError("trtexec --help printed no '[TensorRT vNNNNN]' version")
-    return int(match.group(1)) // 10000
+    number = int(match.group(1))
+    return number // 10000, number // 100 % 100, number % 100
 
 
 def parse_trtexec_summary(output: str) -> dict[str, object]:
@@ -124,11 +144,21 @@ def parse_trtexec_summary(output: str) -> dict[str, object]:
     if throughput is None or latency is None:
         raise ValueError("no performance summary (Throughput and Latency lines) in trtexec's output")
     median = MEDIAN.search(latency)
-    return {
-        "throughput_qps": float(throughput.group(1)),
-        "median_ms": float(median.group(1)) if median else None,
-        "percentiles_ms": {p: float(ms) for p, ms in PERCENTILE.findall(latency)},
+    figures = {
+        "throughput_qps": _figure(throughput.group(1)),
+        "median_ms": _figure(median.group(1)) if median else None,
+        "percentiles_ms": {p: _figure(ms) for p, ms in PERCENTILE.findall(latency)},
     }
+    if not figures["throughput_qps"]:
+        raise ValueError("trtexec measured no throughput (0 qps)")
+    return figures
+
+
+def _figure(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"trtexec printed {text!r}, not a figure")
+    return value
 
 
 def _shapes(model: PlanModel, batch: int) -> str:
@@ -144,47 +174,95 @@ def check_model(
     result = PlanResult(model.name, model.precision, plan)
     folder = scratch / model.name
     folder.mkdir(parents=True)
-    shutil.copyfile(repository / model.name / "1" / "model.onnx", folder / "model.onnx")
+    source = repository / model.name / "1" / "model.onnx"
+    if not stat.S_ISREG(os.lstat(source).st_mode):  # the build writes files, never links (sync_source refuses these)
+        result.failed = f"{source}: not a regular file"
+        return result
+    shutil.copyfile(source, folder / "model.onnx")
     started = time.monotonic()
     for step in built.steps:
-        done = run(step, folder)
-        if done.returncode != 0:
-            result.failed = f"{' '.join(step)}: exit {done.returncode}: {(done.stdout + done.stderr)[-OUTPUT_TAIL:]}"
+        output, why = _run(step, folder, run)
+        if output is None:
+            result.failed = why
             return result
+    built_plan = folder / plan
+    if not built_plan.is_file() or built_plan.stat().st_size == 0:
+        result.failed = f"{' '.join(built.steps[-1])}: exit 0, but no plan (or an empty one) in {plan}"
+        return result
     result.build_s = round(time.monotonic() - started, 1)
-    result.plan_bytes = (folder / plan).stat().st_size
+    result.plan_bytes = built_plan.stat().st_size
     for batch in sorted({1, model.max_batch_size}):
         step = ("trtexec", f"--loadEngine={plan}", f"--shapes={_shapes(model, batch)}")
-        done = run(step, folder)
+        output, why = _run(step, folder, run)
+        if output is None:
+            result.failed = why
+            return result
         try:
-            if done.returncode != 0:
-                raise ValueError(f"exit {done.returncode}")
-            result.runs[str(batch)] = parse_trtexec_summary(done.stdout + done.stderr)
+            result.runs[str(batch)] = parse_trtexec_summary(output)
         except ValueError as err:
-            result.failed = f"{' '.join(step)}: {err}: {(done.stdout + done.stderr)[-OUTPUT_TAIL:]}"
+            result.failed = f"{' '.join(step)}: {err}: {one_line(output[-OUTPUT_TAIL:])}"
             return result
     return result
 
 
-def default_out(gpu: Gpu, today: datetime.date) -> Path:
-    short = re.sub(r"[^a-z0-9]+", "-", gpu.name.lower()).strip("-") or "gpu"
-    return project_dir() / "bench" / "results" / f"gpu-check-{short}-{today.isoformat()}"
+def _run(step: Sequence[str], folder: Path, run: Runner) -> tuple[str | None, str]:
+    """(output, "") when the step ran to exit 0; (None, why) when it failed, hung past STEP_TIMEOUT_S or could not
+    start: one line, with the end of its output."""
+    try:
+        done = run(step, folder)
+    except subprocess.TimeoutExpired:
+        return None, f"{' '.join(step)}: still running after {STEP_TIMEOUT_S} s, stopped"
+    except OSError as err:
+        return None, f"{' '.join(step)}: could not start: {err.strerror or err}"
+    output = done.stdout + done.stderr
+    if done.returncode != 0:
+        return None, f"{' '.join(step)}: exit {done.returncode}: {one_line(output[-OUTPUT_TAIL:])}"
+    return output, ""
 
 
-def readme(gpu: Gpu, tag: str, major: int, day: datetime.date, results: Sequence[PlanResult]) -> str:
+def results_folder(out: Path | None, gpu: Gpu, day: datetime.date) -> Path:
+    """The folder the record goes to, made empty before any build (a bad one is refused while nothing has run): --out
+    must be a new or empty folder, not a link (the record never writes through one, nor over a user's files); the
+    default, bench/results/gpu-check-<GPU>-<date>, takes the next free -2, -3 ... when that day's exists."""
+    if out is None:
+        short = re.sub(r"[^a-z0-9]+", "-", gpu.name.lower()).strip("-")[:40] or "gpu"
+        base = project_dir() / "bench" / "results" / f"gpu-check-{short}-{day.isoformat()}"
+        out = base
+        for n in range(2, 1000):
+            if not os.path.lexists(out):
+                break
+            out = base.with_name(f"{base.name}-{n}")
+    shown = one_line(str(out))
+    if out.is_symlink():
+        raise GpuCheckError(f"--out {shown}: a link; name a new or empty folder")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise GpuCheckError(f"--out {shown}: exists and is not an empty folder; name a new one")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise GpuCheckError(f"--out {shown}: cannot make it ({err.strerror or err})") from None
+    if not os.access(out, os.W_OK):
+        raise GpuCheckError(f"--out {shown}: not writable")
+    return out
+
+
+def readme(gpu: Gpu, tag: str, version: str, day: datetime.date, results: Sequence[PlanResult]) -> str:
     lines = [
         f"# GPU check: {gpu.name} (compute capability {gpu.compute_capability})",
         "",
-        f"`triton-gke gpu-check` on {day.isoformat()}: Triton {tag} (TensorRT {major}), driver {gpu.driver}. Each plan "
-        "built with the engine-build Job's recipe, then run by trtexec at batch 1 and at its largest batch; throughput "
-        "and latency are trtexec's own figures (a query is one batch: images/s = qps x batch).",
+        f"`triton-gke gpu-check` on {day.isoformat()}: Triton {tag}, trtexec of TensorRT {version}, driver "
+        f"{gpu.driver}. Each plan built with the engine-build Job's recipe, then run by trtexec at batch 1 and at "
+        "its largest batch; throughput and latency are trtexec's own figures (a query is one batch: images/s = qps x "
+        "batch).",
         "",
         "| model | precision | build | plan | batch | trtexec throughput | median | p99 |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    failures = []
     for r in results:
         if r.failed:
-            lines.append(f"| {r.model} | {r.precision} | failed: {r.failed[:160]} | | | | | |")
+            lines.append(f"| {r.model} | {r.precision} | failed (below) | | | | | |")
+            failures.append(f"- {r.model}: {r.failed}")
             continue
         for batch, run in r.runs.items():
             qps = float(run["throughput_qps"])  # type: ignore[arg-type]
@@ -193,6 +271,8 @@ def readme(gpu: Gpu, tag: str, major: int, day: datetime.date, results: Sequence
                 f"| {r.model} | {r.precision} | {r.build_s} s | {r.plan_bytes:,} B | {batch} "
                 f"| {qps:.1f} qps = {qps * int(batch):.0f} images/s | {run['median_ms']} ms | {p99} ms |"
             )
+    if failures:
+        lines += ["", "## Failures", "", *failures]
     return "\n".join(lines) + "\n"
 
 
@@ -201,30 +281,33 @@ def gpu_check(repository: Path, out: Path | None, run: Runner = run_step, today:
     tag = str(read_manifest(repository).get("triton_image_tag"))
     major = toolchain(tag).tensorrt_major
     gpu = read_gpu(run)
-    found = trtexec_major(run)
-    if found != major:
+    found = trtexec_version(run)
+    if found[0] != major:
         raise GpuCheckError(
-            f"trtexec is TensorRT {found}, but {tag} is TensorRT {major}: run in nvcr.io/nvidia/tensorrt:{tag}"
+            f"trtexec is TensorRT {found[0]}, but {tag} is TensorRT {major}: run in nvcr.io/nvidia/tensorrt:{tag}"
         )
     day = today or datetime.date.today()
+    folder = results_folder(out, gpu, day)
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
         results = []
         for model in models:
             print(f"{model.name}: building {engine_filename(tag, gpu.compute_capability)} ...", flush=True)
             results.append(check_model(model, repository, tag, gpu, Path(scratch), run))
             print(f"{model.name}: {results[-1].failed or 'built and ran'}", flush=True)
+    version = ".".join(str(n) for n in found)
     record = {
         "date": day.isoformat(),
         "gpu": asdict(gpu),
         "triton_image_tag": tag,
-        "tensorrt_major": major,
+        "tensorrt_version": version,  # a plan loads only in the TensorRT version that built it
         "plans": [asdict(r) for r in results],
     }
-    folder = out or default_out(gpu, day)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "gpu_check.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    (folder / "README.md").write_text(readme(gpu, tag, major, day, results), encoding="utf-8")
-    print(f"wrote {folder}/gpu_check.json and README.md")
+    # "x": never over a file that appeared meanwhile; the folder is ours and was empty (results_folder).
+    with (folder / "gpu_check.json").open("x", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, indent=2, allow_nan=False) + "\n")
+    with (folder / "README.md").open("x", encoding="utf-8") as handle:
+        handle.write(readme(gpu, tag, version, day, results))
+    print(f"wrote {one_line(str(folder))}/gpu_check.json and README.md")
     return EXIT_FAILED if any(r.failed for r in results) else 0
 
 

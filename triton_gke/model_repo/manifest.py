@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,8 @@ _DIGESTS: dict[tuple[int, int, int, int, int], str] = {}
 def _digest(path: Path) -> str:
     try:
         st = path.stat()
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device in its place would block the hash (red team: a hang)
+            raise ManifestMismatch(f"{_show(path)}: not a regular file; {rebuild()}")
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         if key not in _DIGESTS:
             _DIGESTS[key] = sha256_file(path)

@@ -13,8 +13,11 @@ Flags, with sources:
   CALIB.npy --output_path ...` writes an ONNX model with Q/DQ nodes for TensorRT's explicit quantization (ModelOpt
   guide "ONNX Quantization - Linux", https://nvidia.github.io/TensorRT-Model-Optimizer/guides/_onnx_quantization.html;
   parameters of modelopt.onnx.quantization.quantize: onnx_path, quantize_mode 'int8', calibration_data, output_path).
-- ModelOpt FP16: `python -m modelopt.onnx.autocast --onnx_path ... --output_path ...` (the TensorRT 11 migration guide
-  above names AutoCast, `python -m modelopt.onnx.autocast`, for FP16; its other options were not read here).
+- ModelOpt FP16: `python -m modelopt.onnx.autocast --onnx_path ... --output_path ... --keep_io_types` (the TensorRT 11
+  migration guide above names AutoCast, `python -m modelopt.onnx.autocast`, for FP16; its command line, ModelOpt guide
+  "AutoCast (ONNX)", https://nvidia.github.io/Model-Optimizer/guides/8_autocast.html, has --keep_io_types, and its
+  Python API defaults keep_io_types to False: without the flag the inputs and outputs would turn FP16, and Triton
+  would refuse the plan against its config's TYPE_FP32 tensors).
 """
 
 from __future__ import annotations
@@ -131,7 +134,8 @@ def recipe(
         source = onnx
         if precision == "FP16":
             source = onnx.removesuffix(".onnx") + ".fp16.onnx"
-            steps.append(("python", "-m", "modelopt.onnx.autocast", "--onnx_path", onnx, "--output_path", source))
+            steps.append(("python", "-m", "modelopt.onnx.autocast", "--onnx_path", onnx, "--output_path", source,
+                          "--keep_io_types"))  # fmt: skip
         elif precision == "INT8" and calibration is not None:
             source = onnx.removesuffix(".onnx") + ".int8.qdq.onnx"
             steps.append(("python", "-m", "modelopt.onnx.quantization", "--onnx_path", onnx, "--quantize_mode", "int8",

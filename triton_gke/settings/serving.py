@@ -20,7 +20,13 @@ from triton_gke.settings import catalogue
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.gpu_types import shipped_gpu_types
 from triton_gke.settings.reader import Reader
-from triton_gke.settings.values import ClusterSettings, GpuPoolSettings, LoadTestSettings, ServingSettings
+from triton_gke.settings.values import (
+    ClusterSettings,
+    GpuPoolSettings,
+    LoadTestSettings,
+    ServingSettings,
+    StackSettings,
+)
 
 # Triton's batch sizes and instance counts are int32, its queue delay uint64: model_repo.settings.FIELD_MAXIMUM, the
 # one home of those widths (model_config.proto), bounds the stack keys that set them.
@@ -187,6 +193,22 @@ def serving(reader: Reader) -> ServingSettings:
         * 1000,
         startup_minutes=_startup_minutes(reader),
         build_engines=reader.boolean("tritonBuildEngines"),
+    )
+
+
+def engine_build_notice(reader: Reader, settings: StackSettings) -> str | None:
+    """A warning when tritonBuildEngines asks for a Job whose pod may find no GPU node: it needs one beside Triton's,
+    and a pool whose maximum is the nodes Triton's minimum of pods already holds has none to add (dev: 1 and 1), so
+    an `up` that creates or changes the Job waits for it until the Job's deadline, then fails."""
+    pool = settings.gpu_pool
+    if not settings.serving.build_engines or not any(v.uses_tensorrt for v in settings.model_repo.variants):
+        return None
+    if pool.max_nodes > pool.min_triton_pods:
+        return None
+    return (
+        f"{reader.full('tritonBuildEngines')}: the engine-build Job needs a GPU node beside Triton's "
+        f"{pool.min_triton_pods}, and {reader.full('gpuMaxNodes')} {pool.max_nodes} leaves none: an `up` that creates "
+        "or changes the Job waits for a node until its deadline; raise gpuMaxNodes (docs/gpus.md)"
     )
 
 

@@ -7,6 +7,7 @@ and the first problem is raised as one ConfigError naming the key.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import re
 from collections.abc import Mapping
@@ -108,7 +109,8 @@ def load_stack_settings(
     # the disruption budget must leave a pod of the sized minimum serving.
     sized = capacity.sized(reader, explicit)
     lifecycle.check_disruption_budget(reader, sized.lifecycle, sized.gpu_pool.min_triton_pods)
-    return sized
+    notice = serving.engine_build_notice(reader, sized)
+    return dataclasses.replace(sized, warnings=(*sized.warnings, notice)) if notice else sized
 
 
 # Pulumi's stack-name rule: "stack names are limited to 100 characters and may only contain alphanumeric, hyphens,

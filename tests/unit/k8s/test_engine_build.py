@@ -4,11 +4,13 @@ capability and a cc_model_filenames config that maps every capability of a stack
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import evaluate
+from tests.conftest import evaluate, stack_settings
 from triton_gke.k8s.engine_build import (
     BACKOFF_LIMIT,
     EngineBuildArgs,
@@ -23,7 +25,7 @@ from triton_gke.model_repo.engines import PlanModel, cc_model_filenames, engine_
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS
 from triton_gke.offline.plan_view import kubernetes_objects
-from triton_gke.settings import ConfigError
+from triton_gke.settings import ConfigError, load_stack_settings
 
 RESNET50_INPUT = (("input", (224, 224, 3)),)  # model_repo/resnet50.py: NHWC, the batch first
 VARIANTS = (
@@ -78,7 +80,17 @@ def test_the_prod_plan_has_one_engine_job_per_region_and_triton_waits_for_it(pro
     # The writer may create .plan objects only; Triton's reader gets no write role.
     creator = [r for r in prod.resources if r.type == "gcp:storage/bucketIAMMember:BucketIAMMember"
                and r.inputs.get("role") == "roles/storage.objectCreator"]  # fmt: skip
-    assert len(creator) == 1 and creator[0].inputs["condition"]["expression"] == 'resource.name.endsWith(".plan")'
+    assert len(creator) == 1
+    bucket = creator[0].inputs["bucket"]
+    assert creator[0].inputs["condition"]["expression"] == (
+        f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/models/") && resource.name.endsWith(".plan")'
+    )
+
+
+def test_a_stack_without_a_tensorrt_variant_gets_no_job_and_no_writer(engine_plan):
+    """tritonBuildEngines with modelVariants [original]: nothing to build, so no Job, and no writer account or grant."""
+    plan = engine_plan("dev", modelVariants=["original"], locustModel="original", capacityVariant=None)
+    assert _jobs(plan) == [] and not [r for r in plan.resources if r.name.startswith("engines")]
 
 
 def _plan_configs(repository):
@@ -145,9 +157,48 @@ def test_tensorrt_10_command_lines():
 
 def test_tensorrt_11_command_lines():
     lines = "\n".join(build_commands(_args("26.10-py3", cc="8.9")))
-    assert "python -m modelopt.onnx.autocast --onnx_path model.onnx --output_path model.fp16.onnx" in lines
+    assert (
+        "python -m modelopt.onnx.autocast --onnx_path model.onnx --output_path model.fp16.onnx --keep_io_types" in lines
+    )
     assert "--saveEngine=model.26.10.cc89.plan" in lines and "--stronglyTyped" in lines
     assert "--fp16" not in lines and "--int8" not in lines and "modelopt.onnx.quantization" not in lines
+
+
+def test_a_plan_needs_fixed_inputs_with_names_trtexec_can_take():
+    """trtexec's shapes are NAME:BATCHxD1x..., comma-joined: a dynamic dimension besides the batch, or a name with
+    ',' or ':', cannot be built into a plan here; refused when the repository is built, naming the input."""
+    variant = next(v for v in REFERENCE_VARIANTS if v.name == "trt_fp16")
+    out = (configs.TensorSpec("scores", "TYPE_FP32", (10,)),)
+    for spec, why in (
+        (configs.TensorSpec("x", "TYPE_FP32", (3, -1, -1)), "has dims [3, -1, -1]"),
+        (configs.TensorSpec("a,b", "TYPE_FP32", (3, 32, 32)), "without ',' or ':'"),
+    ):
+        with pytest.raises(ModelRepoError, match=re.escape(why)):
+            configs.tensorrt_plan_config(
+                variant, configs.ModelIO((spec,), out), False, {"7.5": "model.25.06.cc75.plan"}
+            )
+
+
+def test_the_job_uploads_plainly_and_stays_once_finished(prod):
+    """No parallel composite upload (its temporary objects are not .plan, and the writer may not delete them); no TTL
+    (a Job the TTL removed would be recreated by the next `up` after a refresh, needing a spare GPU again)."""
+    (job, *_) = _jobs(prod)
+    spec = job.inputs["spec"]
+    assert "ttlSecondsAfterFinished" not in spec
+    pod = spec["template"]["spec"]
+    for container in [*pod["initContainers"], *pod["containers"]]:
+        if container["name"] != "build":
+            assert "export CLOUDSDK_STORAGE_PARALLEL_COMPOSITE_UPLOAD_ENABLED=False" in container["args"][0]
+
+
+def test_a_pool_with_no_spare_gpu_node_is_warned_about():
+    """dev (gpuMaxNodes 1, Triton's minimum 1 pod): the Job would wait in vain; prod (6 and 2) has room."""
+    dev = load_stack_settings(stack_settings("dev", tritonBuildEngines=True), stack="dev")
+    (warning,) = [w for w in dev.warnings if "tritonBuildEngines" in w]
+    assert "triton-gke:gpuMaxNodes 1 leaves none" in warning and "\n" not in warning
+    prod = load_stack_settings(stack_settings("prod", tritonBuildEngines=True), stack="prod")
+    assert not [w for w in prod.warnings if "tritonBuildEngines" in w]
+    assert not [w for w in load_stack_settings(stack_settings("dev"), stack="dev").warnings if "tritonBuild" in w]
 
 
 def test_fetch_and_upload_name_the_newest_version_folder_and_never_overwrite():

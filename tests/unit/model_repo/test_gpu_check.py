@@ -4,9 +4,10 @@ and that it builds each plan with exactly the commands the engine-build Job runs
 
 from __future__ import annotations
 
+import datetime
 import shlex
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,17 @@ from hypothesis import strategies as st
 
 from tests.support.onnx_models import small_onnx
 from triton_gke.k8s.engine_build import EngineBuildArgs, build_commands
+from triton_gke.model_repo import gpu_check
 from triton_gke.model_repo.build import build_repository
-from triton_gke.model_repo.engines import plan_models
-from triton_gke.model_repo.gpu_check import Gpu, GpuCheckError, check_model, parse_gpu, parse_trtexec_summary
+from triton_gke.model_repo.engines import PlanModel, plan_models
+from triton_gke.model_repo.gpu_check import (
+    Gpu,
+    GpuCheckError,
+    check_model,
+    parse_gpu,
+    parse_trtexec_summary,
+    results_folder,
+)
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings
 
 # trtexec's performance summary as printEpilog writes it (NVIDIA/TensorRT samples/common/sampleReporting.cpp: each
@@ -49,10 +58,15 @@ def test_any_figure_trtexec_prints_is_read_back(qps: float, ms: float) -> None:
     st.integers(0, 9),
 )
 def test_nvidia_smis_line_names_the_gpu_and_its_compute_capability(name: str, major: int, minor: int) -> None:
-    if not name.strip():
+    """A printable name is taken as nvidia-smi wrote it; one with a control character (a terminal's escape codes) is
+    refused, shown escaped."""
+    line = f"{name}, {major}.{minor}, 580.95.05"
+    if name.strip() and name.strip().isprintable():
+        assert parse_gpu(line) == Gpu(name.strip(), f"{major}.{minor}", "580.95.05")
         return
-    gpu = parse_gpu(f"{name}, {major}.{minor}, 580.95.05")
-    assert gpu == Gpu(name.strip(), f"{major}.{minor}", "580.95.05")
+    with pytest.raises(GpuCheckError) as refused:
+        parse_gpu(line)
+    assert str(refused.value).isprintable()
 
 
 @pytest.mark.parametrize("line", ["Tesla T4, 75, 580.95.05", "Tesla T4", "Tesla T4, 7.5", "[N/A], [N/A], [N/A]"])
@@ -117,3 +131,86 @@ def test_a_failed_build_is_recorded_with_its_step_and_the_rest_is_skipped(tmp_pa
     assert len(calls) == 1 and result.build_s is None and result.runs == {}
     assert result.failed is not None and result.failed.startswith("trtexec --onnx=model.onnx")
     assert "exit 1" in result.failed and "unsupported layer" in result.failed
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["Tesla\x1b[2J T4, 7.5, 580.95.05", "Tesla T4, 7.5, 580\x1b]0;pwn\x07", "Tesla T4, 7.5, N/A", "Tesla T4, 7.5, "],
+    ids=["control character in the name", "control character in the driver", "no driver", "empty driver"],
+)
+def test_nvidia_smis_text_is_never_passed_through_raw(line: str) -> None:
+    with pytest.raises(GpuCheckError) as refused:
+        parse_gpu(line)
+    assert str(refused.value).isprintable(), refused.value  # shown as repr: escapes, never the terminal's codes
+
+
+def _plan_model(tmp_path: Path) -> tuple[Path, PlanModel]:
+    variants = tuple(v for v in REFERENCE_VARIANTS if v.name == "trt_fp16")
+    settings = ModelRepoSettings(
+        variants=variants, source=str(small_onnx(tmp_path / "m.onnx")), plan_compute_capabilities=("7.5",)
+    )
+    repository = build_repository(settings, tmp_path / "repo", cache_dir=tmp_path / "cache").out
+    (model,) = plan_models(repository)
+    return repository, model
+
+
+def _one_byte(plan: Path) -> None:
+    plan.write_bytes(b"p")
+
+
+def _answering(build: Callable[[Path], None] | None, summary: str = SUMMARY, error: BaseException | None = None):
+    def run(argv: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+        if error is not None:
+            raise error
+        if any(a.startswith("--saveEngine=") for a in argv):
+            if build:
+                build(cwd / next(a for a in argv if a.startswith("--saveEngine=")).split("=", 1)[1])
+            return subprocess.CompletedProcess(list(argv), 0, "", "")
+        return subprocess.CompletedProcess(list(argv), 0, summary, "")
+
+    return run
+
+
+@pytest.mark.parametrize(
+    ("runner", "why"),
+    [
+        (_answering(None), "exit 0, but no plan"),
+        (_answering(lambda plan: plan.write_bytes(b"")), "exit 0, but no plan (or an empty one)"),
+        (
+            _answering(
+                lambda plan: plan.write_bytes(b"p"), summary="[I] Throughput: 1e999 qps\n[I] Latency: median = 1 ms"
+            ),
+            "not a figure",
+        ),
+        (
+            _answering(
+                lambda plan: plan.write_bytes(b"p"), summary="[I] Throughput: 0 qps\n[I] Latency: median = 1 ms"
+            ),
+            "no throughput",
+        ),
+        (_answering(None, error=subprocess.TimeoutExpired("trtexec", 3600)), "still running after"),
+        (_answering(None, error=FileNotFoundError(2, "No such file or directory")), "could not start"),
+    ],
+    ids=["no plan", "empty plan", "infinite throughput", "zero throughput", "hung", "vanished tool"],
+)
+def test_what_goes_wrong_in_a_build_or_a_run_is_recorded_never_raised(tmp_path: Path, runner, why: str) -> None:
+    repository, model = _plan_model(tmp_path)
+    result = check_model(model, repository, "25.06-py3", Gpu("Tesla T4", "7.5", "580.95.05"), tmp_path / "s", runner)
+    assert result.failed is not None and why in result.failed and "\n" not in result.failed, result.failed
+
+
+def test_the_results_folder_is_checked_before_anything_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu, day = Gpu("Tesla T4", "7.5", "580.95.05"), datetime.date(2026, 12, 3)
+    (tmp_path / "a-file").write_text("mine")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "README.md").write_text("mine")
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    for out, why in (("a-file", "not an empty folder"), ("full", "not an empty folder"), ("link", "a link")):
+        with pytest.raises(GpuCheckError, match=why):
+            results_folder(tmp_path / out, gpu, day)
+    assert (tmp_path / "full" / "README.md").read_text() == "mine" and not (tmp_path / "elsewhere").exists()
+    monkeypatch.setattr(gpu_check, "project_dir", lambda: tmp_path)
+    first = results_folder(None, gpu, day)
+    (first / "gpu_check.json").write_text("{}")
+    second = results_folder(None, gpu, day)
+    assert (first.name, second.name) == ("gpu-check-tesla-t4-2026-12-03", "gpu-check-tesla-t4-2026-12-03-2")

@@ -166,3 +166,15 @@ def test_a_repository_without_digests_is_refused_for_upload(tmp_path: Path, smal
 
     with pytest.raises(ModelRepoError, match=rf"built without file digests .*; {REBUILD}$"):
         verify_repository(repo)
+
+
+def test_a_fifo_in_place_of_a_built_file_is_refused_not_read(tmp_path: Path) -> None:
+    """Hashing a FIFO would block until someone writes to it (a red team hung gpu-check, plan and sync alike)."""
+    import os
+
+    result = build_small(tmp_path)
+    config = result.out / "trt_fp16" / "config.pbtxt"
+    config.unlink()
+    os.mkfifo(config)
+    with pytest.raises(ManifestMismatch, match="config.pbtxt: not a regular file"):
+        verify_repository(result.out)
