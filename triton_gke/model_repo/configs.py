@@ -24,6 +24,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_gke.bounded_files import read_capped_file
 from triton_gke.contracts.naming import COMPUTE_CAPABILITY
+from triton_gke.model_repo.engines import plan_input_problem
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import VariantSettings
 from triton_gke.model_repo.sync_source import MAX_ONNX_BYTES
@@ -248,26 +249,13 @@ def _add_accelerator(config: mc.ModelConfig, params: dict[str, str]) -> None:
     accelerator.parameters.update(params)
 
 
-def plan_input_problem(io: ModelIO) -> str | None:
-    """Why a plan cannot be built here for these inputs: the build names each input's shapes to trtexec as
-    NAME:BATCHxD1x... joined by commas (--minShapes/--optShapes/--maxShapes, model_repo/engines.py engine_recipe), so
-    every dimension but the batch must be fixed and a name may hold no ',' or ':'; and the warm-up that makes Triton
-    report ready only once a plan answers needs fixed shapes too (_add_warmup)."""
-    for spec in io.inputs:
-        if not spec.fixed:
-            return f"input {spec.name!r} has dims {list(spec.dims)}: a plan needs fixed dims besides the batch"
-        if set(spec.name) & set(",:"):
-            return f"input {spec.name!r}: a plan needs input names without ',' or ':' (trtexec's shapes)"
-    return None
-
-
 def tensorrt_plan_config(
     variant: VariantSettings, io: ModelIO, labels: bool, cc_filenames: dict[str, str]
 ) -> mc.ModelConfig:
     """A TensorRT plan per compute capability (model_repo/engines.py cc_model_filenames), built on the cluster by the
     engine-build Job (k8s/engine_build.py) from the ONNX model beside them; warm-up as every model (base_config).
     ModelRepoError when the inputs cannot be built into a plan (plan_input_problem)."""
-    problem = plan_input_problem(io)
+    problem = plan_input_problem(tuple((spec.name, spec.dims) for spec in io.inputs))
     if problem:
         raise ModelRepoError(f"{problem} (tritonBuildEngines); serve it through ONNX Runtime instead", field="source")
     config = base_config(variant, io, labels)

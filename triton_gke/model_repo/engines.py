@@ -13,7 +13,7 @@ are unique.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_gke.bounded_files import one_line, read_text_file
-from triton_gke.contracts.naming import COMPUTE_CAPABILITY
+from triton_gke.contracts.naming import COMPUTE_CAPABILITY, MODEL_NAME_RE
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.manifest import read_manifest, verify_repository
 from triton_gke.model_repo.recipes import PRECISIONS, Recipe, recipe
@@ -57,6 +57,21 @@ class PlanModel:
     # INT8 from an ONNX model with Q/DQ nodes (model_repo/quantize.py writes every INT8 variant so): explicit
     # quantization, no calibration.
     qdq: bool = True
+
+
+def plan_input_problem(inputs: Sequence[tuple[str, Sequence[int]]]) -> str | None:
+    """Why a plan cannot be built here for these inputs ((name, dims without the batch) each): the build names each
+    input's shapes to trtexec as NAME:BATCHxD1x... joined by commas (engine_recipe), so there must be one, every
+    dimension but the batch must be fixed and a name must be printable without ',' or ':'; and the warm-up that makes
+    Triton report ready only once a plan answers needs fixed shapes too (configs._add_warmup)."""
+    if not inputs:
+        return "no input: a plan needs at least one"
+    for name, dims in inputs:
+        if not dims or any(d <= 0 for d in dims):
+            return f"input {name!r} has dims {list(dims)}: a plan needs fixed dims besides the batch"
+        if not name or not name.isprintable() or set(name) & set(",:"):
+            return f"input {name!r}: a plan needs a printable input name without ',' or ':' (trtexec's shapes)"
+    return None
 
 
 def engine_recipe(tag: str, compute_capability: str, model: PlanModel) -> Recipe:
@@ -100,10 +115,18 @@ def plan_models(root: Path) -> tuple[PlanModel, ...]:
         config = read_plan_config(path)
         if config.platform != "tensorrt_plan":
             continue
+        # What the build checked (configs.validate_config_text, MODEL_NAME_RE, plan_input_problem), checked again: the
+        # manifest's digests vouch for the bytes, not for who wrote them (a hand-made manifest matches any folder).
+        folder = path.parent.name
+        if config.name != folder or not MODEL_NAME_RE.fullmatch(config.name):
+            raise ModelRepoError(f"{one_line(str(path))}: name {config.name!r} is not its folder's name {folder!r}")
         variant = variants.get(config.name, {})
         if variant.get("precision") not in PRECISIONS:
             raise ModelRepoError(f"{path}: the build manifest records no TensorRT precision for {config.name!r}")
         inputs = tuple((spec.name, tuple(spec.dims)) for spec in config.input)
+        problem = plan_input_problem(inputs) or (None if config.max_batch_size >= 1 else "max_batch_size below 1")
+        if problem:
+            raise ModelRepoError(f"{one_line(str(path))}: {problem}")
         found.append(PlanModel(config.name, variant["precision"], config.max_batch_size, inputs))
     if not found:
         raise ModelRepoError(

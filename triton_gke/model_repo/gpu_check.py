@@ -57,7 +57,9 @@ THROUGHPUT = re.compile(r"Throughput: ([0-9.eE+-]+) qps")
 LATENCY_LINE = re.compile(r"^.*\] Latency: (.*)$|^Latency: (.*)$", re.M)
 PERCENTILE = re.compile(r"percentile\(([0-9.]+)%\) = ([0-9.eE+-]+) ms")
 MEDIAN = re.compile(r"median = ([0-9.eE+-]+) ms")
+MAX_GPU_NAME = 100  # "NVIDIA H100 80GB HBM3", "Tesla T4": a name, not a page
 DRIVER = re.compile(r"[0-9]{1,4}(\.[0-9]{1,4}){0,3}")
+QUERY_TIMEOUT_S = 60  # nvidia-smi or trtexec --help answer in seconds
 STEP_TIMEOUT_S = 3600  # one build: a TensorRT 10 ResNet-50 INT8 build takes minutes; an hour is a hang
 OUTPUT_TAIL = 2000  # characters of a failed step's output kept in the record
 
@@ -88,16 +90,31 @@ class PlanResult:
 Runner = Callable[[Sequence[str], Path], subprocess.CompletedProcess[str]]
 
 
-def run_step(argv: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=STEP_TIMEOUT_S, check=False)
+def run_step(argv: Sequence[str], cwd: Path, timeout_s: float = STEP_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    # errors="replace": a tool's bytes that are not UTF-8 become U+FFFD, never an exception
+    return subprocess.run(
+        list(argv), cwd=cwd, capture_output=True, text=True, errors="replace", timeout=timeout_s, check=False
+    )
+
+
+def _ask(argv: Sequence[str], run: Runner) -> subprocess.CompletedProcess[str]:
+    """A question to a tool (nvidia-smi, trtexec --help): an answer within QUERY_TIMEOUT_S, or GpuCheckError."""
+    try:
+        if run is run_step:
+            return run_step(argv, Path.cwd(), QUERY_TIMEOUT_S)
+        return run(argv, Path.cwd())
+    except subprocess.TimeoutExpired:
+        raise GpuCheckError(f"{argv[0]} did not answer within {QUERY_TIMEOUT_S} s") from None
+    except OSError as err:
+        raise GpuCheckError(f"{argv[0]} could not start: {err.strerror or err}") from None
 
 
 def read_gpu(run: Runner = run_step) -> Gpu:
     """The first GPU nvidia-smi lists; GpuCheckError when there is none (or no nvidia-smi)."""
     if shutil.which(GPU_QUERY[0]) is None:
         raise GpuCheckError("no NVIDIA GPU here: nvidia-smi is not on PATH")
-    done = run(GPU_QUERY, Path.cwd())
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    done = _ask(GPU_QUERY, run)
+    lines = [line for line in done.stdout.split("\n") if line.strip()]  # "\n" only: NEL in a name is no new GPU
     if done.returncode != 0 or not lines:
         said = one_line((done.stderr or done.stdout).strip()[:200])
         raise GpuCheckError(f"no NVIDIA GPU here: nvidia-smi exited {done.returncode}: {said}")
@@ -116,7 +133,7 @@ def parse_gpu(line: str) -> Gpu:
     parts = [part.strip() for part in line.split(",")]
     if (
         len(parts) != 3
-        or not parts[0]
+        or not 0 < len(parts[0]) <= MAX_GPU_NAME
         or not parts[0].isprintable()
         or not COMPUTE_CAPABILITY.fullmatch(parts[1])
         or not DRIVER.fullmatch(parts[2])
@@ -129,7 +146,7 @@ def trtexec_version(run: Runner = run_step) -> tuple[int, int, int]:
     """The TensorRT version (major, minor, patch) of the trtexec on PATH, from its first line."""
     if shutil.which("trtexec") is None:
         raise GpuCheckError("no trtexec on PATH: run this in the TensorRT container of the repository's release")
-    done = run(("trtexec", "--help"), Path.cwd())
+    done = _ask(("trtexec", "--help"), run)
     match = TRTEXEC_VERSION.search(done.stdout + done.stderr)
     if not match:
         raise GpuCheckError("trtexec --help printed no '[TensorRT vNNNNN]' version")
@@ -151,6 +168,8 @@ def parse_trtexec_summary(output: str) -> dict[str, object]:
     }
     if not figures["throughput_qps"]:
         raise ValueError("trtexec measured no throughput (0 qps)")
+    if not figures["median_ms"] or not figures["percentiles_ms"]:
+        raise ValueError("trtexec printed no latency median or percentile (or a 0 ms one)")
     return figures
 
 
@@ -269,7 +288,7 @@ def readme(gpu: Gpu, tag: str, version: str, day: datetime.date, results: Sequen
             p99 = run["percentiles_ms"].get("99", "")  # type: ignore[attr-defined]
             lines.append(
                 f"| {r.model} | {r.precision} | {r.build_s} s | {r.plan_bytes:,} B | {batch} "
-                f"| {qps:.1f} qps = {qps * int(batch):.0f} images/s | {run['median_ms']} ms | {p99} ms |"
+                f"| {qps:.6g} qps = {qps * int(batch):.6g} images/s | {run['median_ms']} ms | {p99} ms |"
             )
     if failures:
         lines += ["", "## Failures", "", *failures]
@@ -278,6 +297,8 @@ def readme(gpu: Gpu, tag: str, version: str, day: datetime.date, results: Sequen
 
 def gpu_check(repository: Path, out: Path | None, run: Runner = run_step, today: datetime.date | None = None) -> int:
     models = plan_models(repository)
+    if out is not None and out.resolve().is_relative_to(repository.resolve()):
+        raise GpuCheckError(f"--out {one_line(str(out))}: inside the repository, which must hold what its build wrote")
     tag = str(read_manifest(repository).get("triton_image_tag"))
     major = toolchain(tag).tensorrt_major
     gpu = read_gpu(run)

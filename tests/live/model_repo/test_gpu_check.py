@@ -133,3 +133,23 @@ def test_a_whole_check_writes_trtexecs_figures(plan_repository: Path, tmp_path: 
     assert "| trt_int8 | INT8 |" in readme and "212.5 qps = 13600 images/s" in readme
     calls = (tools / "calls.log").read_text().splitlines()
     assert calls[1].startswith("--onnx=model.onnx --saveEngine=model.25.06.cc75.plan --minShapes=pixels:1x3x32x32")
+
+
+def test_bytes_that_are_not_utf8_are_recorded_not_raised(plan_repository: Path, tmp_path: Path) -> None:
+    tools = _tools(tmp_path / "tools")
+    script = (
+        (tools / "trtexec").read_text().replace('echo "[12/03/2026', "printf '\\377\\376\\n'; echo \"[12/03/2026", 1)
+    )
+    (tools / "trtexec").write_text(script)
+    done = _gpu_check(plan_repository, tools, tmp_path)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert json.loads((tmp_path / "out" / "gpu_check.json").read_text())["plans"][0]["failed"] is None
+
+
+def test_an_out_inside_the_repository_is_refused(plan_repository: Path, tmp_path: Path) -> None:
+    tools = _tools(tmp_path / "tools")
+    command = [str(TRITON_GKE), "gpu-check", "--repository", str(plan_repository), "--out", str(plan_repository / "r")]
+    done = subprocess.run(
+        command, env={**os.environ, "PATH": f"{tools}:/usr/bin:/bin"}, capture_output=True, text=True, timeout=120
+    )
+    assert "inside the repository" in _refusal(done) and not (plan_repository / "r").exists()

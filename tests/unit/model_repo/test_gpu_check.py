@@ -5,6 +5,9 @@ and that it builds each plan with exactly the commands the engine-build Job runs
 from __future__ import annotations
 
 import datetime
+import hashlib
+import json
+import re
 import shlex
 import subprocess
 from collections.abc import Callable, Sequence
@@ -19,6 +22,7 @@ from triton_gke.k8s.engine_build import EngineBuildArgs, build_commands
 from triton_gke.model_repo import gpu_check
 from triton_gke.model_repo.build import build_repository
 from triton_gke.model_repo.engines import PlanModel, plan_models
+from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.gpu_check import (
     Gpu,
     GpuCheckError,
@@ -154,6 +158,9 @@ def _plan_model(tmp_path: Path) -> tuple[Path, PlanModel]:
     return repository, model
 
 
+ZERO_LATENCY = "[I] Throughput: 10 qps\n[I] Latency: median = 0 ms, percentile(99%) = 0 ms"
+
+
 def _one_byte(plan: Path) -> None:
     plan.write_bytes(b"p")
 
@@ -188,10 +195,12 @@ def _answering(build: Callable[[Path], None] | None, summary: str = SUMMARY, err
             ),
             "no throughput",
         ),
+        (_answering(_one_byte, summary=ZERO_LATENCY), "no latency median"),
+        (_answering(_one_byte, summary="[I] Throughput: 10 qps\n[I] Latency: min = 1 ms"), "no latency median"),
         (_answering(None, error=subprocess.TimeoutExpired("trtexec", 3600)), "still running after"),
         (_answering(None, error=FileNotFoundError(2, "No such file or directory")), "could not start"),
     ],
-    ids=["no plan", "empty plan", "infinite throughput", "zero throughput", "hung", "vanished tool"],
+    ids=["no plan", "empty plan", "infinite throughput", "zero throughput", "0 ms", "no median", "hung", "vanished"],
 )
 def test_what_goes_wrong_in_a_build_or_a_run_is_recorded_never_raised(tmp_path: Path, runner, why: str) -> None:
     repository, model = _plan_model(tmp_path)
@@ -214,3 +223,35 @@ def test_the_results_folder_is_checked_before_anything_runs(tmp_path: Path, monk
     (first / "gpu_check.json").write_text("{}")
     second = results_folder(None, gpu, day)
     assert (first.name, second.name) == ("gpu-check-tesla-t4-2026-12-03", "gpu-check-tesla-t4-2026-12-03-2")
+
+
+def test_a_tool_that_hangs_or_vanishes_when_asked_is_one_line() -> None:
+    def hangs(argv: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+        raise subprocess.TimeoutExpired(list(argv), 60)
+
+    with pytest.raises(GpuCheckError, match="did not answer within"):
+        gpu_check._ask(("nvidia-smi", "--query-gpu=name"), hangs)
+
+
+def test_a_hand_made_config_is_checked_as_the_build_checks_it(tmp_path: Path) -> None:
+    """The manifest's digests vouch for bytes, not for who wrote them: a config whose name is not its folder's (a
+    path, a name with control characters or a '|'), or whose inputs or batch cannot be built, is refused."""
+    repository, _ = _plan_model(tmp_path)
+    config = repository / "trt_fp16" / "config.pbtxt"
+    original = config.read_text()
+    manifest_path = repository / ".model_repo.json"
+    manifest = json.loads(manifest_path.read_text())
+    for edit, why in (
+        (original.replace('name: "trt_fp16"', 'name: "../x"'), "is not its folder's name"),
+        (original.replace('name: "trt_fp16"', 'name: "t\\033[31m|x"'), "is not its folder's name"),
+        (original.replace("max_batch_size: 64", "max_batch_size: 0"), "max_batch_size below 1"),
+        (original.replace("dims: 3\n", "dims: -1\n", 1), "fixed dims besides the batch"),
+    ):
+        assert edit != original, why
+        config.chmod(0o644)
+        config.write_text(edit)
+        manifest["files"]["trt_fp16/config.pbtxt"] = hashlib.sha256(edit.encode()).hexdigest()
+        manifest_path.chmod(0o644)
+        manifest_path.write_text(json.dumps(manifest))
+        with pytest.raises(ModelRepoError, match=re.escape(why)):
+            plan_models(repository)
