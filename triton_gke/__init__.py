@@ -7,9 +7,20 @@ components are importable from here; they load on first use, so the command line
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.3.0"
+
+def _installed_version() -> str:
+    """The installed distribution's version, which setuptools-scm derived from the git tag when it was built
+    (pyproject.toml [tool.setuptools_scm]); "0+unknown" for a tree used without installing it."""
+    try:
+        return importlib.metadata.version("triton-gke")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+__version__ = _installed_version()
 
 # Public name -> module that defines it. Three levels of composition: TritonOnCluster (Triton onto an existing GKE
 # cluster), TritonGkeRegion (a region's cluster, serving and NEGs), TritonGkeSystem (every region from one settings

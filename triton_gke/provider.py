@@ -138,8 +138,13 @@ def amend_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def schema_text(components: Sequence[type[pulumi.ComponentResource]] | None = None) -> str:
-    """The schema as committed in triton_gke/schema.json: sorted keys, two-space indent, final newline."""
-    return json.dumps(infer_schema(components), indent=2, sort_keys=True) + "\n"
+    """The schema as committed in triton_gke/schema.json: sorted keys, two-space indent, final newline, and no
+    version. The version is the installed package's, derived from the git tag (pyproject.toml [tool.setuptools_scm]),
+    so it differs between a release and every commit after it; the provider serves the schema with it (GetSchema),
+    the committed file leaves it out, as Pulumi's provider repositories stamp it at build time."""
+    schema = infer_schema(components)
+    schema.pop("version", None)
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
 
 def host(components: Sequence[type[pulumi.ComponentResource]] | None = None) -> None:

@@ -121,7 +121,7 @@ def component_page(token: str, resource: Mapping[str, Any], schema: Mapping[str,
         "",
         f"# {name}",
         "",
-        f"`{token}`, a component of the `{package}` package, version {schema.get('version', '(none)')}.",
+        f"`{token}`, a component of the `{package}` package.",
         "",
         _cell(resource.get("description", "")),
         "",
@@ -162,8 +162,8 @@ def index_page(schema: Mapping[str, Any]) -> str:
         "",
         "# Component reference",
         "",
-        f"The components the `{schema['name']}` package serves to every Pulumi language, version "
-        f"{schema.get('version', '(none)')}, one page each, generated from `triton_gke/schema.json`:",
+        f"The components the `{schema['name']}` package serves to every Pulumi language, one page each, generated "
+        "from `triton_gke/schema.json`; their version is the release tag you install ([library](../library.md)):",
         "",
     ]
     for token in sorted(schema.get("resources", {})):

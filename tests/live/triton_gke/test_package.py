@@ -27,15 +27,18 @@ from pathlib import Path
 
 import pytest
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from tests.conftest import PROJECT_DIR
 from tests.support import wheel_installs
 from tests.support.wheel_installs import Installed
+from tests.unit.triton_gke.test_release import CHANGELOG, newest_release
 
 REPO = PROJECT_DIR
 EXAMPLE = REPO / "examples" / "on-cluster-python"
 BUILT = REPO / "build" / "model_repository"
 DASHBOARDS = REPO / "dashboards"
+RELEASE = newest_release(CHANGELOG.read_text(encoding="utf-8"))
 # The versions each install's report line names.
 REPORTED = ("pulumi", "pulumi-gcp", "pulumi-kubernetes", "grafana-foundation-sdk", "google-cloud-storage", "onnx")
 
@@ -107,20 +110,61 @@ def refused(command: list[str], cwd: Path) -> str:
     return line
 
 
+# Git in a copy, whatever the user's git configuration asks (signing, hooks).
+GIT = ["git", "-c", "user.name=release", "-c", "user.email=release@example.invalid", "-c", "commit.gpgsign=false",
+       "-c", "tag.gpgsign=false", "-c", "core.hooksPath=/dev/null"]  # fmt: skip
+
+
+def build_wheel(source: Path, dist: Path) -> Path:
+    run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "-q", "-w", str(dist)], source)
+    (built,) = dist.glob("triton_gke-*.whl")
+    return built
+
+
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel of the working tree (tracked and untracked, not ignored files), built from a copy: no build/ here."""
-    work = tmp_path_factory.mktemp("wheel")
+def tagged_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the working tree (tracked and untracked, not ignored files: no build/ here), committed in a git
+    repository of its own and tagged as the newest release in CHANGELOG.md, as a release is: `git tag -a vX.Y.Z`."""
+    source = tmp_path_factory.mktemp("wheel") / "source"
     files = run(["git", "ls-files", "-co", "--exclude-standard", "-z"], REPO).stdout.split("\0")
-    source = work / "source"
     for name in filter(None, files):
         path = REPO / name
         if path.is_file() or path.is_symlink():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, source / name, follow_symlinks=False)
-    run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "-q", "-w", str(work / "dist")], source)
-    (built,) = (work / "dist").glob("triton_gke-*.whl")
-    return built
+    run([*GIT, "init", "-q"], source)
+    run([*GIT, "add", "-A"], source)
+    run([*GIT, "commit", "-q", "-m", "the working tree"], source)
+    run([*GIT, "tag", "-a", f"v{RELEASE}", "-m", f"Release {RELEASE}"], source)
+    return source
+
+
+@pytest.fixture(scope="module")
+def wheel(tagged_source: Path) -> Path:
+    """The wheel built at the release tag."""
+    return build_wheel(tagged_source, tagged_source.parent / "dist")
+
+
+def test_the_wheel_at_a_release_tag_is_that_release(wheel: Path, highest: Installed) -> None:
+    """The version comes from the git tag (pyproject.toml [tool.setuptools_scm]): the wheel's name, its metadata and
+    the installed package's __version__ (what the component provider reports to Pulumi) all say the tag's release."""
+    assert wheel.name == f"triton_gke-{RELEASE}-py3-none-any.whl"
+    out = run([str(highest.python), "-c", "import triton_gke; print(triton_gke.__version__)"], wheel.parent).stdout
+    assert out.strip() == RELEASE
+
+
+def test_a_commit_after_the_tag_builds_the_next_development_release(tagged_source: Path, wheel: Path) -> None:
+    """setuptools-scm's default scheme (guess-next-dev): one commit after vX.Y.Z builds X.Y.(Z+1).dev1+gHASH, which
+    sorts after the release and before the next one; no commit can build a release's version without its tag."""
+    run([*GIT, "commit", "-q", "--allow-empty", "-m", "after the release"], tagged_source)
+    commit = run(["git", "rev-parse", "HEAD"], tagged_source).stdout.strip()
+    built = build_wheel(tagged_source, tagged_source.parent / "dist-after")
+    version = Version(built.name.split("-")[1])
+    release = Version(RELEASE)
+    assert version.is_devrelease and version.dev == 1, built.name
+    assert version.local and version.local[0] == "g" and commit.startswith(version.local[1:]), built.name
+    assert version.release == (*release.release[:-1], release.release[-1] + 1)
+    assert release < version < Version(f"{release.major}.{release.minor}.{release.micro + 1}")
 
 
 @pytest.fixture(scope="module")

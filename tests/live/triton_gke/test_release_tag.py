@@ -1,5 +1,6 @@
-"""The newest release has its annotated git tag (issue 33): `pip install ...@vX.Y.Z` and `pulumi package add
-...@vX.Y.Z` in docs/library.md name it. Runs git, so it lives under tests/live/."""
+"""The newest release has its annotated git tag (issue 33): the version is derived from it (setuptools-scm), and
+`pip install ...@vX.Y.Z` and `pulumi package add ...@vX.Y.Z` in docs/library.md name it. Runs git, so it lives under
+tests/live/."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import subprocess
 import pytest
 
 from tests.conftest import PROJECT_DIR
-from tests.unit.triton_gke.test_release import pyproject
+from tests.unit.triton_gke.test_release import CHANGELOG, newest_release
 
 
 def git(*args: str) -> subprocess.CompletedProcess[str]:
@@ -23,6 +24,6 @@ def test_the_release_has_its_annotated_tag() -> None:
         pytest.skip("not a git checkout")
     if not git("tag", "--list").stdout.strip():
         pytest.skip("this clone has no tags")
-    tag = f"v{pyproject()['project']['version']}"
+    tag = f"v{newest_release(CHANGELOG.read_text(encoding='utf-8'))}"
     assert git("cat-file", "-t", tag).stdout.strip() == "tag", f"{tag}: missing, or a lightweight tag"
     assert git("merge-base", "--is-ancestor", f"{tag}^{{commit}}", "HEAD").returncode == 0, f"{tag} is not in HEAD"

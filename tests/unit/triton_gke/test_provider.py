@@ -43,7 +43,8 @@ def test_schema_holds_the_contract_of_triton_on_cluster() -> None:
     }  # fmt: skip
     assert expected_inputs <= set(resource["inputProperties"])
     assert {"namespace", "httpEndpoint", "grpcEndpoint"} <= set(resource["properties"])
-    assert committed_schema()["version"] == triton_gke.__version__
+    # No version: the installed package's (from the git tag) is stamped when the provider serves the schema.
+    assert "version" not in committed_schema()
 
 
 def test_hosted_components_are_the_public_ones() -> None:

@@ -1,16 +1,16 @@
-"""A package that looks kept (issue 33): one version everywhere, a changelog whose newest release is that version,
-its annotated tag, and the Apache-2.0 licence declared and shipped.
+"""A package that looks kept (issue 33): the version derived from the release's git tag, a changelog whose newest
+release the docs install, and the Apache-2.0 licence declared and shipped.
 
-The version stays static in pyproject.toml rather than derived from git tags (setuptools-scm): the provider's schema
-carries the version (triton_gke/schema.json, committed and checked against what the provider infers), so a version
-that changed with every commit after a tag would change the committed schema with every commit, and a clone without
-tags would build a different one. These tests hold the static version to the changelog, and
-tests/live/triton_gke/test_release_tag.py to its git tag.
+The version is not written in the source: setuptools-scm derives it from the newest tag vX.Y.Z when the package is
+built (pyproject.toml [tool.setuptools_scm]), and triton_gke.__version__ reads the installed distribution's. The
+committed provider schema (triton_gke/schema.json) therefore carries no version; the provider serves it with the
+installed one. tests/live/triton_gke/test_package.py builds a tagged copy and checks the wheel's version, and
+tests/live/triton_gke/test_release_tag.py the tag of the newest release in a clone that has tags.
 """
 
 from __future__ import annotations
 
-import json
+import importlib.metadata
 import re
 import tomllib
 
@@ -21,6 +21,9 @@ import triton_gke
 from tests.conftest import PROJECT_DIR
 
 CHANGELOG = PROJECT_DIR / "CHANGELOG.md"
+LIBRARY = PROJECT_DIR / "docs" / "library.md"
+# `@v0.3.0` (a git ref) and `triton_gke-0.3.0-py3-none-any.whl` (a wheel's name).
+PINNED = re.compile(r"@v(?P<version>\d+\.\d+\.\d+)\b|triton_gke-(?P<wheel>\d+\.\d+\.\d+)-py3")
 RELEASE = re.compile(r"^## \[(?P<version>[^\]]+)\](?: - (?P<date>\d{4}-\d{2}-\d{2}))?$", re.M)
 
 
@@ -37,12 +40,25 @@ def newest_release(text: str) -> str:
     return next(version for version, _ in releases(text) if version != "Unreleased")
 
 
-def test_one_version_everywhere() -> None:
-    version = pyproject()["project"]["version"]
-    schema = json.loads((PROJECT_DIR / "triton_gke" / "schema.json").read_text(encoding="utf-8"))
-    assert triton_gke.__version__ == version
-    assert schema["version"] == version  # what `pulumi package add` stamps on the generated SDK
-    assert newest_release(CHANGELOG.read_text(encoding="utf-8")) == version, "CHANGELOG.md's newest release"
+def test_the_version_is_derived_from_git_tags_by_a_pinned_setuptools_scm() -> None:
+    project = pyproject()
+    assert "version" not in project["project"] and project["project"]["dynamic"] == ["version"]
+    assert "setuptools_scm" in project["tool"], "pyproject.toml [tool.setuptools_scm] configures the derivation"
+    pins = dict(requirement.split("==") for requirement in project["build-system"]["requires"])
+    assert {"setuptools", "setuptools-scm"} <= set(pins), "the build backend and its version source are pinned"
+
+
+def test_the_version_is_the_installed_distributions() -> None:
+    """What the provider reports to Pulumi (GetPluginInfo, the served schema) is the version pip installed."""
+    assert triton_gke.__version__ == importlib.metadata.version("triton-gke")
+    Version(triton_gke.__version__)  # PEP 440, or InvalidVersion
+
+
+def test_the_docs_install_the_newest_release() -> None:
+    """Every tag, wheel name or version the docs pin is the newest release in CHANGELOG.md (the tag a user fetches)."""
+    release = newest_release(CHANGELOG.read_text(encoding="utf-8"))
+    pinned = {m["version"] or m["wheel"] for m in PINNED.finditer(LIBRARY.read_text(encoding="utf-8"))}
+    assert pinned == {release}, f"docs/library.md pins {sorted(pinned)}; CHANGELOG.md's newest release is {release}"
 
 
 def test_changelog_keeps_the_format() -> None:
