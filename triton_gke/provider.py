@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
+from packaging.version import Version
 
 import triton_gke
 from triton_gke.contracts.paths import SCHEMA_FILE
@@ -110,13 +111,34 @@ def infer_schema(components: Sequence[type[pulumi.ComponentResource]] | None = N
     dependencies = sorted(result["dependencies"], key=lambda d: f"{d.name}{d.version}")
     spec = generate_schema(
         PROVIDER_NAME,
-        triton_gke.__version__,
+        pulumi_version(triton_gke.__version__),
         None,
         result["component_definitions"],
         result["type_definitions"],
         dependencies,
     )
     return amend_schema(spec.to_json())
+
+
+def pulumi_version(version: str) -> str:
+    """The package's PEP 440 version as the semantic version Pulumi parses.
+
+    Pulumi reads a schema's version with blang/semver ParseTolerant and refuses what it cannot parse ("failed to
+    parse semver", pulumi/pulumi pkg/codegen/schema/bind.go newBinder), and setuptools-scm's versions between
+    releases are PEP 440 (0.3.1.dev2+gHASH), which semver cannot parse. So: X.Y.Z (missing parts 0), a pre-release
+    as -alpha.N / -beta.N / -rc.N, a development release as -dev.N after it (both sort before X.Y.Z in either
+    scheme), a post-release and the local label as build metadata (+post.N.LOCAL), which semver does not order.
+    """
+    parsed = Version(version)
+    release = ".".join(str(part) for part in (*parsed.release, 0, 0)[:3])
+    pre = []
+    if parsed.pre is not None:
+        label, number = parsed.pre
+        pre += [{"a": "alpha", "b": "beta"}.get(label, label), str(number)]
+    if parsed.dev is not None:
+        pre += ["dev", str(parsed.dev)]
+    build = ([f"post.{parsed.post}"] if parsed.post is not None else []) + ([parsed.local] if parsed.local else [])
+    return release + ("-" + ".".join(pre) if pre else "") + ("+" + ".".join(build) if build else "")
 
 
 def amend_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -157,7 +179,7 @@ def host(components: Sequence[type[pulumi.ComponentResource]] | None = None) -> 
     from pulumi.provider import main as serve
 
     classes = list(components) if components is not None else component_classes()
-    serve(_provider_class()(classes, PROVIDER_NAME, None, triton_gke.__version__), sys.argv[1:])
+    serve(_provider_class()(classes, PROVIDER_NAME, None, pulumi_version(triton_gke.__version__)), sys.argv[1:])
 
 
 def _provider_class() -> type:
@@ -212,7 +234,9 @@ def _parser() -> OneLineParser:
         "Pulumi engine (as the language host runs the plugin: python triton_gke/plugin ENGINE_ADDRESS).",
     )
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--schema", action="store_true", help="print the schema the SDK's analyzer infers, as JSON")
+    mode.add_argument(
+        "--schema", action="store_true", help="print the schema the SDK's analyzer infers, as committed (no version)"
+    )
     mode.add_argument("--write-schema", action="store_true", help=f"rewrite {SCHEMA_FILE.name} with that schema")
     parser.add_argument(
         "engine", nargs="?", help="the engine's address: serve the components (the engine's own flags pass through)"

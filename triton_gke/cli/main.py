@@ -71,7 +71,9 @@ def provider_main(argv: list[str]) -> int:
         prog=prog, description="The triton-gke component provider's schema (triton_gke/schema.json)."
     )
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--schema", action="store_true", help="print the schema the SDK's analyzer infers, as JSON")
+    mode.add_argument(
+        "--schema", action="store_true", help="print the schema as committed (JSON; the provider adds the version)"
+    )
     mode.add_argument(
         "--write-schema", action="store_true", help="rewrite triton_gke/schema.json with that schema (a checkout only)"
     )

@@ -136,6 +136,9 @@ def tagged_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run([*GIT, "add", "-A"], source)
     run([*GIT, "commit", "-q", "-m", "the working tree"], source)
     run([*GIT, "tag", "-a", f"v{RELEASE}", "-m", f"Release {RELEASE}"], source)
+    # A tag that is no release, on the same commit: it must not become the version (it did, as "2", before
+    # pyproject.toml's tag regex and describe --match).
+    run([*GIT, "tag", "-a", "deploy-prod-2", "-m", "not a release"], source)
     return source
 
 
@@ -151,6 +154,17 @@ def test_the_wheel_at_a_release_tag_is_that_release(wheel: Path, highest: Instal
     assert wheel.name == f"triton_gke-{RELEASE}-py3-none-any.whl"
     out = run([str(highest.python), "-c", "import triton_gke; print(triton_gke.__version__)"], wheel.parent).stdout
     assert out.strip() == RELEASE
+
+
+def test_a_git_archive_of_the_tag_builds_that_release(tagged_source: Path, wheel: Path) -> None:
+    """`git archive vX.Y.Z` holds no .git: setuptools-scm reads the tag from .git_archival.txt, which git filled in
+    (export-subst, .gitattributes)."""
+    archive = tagged_source.parent / "archive.tar"
+    run(["git", "archive", "-o", str(archive), f"v{RELEASE}"], tagged_source)
+    unpacked = tagged_source.parent / "unpacked"
+    unpacked.mkdir()
+    run(["tar", "-xf", str(archive), "-C", str(unpacked)], unpacked)
+    assert build_wheel(unpacked, tagged_source.parent / "dist-archive").name == wheel.name
 
 
 def test_a_commit_after_the_tag_builds_the_next_development_release(tagged_source: Path, wheel: Path) -> None:

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+from packaging.version import Version
 
 import triton_gke
 from tests.conftest import PROJECT_DIR
@@ -73,3 +78,53 @@ def test_yaml_example_uses_only_what_the_schema_declares() -> None:
     for output in program["outputs"].values():
         resource, _, attribute = output.strip("${}").partition(".")
         assert attribute in schema["resources"][ours[resource]["type"]]["properties"], output
+
+
+# --- the version Pulumi is served -------------------------------------------------------------------------------------
+# semver.org's own regular expression for a valid semantic version (https://semver.org/, "Is there a suggested regular
+# expression"): what blang/semver, which Pulumi's schema binder uses (pulumi/pulumi pkg/codegen/schema/bind.go), parses.
+SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
+)
+
+
+@pytest.mark.parametrize(
+    ("pep440", "semver"),
+    [
+        ("0.3.0", "0.3.0"),  # a release tag's wheel
+        ("0.3.1.dev2+g4782ccd3e", "0.3.1-dev.2+g4782ccd3e"),  # two commits after it
+        ("0.3.1.dev2+g4782ccd3e.d20261203", "0.3.1-dev.2+g4782ccd3e.d20261203"),  # with uncommitted changes
+        ("0.0.1.dev313+ge59a6b25d", "0.0.1-dev.313+ge59a6b25d"),  # a clone without release tags
+        ("0+unknown", "0.0.0+unknown"),  # not installed
+        ("1.0rc1", "1.0.0-rc.1"),
+        ("2.1a3.dev4", "2.1.0-alpha.3.dev.4"),
+    ],
+)
+def test_the_served_version_is_the_semantic_version_of_the_package(pep440: str, semver: str) -> None:
+    assert provider.pulumi_version(pep440) == semver
+
+
+_numbers = st.integers(0, 10**6)
+
+
+@given(
+    st.lists(_numbers, min_size=1, max_size=4),
+    st.none() | st.tuples(st.sampled_from(["a", "b", "rc"]), _numbers),
+    st.none() | _numbers,
+    st.none() | _numbers,
+    st.none() | st.from_regex(r"[a-z0-9]{1,8}(\.[a-z0-9]{1,8}){0,2}", fullmatch=True),
+)
+def test_every_pep440_version_becomes_a_semantic_version_pulumi_parses(release, pre, post, dev, local) -> None:
+    text = ".".join(map(str, release))
+    text += f"{pre[0]}{pre[1]}" if pre else ""
+    text += f".post{post}" if post is not None else ""
+    text += f".dev{dev}" if dev is not None else ""
+    text += f"+{local}" if local else ""
+    version = Version(text)
+    served = provider.pulumi_version(text)
+    assert SEMVER.match(served), (text, served)
+    # The release and the pre-release/development markers survive (they order versions); the rest is build metadata.
+    assert served.split("-")[0].split("+")[0] == ".".join(map(str, (*version.release, 0, 0)[:3]))
+    assert ("-" in served.split("+")[0]) == (version.pre is not None or version.dev is not None)

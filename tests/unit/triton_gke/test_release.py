@@ -40,18 +40,30 @@ def newest_release(text: str) -> str:
     return next(version for version, _ in releases(text) if version != "Unreleased")
 
 
-def test_the_version_is_derived_from_git_tags_by_a_pinned_setuptools_scm() -> None:
+def test_the_version_is_derived_from_release_tags_by_a_pinned_setuptools_scm() -> None:
     project = pyproject()
     assert "version" not in project["project"] and project["project"]["dynamic"] == ["version"]
-    assert "setuptools_scm" in project["tool"], "pyproject.toml [tool.setuptools_scm] configures the derivation"
-    pins = dict(requirement.split("==") for requirement in project["build-system"]["requires"])
-    assert {"setuptools", "setuptools-scm"} <= set(pins), "the build backend and its version source are pinned"
+    scm = project["tool"]["setuptools_scm"]
+    # Only vX.Y.Z tags: git describe --match and the tag regex agree (issue-33, deploy-prod-2 or v1.0 never count).
+    assert scm["scm"]["git"]["describe_command"][-2:] == ["--match", "v[0-9]*.[0-9]*.[0-9]*"]
+    regex = re.compile(scm["tag"]["regex"])
+    assert regex.match("v0.3.0")["version"] == "0.3.0"
+    assert not any(regex.match(tag) for tag in ("v1.0", "v1.2.3-rc1", "0.3.0", "deploy-prod-2", "v1.2.3.4"))
+    requires = project["build-system"]["requires"]
+    assert all("==" in requirement for requirement in requires), "every build requirement pinned"
+    assert {r.split("==")[0] for r in requires} >= {"setuptools", "setuptools-scm", "vcs-versioning", "packaging"}
 
 
-def test_the_version_is_the_installed_distributions() -> None:
-    """What the provider reports to Pulumi (GetPluginInfo, the served schema) is the version pip installed."""
+def test_the_version_is_the_installed_distributions_or_names_itself_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the provider reports to Pulumi (GetPluginInfo, the served schema) is the version pip installed; a tree
+    imported without being installed says so instead of inventing one."""
     assert triton_gke.__version__ == importlib.metadata.version("triton-gke")
-    Version(triton_gke.__version__)  # PEP 440, or InvalidVersion
+
+    def missing(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    assert triton_gke._installed_version() == "0+unknown"
 
 
 def test_the_docs_install_the_newest_release() -> None:
