@@ -6,9 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from triton_gke.bench.runners.runner import BenchError
+from triton_gke.bench.runners.runner import BenchError, Model
 from triton_gke.bench.tuners import loop_check
+from triton_gke.model_repo.settings import REFERENCE_VARIANTS
 
 
 def test_levels_rates_and_batch_are_read() -> None:
@@ -54,7 +57,9 @@ def test_a_sample_of_this_process_counts_its_own_cpu() -> None:
     import os
 
     sample = loop_check.cpu_sample(os.getpid())
-    assert sample.server_s >= sample.own_s > 0 and sample.machine_busy_s > 0
+    # The same process read twice, the server's first: moments apart, so own_s may be a tick later (was >=: flaky).
+    assert sample.server_s > 0 and sample.own_s > 0 and sample.machine_busy_s > 0
+    assert abs(sample.server_s - sample.own_s) < 1.0
 
 
 def test_bad_input_exits_2_in_one_line_before_anything_starts(tmp_path: Path, capsys) -> None:
@@ -66,3 +71,51 @@ def test_bad_input_exits_2_in_one_line_before_anything_starts(tmp_path: Path, ca
     assert capsys.readouterr().err.count("\n") == 1
     assert loop_check.main(["--intra-op-threads", "0"]) == 2
     assert capsys.readouterr().err == "error: --intra-op-threads 0: expected 1 to 64\n"
+
+
+# --- the Locust levels --------------------------------------------------------------------------------------------
+@given(st.integers(-5, 700), st.integers(-5, 1100))
+def test_locust_levels_are_bounded_and_refused_in_one_line(seconds: int, users: int) -> None:
+    if 0 <= seconds <= 600 and 1 <= users <= 1000:
+        levels = loop_check.locust_levels([2.0, 4.0], seconds, users)
+        assert levels == ([] if seconds == 0 else [loop_check.LocustLevel(r, users, seconds) for r in (2.0, 4.0)])
+        return
+    with pytest.raises(BenchError) as caught:
+        loop_check.locust_levels([2.0], seconds, users)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("--locust-seconds" if not 0 <= seconds <= 600 else "--locust-u")
+
+
+def test_a_locust_level_runs_the_projects_locustfile_at_its_rate_from_a_clean_environment(monkeypatch) -> None:
+    monkeypatch.setenv("rate", "99")  # an ambient locust-config key must not reach the load test
+    monkeypatch.setenv("arrival", "constant")
+    level = loop_check.LocustLevel(4.0, 32, 30)
+    command = level.command(Path("/tmp/out/locust-4"))
+    assert command[command.index("-f") + 1].endswith("loadtest/locustfile.py")
+    assert command[command.index("-u") + 1] == "32" and command[command.index("-t") + 1] == "30s"
+    assert command[command.index("--json-file") + 1] == "/tmp/out/locust-4"
+    model = Model(REFERENCE_VARIANTS[0], None, "input", "probabilities", 4 * 224 * 224 * 3)
+    env = level.environment(model, "127.0.0.1:8000")
+    assert (env["rate"], env["arrival"], env["saddr"], env["model"]) == ("4.0", "poisson", "127.0.0.1:8000", "original")
+    assert env["payload"] == "fp32" and env["metrics_port"] == "0"
+
+
+def test_server_times_give_the_mean_queue_and_compute_of_the_requests_served_between() -> None:
+    before = loop_check.ServerTimes(requests=10, queue_ns=5_000_000, compute_ns=100_000_000)
+    after = loop_check.ServerTimes(requests=30, queue_ns=45_000_000, compute_ns=800_000_000)
+    assert after.since(before) == {"server_requests": 20, "server_queue_ms": 2.0, "server_compute_ms": 35.0}
+    assert before.since(before) == {"server_requests": 0, "server_queue_ms": None, "server_compute_ms": None}
+
+
+def test_a_locust_row_reads_in_the_table_beside_perf_analyzers() -> None:
+    level = loop_check.LocustLevel(8.0, 32, 30)
+    results = {"requests": 240, "failures": 0, "rps": 8.0, "p50_ms": 40.0, "p95_ms": None, "average_ms": 42.0}
+    server = {"server_requests": 240, "server_queue_ms": 1.5, "server_compute_ms": 38.0}
+    shares = {"wall_s": 31.0, "client_cores": 0.1, "server_cores": 0.6, "others_cores": 0.0, "machine_busy_cores": 0.7}
+    row = {**loop_check.locust_row(level, results, shares, server), "phase": "open"}
+    assert row["tool"] == "locust" and row["requests"] == row["server_requests"] == 240
+    line = loop_check.table({"rows": [row]}).splitlines()[-1]
+    assert (
+        line
+        == "| open | 8 requests/s (Poisson, Locust, 32 users) | 8.0 | 40 | n/a | 1.5 | 38 |  | 0.1 | 0.6 | 0.0 | 0.7 |"
+    )

@@ -151,8 +151,9 @@ NOT_RUN: dict[str, str] = {
         "in the default mode"
     ),
     ".venv/bin/triton-gke bench loop-check --rates 3,6,10,15,20": (
-        "starts a tritonserver and runs perf_analyzer for about 4 minutes (bench/results/loop-check-dev-2026-12-03 is "
-        "its committed run); tests/unit/bench/test_loop_check.py checks its options and the CPU shares it reports"
+        "starts a tritonserver and runs perf_analyzer and Locust for about 7 minutes (bench/results/loop-check-dev-* "
+        "are its committed runs); tests/unit/bench/test_loop_check.py checks its options and the CPU shares it "
+        "reports, tests/live/bench/test_loop_check.py a Locust level against a real tritonserver"
     ),
     ".venv/bin/triton-gke bench record build/bench-new --record": (
         "rewrites the committed capacity/records/ from the benchmark above; tests/unit/capacity/test_records.py "

@@ -14,11 +14,17 @@ CPU-twin server in one run, with perf_analyzer (a tool we did not write) doing a
    inference_load_modes.html);
 3. an open-loop rate ladder: perf_analyzer --request-rate-range R --request-distribution=poisson --async (arrivals
    independent of the answers; without --async at most --max-threads requests are in flight, perf_analyzer's cli.md);
-4. the closed loop at the first concurrency again, to see whether the server drifted during the run (warm-up, other
+4. the same rate ladder from Locust, the project's locustfile (Poisson arrivals, at most --locust-users in flight),
+   --locust-seconds per rate: the load tool the benchmark's other searches use, in Python, whose CPU competes with the
+   server's on a small machine; its figures are Locust's own (its --json-file), the server's queue and compute times
+   Triton's own statistics (GET v2/models/MODEL/stats, the statistics extension:
+   https://github.com/triton-inference-server/server/blob/main/docs/protocol/extension_statistics.md);
+5. the closed loop at the first concurrency again, to see whether the server drifted during the run (warm-up, other
    work on the machine).
 
-For every level it records, besides perf_analyzer's figures, the CPU each party used over that level's wall time:
-perf_analyzer's own (its rusage from wait4, user + system, all its threads), the server's (psutil: tritonserver and
+For every level it records, besides the load tool's figures, the CPU each party used over that level's wall time:
+the load tool's own (its rusage from wait4, user + system, all its threads; Locust's includes its start, about a
+second of imports), the server's (psutil: tritonserver and
 its child processes, the Python backend's stubs), and the rest of the machine (psutil.cpu_times minus those two and
 this process). Writes loop_check.json and README.md (the table) into --out. Bad input: one line, exit 2; a
 measurement that failed: exit 1 with what was measured before it written.
@@ -45,9 +51,11 @@ from triton_gke.bench.reports import record
 from triton_gke.bench.runners import perf_analyzer, runner
 from triton_gke.bench.tuners import tune
 from triton_gke.bounded_files import one_line
+from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LocustEnvironment
+from triton_gke.contracts.paths import LOCUSTFILE, project_dir
 from triton_gke.one_line import OneLineParser
 from triton_gke.sandbox import run_folder
-from triton_gke.sandbox.processes import interrupts_held, run_interruptible
+from triton_gke.sandbox.processes import interrupts_held, run_interruptible, without_proxies
 
 PROG = "triton-gke bench loop-check"
 MAX_LEVELS = 16
@@ -101,36 +109,48 @@ def cpu_shares(before: CpuSample, after: CpuSample, client_s: float) -> dict[str
 
 
 def run_measured(args: list[str], binary: Path, out_csv: Path) -> float:
-    """Run perf_analyzer (perf_analyzer.command's argv) to its end; its CPU seconds (user + system, from wait4's
-    rusage: psutil cannot read a process that has been reaped). PerfAnalyzerError when it failed."""
+    """Run perf_analyzer (perf_analyzer.command's argv) to its end; its CPU seconds. PerfAnalyzerError when it
+    failed."""
     out_csv.unlink(missing_ok=True)
-    env = perf_analyzer.binary_env(binary)
-    log_path = out_csv.with_suffix(".log")
+    return run_tool("perf_analyzer", args, perf_analyzer.binary_env(binary), out_csv, out_csv.with_suffix(".log"))
+
+
+def run_tool(name: str, args: list[str], env: dict[str, str], result: Path, log_path: Path) -> float:
+    """Run a load tool to its end; its CPU seconds (user + system of it and its waited-for children, from wait4's
+    rusage: psutil cannot read a process that has been reaped). PerfAnalyzerError when it exited non-zero or wrote
+    no `result`, with its log's last lines."""
     proc: subprocess.Popen[bytes] | None = None
     with log_path.open("wb") as log_file:
         try:
             with interrupts_held():  # a signal during the start is raised here, with `proc` ours to stop
-                proc = subprocess.Popen(args, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+                proc = subprocess.Popen(
+                    args,
+                    env=env,
+                    cwd=project_dir(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                )
             deadline = time.monotonic() + 300
             while True:
                 pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
                 if pid:
                     break
                 if time.monotonic() > deadline:
-                    raise perf_analyzer.PerfAnalyzerError("perf_analyzer ran over 300 s")
+                    raise perf_analyzer.PerfAnalyzerError(f"{name} ran over 300 s")
                 time.sleep(0.05)
-        except BaseException:  # over time, or a signal (run_interruptible): perf_analyzer goes with it
+        except BaseException:  # over time, or a signal (run_interruptible): the tool goes with it
             if proc is not None and proc.returncode is None:
                 proc.kill()
                 os.wait4(proc.pid, 0)
                 proc.returncode = -9
             raise
     proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode or not out_csv.is_file():
+    if proc.returncode or not result.is_file():
         tail = log_path.read_bytes()[-2000:].decode("utf-8", "replace")
         lines = [line.strip() for line in tail.splitlines() if line.strip()]
         raise perf_analyzer.PerfAnalyzerError(
-            f"perf_analyzer failed: {' '.join(lines[-2:]) or f'exit code {proc.returncode}'}"
+            f"{name} failed: {' '.join(lines[-2:]) or f'exit code {proc.returncode}'}"
         )
     return usage.ru_utime + usage.ru_stime
 
@@ -167,6 +187,132 @@ def measure_level(
     if load.concurrency is not None and result.rps > 0:  # Little's law: the mean time a request spends in the loop
         row["little_ms"] = round(1000.0 * load.concurrency / result.rps, 1)
     return row
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerTimes:
+    """Triton's cumulative statistics of one model: successful requests, and their queue and compute nanoseconds
+    (inference_stats.success.count, .queue.ns, .compute_infer.ns of GET v2/models/MODEL/stats)."""
+
+    requests: int
+    queue_ns: int
+    compute_ns: int
+
+    def since(self, before: ServerTimes) -> dict[str, float | int | None]:
+        """The requests served since `before`, and their mean queue and compute milliseconds."""
+        served = self.requests - before.requests
+        if served <= 0:
+            return {"server_requests": max(served, 0), "server_queue_ms": None, "server_compute_ms": None}
+        return {
+            "server_requests": served,
+            "server_queue_ms": round((self.queue_ns - before.queue_ns) / served / 1e6, 1),
+            "server_compute_ms": round((self.compute_ns - before.compute_ns) / served / 1e6, 1),
+        }
+
+
+def server_times(url: str, model: str) -> ServerTimes:
+    import tritonclient.http as httpclient
+
+    client = httpclient.InferenceServerClient(url, connection_timeout=10, network_timeout=30)
+    try:
+        (stats,) = client.get_inference_statistics(model)["model_stats"]
+    finally:
+        client.close()
+    inference = stats["inference_stats"]
+    return ServerTimes(
+        int(inference["success"]["count"]), int(inference["queue"]["ns"]), int(inference["compute_infer"]["ns"])
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class LocustLevel:
+    """One open-loop level from Locust: `rate` requests/s, Poisson, at most `users` in flight, for `seconds`."""
+
+    rate: float
+    users: int
+    seconds: int
+
+    def describe(self) -> str:
+        return f"{self.rate:g} requests/s (Poisson, Locust, {self.users} users)"
+
+    def command(self, prefix: Path) -> list[str]:
+        users = str(self.users)
+        return [
+            str(runner.LOCUST),
+            *("-f", str(LOCUSTFILE), "--headless", "-u", users, "-r", users, "-t", f"{self.seconds}s"),
+            # The whole run as Locust counted it, written at exit (sandbox/report.py locust_results).
+            *("--json-file", str(prefix), "--exit-code-on-error", "0", "--only-summary", "--loglevel", "WARNING"),
+        ]
+
+    def environment(self, model: runner.Model, url: str) -> dict[str, str]:
+        env = without_proxies({k: v for k, v in os.environ.items() if k not in LOCUST_ENV_KEYS})
+        locust = LocustEnvironment(
+            model=model.name,
+            saddr=url,
+            protocol="http",
+            payload=model.payload,
+            rate=self.rate,
+            arrival="poisson",
+            input_name=model.input_name,
+            output_name=model.output_name,
+            metrics_port=0,
+        )
+        return env | locust.to_env()
+
+
+def locust_levels(rates: list[float], seconds: int, users: int) -> list[LocustLevel]:
+    """Locust's levels at `rates` (none for 0 seconds); --locust-seconds 0-600 and --locust-users 1-1000."""
+    if not 0 <= seconds <= 600:
+        raise runner.BenchError(f"--locust-seconds {seconds}: expected 0 (no Locust levels) to 600")
+    if not 1 <= users <= 1000:
+        raise runner.BenchError(f"--locust-users {users}: expected 1 to 1000")
+    return [LocustLevel(rate, users, seconds) for rate in rates] if seconds else []
+
+
+def locust_row(
+    level: LocustLevel, results: dict[str, Any], shares: dict[str, float], server: dict[str, Any]
+) -> dict[str, Any]:
+    """A Locust level as a row of the table: Locust's own counts, rate and percentiles, and Triton's own count of
+    the requests it served meanwhile, with their mean queue and compute times."""
+    return {
+        "loop": "open",
+        "tool": "locust",
+        "load": level.describe(),
+        "concurrency": None,
+        "offered_rps": level.rate,
+        "infer_per_s": round(results["rps"], 2),
+        "p50_ms": results["p50_ms"],
+        "p95_ms": results["p95_ms"],
+        "requests": results["requests"],
+        "failures": results["failures"],
+        **server,
+        **shares,
+    }
+
+
+def measure_locust_level(
+    level: LocustLevel, model: runner.Model, url: str, workdir: Path, server_pid: int | None
+) -> dict[str, Any]:
+    """One Locust run at `level` on the running server: its figures, Triton's times and every party's CPU over it."""
+    from triton_gke.sandbox.report import ReportError, locust_results
+
+    prefix = workdir / f"locust-{level.rate:g}"
+    times_before = server_times(url, model.name)
+    before = cpu_sample(server_pid)
+    client_s = run_tool(
+        "locust",
+        level.command(prefix),
+        level.environment(model, url),
+        Path(f"{prefix}.json"),
+        prefix.with_suffix(".log"),
+    )
+    after = cpu_sample(server_pid)
+    try:
+        results = locust_results(prefix, level.seconds)
+    except ReportError as err:
+        raise perf_analyzer.PerfAnalyzerError(f"locust: {err}") from None
+    served = server_times(url, model.name).since(times_before)
+    return locust_row(level, results, cpu_shares(before, after, client_s), served)
 
 
 def parse_concurrency(text: str) -> list[int]:
@@ -221,6 +367,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--intra-op-threads", type=int, help="ONNX Runtime intra-op threads (default: the twin's choice)")
     p.add_argument("--concurrency", default="1:4", help="closed-loop levels, LOW:HIGH or N,N (default 1:4)")
     p.add_argument("--rates", default="2,4,8,12,16", help="open-loop requests/s (default 2,4,8,12,16)")
+    p.add_argument(
+        "--locust-seconds",
+        type=int,
+        default=30,
+        help="seconds of each Locust level at the same rates (default 30; 0: no Locust levels)",
+    )
+    p.add_argument("--locust-users", type=int, default=32, help="Locust's bound on requests in flight (default 32)")
     p.add_argument("--out", help="output folder, new or empty (default bench/results/loop-check-<stack>-<date>)")
     p.add_argument("--build-dir", default=runner.bench_build_dir(), help="where the CPU twin is built")
     return p
@@ -248,6 +401,7 @@ def _loop_check(argv: list[str] | None) -> int:
             raise runner.BenchError("--delay-us 0 to 10000000 and --instances 1 to 64 expected")
         if args.intra_op_threads is not None and not 1 <= args.intra_op_threads <= 64:
             raise runner.BenchError(f"--intra-op-threads {args.intra_op_threads}: expected 1 to 64")
+        locust = locust_levels(rates, args.locust_seconds, args.locust_users)
         check_stack_name(args.stack, "--stack")
         runner.refuse_empty_paths(args, "--out", "--build-dir")
         out = Path(args.out) if args.out else runner.results_dir() / f"loop-check-{args.stack}-{stamp:%Y-%m-%d}"
@@ -258,6 +412,7 @@ def _loop_check(argv: list[str] | None) -> int:
         variant = tune.pick_variant(args.variant, settings)
         candidate = tune.Candidate(args.delay_us, preferred, largest, args.instances, args.intra_op_threads)
         base = runner.build_sandbox_repository(settings.model_repo, [variant], build / args.stack) / variant.name
+        model = runner.read_model(variant, base)
         binary = perf_analyzer.ensure_binary()
     except (runner.BenchError, ConfigError, ModelRepoError, perf_analyzer.PerfAnalyzerError) as err:
         print(f"error: {one_line(str(err))}", file=sys.stderr)
@@ -288,15 +443,26 @@ def _loop_check(argv: list[str] | None) -> int:
             log(f"{candidate.label()}: server ready in {server.ready_s:.1f} s")
             plan = [("warm-up", perf_analyzer.Load(concurrency=1))]
             plan += [("closed", perf_analyzer.Load(concurrency=n)) for n in levels]
+            plan: list[tuple[str, perf_analyzer.Load | LocustLevel]] = [("warm-up", perf_analyzer.Load(concurrency=1))]
+            plan += [("closed", perf_analyzer.Load(concurrency=n)) for n in levels]
             plan += [("open", perf_analyzer.Load(request_rate=r, asynchronous=True)) for r in rates]
+            plan += [("open", level) for level in locust]
             plan += [("closed again", perf_analyzer.Load(concurrency=levels[0]))]
+            twin = dataclasses.replace(model, settings=dataclasses.replace(model.settings, name=folder.name))
             for number, (phase, load) in enumerate(plan):
-                row = measure_level(binary, folder.name, server.http, load, workdir / f"level-{number}.csv", server.pid)
+                if isinstance(load, LocustLevel):
+                    row = measure_locust_level(load, twin, server.http, workdir, server.pid)
+                else:
+                    csv = workdir / f"level-{number}.csv"
+                    row = {
+                        "tool": "perf_analyzer",
+                        **measure_level(binary, folder.name, server.http, load, csv, server.pid),
+                    }
                 row["phase"] = phase
                 report["rows"].append(row)
                 log(
                     f"  {phase}, {load.describe()}: {row['infer_per_s']} infer/s, p95 {row['p95_ms']} ms; cores: "
-                    f"perf_analyzer {row['client_cores']}, server {row['server_cores']}, others {row['others_cores']}"
+                    f"{row['tool']} {row['client_cores']}, server {row['server_cores']}, others {row['others_cores']}"
                 )
     except (perf_analyzer.PerfAnalyzerError, TritonStartError, runner.BenchError) as err:
         print(f"error: {PROG}: {str(err).strip().splitlines()[0] if str(err).strip() else err!r}", file=sys.stderr)
@@ -323,16 +489,20 @@ def log(line: str) -> None:
 def table(report: dict[str, Any]) -> str:
     head = (
         "| phase | load | infer/s | p50 ms | p95 ms | server queue ms | server compute ms | Little's law ms | "
-        "perf_analyzer cores | server cores | other cores | machine busy cores |\n"
+        "load tool cores | server cores | other cores | machine busy cores |\n"
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     )
     rows = [
-        f"| {r['phase']} | {r['load']} | {r['infer_per_s']} | {r['p50_ms']} | {r['p95_ms']} | {r['server_queue_ms']} | "
-        f"{r['server_compute_ms']} | {r.get('little_ms', '')} | {r['client_cores']} | {r['server_cores']} | "
-        f"{r['others_cores']} | {r['machine_busy_cores']} |"
+        f"| {r['phase']} | {r['load']} | {r['infer_per_s']} | {_cell(r['p50_ms'])} | {_cell(r['p95_ms'])} | "
+        f"{_cell(r['server_queue_ms'])} | {_cell(r['server_compute_ms'])} | {r.get('little_ms', '')} | "
+        f"{r['client_cores']} | {r['server_cores']} | {r['others_cores']} | {r['machine_busy_cores']} |"
         for r in report["rows"]
     ]
     return "\n".join([head, *rows])
+
+
+def _cell(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:g}"
 
 
 def readme(report: dict[str, Any]) -> str:
@@ -340,9 +510,10 @@ def readme(report: dict[str, Any]) -> str:
     return (
         f"# Closed loop and open loop, one server: {report['variant']} on the CPU twin ({report['stack']})\n\n{noisy}"
         f"`{report['command']}`, {report['started']}, {report['wall_s'] / 60:.1f} min. Configuration: "
-        f"{report['configuration']}. Every figure is perf_analyzer's own; the cores are CPU seconds per wall second "
-        "over each level (perf_analyzer from its rusage, the server with its child processes, others: the rest of "
-        f"the machine's busy time), on a machine of {report['machine'].get('cores', '?')} cores.\n\n"
+        f"{report['configuration']}. Every rate and latency is the load tool's own (perf_analyzer's; Locust's "
+        "where the load says Locust), the server's queue and compute times Triton's; the cores are CPU seconds per "
+        "wall second over each level (the load tool from its rusage, the server with its child processes, others: "
+        f"the rest of the machine's busy time), on a machine of {report['machine'].get('cores', '?')} cores.\n\n"
         f"{table(report)}\n"
     )
 
