@@ -486,16 +486,52 @@ def log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+MODEL_REQUESTS = 100_000  # simulated arrivals per open-loop level
+MODEL_SEED = 35
+
+
+def single_queue(service_ms: float, rate: float, requests: int = MODEL_REQUESTS) -> tuple[float, float] | None:
+    """(p95 response ms, mean queue ms) of ONE server with a fixed service time under Poisson arrivals at `rate`
+    (M/D/1), simulated with Lindley's recursion (wait[n+1] = max(0, wait[n] + service - gap[n+1])), seeded; None when
+    the rate is at or above the server's 1000 / service_ms (no steady state). What a queue alone predicts for an
+    open-loop level, from the closed loop's own time per request: the table sets it beside what was measured."""
+    import numpy as np
+
+    if rate * service_ms >= 1000.0:
+        return None
+    gaps = np.random.default_rng(MODEL_SEED).exponential(1000.0 / rate, requests)
+    waits = np.empty(requests)
+    wait = 0.0
+    for n in range(requests):
+        waits[n] = wait
+        wait = max(0.0, wait + service_ms - gaps[n])
+    return float(np.percentile(waits + service_ms, 95)), float(waits.mean())
+
+
+def _service_ms(report: dict[str, Any]) -> float | None:
+    """The closed loop's time per request at concurrency 1 (Little's law: one request always in the loop)."""
+    return next((r.get("little_ms") for r in report["rows"] if r["phase"] == "closed" and r["concurrency"] == 1), None)
+
+
+def _model_cell(row: dict[str, Any], service_ms: float | None) -> str:
+    if row["loop"] != "open" or service_ms is None:
+        return ""
+    predicted = single_queue(service_ms, row["offered_rps"])
+    return "unstable" if predicted is None else f"{predicted[0]:.0f} / {predicted[1]:.1f}"
+
+
 def table(report: dict[str, Any]) -> str:
     head = (
         "| phase | load | infer/s | p50 ms | p95 ms | server queue ms | server compute ms | Little's law ms | "
-        "load tool cores | server cores | other cores | machine busy cores |\n"
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        "M/D/1 p95 / queue ms | load tool cores | server cores | other cores | machine busy cores |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     )
+    service_ms = _service_ms(report)
     rows = [
         f"| {r['phase']} | {r['load']} | {r['infer_per_s']} | {_cell(r['p50_ms'])} | {_cell(r['p95_ms'])} | "
         f"{_cell(r['server_queue_ms'])} | {_cell(r['server_compute_ms'])} | {r.get('little_ms', '')} | "
-        f"{r['client_cores']} | {r['server_cores']} | {r['others_cores']} | {r['machine_busy_cores']} |"
+        f"{_model_cell(r, service_ms)} | {r['client_cores']} | {r['server_cores']} | {r['others_cores']} | "
+        f"{r['machine_busy_cores']} |"
         for r in report["rows"]
     ]
     return "\n".join([head, *rows])
@@ -507,13 +543,16 @@ def _cell(value: float | None) -> str:
 
 def readme(report: dict[str, Any]) -> str:
     noisy = f"**This run is marked NOISY**: {'; '.join(report['noisy'])}.\n\n" if report["noisy"] else ""
+    cores = report["machine"].get("cores", "?")
     return (
         f"# Closed loop and open loop, one server: {report['variant']} on the CPU twin ({report['stack']})\n\n{noisy}"
         f"`{report['command']}`, {report['started']}, {report['wall_s'] / 60:.1f} min. Configuration: "
         f"{report['configuration']}. Every rate and latency is the load tool's own (perf_analyzer's; Locust's "
         "where the load says Locust), the server's queue and compute times Triton's; the cores are CPU seconds per "
         "wall second over each level (the load tool from its rusage, the server with its child processes, others: "
-        f"the rest of the machine's busy time), on a machine of {report['machine'].get('cores', '?')} cores.\n\n"
+        f"the rest of the machine's busy time), on a machine of {cores} cores. M/D/1 is no measurement: what one "
+        "server would give under Poisson arrivals at that rate with a fixed service time, the closed loop's time "
+        "per request at concurrency 1 (a seeded simulation).\n\n"
         f"{table(report)}\n"
     )
 
