@@ -88,16 +88,16 @@ print(triton_gke.__file__)
 """
 
 
-def attempt(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def attempt(command: list[str], cwd: Path, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     # Without what an enclosing `make test` exports: under a make target the hints would name `make`.
     leaks = ("ARGS", "STACK", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "TRITON_GKE_MAKE_TARGET")
     clean = {k: v for k, v in os.environ.items() if k not in leaks}
     clean["PYTHONDONTWRITEBYTECODE"] = ""  # the venv is installed --no-compile: its first imports write the bytecode
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600, env=clean)
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600, env=clean | (extra or {}))
 
 
-def run(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    result = attempt(command, cwd)
+def run(command: list[str], cwd: Path, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    result = attempt(command, cwd, extra)
     assert result.returncode == 0, f"{' '.join(command)}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     return result
 
@@ -115,8 +115,10 @@ GIT = ["git", "-c", "user.name=release", "-c", "user.email=release@example.inval
        "-c", "tag.gpgsign=false", "-c", "core.hooksPath=/dev/null"]  # fmt: skip
 
 
-def build_wheel(source: Path, dist: Path) -> Path:
-    run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "-q", "-w", str(dist)], source)
+def build_wheel(source: Path, dist: Path, epoch: str | None = None) -> Path:
+    """`pip wheel .` in `source`; `epoch` as SOURCE_DATE_EPOCH (the wheel's timestamps), as docs/library.md builds."""
+    extra = {"SOURCE_DATE_EPOCH": epoch} if epoch else {}
+    run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "-q", "-w", str(dist)], source, extra)
     (built,) = dist.glob("triton_gke-*.whl")
     return built
 
@@ -132,6 +134,8 @@ def tagged_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if path.is_file() or path.is_symlink():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, source / name, follow_symlinks=False)
+            if not path.is_symlink():  # the modes git records (644, 755), as a checkout under umask 022 has them
+                (source / name).chmod(0o755 if path.stat().st_mode & 0o100 else 0o644)
     run([*GIT, "init", "-q"], source)
     run([*GIT, "add", "-A"], source)
     run([*GIT, "commit", "-q", "-m", "the working tree"], source)
@@ -142,10 +146,14 @@ def tagged_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return source
 
 
+def commit_time(source: Path) -> str:
+    return run(["git", "log", "-1", "--format=%ct", f"v{RELEASE}"], source).stdout.strip()
+
+
 @pytest.fixture(scope="module")
 def wheel(tagged_source: Path) -> Path:
-    """The wheel built at the release tag."""
-    return build_wheel(tagged_source, tagged_source.parent / "dist")
+    """The wheel built at the release tag, its timestamps the commit's (SOURCE_DATE_EPOCH)."""
+    return build_wheel(tagged_source, tagged_source.parent / "dist", commit_time(tagged_source))
 
 
 def test_the_wheel_at_a_release_tag_is_that_release(wheel: Path, highest: Installed) -> None:
@@ -156,15 +164,17 @@ def test_the_wheel_at_a_release_tag_is_that_release(wheel: Path, highest: Instal
     assert out.strip() == RELEASE
 
 
-def test_a_git_archive_of_the_tag_builds_that_release(tagged_source: Path, wheel: Path) -> None:
+def test_a_git_archive_of_the_tag_builds_that_release_byte_for_byte(tagged_source: Path, wheel: Path) -> None:
     """`git archive vX.Y.Z` holds no .git: setuptools-scm reads the tag from .git_archival.txt, which git filled in
-    (export-subst, .gitattributes)."""
+    (export-subst, .gitattributes). Built with the same SOURCE_DATE_EPOCH from the archive, the wheel is the checkout's,
+    byte for byte (tar.umask 022: the wheel records file modes)."""
     archive = tagged_source.parent / "archive.tar"
-    run(["git", "archive", "-o", str(archive), f"v{RELEASE}"], tagged_source)
+    run([*GIT, "-c", "tar.umask=0022", "archive", "-o", str(archive), f"v{RELEASE}"], tagged_source)
     unpacked = tagged_source.parent / "unpacked"
     unpacked.mkdir()
     run(["tar", "-xf", str(archive), "-C", str(unpacked)], unpacked)
-    assert build_wheel(unpacked, tagged_source.parent / "dist-archive").name == wheel.name
+    built = build_wheel(unpacked, tagged_source.parent / "dist-archive", commit_time(tagged_source))
+    assert built.name == wheel.name and built.read_bytes() == wheel.read_bytes()
 
 
 def test_a_commit_after_the_tag_builds_the_next_development_release(tagged_source: Path, wheel: Path) -> None:

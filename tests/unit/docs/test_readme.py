@@ -90,9 +90,10 @@ NOT_RUN: dict[str, str] = {
         "needs the Pulumi CLI and a consuming program; "
         "tests/live/triton_gke/test_provider.py calls the same provider over gRPC"
     ),
-    ".venv/bin/python -m pip wheel . --no-deps -w dist": (
+    "SOURCE_DATE_EPOCH=$(git log -1 --format=%ct) .venv/bin/python -m pip wheel . --no-deps -w dist": (
         "writes dist/ into the checkout; tests/live/triton_gke/test_package.py builds the same wheel (pip wheel . "
-        "--no-deps) from a copy of the tree and installs it in fresh virtualenvs"
+        "--no-deps, SOURCE_DATE_EPOCH the commit's) from a tagged copy of the tree, and from its git archive, byte "
+        "for byte, and installs it in fresh virtualenvs"
     ),
     'pip install "triton-gke[models] @ file://$PWD/dist/triton_gke-0.3.0-py3-none-any.whl"': (
         "installs into the reader's own program virtualenv; tests/live/triton_gke/test_package.py installs the built "
