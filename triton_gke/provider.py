@@ -125,9 +125,12 @@ def pulumi_version(version: str) -> str:
 
     Pulumi reads a schema's version with blang/semver ParseTolerant and refuses what it cannot parse ("failed to
     parse semver", pulumi/pulumi pkg/codegen/schema/bind.go newBinder), and setuptools-scm's versions between
-    releases are PEP 440 (0.3.1.dev2+gHASH), which semver cannot parse. So: X.Y.Z (missing parts 0), a pre-release
-    as -alpha.N / -beta.N / -rc.N, a development release as -dev.N after it (both sort before X.Y.Z in either
-    scheme), a post-release and the local label as build metadata (+post.N.LOCAL), which semver does not order.
+    releases are PEP 440 (0.3.1.dev2+gHASH), which semver cannot parse. So: X.Y.Z (missing parts 0, a fourth and
+    the epoch dropped), a pre-release as -alpha.N / -beta.N / -rc.N, a development release as -dev.N after it, a
+    post-release and the local label as build metadata (+post.N.LOCAL). The versions this package is built with
+    (X.Y.Z and X.Y.Z.devN, pyproject.toml [tool.setuptools_scm]) keep their PEP 440 order in semver; the rarer forms
+    stay valid semver but may order differently (1.0.dev1 sorts after 1.0a1 there, a post-release equals its
+    release).
     """
     parsed = Version(version)
     release = ".".join(str(part) for part in (*parsed.release, 0, 0)[:3])

@@ -196,7 +196,7 @@ def help_text(commands: Mapping[str, Command] = COMMANDS, prog: str = CONSOLE_SC
     lines += [f"  {name:<{width}}{command.summary}" for name, command in commands.items()]
     lines += ["", f"{prog} SUBCOMMAND --help: the subcommand's options."]
     if commands is COMMANDS:
-        lines += ["", EXIT_STATUS]
+        lines += [f"{prog} --version: the installed version (the release's git tag).", "", EXIT_STATUS]
     return "\n".join(lines)
 
 
@@ -212,6 +212,11 @@ def resolve(argv: Sequence[str]) -> tuple[str, Command, list[str]] | int:
         return refuse(CONSOLE_SCRIPT, "a subcommand is needed: " + ", ".join(COMMANDS))
     if argv[0] in ("-h", "--help"):
         print(help_text())
+        return 0
+    if list(argv) == ["--version"]:  # the installed distribution's, which setuptools-scm took from the git tag
+        from triton_gke import __version__
+
+        print(f"{CONSOLE_SCRIPT} {__version__}")
         return 0
     prog, commands, words = CONSOLE_SCRIPT, COMMANDS, list(argv)
     while words and words[0] in commands:

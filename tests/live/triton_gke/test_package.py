@@ -140,9 +140,12 @@ def tagged_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run([*GIT, "add", "-A"], source)
     run([*GIT, "commit", "-q", "-m", "the working tree"], source)
     run([*GIT, "tag", "-a", f"v{RELEASE}", "-m", f"Release {RELEASE}"], source)
-    # A tag that is no release, on the same commit: it must not become the version (it did, as "2", before
-    # pyproject.toml's tag regex and describe --match).
+    # Tags that are no release, on the same commit, made after it: none may become the version. deploy-prod-2 did
+    # (as "2") before describe --match; v{RELEASE}-rc1 broke the build before --exclude; a lightweight v99.0.0 is
+    # no annotated release tag.
     run([*GIT, "tag", "-a", "deploy-prod-2", "-m", "not a release"], source)
+    run([*GIT, "tag", "-a", f"v{RELEASE}-rc1", "-m", "not a release either"], source)
+    run([*GIT, "tag", "v99.0.0"], source)
     return source
 
 

@@ -140,5 +140,27 @@ def test_the_single_queue_model_waits_as_pollaczek_khinchine_says(service_ms: fl
 
 def test_the_single_queue_model_has_no_steady_state_at_or_past_the_servers_rate() -> None:
     assert loop_check.single_queue(50.0, 20.0) is None and loop_check.single_queue(50.0, 25.0) is None
+    # Near capacity 100,000 arrivals from an empty queue fall short of the steady state: no figure at load 0.95.
+    assert loop_check.single_queue(50.0, 19.0) is None and loop_check.single_queue(50.0, 18.9) is not None
     p95, queue = loop_check.single_queue(50.0, 0.01)  # almost never two requests at once
     assert p95 == pytest.approx(50.0) and queue < 0.1
+
+
+def test_a_locust_level_with_failures_says_so_and_counts_only_the_answered() -> None:
+    level = loop_check.LocustLevel(8.0, 32, 30)
+    results = {"requests": 240, "failures": 60, "rps": 8.0, "p50_ms": 40.0, "p95_ms": 90.0, "average_ms": 42.0}
+    server = {"server_requests": 180, "server_queue_ms": 1.5, "server_compute_ms": 38.0}
+    shares = {"wall_s": 31.0, "client_cores": 0.1, "server_cores": 0.6, "others_cores": 0.0, "machine_busy_cores": 0.7}
+    row = loop_check.locust_row(level, results, shares, server)
+    assert row["infer_per_s"] == 6.0 and row["load"].endswith("; 60 of 240 FAILED"), row
+
+
+def test_statistics_the_server_does_not_answer_are_a_failed_measurement_in_one_line() -> None:
+    from triton_gke.bench.runners import perf_analyzer
+    from triton_gke.sandbox.processes import free_port
+
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    with pytest.raises(perf_analyzer.PerfAnalyzerError) as caught:
+        loop_check.server_times(address, "original")
+    assert str(caught.value).startswith(f"Triton's statistics of original at {address}: ")
+    assert "\n" not in str(caught.value)

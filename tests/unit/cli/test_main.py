@@ -15,7 +15,7 @@ from triton_gke.cli import main as cli
 # ------------------------------------------------------------------ generated bad command lines
 # Any text (line breaks, control and non-ASCII characters included) that names no subcommand.
 UNKNOWN_WORD = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1).filter(
-    lambda word: word not in cli.COMMANDS and word not in ("-h", "--help")
+    lambda word: word not in cli.COMMANDS and word not in ("-h", "--help", "--version")
 )
 
 
@@ -35,6 +35,15 @@ def test_an_unknown_subcommand_or_option_is_one_line_exit_2(word: str, rest: lis
     code, out, err = _run_in_process([word, *rest])  # nothing is imported or run: only the dispatcher answers
     assert code == 2 and out == "" and "Traceback" not in err
     assert len(err.splitlines()) == 1 and err.endswith(" (see triton-gke --help)\n"), repr(err)
+
+
+def test_version_prints_the_installed_distributions_and_takes_no_more_words() -> None:
+    import importlib.metadata
+
+    code, out, err = _run_in_process(["--version"])
+    assert (code, out, err) == (0, f"triton-gke {importlib.metadata.version('triton-gke')}\n", "")
+    code, out, err = _run_in_process(["--version", "plan"])
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
 
 
 @given(parent=st.sampled_from([n for n, c in cli.COMMANDS.items() if c.children]), word=UNKNOWN_WORD)

@@ -398,8 +398,17 @@ def check_console_script_help(result: Result) -> None:
     assert "exit status" in result.output and "Error N" in result.output
 
 
+def check_console_script_version(result: Result) -> None:
+    """'the installed version (the release's git tag)': a PEP 440 version, the installed distribution's."""
+    import importlib.metadata
+
+    assert result.returncode == 0, result.output
+    assert result.output.strip() == f"triton-gke {importlib.metadata.version('triton-gke')}", result.output
+
+
 RUN: dict[str, Callable[[Result], None]] = {
     ".venv/bin/triton-gke --help": check_console_script_help,
+    ".venv/bin/triton-gke --version": check_console_script_version,
     "make plan STACK=dev": check_dev_plan,
     ".venv/bin/lint-imports --no-cache --no-logo": check_import_contracts,
     ".venv/bin/triton-gke plan-folder examples/on-cluster-python --json": check_offline_example_plan,

@@ -215,8 +215,7 @@ ALLOWED: dict[str, str] = {
     "sandbox/prometheus.py:LocalPrometheus.api:open": _HTTP,
     "sandbox/prometheus.py:LocalPrometheus.api:json.load": _HTTP,
     "bench/runners/perf_analyzer.py:parse_csv:open": _OWN,
-    "bench/tuners/loop_check.py:run_tool:read_bytes": _OWN
-    + " (the last 2,000 bytes of perf_analyzer's own output)",
+    "bench/tuners/loop_check.py:run_tool:read_bytes": _OWN + " (the last 2,000 bytes of perf_analyzer's own output)",
     "bench/runners/perf_analyzer.py:parse_search_csv:open": _OWN,
     "bench/runners/perf_analyzer.py:_unpack:open": _OWN + " (a member of the perf_analyzer wheel being unpacked)",
     "bench/runners/runner.py:run_locust:read_text": _OWN + " (Locust's steps file)",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.metadata
 import re
 import tomllib
+from fnmatch import fnmatchcase
 
 import pytest
 from packaging.version import Version
@@ -40,15 +41,48 @@ def newest_release(text: str) -> str:
     return next(version for version, _ in releases(text) if version != "Unreleased")
 
 
-def test_the_version_is_derived_from_release_tags_by_a_pinned_setuptools_scm() -> None:
+def counted_by_describe(tag: str, command: list[str]) -> bool:
+    """Whether `git describe` with these --match/--exclude globs considers `tag` (git's wildmatch without a path
+    separator in play: *, ? and [!...] as fnmatch reads them)."""
+    matches = [command[i + 1] for i, word in enumerate(command) if word == "--match"]
+    excludes = [command[i + 1] for i, word in enumerate(command) if word == "--exclude"]
+    return any(fnmatchcase(tag, m) for m in matches) and not any(fnmatchcase(tag, e) for e in excludes)
+
+
+@pytest.mark.parametrize(
+    ("tag", "counted"),
+    [
+        ("v0.3.0", True),
+        ("v10.20.30", True),
+        ("v01.2.3", True),  # git cannot tell it from v1.2.3's intent; setuptools-scm reads 1.2.3
+        ("v1.2", False),
+        ("v1.2.3-rc1", False),  # broke the build (the regex refused what describe chose) before --exclude
+        ("v1.2.3.4", False),
+        ("v1.2.3+build", False),
+        ("V1.2.3", False),
+        ("1.2.3", False),
+        ("issue-33", False),
+        ("deploy-prod-2", False),  # became the version "2" before --match
+        ("latest", False),
+    ],
+)
+def test_only_release_tags_set_the_version(tag: str, counted: bool) -> None:
+    scm = pyproject()["tool"]["setuptools_scm"]
+    command = scm["scm"]["git"]["describe_command"]
+    assert counted_by_describe(tag, command) is counted
+    if counted:  # what describe chooses, the regex must read, or the build fails
+        assert re.match(scm["tag"]["regex"], tag)["version"] == tag[1:]
+
+
+def test_the_version_is_derived_from_annotated_release_tags_by_a_pinned_setuptools_scm() -> None:
     project = pyproject()
     assert "version" not in project["project"] and project["project"]["dynamic"] == ["version"]
-    scm = project["tool"]["setuptools_scm"]
-    # Only vX.Y.Z tags: git describe --match and the tag regex agree (issue-33, deploy-prod-2 or v1.0 never count).
-    assert scm["scm"]["git"]["describe_command"][-2:] == ["--match", "v[0-9]*.[0-9]*.[0-9]*"]
-    regex = re.compile(scm["tag"]["regex"])
-    assert regex.match("v0.3.0")["version"] == "0.3.0"
-    assert not any(regex.match(tag) for tag in ("v1.0", "v1.2.3-rc1", "0.3.0", "deploy-prod-2", "v1.2.3.4"))
+    command = project["tool"]["setuptools_scm"]["scm"]["git"]["describe_command"]
+    assert command[:2] == ["git", "describe"] and "--tags" not in command, "annotated tags only, as releases are"
+    archival = (PROJECT_DIR / ".git_archival.txt").read_text(encoding="utf-8")
+    globs = [f"{word}={command[i + 1]}" for i, word in enumerate(command) if word in ("--match", "--exclude")]
+    assert f"describe-name: $Format:%(describe:{','.join(g[2:] for g in globs)})$" in archival, "git archive agrees"
+    assert ".git_archival.txt export-subst" in (PROJECT_DIR / ".gitattributes").read_text(encoding="utf-8")
     requires = project["build-system"]["requires"]
     assert all("==" in requirement for requirement in requires), "every build requirement pinned"
     assert {r.split("==")[0] for r in requires} >= {"setuptools", "setuptools-scm", "vcs-versioning", "packaging"}
