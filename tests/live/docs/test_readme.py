@@ -169,6 +169,14 @@ def copy_project(copy: Path) -> Path:
     """
     shutil.copytree(PROJECT_DIR, copy, ignore=_NOT_COPIED, symlinks=True)
     (copy / ".venv").symlink_to(PROJECT_DIR / ".venv")
+    # The shared venv is the checkout's, never the copy's: make's setup target reinstalls when a requirements file or
+    # pyproject.toml is newer than .venv/.installed, and in the copy it would repoint the shared venv's editable install
+    # and console scripts at this temporary folder (it did, after pyproject.toml changed: the checkout's
+    # .venv/bin/triton-gke then ran a deleted copy's python). The copy's inputs take the marker's time.
+    marker = PROJECT_DIR / ".venv" / ".installed"
+    if marker.exists():
+        for name in ("requirements.txt", "requirements-nodeps.txt", "constraints.txt", "pyproject.toml"):
+            os.utime(copy / name, (marker.stat().st_mtime, marker.stat().st_mtime))
     (copy / "build").mkdir()
     (PROJECT_DIR / "build" / "cache").mkdir(parents=True, exist_ok=True)
     (copy / "build" / "cache").symlink_to(PROJECT_DIR / "build" / "cache")
