@@ -113,8 +113,8 @@ NOT_RUN: dict[str, str] = {
     "pulumi config set --path 'regions[3]' us-east4 -s prod": _NO_PULUMI,
     "pulumi up -s prod": _NO_PULUMI,
     ".venv/bin/triton-gke bench --variants original --uint8 --repeats 1 --no-perf-analyzer --saturation-users '' "
-    "--precision 0.1": (
-        "measures for 2-3 minutes on 2 cores (docs/measure-and-tune.md gives its timed runs); "
+    "--precision 0.1 --stop-after 1": (
+        "measures for about 2.5 minutes on 2 cores (docs/measure-and-tune.md gives its timed runs); "
         "tests/live/bench/test_bench_run.py runs the same bench, one variant with --uint8 --repeats 1 "
         "--no-perf-analyzer, end to end with shorter steps"
     ),
