@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import secrets
 import shutil
@@ -21,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LocustEnvironment
+from triton_gke.contracts.loadtest import LocustEnvironment
 from triton_gke.contracts.paths import LOCUSTFILE, project_dir
 from triton_gke.contracts.triton import triton_server_args
 from triton_gke.model_repo.sync import SyncError, SyncReport, sync_repository
@@ -29,7 +28,7 @@ from triton_gke.observability.settings import LOCUST_MASTER_PODS, TRITON_PODS, S
 from triton_gke.sandbox.gcs_emulator import TRITON_ENV, EmulatorError, GcsEmulator
 from triton_gke.sandbox.netns import NetworkNamespace
 from triton_gke.sandbox.private_tmp import PrivateTmp, private_tmp_available
-from triton_gke.sandbox.processes import free_port, interrupts_held, stop_process, without_proxies
+from triton_gke.sandbox.processes import free_port, interrupts_held, locust_base_environment, stop_process
 from triton_gke.sandbox.prometheus import LocalPrometheus, PrometheusError, local_pod, local_prometheus_config
 from triton_gke.sandbox.triton import REDACTED, TritonServer, TritonStartError, redact_command
 
@@ -295,7 +294,7 @@ class LocustLoad:
 
     def environment(self) -> dict[str, str]:
         # Every key the locustfile reads is set here or left unset: an ambient value must not leak into the load test.
-        env = without_proxies({k: v for k, v in os.environ.items() if k not in LOCUST_ENV_KEYS})
+        env = locust_base_environment()
         locust = LocustEnvironment(
             model=self.load.model,
             saddr=self.saddr,

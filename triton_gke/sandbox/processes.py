@@ -24,6 +24,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS
+
 LOOPBACK = "127.0.0.1"
 
 
@@ -223,3 +225,10 @@ PROXY_KEYS = ("http_proxy", "https_proxy", "grpc_proxy", "all_proxy", "no_proxy"
 def without_proxies(env: dict[str, str]) -> dict[str, str]:
     """`env` without any proxy variable, and no_proxy=* so that nothing the process inherits later adds one."""
     return {k: v for k, v in env.items() if k.lower() not in PROXY_KEYS} | {"no_proxy": "*"}
+
+
+def locust_base_environment() -> dict[str, str]:
+    """This process's environment for a local Locust, before its settings are added: no proxy variable, and no
+    locust-config key (contracts/loadtest.py LOCUST_ENV_KEYS), which must never reach a load test from the caller's
+    environment by accident. The sandbox, the bench and the loop check start Locust from it."""
+    return without_proxies({k: v for k, v in os.environ.items() if k not in LOCUST_ENV_KEYS})

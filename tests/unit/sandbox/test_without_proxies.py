@@ -27,3 +27,13 @@ def test_no_proxy_variable_survives_and_the_rest_is_kept(proxies: dict[str, str]
 def test_grpc_and_upper_case_spellings_are_removed() -> None:
     env = {"GRPC_PROXY": "http://p:1", "HTTPS_PROXY": "http://p:1", "No_Proxy": "x", "PATH": "/bin"}
     assert without_proxies(env) == {"PATH": "/bin", "no_proxy": "*"}
+
+
+def test_a_locust_starts_without_the_callers_locust_settings_or_proxies(monkeypatch) -> None:
+    from triton_gke.sandbox.processes import locust_base_environment
+
+    monkeypatch.setenv("rate", "99")  # a locust-config key (contracts/loadtest.py LOCUST_ENV_KEYS)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy:3128")
+    monkeypatch.setenv("KEEP_ME", "1")
+    env = locust_base_environment()
+    assert "rate" not in env and "HTTPS_PROXY" not in env and env["no_proxy"] == "*" and env["KEEP_ME"] == "1"

@@ -45,7 +45,7 @@ from triton_gke.bench.plans.results import PerfAnalyzerOpinion, StepRow, Variant
 from triton_gke.bench.plans.slo_search import PASS, SloCriteria, SloResult, Step, rate_search, spread, verdict
 from triton_gke.bench.runners import perf_analyzer, raw_ort
 from triton_gke.bounded_files import read_text_file
-from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LocustEnvironment
+from triton_gke.contracts.loadtest import LocustEnvironment
 from triton_gke.contracts.paths import (
     IMPORT_ROOT,
     LOCUST_STEPS_FILE,
@@ -56,7 +56,7 @@ from triton_gke.contracts.paths import (
 from triton_gke.contracts.triton import READY_PATH
 from triton_gke.model_repo.settings import ModelRepoSettings, VariantSettings
 from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES
-from triton_gke.sandbox.processes import interrupts_held, without_proxies
+from triton_gke.sandbox.processes import interrupts_held, locust_base_environment
 
 # The package's own folder (the repository root in a checkout): on the locustfile's PYTHONPATH.
 SHAPE_FILE = LOCUST_STEPS_FILE
@@ -335,7 +335,7 @@ def stack_serve(saddr: str, metrics_url: str | None) -> Serve:
 
 def locust_env(plan: LoadPlan, model: Model, endpoint: Endpoint, protocol: str) -> dict[str, str]:
     # Keys of the locust-config ConfigMap: never inherited from the caller's environment by accident.
-    env = without_proxies({k: v for k, v in os.environ.items() if k not in LOCUST_ENV_KEYS})
+    env = locust_base_environment()
     env.update(plan.env())
     locust = LocustEnvironment(
         model=model.name,

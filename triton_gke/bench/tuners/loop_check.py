@@ -51,11 +51,11 @@ from triton_gke.bench.reports import record
 from triton_gke.bench.runners import perf_analyzer, runner
 from triton_gke.bench.tuners import tune
 from triton_gke.bounded_files import one_line
-from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LocustEnvironment
+from triton_gke.contracts.loadtest import LocustEnvironment
 from triton_gke.contracts.paths import LOCUSTFILE, project_dir
 from triton_gke.one_line import OneLineParser
 from triton_gke.sandbox import run_folder
-from triton_gke.sandbox.processes import interrupts_held, run_interruptible, without_proxies
+from triton_gke.sandbox.processes import interrupts_held, locust_base_environment, run_interruptible
 
 PROG = "triton-gke bench loop-check"
 MAX_LEVELS = 16
@@ -252,7 +252,7 @@ class LocustLevel:
         ]
 
     def environment(self, model: runner.Model, url: str) -> dict[str, str]:
-        env = without_proxies({k: v for k, v in os.environ.items() if k not in LOCUST_ENV_KEYS})
+        env = locust_base_environment()
         locust = LocustEnvironment(
             model=model.name,
             saddr=url,
