@@ -7,20 +7,20 @@ components are importable from here; they load on first use, so the command line
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 from typing import TYPE_CHECKING, Any
 
 
 def _installed_version() -> str:
     """The installed distribution's version, which setuptools-scm derived from the git tag when it was built
-    (pyproject.toml [tool.setuptools_scm]); "0+unknown" for a tree used without installing it."""
+    (pyproject.toml [tool.setuptools_scm]); "0+unknown" for a tree used without installing it. Read on first use of
+    `__version__` (__getattr__ below): importing importlib.metadata costs every command ~60 ms at start."""
+    import importlib.metadata
+
     try:
         return importlib.metadata.version("triton-gke")
     except importlib.metadata.PackageNotFoundError:
         return "0+unknown"
 
-
-__version__ = _installed_version()
 
 # Public name -> module that defines it. Three levels of composition: TritonOnCluster (Triton onto an existing GKE
 # cluster), TritonGkeRegion (a region's cluster, serving and NEGs), TritonGkeSystem (every region from one settings
@@ -67,6 +67,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # the same names, spelled out for editors and type checkers, which do not run __getattr__
+    __version__: str
     from triton_gke.infra.cluster import GkeCluster, GkeClusterArgs
     from triton_gke.infra.global_lb import GlobalLoadBalancer, GlobalLoadBalancerArgs
     from triton_gke.infra.model_store import ModelStore, ModelStoreArgs
@@ -78,6 +79,8 @@ if TYPE_CHECKING:  # the same names, spelled out for editors and type checkers, 
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        return _installed_version()
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'triton_gke' has no attribute {name!r}")
