@@ -172,11 +172,14 @@ def copy_project(copy: Path) -> Path:
     # The shared venv is the checkout's, never the copy's: make's setup target reinstalls when a requirements file or
     # pyproject.toml is newer than .venv/.installed, and in the copy it would repoint the shared venv's editable install
     # and console scripts at this temporary folder (it did, after pyproject.toml changed: the checkout's
-    # .venv/bin/triton-gke then ran a deleted copy's python). The copy's inputs take the marker's time.
+    # .venv/bin/triton-gke then ran a deleted copy's python). A copied input newer than the marker takes the
+    # marker's time, in nanoseconds: a float time rounds up past it, and make then saw the copy's inputs as newer.
     marker = PROJECT_DIR / ".venv" / ".installed"
     if marker.exists():
+        installed_ns = marker.stat().st_mtime_ns
         for name in ("requirements.txt", "requirements-nodeps.txt", "constraints.txt", "pyproject.toml"):
-            os.utime(copy / name, (marker.stat().st_mtime, marker.stat().st_mtime))
+            if (copy / name).stat().st_mtime_ns > installed_ns:
+                os.utime(copy / name, ns=(installed_ns, installed_ns))
     (copy / "build").mkdir()
     (PROJECT_DIR / "build" / "cache").mkdir(parents=True, exist_ok=True)
     (copy / "build" / "cache").symlink_to(PROJECT_DIR / "build" / "cache")
