@@ -57,9 +57,10 @@ def test_a_sample_of_this_process_counts_its_own_cpu() -> None:
     import os
 
     sample = loop_check.cpu_sample(os.getpid())
-    # The same process read twice, the server's first: moments apart, so own_s may be a tick later (was >=: flaky).
+    # The "server" read counts this process and its children (a worker may hold servers other tests started), read
+    # first: own_s, read moments later, may be a tick or two above it (a plain >= was flaky), never much more.
     assert sample.server_s > 0 and sample.own_s > 0 and sample.machine_busy_s > 0
-    assert abs(sample.server_s - sample.own_s) < 1.0
+    assert sample.server_s >= sample.own_s - 0.5
 
 
 def test_bad_input_exits_2_in_one_line_before_anything_starts(tmp_path: Path, capsys) -> None:
