@@ -105,3 +105,38 @@ def test_the_client_side_candidates_are_measured_over_grpc_with_the_uint8_copy(
     assert "TYPE_UINT8" in (tmp_path / "build" / "tunetest" / "cpu" / "original_uint8" / "config.pbtxt").read_text()
     progress = [line for line in capsys.readouterr().err.splitlines() if " | elapsed " in line]
     assert any(f"[{other['label']}]" in line for line in progress)
+
+
+def test_a_screen_predicts_each_configuration_from_perf_analyzers_closed_loop(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35's faster search: `--search screen` measures each configuration closed loop with perf_analyzer (the
+    default over HTTP, the other over gRPC on the UINT8 copy), three times on one fresh server each, and ranks them
+    by the open-loop capacity the queue model predicts from the time per request; its outputs say so."""
+    import dataclasses
+
+    from triton_gke.bench.metrics.queue_model import capacity
+    from triton_gke.bench.tuners import tune
+
+    client_side = lambda default, cores: [default, dataclasses.replace(default, protocol="grpc", other_payload=True)]  # noqa: E731
+    monkeypatch.setattr(tune, "candidate_grid", client_side)
+    out = tmp_path / "out"
+    assert main([*short_tuning(tmp_path, monkeypatch), "--search", "screen"]) == 0
+    report = json.loads((out / "tune.json").read_text(encoding="utf-8"))
+    assert report["search"] == "screen" and report["units_spent"] == 6
+    default, other = report["candidates"]
+    assert other["protocol"] == "grpc" and other["other_payload"]
+    assert len(default["capacities"]) == len(other["capacities"]) == tune.SCREEN_FIRST
+    measured = report["machine"]["screen"]["measurements"]
+    for candidate in (default, other):
+        rows = measured[candidate["label"]]
+        assert [r["predicted_rps"] for r in rows] == candidate["capacities"]
+        for row in rows:  # Little's law at one in flight, and the model's rate for that time per request
+            assert row["concurrency"] == 1 and row["service_ms"] == pytest.approx(1000 / row["infer_per_s"], rel=0.01)
+            assert row["predicted_rps"] == pytest.approx(capacity(row["service_ms"], 1, SLO_MS), rel=0.02, abs=0.01)
+            assert row["predicted_rps"] > 0
+    text = (out / "README.md").read_text(encoding="utf-8")
+    assert "closed-loop measurements" in text and "predicted by M/D/c" in text
+    assert not (out / "results.json").exists()  # predictions are no measured capacity to record
+    err = capsys.readouterr().err
+    assert f"[{other['label']}] concurrency 1:" in err and "M/D/1 p95 <= 10000 ms up to" in err

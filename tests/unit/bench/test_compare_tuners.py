@@ -370,3 +370,33 @@ def test_an_empty_folder_option_is_refused_naming_it(option: str, tmp_path: Path
     args = [word for pair in given.items() for word in pair]
     assert ct.main([*args, "--out", str(tmp_path / "o")]) == 2
     assert capsys.readouterr().err == f"error: {option}: an empty path (it would mean the current folder)\n"
+
+
+def test_a_tunings_client_side_pick_is_compared_with_its_protocol_and_payload(tmp_path: Path) -> None:
+    """Issue 35: what Model Analyzer cannot search (gRPC, the UINT8 copy) is measured as the tuner picked it, and a
+    screen's figures are named as predictions, not open-loop searches."""
+    tuning = tmp_path / "tuning"
+    tuning.mkdir()
+    report = json.loads((FIRST_TUNING / "tune.json").read_text())
+    report["search"] = "screen"
+    report["recommended"] = {**report["best"], "protocol": "grpc", "other_payload": True}
+    (tuning / "tune.json").write_text(json.dumps(report))
+    _, recommended, best = ct.tuner_entries(tuning)
+    assert (recommended.candidate.protocol, recommended.candidate.other_payload) == ("grpc", True)
+    assert (best.candidate.protocol, best.candidate.other_payload) == ("http", False)  # an older report's fields
+    assert recommended.claim.endswith("closed-loop measurements") and "predicted (M/D/c)" in recommended.claim
+
+
+@pytest.mark.parametrize(("field", "value"), [("protocol", "udp"), ("protocol", 1), ("other_payload", "yes")])
+def test_a_client_side_field_that_is_not_one_is_refused_in_one_line(
+    field: str, value: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tuning = tmp_path / "tuning"
+    tuning.mkdir()
+    report = json.loads((FIRST_TUNING / "tune.json").read_text())
+    report["best"][field] = value
+    (tuning / "tune.json").write_text(json.dumps(report))
+    args = ["--tune", str(tuning), "--model-analyzer", str(ma_run(tmp_path / "ma")), "--out", str(tmp_path / "o")]
+    assert ct.main(args) == 2
+    err = capsys.readouterr().err
+    assert "protocol is http or grpc and other_payload true or false" in err and err.count("\n") == 1, err

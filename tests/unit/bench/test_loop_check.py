@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from triton_gke.bench.runners.runner import BenchError, Model
@@ -124,27 +124,6 @@ def test_a_locust_row_reads_in_the_table_beside_perf_analyzers() -> None:
     closed = {**row, "phase": "closed", "loop": "closed", "concurrency": 1, "load": "concurrency 1", "little_ms": 60.0}
     lines = loop_check.table({"rows": [closed, row]}).splitlines()
     assert lines[-1].split(" | ")[8] == "{:.0f} / {:.1f}".format(*loop_check.single_queue(60.0, 8.0))
-
-
-# --- the single-queue model beside the open loop ---------------------------------------------------------------
-@settings(max_examples=15, deadline=None)
-@given(st.floats(1.0, 500.0), st.floats(0.05, 0.8))
-def test_the_single_queue_model_waits_as_pollaczek_khinchine_says(service_ms: float, load: float) -> None:
-    """M/D/1's mean wait is rho * S / (2 * (1 - rho)) (the Pollaczek-Khinchine formula with a fixed service time):
-    a textbook result the simulation did not come from."""
-    rate = load * 1000.0 / service_ms
-    p95, queue = loop_check.single_queue(service_ms, rate)
-    expected = load * service_ms / (2 * (1 - load))
-    assert queue == pytest.approx(expected, rel=0.12)
-    assert p95 >= service_ms
-
-
-def test_the_single_queue_model_has_no_steady_state_at_or_past_the_servers_rate() -> None:
-    assert loop_check.single_queue(50.0, 20.0) is None and loop_check.single_queue(50.0, 25.0) is None
-    # Near capacity 100,000 arrivals from an empty queue fall short of the steady state: no figure at load 0.95.
-    assert loop_check.single_queue(50.0, 19.0) is None and loop_check.single_queue(50.0, 18.9) is not None
-    p95, queue = loop_check.single_queue(50.0, 0.01)  # almost never two requests at once
-    assert p95 == pytest.approx(50.0) and queue < 0.1
 
 
 def test_a_locust_level_with_failures_says_so_and_counts_only_the_answered() -> None:

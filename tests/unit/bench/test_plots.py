@@ -96,6 +96,22 @@ def test_the_tuning_plot_shows_every_search_the_default_and_the_pick(plt: Any, t
     assert "p95 <= 100 ms" in ax.get_xlabel()
 
 
+def test_a_screens_plot_says_its_figures_are_predictions_and_names_the_client_side(plt: Any, tmp_path: Path) -> None:
+    """bench tune --search screen: the axis and the legend say what a marker is (a closed-loop measurement's
+    prediction, not a rate search) and a gRPC or other-payload configuration is told apart from its HTTP twin."""
+    tuning = json.loads((TUNE / "tune.json").read_text())
+    tuning["search"] = "screen"
+    tuning["candidates"][1] = {**tuning["candidates"][1], "protocol": "grpc", "other_payload": True}
+    plots.tune_plot(tuning, tmp_path / "tune.png", plt)
+    figure = plt.gcf()
+    _fits(figure)
+    ax = figure.axes[0]
+    assert ax.get_xlabel().startswith("predicted capacity") and "from closed loop" in ax.get_xlabel()
+    assert "one closed-loop measurement's prediction" in _legend_texts(figure)
+    assert any(", gRPC, other payload" in t.get_text() for t in ax.get_yticklabels())
+    assert "closed-loop measurements (screen)" in " ".join(ax.get_title().split())  # wrapped to fit
+
+
 def test_the_comparison_plot_marks_none_and_leaves_gaps(plt: Any, tmp_path: Path) -> None:
     comparison = json.loads((TUNERS / "comparison.json").read_text())
     plots.compare_plot(comparison, tmp_path / "comparison.png", plt)

@@ -87,13 +87,13 @@ def test_a_progress_line_gives_rate_p95_verdict_elapsed_and_time_left(
     p95 = "n/a" if record["p95_ms"] is None else f"{record['p95_ms']:.0f} ms"
     assert line == (
         f"  original repeat 1/2 step {record['phase']}: {load}, achieved {record['rps']:.1f} req/s, p95 {p95}, pass"
-        f" | elapsed {runner._clock(elapsed)}, left {'n/a' if left is None else '~' + runner._clock(left)}"
+        f" | elapsed {runner.clock(elapsed)}, left {'n/a' if left is None else '~' + runner.clock(left)}"
     )
 
 
 @given(seconds=st.floats(0, 1e6))
 def test_clock_reads_back_to_the_second(seconds: float) -> None:
-    text = runner._clock(seconds)
+    text = runner.clock(seconds)
     match = re.fullmatch(r"(?:(\d+)h(\d{2})m|(\d+)m(\d{2})s|(\d+)s)", text)
     assert match, text
     hours, h_minutes, minutes, secs, alone = (int(g) if g else 0 for g in match.groups())

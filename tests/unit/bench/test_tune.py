@@ -349,3 +349,65 @@ def test_a_build_dir_that_is_a_file_and_an_out_with_a_line_break_are_one_line(
     assert tune.main(["--out", "/proc/x\nFAKE: second line"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --out /proc/x") and err.count("\n") == 1, err
+
+
+# --- the screen (--search screen): closed loop, then a queue model ----------------------------------------------
+def test_a_screen_measurement_predicts_by_littles_law_and_the_queue_model() -> None:
+    """17 answers/s with one request in flight is 58.8 ms per request; two instances at 20/s with two in flight,
+    100 ms each; the prediction is the queue model's for that time, and no answer predicts nothing."""
+    from triton_gke.bench.metrics.queue_model import capacity
+
+    one = tune.screen_row(17.0, 70.0, 1, 200.0)
+    assert one["service_ms"] == pytest.approx(58.82, abs=0.01)
+    assert one["predicted_rps"] == pytest.approx(capacity(1000 / 17, 1, 200.0), abs=0.01)
+    two = tune.screen_row(20.0, 120.0, 2, 200.0)
+    assert two["service_ms"] == 100.0 and two["predicted_rps"] == pytest.approx(capacity(100.0, 2, 200.0), abs=0.01)
+    assert tune.screen_row(0.0, 0.0, 1, 200.0)["predicted_rps"] == 0.0
+    assert tune.screen_row(4.0, 300.0, 1, 200.0)["predicted_rps"] == 0.0  # 250 ms per request: past the SLO alone
+
+
+@given(st.integers(1, 64), st.none() | st.integers(1, 64), st.floats(60.0, 36000.0), st.floats(0.0, 600.0))
+def test_a_screen_visits_what_its_budget_pays_for_and_always_compares(
+    grid: int, max_count: int | None, budget_s: float, visit_s: float
+) -> None:
+    count = tune.screen_count(grid, max_count, budget_s, visit_s)
+    assert count <= grid and count <= (max_count or tune.MAX_CANDIDATES)
+    assert count >= min(2, grid, max_count or 2)  # the default and one other, where the grid and the option allow
+    if count > 2:
+        assert count * max(visit_s, 1.0) <= budget_s
+
+
+def screened_report() -> dict:
+    default = {**dataclasses.asdict(tune.Candidate(20000, 64, 64, 1)), "label": "default"}
+    best = {**dataclasses.asdict(tune.Candidate(0, 1, 1, 1, protocol="grpc")), "label": "no batching, gRPC"}
+    row = {"concurrency": 1, "infer_per_s": 16.9, "p95_ms": 66.0, "service_ms": 59.17, "predicted_rps": 9.2}
+    return {
+        "variant": "original", "stack": "dev", "slo_ms": 200, "command": "triton-gke bench tune --search screen",
+        "started": "2026-12-03T21:00:00+00:00", "wall_s": 150.0, "units_spent": 6, "search": "screen",
+        "candidates": [
+            {**default, "default": True, "capacities": [5.0, 5.1, 5.2], "median": 5.1},
+            {**best, "default": False, "capacities": [9.0, 9.2, 9.4], "median": 9.2},
+        ],
+        "best": {**best, "median": 9.2, "min": 9.0, "max": 9.4, "searches": 3},
+        "default": {**default, "median": 5.1, "min": 5.0, "max": 5.2, "searches": 3},
+        "recommended": {**best, "median": 9.2, "min": 9.0, "max": 9.4, "searches": 3},
+        "ratio": 9.2 / 5.1, "significant": True, "chance": 0.05, "stopped_early": False, "noisy": [],
+        "pulumi": ["pulumi config set triton-gke:modelMaxQueueDelayUs 0"], "client": [],
+        "twin_only": {tune.INTRA_PARAMETER: None},
+        "machine": {"screen": {"window_s": 1.0, "measurements": {"no batching, gRPC": [row]}}},
+    }  # fmt: skip
+
+
+def test_a_screens_readme_calls_its_figures_predictions_and_shows_what_they_came_from() -> None:
+    text = tune.readme(screened_report())
+    assert "6 closed-loop measurements" in text and "rate searches" not in text
+    assert "predicted capacities (req/s at the SLO by M/D/c" in text
+    assert "capacities predicted by M/D/c, not measured open loop" in text
+    assert "each of its 3 closed-loop measurements beat each of the default's 3" in text
+    assert "| no batching, gRPC | 1 | 16.9 | 66 | 59.17 | 9.2 |" in text
+
+
+def test_search_takes_only_the_two_strategies(capsys: pytest.CaptureFixture[str]) -> None:
+    assert tune.main(["--search", "bandit"]) == 2
+    err = capsys.readouterr().err
+    assert "--search: invalid choice: 'bandit'" in err and err.count("\n") == 1, err

@@ -55,8 +55,10 @@ def key(label: str, **style: Any) -> Any:
     return Line2D([], [], label=label, **{"linestyle": "", **style})
 
 
-def capacity_label(slo_ms: float) -> str:
-    """The axis of every capacity plot: what a search's figure is."""
+def capacity_label(slo_ms: float, predicted: bool = False) -> str:
+    """The axis of every capacity plot: what a search's figure is (or a screen's prediction)."""
+    if predicted:
+        return f"predicted capacity: requests/s at p95 <= {slo_ms:g} ms (SLO) by M/D/c, from closed loop"
     return f"capacity: achieved requests/s at the highest rate with p95 <= {slo_ms:g} ms (SLO)"
 
 
@@ -73,12 +75,20 @@ def _short(candidate: dict[str, Any]) -> str:
         f"{candidate['instance_count']} inst."
     )
     threads = candidate.get("intra_op_threads")
-    return label + (f", {threads} thr." if threads else "")
+    client = (", gRPC" if candidate.get("protocol") == "grpc" else "") + (
+        ", other payload" if candidate.get("other_payload") else ""
+    )
+    return label + (f", {threads} thr." if threads else "") + client
 
 
 def _same(a: dict[str, Any], b: dict[str, Any] | None) -> bool:
     keys = ("max_queue_delay_us", "preferred_batch_size", "max_batch_size", "instance_count", "intra_op_threads")
-    return b is not None and all(a.get(k) == b.get(k) for k in keys)
+    client = (("protocol", "http"), ("other_payload", False))
+    return (
+        b is not None
+        and all(a.get(k) == b.get(k) for k in keys)
+        and all(a.get(k, none) == b.get(k, none) for k, none in client)
+    )
 
 
 def tune_plot(report: dict[str, Any], path: Path, plt: Any) -> Path:
@@ -109,25 +119,29 @@ def tune_plot(report: dict[str, Any], path: Path, plt: Any) -> Path:
         labels.append(_short(candidate) + (f"  [{', '.join(tags)}]" if tags else ""))
     ax.set_yticks(range(len(candidates)), labels, fontsize=8)
     ax.set_xlim(left=0)
-    ax.set_xlabel(capacity_label(report["slo_ms"]))
+    predicted = report.get("search") == "screen"
+    short, many = ("measurement", "measurements") if predicted else ("search", "searches")
+    unit = "one closed-loop measurement's prediction" if predicted else "one rate search"
+    ax.set_xlabel(capacity_label(report["slo_ms"], predicted))
     ax.grid(True, axis="x", alpha=0.3)
     pick = "recommended" if _same(best or {}, recommended) else "best measured (not recommended: see README)"
     handles = [
-        key("one rate search", marker="o", color="tab:blue", markeredgecolor="black"),
-        key("ringed: its first search (rung 1)", marker="o", markersize=12, fillstyle="none", color="tab:blue"),
-        key("bar: median of its searches", linestyle="-", linewidth=8, color="tab:blue", alpha=0.35),
+        key(unit, marker="o", color="tab:blue", markeredgecolor="black"),
+        key(f"ringed: its first {short} (rung 1)", marker="o", markersize=12, fillstyle="none", color="tab:blue"),
+        key(f"bar: median of its {many}", linestyle="-", linewidth=8, color="tab:blue", alpha=0.35),
         key(f"[pick]: the {pick}", marker="o", color="tab:green"),
         key("[default]: the stack's configuration", marker="o", color="tab:grey"),
         key(NONE_NOTE, marker="x", color="tab:red"),
     ]
     figure.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8)
     searches = sum(len(c["capacities"]) for c in report["candidates"])
+    kind = "closed-loop measurements (screen)" if predicted else "rate searches"
     ax.set_title(
         wrap(
             f"bench tune: {report['variant']} on {report['stack']} (CPU twin), {len(report['candidates'])} "
-            f"configurations, {searches} rate searches, ratio {report['ratio']:.2f}x the default"
+            f"configurations, {searches} {kind}, ratio {report['ratio']:.2f}x the default"
             if report.get("ratio")
-            else f"bench tune: {report['variant']} on {report['stack']} (CPU twin), {searches} rate searches",
+            else f"bench tune: {report['variant']} on {report['stack']} (CPU twin), {searches} {kind}",
             title_width(figure),
         ),
         fontsize=10,

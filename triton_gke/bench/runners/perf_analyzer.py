@@ -142,10 +142,20 @@ def window_requests(request_rate: float) -> int:
     return max(MIN_WINDOW_REQUESTS, math.ceil(WINDOW_S * request_rate))
 
 
-def command(binary: Path, model: str, url: str, protocol: str, load: Load, out_csv: Path, stability: int) -> list[str]:
+def command(
+    binary: Path,
+    model: str,
+    url: str,
+    protocol: str,
+    load: Load,
+    out_csv: Path,
+    stability: int,
+    window_s: float = WINDOW_S,
+) -> list[str]:
     """A short, bounded measurement: 3 windows in a row within `stability` %, at most 6 windows.
 
-    Concurrency mode: windows of WINDOW_S. Rate mode: windows of window_requests() answers
+    Concurrency mode: windows of `window_s` (WINDOW_S; the tuner's screen takes shorter ones). Rate mode: windows of
+    window_requests() answers
     (--measurement-mode=count_windows), not of seconds. perf_analyzer counts a request in the window its answer
     arrives in and fails the run when a window holds none ("No valid requests recorded within time interval",
     inference_profiler.cc SummarizeLatency). A fixed time window fails that way whenever the server answers less
@@ -153,7 +163,7 @@ def command(binary: Path, model: str, url: str, protocol: str, load: Load, out_c
     batches of max_batch_size, and one such batch of the `original` CPU twin outlasted 3 s on two busy cores. A
     window that ends after N answers always holds them, and lasts about WINDOW_S while the server keeps up."""
     if load.concurrency is not None:
-        window = [f"--measurement-interval={WINDOW_S * 1000}"]
+        window = [f"--measurement-interval={round(window_s * 1000)}"]
         load_args = [f"--concurrency-range={load.concurrency}"]
     else:
         load_args = [f"--request-rate-range={load.request_rate:g}", "--request-distribution=poisson"]
@@ -178,7 +188,9 @@ def command(binary: Path, model: str, url: str, protocol: str, load: Load, out_c
     ]
 
 
-def run(binary: Path, model: str, url: str, protocol: str, load: Load, out_csv: Path) -> PerfResult:
+def run(
+    binary: Path, model: str, url: str, protocol: str, load: Load, out_csv: Path, window_s: float = WINDOW_S
+) -> PerfResult:
     """Measure. Poisson arrivals at a few requests/s make every window's p95 differ: rate mode
     accepts any spread (stability 100 %). In concurrency mode, busy shared cores may also keep
     three windows in a row from agreeing within 50 %: then it measures again accepting any spread
@@ -186,11 +198,11 @@ def run(binary: Path, model: str, url: str, protocol: str, load: Load, out_csv: 
     if load.request_rate is not None:
         return _run(command(binary, model, url, protocol, load, out_csv, stability=100), binary, load)
     try:
-        return _run(command(binary, model, url, protocol, load, out_csv, stability=50), binary, load)
+        return _run(command(binary, model, url, protocol, load, out_csv, 50, window_s), binary, load)
     except PerfAnalyzerError as err:
         if "stable" not in str(err):
             raise
-    return _run(command(binary, model, url, protocol, load, out_csv, stability=100), binary, load)
+    return _run(command(binary, model, url, protocol, load, out_csv, 100, window_s), binary, load)
 
 
 def binary_env(binary: Path) -> dict[str, str]:

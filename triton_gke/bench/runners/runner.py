@@ -410,7 +410,7 @@ def _new_steps(steps_file: Path, seen: int, on_step: Callable[[dict], None] | No
 # ---------------------------------------------------------------- progress
 
 
-def _clock(seconds: float) -> str:
+def clock(seconds: float) -> str:
     """1m05s, 12s, 1h02m."""
     seconds = max(0, round(seconds))
     hours, rest = divmod(seconds, 3600)
@@ -426,10 +426,10 @@ def progress_line(
     offered = record.get("offered_rps")
     load = f"{record['users']} users" if offered is None else f"offered {offered:.1f} req/s"
     p95 = record.get("p95_ms")
-    left = "n/a" if left_s is None else f"{'at least ' if at_least else '~'}{_clock(left_s)}"
+    left = "n/a" if left_s is None else f"{'at least ' if at_least else '~'}{clock(left_s)}"
     return (
         f"  {where} step {record['phase']}: {load}, achieved {record['rps']:.1f} req/s, "
-        f"p95 {'n/a' if p95 is None else f'{p95:.0f} ms'}, {verdict} | elapsed {_clock(elapsed_s)}, left {left}"
+        f"p95 {'n/a' if p95 is None else f'{p95:.0f} ms'}, {verdict} | elapsed {clock(elapsed_s)}, left {left}"
     )
 
 

@@ -97,12 +97,10 @@ def _candidate(fields: Any, where: str) -> tune.Candidate:
         raise runner.BenchError(f"{where}: a configuration's values are whole numbers")
     if values[4] is not None and not 0 <= values[4] <= MAX_INTRA_OP_THREADS:
         raise runner.BenchError(f"{where}: intra_op_threads {values[4]}: expected 0 to {MAX_INTRA_OP_THREADS}")
-    if fields.get("protocol", "http") != "http" or fields.get("other_payload", False) is not False:
-        raise runner.BenchError(
-            f"{where}: a configuration over gRPC or with the other payload; compare-tuners measures HTTP with the "
-            "stack's payload only"
-        )
-    return tune.Candidate(*values)
+    protocol, other_payload = fields.get("protocol", "http"), fields.get("other_payload", False)
+    if protocol not in ("http", "grpc") or not isinstance(other_payload, bool):
+        raise runner.BenchError(f"{where}: protocol is http or grpc and other_payload true or false")
+    return tune.Candidate(*values, protocol=protocol, other_payload=other_payload)
 
 
 def tuner_entries(folder: Path) -> list[Entry]:
@@ -120,6 +118,8 @@ def tuner_entries(folder: Path) -> list[Entry]:
             return "not measured"
         if isinstance(median, bool) or not isinstance(median, (int, float)) or not math.isfinite(median):
             raise runner.BenchError(f"{path}: a median is a number of requests/s, got {one_line(repr(median))[:80]}")
+        if tune.screened(report):
+            return f"{median:.1f} req/s predicted (M/D/c), {one_line(str(searches))[:20]} closed-loop measurements"
         return f"{median:.1f} req/s open loop, {one_line(str(searches))[:20]} searches"
 
     wall = report["wall_s"]
@@ -203,13 +203,14 @@ class PaMeasurer:
         # A bracket around what our search found (a bisection to a tenth of it: ~5 levels of 3 windows each).
         rates = perf_analyzer.RateRange(max(0.25, centre / 2), max(centre * 2, 1.0), max(0.1, centre / 10))
         repo = self.workdir / "pa-candidate"
-        folder = tune.twin_folder(self.base, candidate, repo)
+        # The candidate's protocol and payload (the UINT8 copy built beside the twin) as our search sends them.
+        model, serve = tune.candidate_server(candidate, self.variant, self.base, repo)
         slo = float(self.settings.monitoring.slo.latency_ms)
         self.log(f"{candidate.label()}: perf_analyzer --async, {rates.describe()}")
         try:
-            with runner.sandbox_server(repo, folder.name) as endpoint:
+            with serve(model.name) as endpoint:
                 found = perf_analyzer.search(
-                    binary, folder.name, endpoint.http, "http", rates, slo,
+                    binary, model.name, endpoint.address(candidate.protocol), candidate.protocol, rates, slo,
                     PA_WINDOW_REQUESTS, self.workdir / "pa.csv",
                 )  # fmt: skip
         except perf_analyzer.PerfAnalyzerError as err:
@@ -303,7 +304,10 @@ def _compare(argv: list[str] | None) -> int:
         if entries[0].candidate != tune.Candidate.of(variant):
             raise runner.BenchError(f"--tune {args.tune}: its default is not stack {args.stack!r}'s {variant.name}")
         check_with_stack(entries, args.stack)
-        base = runner.build_sandbox_repository(settings.model_repo, [variant], args.build_dir / args.stack)
+        copies = (
+            runner.payload_copies([variant], [variant.name]) if any(e.candidate.other_payload for e in entries) else []
+        )
+        base = runner.build_sandbox_repository(settings.model_repo, [variant, *copies], args.build_dir / args.stack)
         found, facts = _measure(args, settings, variant, base / variant.name, entries)
     except (runner.BenchError, ConfigError, ModelAnalyzerError, CapacityError, ModelRepoError) as err:
         print(f"error: {one_line(str(err))}", file=sys.stderr)

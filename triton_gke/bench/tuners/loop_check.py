@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_gke.bench.metrics import conditions, machine
+from triton_gke.bench.metrics.queue_model import single_queue
 from triton_gke.bench.reports import record
 from triton_gke.bench.runners import perf_analyzer, runner
 from triton_gke.bench.tuners import tune
@@ -493,32 +494,6 @@ def _loop_check(argv: list[str] | None) -> int:
 
 def log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-MODEL_REQUESTS = 100_000  # simulated arrivals per open-loop level
-MODEL_SEED = 35
-# From an empty queue, 100,000 arrivals reach M/D/1's steady mean wait within 2 % up to a load of 0.9 and 5 % at
-# 0.95 (against Pollaczek-Khinchine), 19 % short at 0.99: at or past 0.95 the model says "unstable", not a figure.
-UNSTEADY_LOAD = 0.95
-
-
-def single_queue(service_ms: float, rate: float, requests: int = MODEL_REQUESTS) -> tuple[float, float] | None:
-    """(p95 response ms, mean queue ms) of ONE server with a fixed service time under Poisson arrivals at `rate`
-    (M/D/1), simulated with Lindley's recursion (wait[n+1] = max(0, wait[n] + service - gap[n+1])), seeded; None when
-    the load (rate x service) is UNSTEADY_LOAD or more (no steady state, or none this simulation reaches). What a
-    queue alone predicts for an open-loop level, from the closed loop's own time per request: the table sets it beside
-    what was measured."""
-    import numpy as np
-
-    if rate * service_ms >= UNSTEADY_LOAD * 1000.0:
-        return None
-    gaps = np.random.default_rng(MODEL_SEED).exponential(1000.0 / rate, requests)
-    waits = np.empty(requests)
-    wait = 0.0
-    for n in range(requests):
-        waits[n] = wait
-        wait = max(0.0, wait + service_ms - gaps[n])
-    return float(np.percentile(waits + service_ms, 95)), float(waits.mean())
 
 
 def _service_ms(report: dict[str, Any]) -> float | None:

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
 PROG = "triton-gke bench tune"
 BUDGET_RANGE = (1.0, 600.0)  # minutes: under one there is no rate search, over 10 h the options are a mistake
 MAX_CANDIDATES = 64
+SEARCHES = ("open-loop", "screen")
 # The stack keys of a candidate (Pulumi.yaml): every variant but trt_int8_bs16_count4 reads the batch and instance
 # keys, every variant the queue delay (settings/serving.py).
 STACK_KEYS = ("modelMaxQueueDelayUs", "modelPreferredBatchSize", "modelMaxBatchSize", "modelInstanceCount")
@@ -207,6 +208,14 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--stack", default="dev", help="stack whose variant, SLO and settings apply (default dev)")
     p.add_argument("--variant", help="the variant to tune (default: the stack's capacityVariant, else locustModel)")
+    p.add_argument(
+        "--search",
+        choices=SEARCHES,
+        default="open-loop",
+        help="open-loop: rank by open-loop rate searches (Locust, minutes each); screen: by closed-loop perf_analyzer "
+        "measurements and the open-loop capacity a queue model predicts from them (seconds each; CPU twin: a batch "
+        "gains nothing there, which the model assumes). Default open-loop",
+    )
     p.add_argument("--budget-minutes", type=float, default=20.0, help="time for the rate searches (default 20)")
     p.add_argument("--max-candidates", type=int, help="at most this many configurations, the default included")
     p.add_argument("--step-seconds", type=float, default=4.0, help="measured seconds per step (default 4)")
@@ -367,17 +376,7 @@ class Measurer:
         repo = self.workdir / "candidate"  # one server at a time: the folder is removed after each measurement
         self.progress.label = candidate.label()
         self.log(f"{candidate.label()}: {effort} rate search(es)")
-        if self.remote is not None:
-            model = runner.read_model(candidate.apply(self.variant), None)
-            remote, edits = self.remote, remote_edit(self.remote.original, candidate)
-            serve: runner.Serve = lambda name: remote.serve(edits, candidate.label())  # noqa: E731
-        else:
-            served, base = self.variant, self.base
-            if candidate.other_payload:
-                served = self.copy or runner.payload_copies([self.variant], [self.variant.name])[0]
-                base = self.base.parent / served.name
-            model = runner.read_model(candidate.apply(served), twin_folder(base, candidate, repo))
-            serve = lambda name: runner.sandbox_server(repo, name)  # noqa: E731
+        model, serve = candidate_server(candidate, self.variant, self.base, repo, self.copy, self.remote)
         try:
             run = runner.bench_variant(model, config, serve, self.workdir, self.log, self.progress)
         except (runner.BenchError, TritonStartError, RemoteError) as err:
@@ -401,6 +400,122 @@ class Measurer:
             runs[-1].opinion,
             runs[0].ready_s,
         )
+
+
+def candidate_server(
+    candidate: Candidate,
+    variant: VariantSettings,
+    base: Path,
+    repo: Path,
+    copy: VariantSettings | None = None,
+    remote: Remote | None = None,
+) -> tuple[runner.Model, runner.Serve]:
+    """The model a candidate is measured on and how its server starts: on the CPU twin, a copy of the built twin
+    folder `base` (or of the variant's payload copy beside it, for other_payload) under `repo` with the candidate's
+    config.pbtxt, served by a fresh tritonserver; with a running server (remote), the candidate's configuration
+    loaded into it through its model-control API."""
+    if remote is not None:
+        edits = remote_edit(remote.original, candidate)
+        return runner.read_model(candidate.apply(variant), None), lambda name: remote.serve(edits, candidate.label())
+    served = variant
+    if candidate.other_payload:
+        served = copy or runner.payload_copies([variant], [variant.name])[0]
+        base = base.parent / served.name
+    model = runner.read_model(candidate.apply(served), twin_folder(base, candidate, repo))
+    return model, lambda name: runner.sandbox_server(repo, name)
+
+
+# ---------------------------------------------------------------- the screen: closed loop and a queue model
+
+SCREEN_FIRST = 3  # closed-loop measurements per candidate in the screen's first rung: 3 against 3 can pass ALPHA
+SCREEN_WINDOW_S = 1.0  # perf_analyzer's windows in the screen: ~17 answers each at the twin's 59 ms per request
+
+
+@dataclass
+class Screener:
+    """measure(candidate, effort) for --search screen: on a fresh server of the candidate, one discarded warm-up, then
+    `effort` closed-loop measurements by perf_analyzer (a tool we did not write) at a concurrency of the candidate's
+    instance count (each instance busy, none waiting). Each gives the time per request by Little's law (concurrency /
+    inferences per second) and from it the highest Poisson rate whose p95 meets the SLO by M/D/c
+    (bench/metrics/queue_model.py): the open-loop capacity a queue alone predicts, in seconds instead of a rate
+    search's minutes. loop-check measured that a closed-loop throughput itself does not rank configurations for an
+    open-loop SLO, and that this model of it does follow the measured p95 (queue_model.py)."""
+
+    settings: StackSettings
+    variant: VariantSettings
+    base: Path
+    workdir: Path
+    log: runner.Log
+    binary: Path
+    copy: VariantSettings | None = None
+    remote: Remote | None = None
+    rows: dict[Candidate, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    started: float = dataclasses.field(default_factory=time.monotonic)
+
+    def __call__(self, candidate: Candidate, effort: int) -> list[float]:
+        from triton_gke.bench.runners import perf_analyzer
+        from triton_gke.sandbox.triton import TritonStartError
+
+        repo = self.workdir / "candidate"
+        model, serve = candidate_server(candidate, self.variant, self.base, repo, self.copy, self.remote)
+        slo = float(self.settings.monitoring.slo.latency_ms)
+        level = perf_analyzer.Load(concurrency=candidate.instance_count)
+        found: list[float] = []
+        try:
+            with serve(model.name) as endpoint:
+                url, csv = endpoint.address(candidate.protocol), self.workdir / "screen.csv"
+                ready = f", ready in {endpoint.ready_s:.1f} s" if endpoint.ready_s is not None else ""
+                self.log(f"{candidate.label()}: {effort} closed-loop measurement(s){ready}")
+                measure = lambda: perf_analyzer.run(  # noqa: E731
+                    self.binary, model.name, url, candidate.protocol, level, csv, SCREEN_WINDOW_S
+                )
+                measure()  # warm-up, discarded: a fresh server's first requests are slower
+                for _ in range(effort):
+                    result = measure()
+                    row = screen_row(result.rps, result.p95_ms, candidate.instance_count, slo)
+                    self.rows.setdefault(candidate, []).append(row)
+                    found.append(row["predicted_rps"])
+                    self.log(
+                        f"  [{candidate.label()}] {level.describe()}: {result.rps:.1f} infer/s, p95 "
+                        f"{result.p95_ms:.0f} ms: {row['service_ms'] or 'no answer, no'} ms per request, "
+                        f"M/D/{candidate.instance_count} p95 <= {slo:g} ms up to {row['predicted_rps']:g} req/s | "
+                        f"elapsed {runner.clock(self.elapsed())}"
+                    )
+        except (perf_analyzer.PerfAnalyzerError, TritonStartError, RemoteError, runner.BenchError) as err:
+            self.log(f"  not measured: {str(err).splitlines()[0] if str(err) else err!r}")
+        finally:
+            shutil.rmtree(repo, ignore_errors=True)
+        return found
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def merged(self, candidate: Candidate) -> runner.VariantRun | None:
+        """No open-loop run to record: a screen's figures are predictions (its records come from `make bench`)."""
+        return None
+
+
+def screen_row(infer_per_s: float, p95_ms: float, instances: int, slo_ms: float) -> dict[str, Any]:
+    """One closed-loop measurement at a concurrency of `instances` and its prediction: the time per request by
+    Little's law (in flight / throughput) and the highest Poisson rate whose M/D/c p95 meets slo_ms (0 when the
+    server answered nothing: no time per request to model)."""
+    from triton_gke.bench.metrics import queue_model
+
+    service_ms = 1000.0 * instances / infer_per_s if infer_per_s > 0 else math.inf
+    predicted = queue_model.capacity(service_ms, instances, slo_ms) if math.isfinite(service_ms) else 0.0
+    return {
+        "concurrency": instances,
+        "infer_per_s": round(infer_per_s, 2),
+        "p95_ms": round(p95_ms, 1),
+        "service_ms": round(service_ms, 2) if math.isfinite(service_ms) else None,
+        "predicted_rps": round(predicted, 2),
+    }
+
+
+def screen_count(grid: int, max_count: int | None, budget_s: float, visit_s: float) -> int:
+    """How many configurations a screen visits: as many visits as long as the default's as the budget holds, at
+    least the default and one other, at most the grid and --max-candidates."""
+    return min(grid, max_count or MAX_CANDIDATES, max(2, math.floor(budget_s / max(visit_s, 1.0))))
 
 
 def remote_edit(config: dict[str, Any], candidate: Candidate) -> dict[str, Any]:
@@ -517,7 +632,8 @@ def _tune(argv: list[str] | None) -> int:
         settings = record.stack_settings(args.stack, "--stack")
         variant = pick_variant(args.variant, settings)
         plan = load_plan(args, settings)
-        if 60 * args.budget_minutes < unit_seconds(plan):  # the budget is sized from a measured search later
+        # The budget is sized from a measured search later; a screen's unit is seconds.
+        if args.search == "open-loop" and 60 * args.budget_minutes < unit_seconds(plan):
             raise runner.BenchError(
                 f"--budget-minutes {args.budget_minutes:g}: too short for one rate search of about "
                 f"{unit_seconds(plan):.0f} s (the default's, which sizes the rest)"
@@ -535,7 +651,10 @@ def _tune(argv: list[str] | None) -> int:
             repo = settings.model_repo
             base = runner.build_sandbox_repository(repo, [variant, *copies], args.build_dir / args.stack) / variant.name
         try:
-            outcome, measurer, facts = _search(args, settings, variant, base, grid, plan, remote)
+            if args.search == "screen":
+                outcome, measurer, facts = _screen(args, settings, variant, base, grid, remote)
+            else:
+                outcome, measurer, facts = _search(args, settings, variant, base, grid, plan, remote)
         finally:
             if remote is not None:
                 remote.restore()
@@ -591,29 +710,98 @@ def _search(
             f"one search of the default took {search_s:.0f} s: the budget pays for {units} searches, "
             f"{len(candidates)} configurations; rungs " + ", ".join(f"{r.candidates} x {r.effort}" for r in rungs)
         )
-        searched = {default}
-
-        def measure(candidate: Candidate, effort: int) -> list[float]:
-            searched.add(candidate)
-            return measurer(candidate, effort)
-
-        outcome = tune_search.successive_halving(
-            candidates, measure, units, default, stop=budget_stop(deadline, searched), measured={default: first}
-        )
+        outcome = _halve(candidates, measurer, units, deadline, first)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    found = watch.finish()
-    for reason in found.noisy:
+    _close(facts, watch, remote, default_search_s=round(search_s, 1))
+    return outcome, measurer, facts
+
+
+def _halve(
+    candidates: list[Candidate],
+    measure: Callable[[Candidate, int], list[float]],
+    units: int,
+    deadline: float,
+    first: list[float],
+    first_effort: int = tune_search.FIRST_EFFORT,
+) -> Outcome[Candidate]:
+    """Successive halving over `candidates` (the default first, already measured: `first`) within `units`,
+    stopping at `deadline` once the default was compared with one other."""
+    default, searched = candidates[0], {candidates[0]}
+
+    def measured(candidate: Candidate, effort: int) -> list[float]:
+        searched.add(candidate)
+        return measure(candidate, effort)
+
+    return tune_search.successive_halving(
+        candidates, measured, units, default, stop=budget_stop(deadline, searched), measured={default: first},
+        first=first_effort,
+    )  # fmt: skip
+
+
+def _close(facts: dict[str, Any], watch: conditions.Watch, remote: Remote | None, **found: Any) -> None:
+    """The run's conditions (noisy or not, said on stderr too), the server and what the search found into facts."""
+    checked = watch.finish()
+    for reason in checked.noisy:
         log(f"warning: this run is marked noisy: {reason}")
     facts.update(
-        conditions=found.to_dict(),
+        conditions=checked.to_dict(),
         load_end=machine.load_average(),
         triton="2.51.0 (nvidia-pytriton 0.7.0 wheel)",
-        default_search_s=round(search_s, 1),
+        **found,
     )
     if remote is not None:  # what was tuned, and every configuration loaded through its API
         facts.update(remote={"url": remote.http, "model": remote.model, "loads": remote.loads})  # the restore too
-    return outcome, measurer, facts
+
+
+def _screen(
+    args: argparse.Namespace,
+    settings: StackSettings,
+    variant: VariantSettings,
+    base: Path,
+    grid: list[Candidate],
+    remote: Remote | None = None,
+) -> tuple[Outcome[Candidate] | None, Screener, dict[str, Any]]:
+    """--search screen: time the default's screening (SCREEN_FIRST closed-loop measurements on a fresh server), size
+    the search from it, then screen as many configurations as the budget pays for the same way; each unit is one
+    prediction of the open-loop capacity (Screener), ranked and judged by tune_search like rate searches."""
+    from triton_gke.bench.runners import perf_analyzer
+
+    slo = settings.monitoring.slo.latency_ms
+    log(f"screening {variant.name} for p95 <= {slo} ms within {args.budget_minutes:g} min (closed loop + M/D/c)")
+    try:
+        binary = perf_analyzer.ensure_binary()
+    except perf_analyzer.PerfAnalyzerError as err:
+        raise runner.BenchError(str(err)) from None
+    facts = {**machine.facts(), "load_start": machine.load_average()}
+    watch = conditions.Watch()
+    log(f"baseline: raw onnxruntime {watch.start().inferences_per_s:.1f} inferences/s")
+    workdir = Path(tempfile.mkdtemp(prefix="tune-"))
+    screener = Screener(settings, variant, base, workdir, log, binary, remote=remote)
+    budget_s = 60 * args.budget_minutes
+    deadline = screener.started + budget_s
+    default = grid[0]
+    try:
+        first = screener(default, SCREEN_FIRST)
+        visit_s = screener.elapsed()
+        if not first:
+            return None, screener, facts
+        # One visit per configuration, each as long as the default's (a fresh server, the warm-up, SCREEN_FIRST
+        # measurements): one rung, no halving after it, since a later rung would pay a server's start and a warm-up
+        # for each measurement it adds.
+        count = screen_count(len(grid), args.max_candidates, budget_s, visit_s)
+        candidates, units = grid[:count], count * SCREEN_FIRST
+        log(
+            f"the default's screening took {visit_s:.0f} s ({SCREEN_FIRST} measurements on a fresh server): the "
+            f"budget pays for {count} configurations, {units} measurements"
+        )
+        outcome = _halve(candidates, screener, units, deadline, first, SCREEN_FIRST)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    measurements = {c.label(): rows for c, rows in screener.rows.items()}
+    _close(facts, watch, remote, default_search_s=round(visit_s, 1),
+           screen={"window_s": SCREEN_WINDOW_S, "measurements": measurements})  # fmt: skip
+    return outcome, screener, facts
 
 
 def budget_stop(deadline: float, searched: Collection[Candidate]) -> Callable[[], bool]:
@@ -625,14 +813,19 @@ def budget_stop(deadline: float, searched: Collection[Candidate]) -> Callable[[]
 
 
 def sized_search(
-    grid: list[Candidate], budget_s: float, search_s: float, max_count: int | None
+    grid: list[Candidate],
+    budget_s: float,
+    search_s: float,
+    max_count: int | None,
+    first: int = tune_search.FIRST_EFFORT,
 ) -> tuple[int, list[Candidate], list[tune_search.Rung]]:
     """The searches the budget pays for at the measured time of one (the default's: the slowest kind, at the lowest
-    rates), the configurations that fit a complete schedule, and its rungs. At least the default and one other."""
+    rates), the configurations that fit a complete schedule with `first` units each in the first rung, and its rungs.
+    At least the default and one other."""
     units = max(2, math.floor(budget_s / max(search_s, 1.0)))
-    count = min(len(grid), tune_search.max_candidates(units), max_count or MAX_CANDIDATES)
+    count = min(len(grid), tune_search.max_candidates(units, first=first), max_count or MAX_CANDIDATES)
     candidates = grid[: max(count, 1)]
-    return units, candidates, tune_search.schedule(len(candidates), units)
+    return units, candidates, tune_search.schedule(len(candidates), units, first=first)
 
 
 def _capacity(outcome: Outcome[Candidate], candidate: Candidate) -> dict[str, Any]:
@@ -668,6 +861,7 @@ def _report(
         "started": stamp.isoformat(timespec="seconds"),
         "wall_s": round(wall_s, 1),
         "budget_minutes": args.budget_minutes,
+        "search": args.search,
         "units_spent": outcome.spent,
         "stopped_early": outcome.stopped_early,
         "rungs": [dataclasses.asdict(r) for r in outcome.rungs],
@@ -776,44 +970,60 @@ def _rate(value: float | None) -> str:
     return "" if value is None else f"{value:.1f}"
 
 
-def _figure(capacity: dict[str, Any]) -> str:
+def screened(report: dict[str, Any]) -> bool:
+    """Whether the report's figures are a screen's predictions (--search screen), not open-loop rate searches."""
+    return report.get("search") == "screen"
+
+
+def units(report: dict[str, Any]) -> str:
+    """What one figure of the report is: a rate search, or a closed-loop measurement and its prediction."""
+    return "closed-loop measurements" if screened(report) else "searches"
+
+
+def _figure(capacity: dict[str, Any], noun: str = "searches") -> str:
     if capacity["median"] is None:
         return "not measured"
     return (
         f"{capacity['median']:.1f} req/s (min {capacity['min']:.1f}, max {capacity['max']:.1f} over "
-        f"{capacity['searches']} searches)"
+        f"{capacity['searches']} {noun})"
     )
 
 
 def verdict(report: dict[str, Any]) -> str:
     """Why the recommended configuration is the one to apply."""
-    best, default = report["best"], report["default"]
+    best, default, noun = report["best"], report["default"], units(report)
     if best["label"] == default["label"]:
         return "recommended: the default (no configuration measured better)"
     odds = f"chance {report['chance']:.2g} when they are equal, at most {tune_search.ALPHA:g} needed"
     if report["significant"]:
         return (
-            f"recommended: the best: each of its {best['searches']} searches beat each of the default's "
+            f"recommended: the best: each of its {best['searches']} {noun} beat each of the default's "
             f"{default['searches']} ({odds})"
         )
     return (
         f"recommended: keep the default: the best measured did not beat it beyond noise over {best['searches']} and "
-        f"{default['searches']} searches ({odds} when every search beats)"
+        f"{default['searches']} {noun} ({odds} when every one beats)"
     )
 
 
 def summary(report: dict[str, Any]) -> str:
     ratio = f"{report['ratio']:.2f}x the default" if report["ratio"] else "no ratio (the default found no rate)"
+    noun = units(report)
+    spent = (
+        f"{report['units_spent']} closed-loop measurements; capacities predicted by M/D/c, not measured open loop"
+        if screened(report)
+        else f"{report['units_spent']} rate searches"
+    )
     lines = [
-        f"best measured: {report['best']['label']}: {_figure(report['best'])}",
-        f"default: {report['default']['label']}: {_figure(report['default'])}",
-        f"ratio: {ratio} at p95 <= {report['slo_ms']} ms ({report['units_spent']} rate searches)",
+        f"best measured: {report['best']['label']}: {_figure(report['best'], noun)}",
+        f"default: {report['default']['label']}: {_figure(report['default'], noun)}",
+        f"ratio: {ratio} at p95 <= {report['slo_ms']} ms ({spent})",
         verdict(report),
     ]
     if report["stopped_early"]:
         lines.append(
-            f"STOPPED EARLY at the end of the budget: the best measured had {report['best']['searches']} searches, "
-            f"the default {report['default']['searches']}"
+            f"STOPPED EARLY at the end of the budget: the best measured had {report['best']['searches']} "
+            f"{units(report)}, the default {report['default']['searches']}"
         )
     if report["noisy"]:
         lines.append("NOISY run: " + "; ".join(report["noisy"]))
@@ -834,12 +1044,37 @@ def readme(report: dict[str, Any], images: Sequence[str] = ()) -> str:
     )
     settings_block = "\n".join(report["pulumi"]) or "# no stack setting to change"
     noisy = f"**This run is marked NOISY**: {'; '.join(report['noisy'])}.\n\n" if report["noisy"] else ""
+    figures = (
+        "predicted capacities (req/s at the SLO by M/D/c, one per closed-loop measurement)"
+        if screened(report)
+        else "capacities (req/s, one per search)"
+    )
     return (
         f"# Tuning {report['variant']} on the CPU twin ({report['stack']}, p95 <= {report['slo_ms']} ms)\n\n{noisy}"
         f"`{report['command']}`, {report['started']}, {report['wall_s'] / 60:.1f} min, {report['units_spent']} "
-        f"rate searches.\n\n{summary(report)}\n\n"
-        "| configuration | default | capacities (req/s, one per search) | median |\n| --- | --- | --- | --- |\n"
+        f"{'closed-loop measurements' if screened(report) else 'rate searches'}.\n\n{summary(report)}\n\n"
+        f"| configuration | default | {figures} | median |\n| --- | --- | --- | --- |\n"
         f"{rows}\n\nThe stack settings of the recommended configuration (they apply to every variant that reads "
         "them):\n\n"
-        f"```sh\n{settings_block}\n```\n" + "".join(f"\n![{name}]({name})\n" for name in images)
+        f"```sh\n{settings_block}\n```\n{screen_table(report)}" + "".join(f"\n![{name}]({name})\n" for name in images)
+    )
+
+
+def screen_table(report: dict[str, Any]) -> str:
+    """A screen's own measurements, each with the prediction made from it ('' for an open-loop tuning)."""
+    screen = report["machine"].get("screen") if screened(report) else None
+    if not screen:
+        return ""
+    rows = "\n".join(
+        f"| {label} | {r['concurrency']} | {r['infer_per_s']:g} | {r['p95_ms']:g} | {r['service_ms'] or 'n/a'} | "
+        f"{r['predicted_rps']:g} |"
+        for label, found in screen["measurements"].items()
+        for r in found
+    )
+    return (
+        f"\nperf_analyzer's closed-loop measurements (windows of {screen['window_s']:g} s, after a discarded warm-up "
+        "on each fresh server); ms per request by Little's law, and the rate whose p95 an M/D/c queue keeps within the "
+        f"SLO (bench/metrics/queue_model.py):\n\n"
+        "| configuration | concurrency | infer/s | p95 ms | ms per request | predicted req/s |\n"
+        f"| --- | --- | --- | --- | --- | --- |\n{rows}\n"
     )
