@@ -16,11 +16,11 @@ def _links(page: str) -> list[str]:
     return IMAGE_LINK.findall((PROJECT_DIR / page).read_text(encoding="utf-8"))
 
 
-def test_every_rendered_image_is_committed_and_embedded_in_measure_and_tune() -> None:
-    embedded = _links("docs/measure-and-tune.md")
+def test_every_rendered_image_is_committed_and_embedded_in_measure_and_tune_or_tuning() -> None:
+    embedded = _links("docs/measure-and-tune.md") + _links("docs/tuning.md")
     for name, (run, _) in doc_plots.IMAGES.items():
         assert (DOCS / "results" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
-        assert f"results/{name}" in embedded, f"docs/measure-and-tune.md does not embed results/{name}"
+        assert f"results/{name}" in embedded, f"neither docs/measure-and-tune.md nor docs/tuning.md embeds {name}"
         assert (PROJECT_DIR / "bench" / "results" / run).is_dir(), run
     assert sorted(p.name for p in (DOCS / "results").glob("*.png")) == sorted(doc_plots.IMAGES)
 

@@ -137,6 +137,10 @@ NOT_RUN: dict[str, str] = {
         "measures for 20 minutes and rewrites the committed Pulumi.dev.yaml; tests/unit/bench/test_tune.py edits a "
         "copy of it and loads it through the stack checks"
     ),
+    ".venv/bin/triton-gke bench tune --search screen --budget-minutes 3": (
+        "measures for 3 minutes on 2 cores; tests/live/bench/test_tune.py runs `bench tune --search screen` on two "
+        "configurations (HTTP, and gRPC on the UINT8 copy) and checks each prediction against the queue model"
+    ),
     ".venv/bin/triton-gke bench model-analyzer": (
         "installs Model Analyzer (a 600 MB virtualenv) and searches for 6-14 minutes on 2 cores; "
         "tests/unit/bench/test_model_analyzer.py reads a real run's files and refuses bad input before installing"
