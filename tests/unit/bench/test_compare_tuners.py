@@ -387,16 +387,30 @@ def test_a_tunings_client_side_pick_is_compared_with_its_protocol_and_payload(tm
     assert recommended.claim.endswith("closed-loop measurements") and "predicted (M/D/c)" in recommended.claim
 
 
-@pytest.mark.parametrize(("field", "value"), [("protocol", "udp"), ("protocol", 1), ("other_payload", "yes")])
-def test_a_client_side_field_that_is_not_one_is_refused_in_one_line(
-    field: str, value: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("where", "field", "value", "says"),
+    [
+        ("best", "protocol", "udp", ": protocol 'udp': expected 'http' or 'grpc'"),
+        ("best", "protocol", ["grpc"], ": protocol ['grpc']: expected 'http' or 'grpc'"),
+        ("best", "protocol", None, ": protocol None: expected 'http' or 'grpc'"),
+        ("best", "other_payload", "yes", ": other_payload 'yes': expected true or false"),
+        ("best", "other_payload", 1, ": other_payload 1: expected true or false"),
+        (None, "search", 5, "search 5: expected 'open-loop' or 'screen'"),
+        (None, "search", ["screen"], "search ['screen']: expected 'open-loop' or 'screen'"),
+    ],
+)
+def test_a_client_side_field_or_search_that_is_not_one_is_refused_naming_it(
+    where: str | None, field: str, value: object, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The red team: every bad value gave one line about the protocol, whichever field it was, without the value;
+    a search of 5 was read as an open-loop tuning and measured."""
     tuning = tmp_path / "tuning"
     tuning.mkdir()
     report = json.loads((FIRST_TUNING / "tune.json").read_text())
-    report["best"][field] = value
+    (report[where] if where else report)[field] = value
     (tuning / "tune.json").write_text(json.dumps(report))
     args = ["--tune", str(tuning), "--model-analyzer", str(ma_run(tmp_path / "ma")), "--out", str(tmp_path / "o")]
     assert ct.main(args) == 2
     err = capsys.readouterr().err
-    assert "protocol is http or grpc and other_payload true or false" in err and err.count("\n") == 1, err
+    assert says in err and err.startswith("error: ") and err.count("\n") == 1, err
+    assert not (tmp_path / "o").exists()

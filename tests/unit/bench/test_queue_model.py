@@ -107,3 +107,30 @@ def test_inputs_without_a_queue_are_refused(service_ms: float, servers: int, rat
         queue_times(service_ms, servers, rate)
     with pytest.raises(ValueError, match="slo_ms"):
         capacity(10.0, 1, 0.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([1e-310, 5e-306, 0.0, -5.0]),
+    st.integers(-3, 10**9) | st.sampled_from([1.5, True]),
+    st.floats(allow_nan=True, allow_infinity=True),
+)
+def test_any_input_gives_a_capacity_or_a_value_error_and_never_hangs(
+    service_ms: float, servers: int, slo: float
+) -> None:
+    """The red team: a time per request of 1e-310 ms made the bisection's upper bound infinite and it never ended;
+    0 divided by zero; servers 1.5 was a TypeError; servers 0 and NaN times gave 0.0 as if measured."""
+    try:
+        found = capacity(service_ms, servers, slo)
+    except ValueError:
+        return
+    assert math.isfinite(found) and found >= 0
+    assert isinstance(servers, int) and servers >= 1 and math.isfinite(service_ms) and service_ms > 0
+
+
+@pytest.mark.parametrize("requests", [0, -1, 2.5])
+def test_a_simulation_of_no_arrivals_is_refused(requests: int) -> None:
+    with pytest.raises(ValueError, match="requests"):
+        queue_times(59.0, 2, 10.0, requests)
+    with pytest.raises(ValueError, match="requests"):
+        single_queue(59.0, 10.0, requests)

@@ -363,6 +363,7 @@ def test_a_screen_measurement_predicts_by_littles_law_and_the_queue_model() -> N
     two = tune.screen_row(20.0, 120.0, 2, 200.0)
     assert two["service_ms"] == 100.0 and two["predicted_rps"] == pytest.approx(capacity(100.0, 2, 200.0), abs=0.01)
     assert tune.screen_row(0.0, 0.0, 1, 200.0)["predicted_rps"] == 0.0
+    assert tune.screen_row(float("inf"), 0.0, 1, 200.0)["predicted_rps"] == 0.0  # no time per request to model
     assert tune.screen_row(4.0, 300.0, 1, 200.0)["predicted_rps"] == 0.0  # 250 ms per request: past the SLO alone
 
 

@@ -33,10 +33,21 @@ def _gaps(rate: float, requests: int) -> np.ndarray:
     return np.random.default_rng(MODEL_SEED).exponential(1000.0 / rate, requests)
 
 
+def _check(service_ms: float, servers: int, rate: float, requests: int) -> None:
+    """A queue to simulate: a positive finite time per request, a whole number of instances, arrivals."""
+    if isinstance(servers, bool) or not isinstance(servers, int) or servers < 1:
+        raise ValueError(f"servers: expected a whole number >= 1, got {servers!r}")
+    if not (math.isfinite(service_ms) and service_ms > 0 and math.isfinite(rate) and rate > 0):
+        raise ValueError(f"service_ms and rate: expected finite numbers > 0, got {service_ms!r} and {rate!r}")
+    if isinstance(requests, bool) or not isinstance(requests, int) or requests < 1:
+        raise ValueError(f"requests: expected a whole number >= 1, got {requests!r}")
+
+
 def single_queue(service_ms: float, rate: float, requests: int = MODEL_REQUESTS) -> tuple[float, float] | None:
     """(p95 response ms, mean queue ms) of ONE server with a fixed service time under Poisson arrivals at `rate`
     (M/D/1), by Lindley's recursion (wait[n+1] = max(0, wait[n] + service - gap[n+1])), seeded; None when the load
     (rate x service) is UNSTEADY_LOAD or more (no steady state, or none this simulation reaches)."""
+    _check(service_ms, 1, rate, requests)
     if rate * service_ms >= UNSTEADY_LOAD * 1000.0:
         return None
     # Lindley's recursion is a random walk reflected at 0: wait[n] = X[n] - min(X[0..n]) for X the running sum of
@@ -52,8 +63,7 @@ def queue_times(
     """(p95 response ms, mean queue ms) of `servers` identical instances, one queue, a fixed service time each, under
     Poisson arrivals at `rate` (M/D/c: each request goes to the instance free first, as Triton's scheduler hands a
     request to the next free model instance); None at UNSTEADY_LOAD of all instances or more."""
-    if servers < 1 or not service_ms > 0 or not rate > 0:
-        raise ValueError(f"servers >= 1, service_ms > 0 and rate > 0 expected, got {servers}, {service_ms}, {rate}")
+    _check(service_ms, servers, rate, requests)
     if rate * service_ms >= UNSTEADY_LOAD * 1000.0 * servers:
         return None
     if servers == 1:
@@ -77,13 +87,17 @@ def queue_p95(service_ms: float, servers: int, rate: float, requests: int = MODE
 def capacity(service_ms: float, servers: int, slo_ms: float) -> float:
     """The highest Poisson rate (requests/s) whose M/D/c p95 meets `slo_ms`, within CAPACITY_PRECISION; 0 when not
     even a lone request does (service_ms > slo_ms). Bisection: p95 grows with the rate."""
-    if not slo_ms > 0:
-        raise ValueError(f"slo_ms > 0 expected, got {slo_ms}")
+    if not (math.isfinite(slo_ms) and slo_ms > 0):
+        raise ValueError(f"slo_ms: expected a finite number > 0, got {slo_ms!r}")
+    _check(service_ms, servers, 1.0, 1)
     if service_ms > slo_ms:
         return 0.0
-    low, high = 0.0, UNSTEADY_LOAD * 1000.0 * servers / service_ms  # past `high` the model has no figure
+    high = UNSTEADY_LOAD * 1000.0 * servers / service_ms  # past `high` the model has no figure
+    if not math.isfinite(high):  # a time per request so short that no rate is representable: say so, never loop
+        raise ValueError(f"service_ms {service_ms!r} with {servers} servers: no finite rate keeps them busy")
+    low = 0.0
     while high - low > CAPACITY_PRECISION * max(low, 1e-9) and high - low > 1e-6:
         middle = (low + high) / 2
         p95 = queue_p95(service_ms, servers, middle, CAPACITY_REQUESTS)
         low, high = (middle, high) if p95 is not None and p95 <= slo_ms else (low, middle)
-    return low if math.isfinite(low) else 0.0
+    return low

@@ -1,4 +1,5 @@
-"""The plots docs/measure-and-tune.md and docs/tuning.md show, rendered from the committed runs in bench/results/ into docs/results/.
+"""The plots docs/measure-and-tune.md and docs/tuning.md show, rendered from the committed runs in bench/results/
+into docs/results/.
 
     python -m triton_gke.bench.reports.doc_plots           # (re)writes docs/results/*.png from bench/results/
     python -m triton_gke.bench.reports.doc_plots --check   # exit 1 naming each image unlike a fresh rendering

@@ -98,8 +98,10 @@ def _candidate(fields: Any, where: str) -> tune.Candidate:
     if values[4] is not None and not 0 <= values[4] <= MAX_INTRA_OP_THREADS:
         raise runner.BenchError(f"{where}: intra_op_threads {values[4]}: expected 0 to {MAX_INTRA_OP_THREADS}")
     protocol, other_payload = fields.get("protocol", "http"), fields.get("other_payload", False)
-    if protocol not in ("http", "grpc") or not isinstance(other_payload, bool):
-        raise runner.BenchError(f"{where}: protocol is http or grpc and other_payload true or false")
+    if protocol not in ("http", "grpc") or not isinstance(protocol, str):
+        raise runner.BenchError(f"{where}: protocol {one_line(repr(protocol))[:40]}: expected 'http' or 'grpc'")
+    if not isinstance(other_payload, bool):
+        raise runner.BenchError(f"{where}: other_payload {one_line(repr(other_payload))[:40]}: expected true or false")
     return tune.Candidate(*values, protocol=protocol, other_payload=other_payload)
 
 
@@ -111,6 +113,10 @@ def tuner_entries(folder: Path) -> list[Entry]:
     if not isinstance(report, dict) or not all(k in report for k in ("default", "best", "wall_s")):
         raise runner.BenchError(f"{path}: not a `bench tune` report (no default, best and wall_s)")
     chosen = report.get("recommended", report["best"])  # reports before the noise rule had no "recommended"
+    search = report.get("search", "open-loop")  # reports before the screen had no "search"
+    if search not in tune.SEARCHES or not isinstance(search, str):
+        expected = " or ".join(repr(s) for s in tune.SEARCHES)
+        raise runner.BenchError(f"{path}: search {one_line(repr(search))[:40]}: expected {expected}")
 
     def claim(part: dict) -> str:
         median, searches = part.get("median"), part.get("searches")

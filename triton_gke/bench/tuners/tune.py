@@ -216,7 +216,7 @@ def parser() -> argparse.ArgumentParser:
         "measurements and the open-loop capacity a queue model predicts from them (seconds each; CPU twin: a batch "
         "gains nothing there, which the model assumes). Default open-loop",
     )
-    p.add_argument("--budget-minutes", type=float, default=20.0, help="time for the rate searches (default 20)")
+    p.add_argument("--budget-minutes", type=float, default=20.0, help="time for the search (default 20)")
     p.add_argument("--max-candidates", type=int, help="at most this many configurations, the default included")
     p.add_argument("--step-seconds", type=float, default=4.0, help="measured seconds per step (default 4)")
     p.add_argument("--start-rps", type=float, default=8.0, help="first request rate of the first search (8)")
@@ -501,8 +501,8 @@ def screen_row(infer_per_s: float, p95_ms: float, instances: int, slo_ms: float)
     server answered nothing: no time per request to model)."""
     from triton_gke.bench.metrics import queue_model
 
-    service_ms = 1000.0 * instances / infer_per_s if infer_per_s > 0 else math.inf
-    predicted = queue_model.capacity(service_ms, instances, slo_ms) if math.isfinite(service_ms) else 0.0
+    service_ms = 1000.0 * instances / infer_per_s if 0 < infer_per_s < math.inf else math.inf
+    predicted = queue_model.capacity(service_ms, instances, slo_ms) if 0 < service_ms < math.inf else 0.0
     return {
         "concurrency": instances,
         "infer_per_s": round(infer_per_s, 2),
