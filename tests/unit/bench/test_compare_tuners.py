@@ -414,3 +414,24 @@ def test_a_client_side_field_or_search_that_is_not_one_is_refused_naming_it(
     err = capsys.readouterr().err
     assert says in err and err.startswith("error: ") and err.count("\n") == 1, err
     assert not (tmp_path / "o").exists()
+
+
+def test_the_readme_states_whether_each_difference_is_more_than_noise() -> None:
+    """Issue 35: the significance of each difference: our pick over Model Analyzer's and each over the default, per
+    load tool, with the exact one-sided p; a failed round (None) is left out, a round that met no rate counts."""
+
+    def row(source: str, ours: list[float | None], pa: list[float | None]) -> dict:
+        return {"source": source, "ours": {"values": ours}, "pa": {"values": pa}}
+
+    report = {
+        "rows": [
+            row("default", [1.0, 2.0, 0.0], [1.0, 1.0, 1.0]),
+            row("bench tune (recommended)", [5.0, 6.0, 7.0], [3.0, None, 4.0]),
+            row("Model Analyzer", [4.0, 8.0, 3.0], [2.0, 2.5, 1.5]),
+        ]
+    }
+    lines = ct.significance(report).splitlines()
+    assert "| bench tune's pick over Model Analyzer's | Locust | 6 of 9 | 0.35 |" in lines
+    assert "| bench tune's pick over Model Analyzer's | perf_analyzer --async | 6 of 6 | 0.10 |" in lines
+    assert "| bench tune's pick over the default | Locust | 9 of 9 | 0.05 |" in lines
+    assert "| Model Analyzer's pick over the default | perf_analyzer --async | 9 of 9 | 0.05 |" in lines

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from triton_gke.bench.tuners import tune_search
 from triton_gke.bench.tuners.tune_search import (
     ALPHA,
     FIRST_EFFORT,
@@ -271,3 +272,29 @@ def test_two_searches_first_pick_wrong_less_often_under_noise_at_the_same_budget
     }  # fmt: skip
     assert wrong[1] >= 0.1
     assert wrong[2] <= 0.65 * wrong[1]
+
+
+# --- the exact Mann-Whitney p that compare-tuners states for each difference ------------------------------------
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(0, 100), min_size=1, max_size=5, unique=True), st.integers(1, 5))
+def test_when_every_round_beats_every_round_p_is_the_chance_of_separation(values: list[float], split: int) -> None:
+    """All of one group above all of the other: the most extreme U, reached by one split of C(m + n, m)."""
+    ordered = sorted(values)
+    if len(ordered) < 2:
+        return
+    split = max(1, min(split, len(ordered) - 1))
+    worse, better = ordered[:split], ordered[split:]
+    p = tune_search.exact_p_greater(better, worse)
+    assert p == pytest.approx(tune_search.chance_of_separation(len(better), len(worse)))
+    assert tune_search.exact_p_greater(worse, better) == 1.0  # U = 0: every split reaches it
+
+
+def test_the_exact_p_of_three_rounds_each_follows_the_u_table() -> None:
+    """m = n = 3: the 20 splits give U = 0..9 with counts 1, 1, 2, 3, 3, 3, 3, 2, 1, 1 (Mann and Whitney's table),
+    so P(U >= 6) = 7/20 and P(U >= 5) = 10/20."""
+    assert tune_search.u_statistic([13.62, 13.61, 6.66], [12.7, 9.1, 9.7]) == 6
+    assert tune_search.exact_p_greater([13.62, 13.61, 6.66], [12.7, 9.1, 9.7]) == pytest.approx(7 / 20)
+    assert tune_search.exact_p_greater([11.5, 14.5, 10.4], [10.8, 10.3, 15.0]) == pytest.approx(10 / 20)
+    assert tune_search.u_statistic([1.0], [1.0]) == 0.5  # a tie is half a pair
+    with pytest.raises(ValueError, match="at least one value"):
+        tune_search.exact_p_greater([], [1.0])

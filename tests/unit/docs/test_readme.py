@@ -141,6 +141,24 @@ NOT_RUN: dict[str, str] = {
         "measures for 3 minutes on 2 cores; tests/live/bench/test_tune.py runs `bench tune --search screen` on two "
         "configurations (HTTP, and gRPC on the UINT8 copy) and checks each prediction against the queue model"
     ),
+    "cp Pulumi.dev.yaml Pulumi.twin.yaml && echo '  triton-gke:sloLatencyMs: 200' >> Pulumi.twin.yaml": (
+        "docs/tuning.md: adds a stack file to the project folder, which every test that plans the stacks would then "
+        "plan too; tests/live/bench/test_tune.py derives a stack from dev's file the same way in a folder of its own"
+    ),
+    ".venv/bin/triton-gke bench model-analyzer --stack twin": (
+        "installs Model Analyzer and searches for 8 minutes on the stack file the line above adds "
+        "(bench/results/model-analyzer-twin-2026-12-03 is its committed run); tests/unit/bench/test_model_analyzer.py "
+        "reads a real run's files"
+    ),
+    ".venv/bin/triton-gke bench tune --stack twin --search screen --budget-minutes 3": (
+        "measures for 3.4 minutes (bench/results/tune-twin-2026-12-03-screen); tests/live/bench/test_tune.py runs a "
+        "screen on a stack derived from dev's"
+    ),
+    ".venv/bin/triton-gke bench compare-tuners --stack twin --tune bench/results/tune-twin-2026-12-03-screen "
+    "--model-analyzer bench/results/model-analyzer-twin-2026-12-03 --rounds 3 --start-rps 4": (
+        "measures three configurations with two tools for 26 minutes (bench/results/tuners-twin-2026-12-03 is its "
+        "committed run); tests/unit/bench/test_compare_tuners.py checks what it reads and the significance it states"
+    ),
     ".venv/bin/triton-gke bench model-analyzer": (
         "installs Model Analyzer (a 600 MB virtualenv) and searches for 6-14 minutes on 2 cores; "
         "tests/unit/bench/test_model_analyzer.py reads a real run's files and refuses bad input before installing"

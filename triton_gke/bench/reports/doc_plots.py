@@ -25,6 +25,8 @@ IMAGES: dict[str, tuple[str, str]] = {
     "bench-dev-2026-11-30-ranking.png": ("dev-2026-11-30", "ranking"),
     "tune-dev-2026-12-02c.png": ("tune-dev-2026-12-02c", "tune"),
     "tuners-dev-2026-12-02d.png": ("tuners-dev-2026-12-02d", "comparison"),
+    "tune-twin-2026-12-03-screen.png": ("tune-twin-2026-12-03-screen", "tune"),
+    "tuners-twin-2026-12-03.png": ("tuners-twin-2026-12-03", "comparison"),
 }
 
 

@@ -42,7 +42,7 @@ from triton_gke.bench.metrics import conditions, machine
 from triton_gke.bench.plans.slo_search import spread
 from triton_gke.bench.reports import plots, record
 from triton_gke.bench.runners import perf_analyzer, runner
-from triton_gke.bench.tuners import tune
+from triton_gke.bench.tuners import tune, tune_search
 from triton_gke.bounded_files import one_line, parse_json, read_text_file
 from triton_gke.one_line import OneLineParser
 from triton_gke.sandbox import run_folder
@@ -441,5 +441,39 @@ def readme(report: dict[str, Any], images: Sequence[str] = ()) -> str:
         "by each tool, requests/s achieved (median over rounds).\n\n"
         f"{table(report)}\n\nModel Analyzer's own figure is closed-loop (perf_analyzer --concurrency-range): a "
         "throughput at a fixed number of clients, not a rate held under arrivals it does not control.\n"
-        + "".join(f"\n![{name}]({name})\n" for name in images)
+        f"{significance(report)}" + "".join(f"\n![{name}]({name})\n" for name in images)
+    )
+
+
+TOOLS = (("ours", "Locust"), ("pa", "perf_analyzer --async"))
+
+
+def significance(report: dict[str, Any]) -> str:
+    """Whether each difference is more than noise: for our pick against Model Analyzer's and each pick against the
+    default, per load tool, Mann-Whitney's U over the rounds (a round that met no rate counts 0, a failed one is
+    left out) and its exact one-sided p (tune_search.exact_p_greater)."""
+    rows = {r["source"]: r for r in report["rows"]}
+    ours = next((r for name, r in rows.items() if name.startswith("bench tune (recommended)")), None)
+    theirs, default = rows.get("Model Analyzer"), report["rows"][0]
+    pairs = [(ours, theirs, "bench tune's pick over Model Analyzer's")]
+    pairs += [(pick, default, f"{who} over the default") for pick, who in ((ours, "bench tune's pick"),
+              (theirs, "Model Analyzer's pick")) if pick is not default]  # fmt: skip
+    lines = []
+    for better, worse, question in pairs:
+        if better is None or worse is None or better is worse:
+            continue
+        for tool, name in TOOLS:
+            a = [v for v in better[tool]["values"] if v is not None]
+            b = [v for v in worse[tool]["values"] if v is not None]
+            if a and b:
+                u, p = tune_search.u_statistic(a, b), tune_search.exact_p_greater(a, b)
+                lines.append(f"| {question} | {name} | {u:g} of {len(a) * len(b)} | {p:.2f} |")
+    if not lines:
+        return ""
+    return (
+        "\nIs each difference more than noise? Mann-Whitney's U over the rounds (pairs of rounds where the first "
+        "configuration measured more) and its exact one-sided p, the chance of a U at least this large if both were "
+        "the same configuration:\n\n| difference | load tool | U | p |\n| --- | --- | --- | --- |\n"
+        + "\n".join(lines)
+        + "\n"
     )
