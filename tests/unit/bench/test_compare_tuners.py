@@ -435,3 +435,18 @@ def test_the_readme_states_whether_each_difference_is_more_than_noise() -> None:
     assert "| bench tune's pick over Model Analyzer's | perf_analyzer --async | 6 of 6 | 0.10 |" in lines
     assert "| bench tune's pick over the default | Locust | 9 of 9 | 0.05 |" in lines
     assert "| Model Analyzer's pick over the default | perf_analyzer --async | 9 of 9 | 0.05 |" in lines
+
+
+def test_a_pick_proposed_by_several_is_tested_once_under_each_name() -> None:
+    """The red team: a tuning that kept the default merges into "default = bench tune (recommended)", and its test
+    against Model Analyzer's pick vanished; a pick both tools proposed is said to be one configuration."""
+
+    def row(source: str, ours: list[float], pa: list[float]) -> dict:
+        return {"source": source, "ours": {"values": ours}, "pa": {"values": pa}}
+
+    kept = {"rows": [row("default = bench tune (recommended)", [1.0, 2.0], [1.0]), row("Model Analyzer", [3.0], [2.0])]}
+    lines = ct.significance(kept).splitlines()
+    assert "| bench tune's pick over Model Analyzer's | Locust | 0 of 2 | 1.00 |" in lines
+    assert "| bench tune's pick is the default (the same configuration) | both | - | - |" in lines
+    same = {"rows": [row("default", [1.0], [1.0]), row("bench tune (recommended) = Model Analyzer", [3.0], [2.0])]}
+    assert "| bench tune's pick is Model Analyzer's (the same configuration) | both | - | - |" in ct.significance(same)

@@ -298,3 +298,8 @@ def test_the_exact_p_of_three_rounds_each_follows_the_u_table() -> None:
     assert tune_search.u_statistic([1.0], [1.0]) == 0.5  # a tie is half a pair
     with pytest.raises(ValueError, match="at least one value"):
         tune_search.exact_p_greater([], [1.0])
+
+
+def test_an_enumeration_too_large_to_finish_is_refused() -> None:
+    with pytest.raises(ValueError, match="splits to enumerate"):
+        tune_search.exact_p_greater([float(i) for i in range(15)], [float(i) + 0.5 for i in range(15)])

@@ -150,7 +150,8 @@ NOT_RUN: dict[str, str] = {
         "(bench/results/model-analyzer-twin-2026-12-03 is its committed run); tests/unit/bench/test_model_analyzer.py "
         "reads a real run's files"
     ),
-    ".venv/bin/triton-gke bench tune --stack twin --search screen --budget-minutes 3": (
+    ".venv/bin/triton-gke bench tune --stack twin --search screen --budget-minutes 3 "
+    "--out bench/results/tune-twin-2026-12-03-screen": (
         "measures for 3.4 minutes (bench/results/tune-twin-2026-12-03-screen); tests/live/bench/test_tune.py runs a "
         "screen on a stack derived from dev's"
     ),

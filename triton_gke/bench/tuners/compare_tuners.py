@@ -452,28 +452,32 @@ def significance(report: dict[str, Any]) -> str:
     """Whether each difference is more than noise: for our pick against Model Analyzer's and each pick against the
     default, per load tool, Mann-Whitney's U over the rounds (a round that met no rate counts 0, a failed one is
     left out) and its exact one-sided p (tune_search.exact_p_greater)."""
-    rows = {r["source"]: r for r in report["rows"]}
-    ours = next((r for name, r in rows.items() if name.startswith("bench tune (recommended)")), None)
-    theirs, default = rows.get("Model Analyzer"), report["rows"][0]
-    pairs = [(ours, theirs, "bench tune's pick over Model Analyzer's")]
-    pairs += [(pick, default, f"{who} over the default") for pick, who in ((ours, "bench tune's pick"),
-              (theirs, "Model Analyzer's pick")) if pick is not default]  # fmt: skip
+    # A row proposed by several ("default = bench tune (recommended)") is each proposer's row.
+    rows = {name: r for r in report["rows"] for name in r["source"].split(" = ")}
+    ours, theirs, default = rows.get("bench tune (recommended)"), rows.get("Model Analyzer"), report["rows"][0]
+    pairs = [
+        (ours, theirs, "bench tune's pick", "Model Analyzer's"),
+        (ours, default, "bench tune's pick", "the default"),
+        (theirs, default, "Model Analyzer's pick", "the default"),
+    ]
     lines = []
-    for better, worse, question in pairs:
-        if better is None or worse is None or better is worse:
+    for better, worse, first, second in pairs:
+        if better is None or worse is None:
+            continue
+        if better is worse:  # one configuration, proposed by both: nothing to test
+            lines.append(f"| {first} is {second} (the same configuration) | both | - | - |")
             continue
         for tool, name in TOOLS:
             a = [v for v in better[tool]["values"] if v is not None]
             b = [v for v in worse[tool]["values"] if v is not None]
             if a and b:
                 u, p = tune_search.u_statistic(a, b), tune_search.exact_p_greater(a, b)
-                lines.append(f"| {question} | {name} | {u:g} of {len(a) * len(b)} | {p:.2f} |")
+                lines.append(f"| {first} over {second} | {name} | {u:g} of {len(a) * len(b)} | {p:.2f} |")
     if not lines:
         return ""
     return (
         "\nIs each difference more than noise? Mann-Whitney's U over the rounds (pairs of rounds where the first "
-        "configuration measured more) and its exact one-sided p, the chance of a U at least this large if both were "
-        "the same configuration:\n\n| difference | load tool | U | p |\n| --- | --- | --- | --- |\n"
-        + "\n".join(lines)
-        + "\n"
+        "configuration measured more, a tie counting a half) and its exact one-sided p, the chance of a U at least "
+        "this large if both were the same configuration:\n\n"
+        "| difference | load tool | U | p |\n| --- | --- | --- | --- |\n" + "\n".join(lines) + "\n"
     )

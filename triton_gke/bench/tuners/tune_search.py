@@ -39,6 +39,7 @@ ETA = 3  # survivors per rung: the best third (Hyperband's default eta)
 # (bench/results/tuners-dev-2026-12-02d). Two each rank by the median (the mean) of two; the test with a noisy
 # stand-in (tests/unit/bench/test_tune_search.py) shows the wrong picks this removes at the same budget.
 FIRST_EFFORT = 2
+MAX_SPLITS = 200_000  # exact_p_greater's enumeration: C(20, 10) = 184,756, compare-tuners' 10 rounds each
 ALPHA = 0.05  # the chance of recommending a configuration that is not better than the reference (module docstring)
 
 
@@ -156,6 +157,8 @@ def exact_p_greater(first: Sequence[float], second: Sequence[float]) -> float:
     pooled, m = [*first, *second], len(first)
     if not first or not second:
         raise ValueError("both groups need at least one value")
+    if math.comb(len(pooled), m) > MAX_SPLITS:
+        raise ValueError(f"{m} and {len(second)} values: more than {MAX_SPLITS:,} splits to enumerate")
     observed = u_statistic(first, second)
     count = total = 0
     for chosen in itertools.combinations(range(len(pooled)), m):
