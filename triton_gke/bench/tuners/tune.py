@@ -213,7 +213,7 @@ def parser() -> argparse.ArgumentParser:
         choices=SEARCHES,
         default="open-loop",
         help="open-loop: rank by open-loop rate searches (Locust, minutes each); screen: by closed-loop perf_analyzer "
-        "measurements and the open-loop capacity a queue model predicts from them (seconds each; CPU twin: a batch "
+        "measurements and the open-loop capacity a queue model predicts from them (~20 s each; CPU twin: a batch "
         "gains nothing there, which the model assumes). Default open-loop",
     )
     p.add_argument("--budget-minutes", type=float, default=20.0, help="time for the search (default 20)")
@@ -437,7 +437,7 @@ class Screener:
     `effort` closed-loop measurements by perf_analyzer (a tool we did not write) at a concurrency of the candidate's
     instance count (each instance busy, none waiting). Each gives the time per request by Little's law (concurrency /
     inferences per second) and from it the highest Poisson rate whose p95 meets the SLO by M/D/c
-    (bench/metrics/queue_model.py): the open-loop capacity a queue alone predicts, in seconds instead of a rate
+    (bench/metrics/queue_model.py): the open-loop capacity a queue alone predicts, in ~20 s a configuration, not a rate
     search's minutes. loop-check measured that a closed-loop throughput itself does not rank configurations for an
     open-loop SLO, and that this model of it does follow the measured p95 (queue_model.py)."""
 
