@@ -39,6 +39,7 @@ import pulumi_kubernetes as kubernetes
 
 from triton_gke.k8s.common import GPU_NODES, non_root_container_security, non_root_pod_security, restricted_namespace
 from triton_gke.model_repo.engines import PlanModel, engine_filename, engine_recipe
+from triton_gke.model_repo.recipes import job_problem
 
 ENGINE_NAMESPACE = "triton-engines"
 # A release of the CLI's minimal image: `:stable` moves with every release, ":VERSION-stable" is one ("To install
@@ -95,6 +96,9 @@ def deadline_s(variants: int) -> int:
 
 def build_commands(args: EngineBuildArgs) -> list[str]:
     """Per variant, the shell lines of the build step: the image tag's recipe, run in WORK_DIR/<variant>, skipped where
+        problem = job_problem(built)
+        if problem:  # the stack's settings refuse it first (settings/serving.py); a direct caller gets the reason
+            raise ValueError(f"variant {v.name!r} under {args.triton_image_tag}: {problem}")
     the fetch step found the plan already in the bucket (a `skip` marker)."""
     lines = ["set -eu"]
     for v in args.variants:

@@ -148,6 +148,30 @@ def recipe(
     return built
 
 
+# What the engine-build Job (k8s/engine_build.py) can run: trtexec only. A ModelOpt step (TensorRT 11 FP16, or INT8 from
+# a model without Q/DQ nodes) needs the `modelopt` package (PyPI nvidia-modelopt with its onnx extras), which no
+# TensorRT container release note or frameworks support matrix read here lists among the image's contents, and the
+# Job's build step runs as uid 1000 under the restricted profile with no install step, so it cannot add it: such a
+# recipe is refused where a stack asks the Job for it (settings/serving.py) instead of failing on the GPU.
+MODELOPT_MODULE_PREFIX = "modelopt."
+
+
+def needs_modelopt(built: Recipe) -> bool:
+    """Whether a step of `built` runs NVIDIA ModelOpt (`python -m modelopt....`)."""
+    return any(step[:2] == ("python", "-m") and step[2].startswith(MODELOPT_MODULE_PREFIX) for step in built.steps)
+
+
+def job_problem(built: Recipe) -> str | None:
+    """Why the engine-build Job cannot run `built` (a ModelOpt step it has no package for); None when it can."""
+    if not needs_modelopt(built):
+        return None
+    return (
+        f"its TensorRT {built.tensorrt_major} builds {built.precision} plans only after an NVIDIA ModelOpt step "
+        "(python -m modelopt...), which the TensorRT image is not shown to ship and the engine-build Job "
+        "(non-root, no install step) cannot add"
+    )
+
+
 def recipe_problem(built: Recipe) -> str | None:
     """Why `built` cannot run on its TensorRT major (a trtexec flag it lacks, a calibration cache on TensorRT 11)."""
     allowed = TRTEXEC_FLAGS[built.tensorrt_major]

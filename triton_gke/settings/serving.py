@@ -5,6 +5,7 @@ from __future__ import annotations
 from triton_gke.contracts.paths import project_dir
 from triton_gke.loadtest import arrivals
 from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.recipes import Toolchain, job_problem, load_toolchains, recipe
 from triton_gke.model_repo.settings import (
     FIELD_MAXIMUM,
     REFERENCE_VARIANTS,
@@ -91,7 +92,34 @@ def model_repo(reader: Reader, gpu: GpuPoolSettings, build_engines: bool = False
     except ModelRepoError as err:
         raise _model_error(reader, err) from None
     _check_fits_gpu(reader, settings, gpu.accelerator_type)
+    if build_engines:
+        _check_job_builds(reader, settings)
     return settings
+
+
+def _check_job_builds(reader: Reader, settings: ModelRepoSettings) -> None:
+    """Every TensorRT variant's recipe is one the engine-build Job can run (model_repo.recipes.job_problem): the INT8
+    variants' ONNX carries Q/DQ nodes (model_repo/quantize.py, as engine_recipe's `qdq`), so only FP16 on TensorRT 11
+    asks for ModelOpt."""
+    tag = settings.triton_image_tag
+    for variant in (v for v in settings.variants if v.uses_tensorrt):
+        try:
+            calibration = None if variant.precision == "INT8" else "calibration"
+            problem = job_problem(recipe(tag, variant.precision, calibration=calibration))
+        except ModelRepoError as err:
+            raise _model_error(reader, err) from None
+        if problem:
+            raise reader.fail(
+                "tritonImageTag",
+                tag,
+                f"{problem}: leave {variant.name} out of modelVariants, set tritonBuildEngines false, or use a "
+                f"TensorRT 10 tag ({_last_tensorrt_10_tag()} or earlier)",
+            )
+
+
+def _last_tensorrt_10_tag() -> str:
+    last = max(t.last for t in load_toolchains() if t.tensorrt_major == 10)
+    return f"{last[0]:02d}.{last[1]:02d}-py3"
 
 
 def _check_fits_gpu(reader: Reader, settings: ModelRepoSettings, gpu: str) -> None:
@@ -167,17 +195,37 @@ def nodes_driver_branch(kubernetes_minor: int, driver_version: str) -> int:
 def check_image_runs_on_driver(
     reader: Reader, model_repo: ModelRepoSettings, gpu: GpuPoolSettings, cluster: ClusterSettings
 ) -> None:
-    """The Triton image must run on the NVIDIA driver branch the GPU nodes get (infra/data/gke_gpu_drivers.csv)."""
+    """The Triton image must run on the NVIDIA driver branch the GPU nodes get (infra/data/gke_gpu_drivers.csv): as
+    the image's row of infra/data/triton_toolchain.csv says (its minimum branch, or a forward-compatible one), and
+    for a release before that table by model_repo/settings.py's CUDA 12 rule."""
     tag = model_repo.triton_image_tag
-    branch = nodes_driver_branch(int(cluster.kubernetes_version.split(".")[1]), gpu.driver_version)
-    if not runs_on_driver(image_release(tag), branch):
-        raise reader.fail(
-            "tritonImageTag",
-            tag,
-            f"a CUDA 13 image (25.08 and later) needs driver R575+ or R535 on a T4, and gpuDriverVersion "
-            f"{gpu.driver_version} on Kubernetes {cluster.kubernetes_version} installs R{branch}; use "
-            "gpuDriverVersion DEFAULT (R535), a kubernetesVersion whose LATEST is R580, or tritonImageTag 25.06-py3",
-        )
+    minor = int(cluster.kubernetes_version.split(".")[1])
+    branch = nodes_driver_branch(minor, gpu.driver_version)
+    row = _toolchain_row(image_release(tag))
+
+    def runs(on_branch: int) -> bool:
+        return row.runs_on(on_branch) if row else runs_on_driver(image_release(tag), on_branch)
+
+    if runs(branch):
+        return
+    needs = "a newer driver"
+    if row:
+        forward = " or ".join(f"R{b}" for b in row.forward_compat_branches)
+        needs = f"R{row.min_driver_branch}+" + (f" (or {forward} through forward compatibility)" if forward else "")
+    working = [c for c in ("DEFAULT", "LATEST") if runs(nodes_driver_branch(minor, c))]
+    fix = f"gpuDriverVersion {working[0]}" if working else "a kubernetesVersion whose GKE driver is new enough"
+    raise reader.fail(
+        "tritonImageTag",
+        tag,
+        f"this CUDA {row.cuda if row else 12} image needs driver {needs} (infra/data/triton_toolchain.csv), and "
+        f"gpuDriverVersion {gpu.driver_version} on Kubernetes {cluster.kubernetes_version} installs R{branch}; "
+        f"use {fix} (infra/data/gke_gpu_drivers.csv) or tritonImageTag 25.06-py3",
+    )
+
+
+def _toolchain_row(release: tuple[int, int]) -> Toolchain | None:
+    """The row of infra/data/triton_toolchain.csv holding `release`; None for a release before the table."""
+    return next((t for t in load_toolchains() if t.first <= release <= t.last), None)
 
 
 def serving(reader: Reader) -> ServingSettings:

@@ -4,6 +4,7 @@ capability and a cc_model_filenames config that maps every capability of a stack
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -156,12 +157,27 @@ def test_tensorrt_10_command_lines():
 
 
 def test_tensorrt_11_command_lines():
-    lines = "\n".join(build_commands(_args("26.10-py3", cc="8.9")))
-    assert (
-        "python -m modelopt.onnx.autocast --onnx_path model.onnx --output_path model.fp16.onnx --keep_io_types" in lines
-    )
+    """TensorRT 11: the Q/DQ INT8 variants build --stronglyTyped with trtexec alone; an FP16 variant would need a
+    ModelOpt step the Job cannot run (model_repo/recipes.py job_problem), so build_commands refuses it by name."""
+    with pytest.raises(ValueError, match="variant 'trt_fp16' under 26.10-py3: .*ModelOpt"):
+        build_commands(_args("26.10-py3", cc="8.9"))
+    int8_only = _args("26.10-py3", cc="8.9")
+    int8_only = dataclasses.replace(int8_only, variants=tuple(v for v in int8_only.variants if v.precision == "INT8"))
+    lines = "\n".join(build_commands(int8_only))
     assert "--saveEngine=model.26.10.cc89.plan" in lines and "--stronglyTyped" in lines
-    assert "--fp16" not in lines and "--int8" not in lines and "modelopt.onnx.quantization" not in lines
+    assert "--fp16" not in lines and "--int8" not in lines and "modelopt" not in lines
+
+
+def test_a_stack_asking_the_job_for_a_tensorrt_11_fp16_plan_is_refused_in_one_line():
+    refusal = _refusal(tritonBuildEngines=True, tritonImageTag="26.10-py3", gpuDriverVersion="LATEST")
+    assert refusal.startswith("triton-gke:tritonImageTag") and "ModelOpt" in refusal and "trt_fp16" in refusal
+    assert "26.05-py3" in refusal and len(refusal.splitlines()) == 1
+    # Without the FP16 variant the same stack gets past this rule (its plans build with trtexec alone).
+    other = _refusal(
+        tritonBuildEngines=True, tritonImageTag="26.10-py3", gpuDriverVersion="LATEST",
+        modelVariants=["original", "trt_int8"],
+    )  # fmt: skip
+    assert other is None or "ModelOpt" not in other
 
 
 def test_a_plan_needs_fixed_inputs_with_names_trtexec_can_take():
@@ -255,3 +271,12 @@ def test_the_shipped_stacks_build_no_engines_unless_asked(stack):
     plan = evaluate(stack)
     assert _jobs(plan) == []
     assert not [r for r in plan.resources if r.name.startswith("engines")]
+
+
+def _refusal(**overrides: object) -> str | None:
+    """The settings layer's one line for prod with `overrides`, None when accepted."""
+    try:
+        load_stack_settings(stack_settings("prod", **overrides), stack="prod")
+    except ConfigError as err:
+        return str(err)
+    return None

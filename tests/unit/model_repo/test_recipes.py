@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from triton_gke.model_repo.errors import ModelRepoError
-from triton_gke.model_repo.recipes import TRTEXEC_FLAGS, Recipe, load_toolchains, recipe, recipe_problem, toolchain
+from triton_gke.model_repo.recipes import (
+    TRTEXEC_FLAGS,
+    Recipe,
+    job_problem,
+    load_toolchains,
+    needs_modelopt,
+    recipe,
+    recipe_problem,
+    toolchain,
+)
 
 
 def test_the_table_maps_tags_to_tensorrt_cuda_and_drivers():
@@ -58,3 +67,18 @@ def test_an_unknown_precision_or_tag_is_refused():
         recipe("26.10-py3", "BF16")
     with pytest.raises(ModelRepoError):
         recipe("27.01-py3", "FP16")
+
+
+@pytest.mark.parametrize("tag", ["25.06-py3", "26.05-py3", "26.06-py3", "26.10-py3"])
+@pytest.mark.parametrize("precision", ["FP32", "FP16", "INT8"])
+def test_the_engine_build_job_runs_only_recipes_without_a_modelopt_step(tag, precision):
+    """The Job's build step has trtexec and no ModelOpt (not shown in the TensorRT image, no install step as uid
+    1000): a recipe with a ModelOpt step is refused with that reason, every other one is accepted."""
+    for calibration in ("calibration", None):
+        built = recipe(tag, precision, calibration=calibration)
+        problem = job_problem(built)
+        modelopt = built.tensorrt_major == 11 and (precision == "FP16" or (precision == "INT8" and calibration))
+        assert needs_modelopt(built) is bool(modelopt)
+        assert (problem is not None) is bool(modelopt)
+        if problem:
+            assert "ModelOpt" in problem and f"TensorRT {built.tensorrt_major}" in problem

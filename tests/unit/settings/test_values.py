@@ -324,7 +324,10 @@ def supported_on(minor: int) -> datetime.date:
 
 
 def driver_runs(year: int, month: int, branch: int) -> bool:
-    """rel-25-08 onwards: CUDA 13, needs R575+ or, on a data-center GPU, R470/R525/R535/R545."""
+    """rel-25-08 onwards: CUDA 13, needs R575+ or, on a data-center GPU, R470/R525/R535/R545; 26.06 onwards
+    (TensorRT 11) R580+ with no forward-compatible branch left (R535's end of life, infra/data/triton_toolchain.csv)."""
+    if (year, month) >= (26, 6):
+        return branch >= 580
     return (year, month) < (25, 8) or branch >= 575 or branch in (470, 525, 535, 545)
 
 
