@@ -42,9 +42,10 @@ sys.path.insert(0, str(PROJECT_DIR))
 
 # The day kubernetesVersion's end of GKE standard support is judged on (settings/versions.py), for every test and every
 # command a test starts (the variable is inherited): the day infra/data/gke_versions.csv was written. The program
-# judges the real date; CI runs this repository for months, and its plans of the shipped stacks must not start failing
-# on the day the shipped default leaves standard support. tests/unit/settings/test_versions.py checks the default is
-# supported on this day with room to spare, and the check itself at dates around each end.
+# judges the real date; CI runs this repository for months, and its plans of the shipped stacks must not start warning
+# (a warning, never a refusal: settings/versions.py POLICY) on the day the shipped default leaves standard support.
+# tests/unit/settings/test_versions.py checks the default is supported on this day with room to spare, and the check
+# itself at dates around each end.
 os.environ["TRITON_GKE_TODAY"] = "2026-12-03"
 
 from triton_gke.offline.runtime import Plan, config_string, run_program, run_under_mocks  # noqa: E402

@@ -82,8 +82,8 @@ def load_stack_settings(today: datetime.date | None = None) -> StackSettings:
     today: the day kubernetesVersion's end of standard support is judged on; None is the real date, so every
     `pulumi up` and `pulumi preview` judges the version on the day it runs. Only under the offline mock runtime
     (`make plan`, the tests) may TRITON_GKE_TODAY name another day (settings/versions.py): under a real engine it is
-    ignored, so no environment variable turns the check off for a deployment. Its warnings (a version near its end
-    of support) go to pulumi.log.warn, which the engine shows at every preview and update
+    ignored, so no environment variable turns the check off for a deployment. Its warnings (a version near or past
+    its end of support) go to pulumi.log.warn, which the engine shows at every preview and update
     ("displayed, alongside all other Pulumi output, in the CLI", https://www.pulumi.com/docs/iac/concepts/logging/).
     """
     config = RuntimeConfig()

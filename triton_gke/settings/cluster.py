@@ -22,7 +22,9 @@ from triton_gke.settings.values import (
     RegionSettings,
 )
 
-RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
+# GKE's release channels (the provider's release_channel.channel values, less UNSPECIFIED: every cluster of this program
+# is enrolled in one, so kubernetesVersion is a floor under it); EXTENDED and its sources: settings/versions.py.
+RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", versions.EXTENDED_CHANNEL)
 DRIVER_VERSIONS = ("DEFAULT", "LATEST", "INSTALLATION_DISABLED")
 # kubernetes-validate ships schemas for these minors; a cluster outside them cannot be checked.
 KUBERNETES_MINORS = range(25, 38)
@@ -131,22 +133,30 @@ DEFAULT_MAINTENANCE = MaintenanceSettings()
 def cluster(
     reader: Reader, today: datetime.date, maintenance: MaintenanceSettings = DEFAULT_MAINTENANCE
 ) -> tuple[ClusterSettings, str]:
-    """The cluster settings and a warning ("" when none) about the version's end of standard support on `today`."""
+    """The cluster settings and a warning ("" when none) about the version's support on `today`: never a refusal for
+    a date (settings/versions.py POLICY), only for a version no GKE cluster can have."""
     version = reader.string("kubernetesVersion")
     match = re.fullmatch(r"1\.([1-9][0-9]*)", version)  # no leading zeros: "1.035" is no GKE version
     if not match or int(match.group(1)) not in KUBERNETES_MINORS:
         supported = f"1.{KUBERNETES_MINORS.start}..1.{KUBERNETES_MINORS.stop - 1}"
         raise reader.fail("kubernetesVersion", version, f'expected a minor version in {supported}, like "1.35"')
+    minor = int(match.group(1))
+    channel = reader.choice("releaseChannel", RELEASE_CHANNELS)
+    if channel == versions.EXTENDED_CHANNEL and minor < versions.FIRST_EXTENDED_MINOR:
+        raise reader.fail(
+            "releaseChannel",
+            channel,
+            f"GKE offers extended support from 1.{versions.FIRST_EXTENDED_MINOR} on, and kubernetesVersion is "
+            f"1.{minor}; raise it or choose REGULAR",
+        )
     try:
-        notice = versions.check_support(int(match.group(1)), today)
-    except versions.VersionError as err:
-        raise reader.fail("kubernetesVersion", version, str(err)) from None
+        notice = versions.check_support(minor, today, channel=channel)
     except CatalogueError as err:
         raise ConfigError(f"{reader.full('kubernetesVersion')}: {err}") from None
     cidrs = cidr_ranges(reader, "masterAuthorizedCidrs", public_allowed=True)
     settings = ClusterSettings(
-        release_channel=reader.choice("releaseChannel", RELEASE_CHANNELS),
-        kubernetes_version=f"1.{int(match.group(1))}",
+        release_channel=channel,
+        kubernetes_version=f"1.{minor}",
         deletion_protection=reader.boolean("deletionProtection"),
         master_authorized_cidrs=cidrs,
         maintenance=maintenance,

@@ -62,8 +62,8 @@ def load_stack_settings(
 
     config: every key set, 'namespace:name' -> value as the engine passes it (text; lists and maps as JSON).
     secret_keys: the keys set with `pulumi config set --secret` (their values are never judged as plain text).
-    today: the day kubernetesVersion's end of standard support is judged on (settings/versions.py); None: the real
-    date, or TRITON_GKE_TODAY where set (tests set it, so their plans do not expire with the shipped default).
+    today: the day kubernetesVersion's GKE support is judged on, for a warning (settings/versions.py); None: the real
+    date, or TRITON_GKE_TODAY where set (tests set it, so their plans stay free of it after the default's end).
     """
     check_deployable_stack(stack)
     project_name, schema_keys = config_schema()

@@ -183,5 +183,5 @@ class StackSettings:
     # How a Triton pod leaves the load balancer (settings/lifecycle.py): preStop, exit timeout, grace, health check.
     lifecycle: LifecycleSettings = LIFECYCLE_DEFAULTS
     # What the program tells the user at every plan and `up` without refusing (pulumi.log.warn under the engine):
-    # a kubernetesVersion near the end of its standard support (settings/versions.py).
+    # a kubernetesVersion near or past the end of its GKE support (settings/versions.py).
     warnings: tuple[str, ...] = ()

@@ -1,10 +1,25 @@
-"""GKE minor versions with dates: is triton-gke:kubernetesVersion still in standard support on a given day?
+"""GKE minor versions with dates: what triton-gke:kubernetesVersion's support means on a given day.
 
 The table is infra/data/gke_versions.csv (its header names the source, the GKE release schedule). The check takes
 `today` as a parameter, so it never depends on the machine's clock by itself: the program (infra/config.py, under
 `pulumi up` and `pulumi preview`) passes the real date, so a running stack hears at its next `up` that its version
-drifts out of support; tests pass a fixed date (tests/conftest.py), so plans of the shipped stacks keep passing after
+drifts out of support; tests pass a fixed date (tests/conftest.py), so plans of the shipped stacks stay quiet after
 the shipped default's end date (a test checks the default against the date the table was written instead).
+
+POLICY: the check warns, it never refuses. kubernetesVersion is the clusters' floor (min_master_version), not a pin:
+- the provider sends it as the cluster's initialClusterVersion on create and, on update, only upgrades a control plane
+  whose current version is lower ("Only upgrade the master if the current version is lower than the desired
+  version"); its schema says "GKE will auto-update the master to new versions, so this does not guarantee the current
+  master version" (hashicorp/terraform-provider-google-beta google-beta/services/container/
+  resource_container_cluster.go, commit 93c65b2d60fea598528f2769b5b09de856f8cb8c: min_master_version, create and
+  update). A floor GKE has moved past changes nothing on a running cluster.
+- "when a version reaches the end of support, cluster control planes and nodes are automatically upgraded regardless
+  of release channel enrollment" (GKE, About release channels, RELEASE_CHANNELS_URL), so refusing the stack protects
+  nothing and would stop an emergency `up` (a scale change, a security fix).
+- GKE itself refuses to create a cluster at a version it no longer offers: a minor past its standard support is
+  "unavailable for creating new clusters and control planes" (GKE versioning, VERSIONING_URL; GKE's release notes list
+  each channel's "Available minor versions", where only the Extended channel still offers minors past standard
+  support). A new stack or region at an expired floor therefore fails at GKE, which the warning says.
 """
 
 from __future__ import annotations
@@ -21,6 +36,19 @@ from triton_gke.settings.catalogue import CatalogueError, read_csv_table
 
 GKE_VERSIONS_CSV = DATA_DIR / "gke_versions.csv"
 SOURCE_URL = "https://cloud.google.com/kubernetes-engine/docs/release-schedule"
+RELEASE_CHANNELS_URL = "https://cloud.google.com/kubernetes-engine/docs/concepts/release-channels"
+VERSIONING_URL = "https://cloud.google.com/kubernetes-engine/versioning"
+# "For clusters in the Extended release channel, an additional cluster management fee applies if the minor version of
+# the cluster is in the extended support period" (GKE pricing, cluster management fee).
+PRICING_URL = "https://cloud.google.com/kubernetes-engine/pricing"
+# The release channel that keeps a minor past its standard support: "GKE extended support is available with the
+# Extended release channel", about 10 months more, "Starting with GKE version 1.27" (GKE blog, "Introducing GKE
+# extended support", 2024-07-17, https://cloud.google.com/blog/products/containers-kubernetes/announcing-gke-extended-support;
+# GKE versioning: "around 14 months of standard support and approximately an additional 10 months of extended support
+# available with the Extended channel"). The provider accepts it: release_channel.channel is one of "UNSPECIFIED",
+# "RAPID", "REGULAR", "STABLE", "EXTENDED" (resource_container_cluster.go at the commit named above).
+EXTENDED_CHANNEL = "EXTENDED"
+FIRST_EXTENDED_MINOR = 27
 # The day the table was written: the shipped default must be in standard support then (tests/unit/settings).
 TABLE_WRITTEN = datetime.date(2026, 12, 3)
 # How long before the end of standard support a plan or `up` warns: about one quarter, time to plan a minor upgrade.
@@ -34,7 +62,7 @@ _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 class VersionError(ValueError):
-    """The version is refused on that day; the message is the reason, without the key (the caller names it)."""
+    """TRITON_GKE_TODAY is no date; the message names the variable."""
 
 
 @dataclass(frozen=True)
@@ -109,11 +137,18 @@ def today_from_env(environ: dict[str, str] | None = None) -> datetime.date:
 
 
 def check_support(
-    minor: int, today: datetime.date, table: dict[int, MinorSupport] | None = None, warn_days: int = WARN_DAYS
+    minor: int,
+    today: datetime.date,
+    table: dict[int, MinorSupport] | None = None,
+    warn_days: int = WARN_DAYS,
+    *,
+    channel: str,
 ) -> str:
-    """A warning ("" when none) for Kubernetes 1.`minor` on `today`; VersionError when past its standard support.
+    """A warning ("" when none) for kubernetesVersion 1.`minor`, the clusters' floor, on `today` and `channel`.
 
-    A minor after the table's last row is newer than any dated one: accepted, with a warning that it has no date.
+    Never a refusal: the version is a floor under the release channel (min_master_version, see POLICY above), so a
+    date past its support blocks nothing GKE does not block itself, and an emergency `up` (a scale change, a security
+    fix) must still run. A minor after the table's last row is newer than any dated one: a warning that it has no date.
     """
     table = load_versions() if table is None else table
     version = f"1.{minor}"
@@ -123,34 +158,103 @@ def check_support(
             f"its end of standard support is not checked; see {SOURCE_URL}"
         )
     if minor < min(table):
-        raise VersionError(
+        return (
             f"{version} is older than every GKE minor in infra/data/gke_versions.csv (from 1.{min(table)}), all past "
-            f"GKE standard support; use 1.{_newest_supported(table, today)} ({SOURCE_URL})"
+            f"GKE support: {_upgraded_automatically(version, channel)}; {_raise_hint(table, today, channel)}"
         )
     entry = table[minor]
-    end = entry.end_of_standard_support
-    estimated = " (estimated)" if entry.kind == "estimated" else ""
+    end = support_end(entry, channel)
+    if end != entry.end_of_standard_support and today > entry.end_of_standard_support:
+        return _extended_notice(entry, end, today, table, channel)
+    return _standard_notice(entry, today, warn_days, table, channel)
+
+
+def _standard_notice(
+    entry: MinorSupport, today: datetime.date, warn_days: int, table: dict[int, MinorSupport], channel: str
+) -> str:
+    """Past or near the end of standard support; "" when further than `warn_days` from it."""
+    version, end = f"1.{entry.minor}", entry.end_of_standard_support
+    dated = f"{end.isoformat()}{' (estimated)' if entry.kind == 'estimated' else ''}"
     if today > end:
-        oldest = _oldest_supported(table, today)
-        hint = f"; use 1.{oldest} or later" if oldest else ""
-        raise VersionError(
-            f"GKE standard support for {version} ended on {end.isoformat()}{estimated} ({SOURCE_URL}){hint}"
+        return (
+            f"GKE standard support for {version} ended on {dated} ({SOURCE_URL}): "
+            f"{_after_support(version, channel)}; {_raise_hint(table, today, channel)}"
         )
     left = (end - today).days
-    if left <= warn_days:
+    if left > warn_days:
+        return ""
+    extended_end = support_end(entry, channel)
+    then = (
+        f"the {EXTENDED_CHANNEL} channel keeps the clusters on {version} in extended support until about "
+        f"{extended_end.isoformat()} (estimated), at an extra cluster management fee ({PRICING_URL})"
+        if extended_end != end
+        else _after_support(version, channel)
+    )
+    return (
+        f"GKE standard support for {version} ends on {dated}, in {left} days ({SOURCE_URL}): plan the minor "
+        f"upgrade; after that date {then}"
+    )
+
+
+def _extended_notice(
+    entry: MinorSupport, extended_end: datetime.date, today: datetime.date, table: dict[int, MinorSupport], channel: str
+) -> str:
+    """On the EXTENDED channel past the end of standard support: in paid extended support, or past it too."""
+    version = f"1.{entry.minor}"
+    if today > extended_end:
         return (
-            f"GKE standard support for {version} ends on {end.isoformat()}{estimated}, in {left} days "
-            f"({SOURCE_URL}): plan the minor upgrade; after that date this stack's `up` is refused"
+            f"GKE extended support for {version} ended on {extended_end.isoformat()} (estimated; {VERSIONING_URL}): "
+            f"{_upgraded_automatically(version, channel)}; {_raise_hint(table, today, channel)}"
         )
-    return ""
+    return (
+        f"GKE standard support for {version} ended on {entry.end_of_standard_support.isoformat()} ({SOURCE_URL}): "
+        f"the {EXTENDED_CHANNEL} channel keeps the clusters on {version} in extended support until about "
+        f"{extended_end.isoformat()} (estimated), at an extra cluster management fee ({PRICING_URL}); "
+        f"{_leave_extended_hint(table, today)}"
+    )
 
 
-def _oldest_supported(table: dict[int, MinorSupport], today: datetime.date) -> int | None:
-    """The oldest minor still in standard support on `today`: the smallest upgrade that is accepted."""
-    supported = [m for m, e in table.items() if e.end_of_standard_support >= today]
-    return min(supported) if supported else None
+def _after_support(version: str, channel: str) -> str:
+    """What GKE does once a floor's support is over (POLICY above): the stack still plans and deploys."""
+    if channel == EXTENDED_CHANNEL:  # a minor the table gives no end of extended support (1.36: estimated row)
+        return (
+            f"the {channel} channel keeps the clusters on {version} in extended support, at an extra cluster "
+            f"management fee ({PRICING_URL}), until a date infra/data/gke_versions.csv does not give "
+            f"({VERSIONING_URL}), then upgrades them automatically"
+        )
+    return _upgraded_automatically(version, channel)
 
 
-def _newest_supported(table: dict[int, MinorSupport], today: datetime.date) -> int | None:
-    supported = [m for m, e in table.items() if e.end_of_standard_support >= today]
-    return max(supported) if supported else None
+def _upgraded_automatically(version: str, channel: str) -> str:
+    """GKE's answer to a version past all its support, on any channel (POLICY above)."""
+    return (
+        f"GKE upgrades the {channel} channel's control planes and nodes past it automatically ({RELEASE_CHANNELS_URL}) "
+        f"and creates no new cluster at {version} (a new stack or region fails at GKE until the floor is raised)"
+    )
+
+
+def _raise_hint(table: dict[int, MinorSupport], today: datetime.date, channel: str) -> str:
+    """The smallest floor still supported on `today` on `channel`: GKE has moved the clusters to it or later, and the
+    settings' checks that read the minor (the GPU driver branch, the manifests' schema) should judge what runs."""
+    supported = [m for m, e in table.items() if support_end(e, channel) >= today]
+    if not supported:
+        return (
+            f"raise it to the minor the clusters now run (newer than infra/data/gke_versions.csv's last row, "
+            f"1.{max(table)}: add its row)"
+        )
+    return f"raise it to the minor the clusters now run, 1.{min(supported)} or later"
+
+
+def _leave_extended_hint(table: dict[int, MinorSupport], today: datetime.date) -> str:
+    """The smallest upgrade that ends the extended support fee: the oldest minor still in standard support."""
+    standard = [m for m, e in table.items() if e.end_of_standard_support >= today]
+    target = f"1.{min(standard)} or later" if standard else f"a minor after 1.{max(table)}"
+    return f"upgrade to {target} to leave extended support"
+
+
+def support_end(entry: MinorSupport, channel: str) -> datetime.date:
+    """The last day GKE supports the minor on `channel` (the one home of this rule): the end of its extended support
+    on EXTENDED where the table has one, else the end of its standard support."""
+    if channel == EXTENDED_CHANNEL and entry.end_of_extended_support is not None:
+        return entry.end_of_extended_support
+    return entry.end_of_standard_support

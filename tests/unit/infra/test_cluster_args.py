@@ -21,6 +21,7 @@ from triton_gke.contracts.placement import (
 from triton_gke.infra.cluster import GPU_DRIVER_VERSIONS, GkeCluster, GkeClusterArgs, GpuNodePoolArgs, NodePoolArgs
 from triton_gke.infra.cluster_args import gke_cluster_args
 from triton_gke.infra.network import PODS_RANGE, SERVICES_RANGE, SubnetPlan
+from triton_gke.settings.cluster import RELEASE_CHANNELS
 from triton_gke.settings.values import ClusterSettings, CpuPoolSettings, GpuPoolSettings, RegionSettings
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -59,7 +60,7 @@ def gpu_pools(draw: st.DrawFn) -> GpuPoolSettings:
 
 clusters = st.builds(
     ClusterSettings,
-    release_channel=st.sampled_from(["RAPID", "REGULAR", "STABLE"]),
+    release_channel=st.sampled_from(RELEASE_CHANNELS),
     kubernetes_version=st.integers(25, 37).map(lambda minor: f"1.{minor}"),
     deletion_protection=st.booleans(),
     master_authorized_cidrs=st.lists(st.sampled_from(CIDRS), unique=True, max_size=3).map(tuple),

@@ -56,13 +56,12 @@ BAD_CONFIG = {
         "us-central1",
     ),
     "Triton SDK image": ({"tritonImageTag": "25.06-py3-sdk"}, "triton-gke:tritonImageTag", "'25.06-py3-sdk'", "SDK"),
-    # (A CUDA 13 image on an R570 LATEST driver needs 1.33, past its standard support on the tests' date: the driver
-    # rule is tested at dates each minor was supported, tests/unit/settings/test_values.py.)
-    "kubernetesVersion past GKE standard support": (
-        {"kubernetesVersion": "1.33"},
-        "triton-gke:kubernetesVersion",
-        "'1.33'",
-        "ended on 2026-08-03",
+    # (A kubernetesVersion past its GKE support is warned, never refused: tests/unit/settings/test_versions.py.)
+    "extended channel before 1.27": (
+        {"releaseChannel": "EXTENDED", "kubernetesVersion": "1.26"},
+        "triton-gke:releaseChannel",
+        "'EXTENDED'",
+        "from 1.27 on",
     ),
     "unknown accelerator": (
         {"gpuAcceleratorType": "nvidia-tesla-k80"},
