@@ -8,6 +8,14 @@ before its config.pbtxt pins it so a polling Triton never pairs a config with ot
 streams large files in resumable chunks. It is never passed --allow-mass-delete: a build that lost
 most of its models fails the update instead of emptying the bucket. Pulumi keeps only a digest of
 the repository (its trigger), never file contents.
+
+Where the engine-build Jobs must build a plan from the new files first (tritonBuildEngines), the upload only
+stages them (`sync --stage`: new version folders beside the live ones, configs untouched) and ModelPin runs the
+pinning sync once every Job reports Complete: a Job that fails stops the update before the pin (pulumi-kubernetes
+fails a Job's create or update on its Failed condition, https://www.pulumi.com/registry/packages/kubernetes/api-docs/
+batch/v1/job/, and Pulumi creates no resource that depends on a failed one), so every pod started meanwhile, or
+after, loads the last good version, which the staged sync leaves in place. The Job itself can only create plan
+objects (infra/engine_writer.py), never a config.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
@@ -143,6 +152,14 @@ class ModelUploadArgs:
     local_dir: Path | None = None
     # The interpreter that runs triton_gke.model_repo.sync (VENV_PYTHON: why this default).
     python: str = VENV_PYTHON
+    # Upload new versions without pinning them (`sync --stage`); a ModelPin pins them after what must come first.
+    stage: bool = False
+
+
+def sync_command(python: str, local_dir: Path, url: str, stage: bool) -> str:
+    """The sync's command line as pulumi-command runs it (one home for the upload and the pin)."""
+    stage_flag = ["--stage"] if stage else []
+    return shlex.join([python, "-m", "triton_gke.model_repo.sync", str(local_dir), url, *stage_flag])
 
 
 class ModelUpload(pulumi.ComponentResource):
@@ -155,10 +172,9 @@ class ModelUpload(pulumi.ComponentResource):
         # Relative to the project folder when inside it: pulumi-command runs the sync there (VENV_PYTHON's link), and
         # the command text in the state does not change with the folder a deployer checked the project out to.
         local_dir = _shown(Path(args.local_dir) if args.local_dir is not None else built_repository())
+        self.local_dir = local_dir
         sync = pulumi.Output.from_input(args.bucket).apply(
-            lambda bucket: shlex.join(
-                [args.python, "-m", "triton_gke.model_repo.sync", str(local_dir), f"gs://{bucket}/{args.prefix}"]
-            )
+            lambda bucket: sync_command(args.python, local_dir, f"gs://{bucket}/{args.prefix}", args.stage)
         )
         self.sync = command.local.Command(
             f"{name}-sync",
@@ -167,6 +183,45 @@ class ModelUpload(pulumi.ComponentResource):
             # A new digest (any file added, changed or removed) runs the sync again.
             triggers=[args.digest],
             opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.repository_url = pulumi.Output.all(args.bucket, self.sync.stdout).apply(
+            lambda values: f"gs://{values[0]}/{args.prefix}"
+        )
+        self.register_outputs({"digest": args.digest, "repositoryUrl": self.repository_url})
+
+
+@dataclass(frozen=True)
+class ModelPinArgs:
+    """What the pinning sync needs: the staged upload, and what must be done before its versions are served."""
+
+    upload: ModelUpload
+    bucket: pulumi.Input[str]
+    prefix: str
+    digest: str
+    # The engine-build Jobs of every region: one bucket and one config per model serve them all.
+    after: Sequence[pulumi.Resource]
+    python: str = VENV_PYTHON
+
+
+class ModelPin(pulumi.ComponentResource):
+    """The sync that pins a staged upload's new versions in the configs and deletes the old folders, run only once
+    everything in `after` succeeded (the module docstring: why)."""
+
+    sync: command.local.Command
+    # gs://BUCKET/PREFIX, resolved only after the pin ran: Triton's Deployments wait for the pinned models by it.
+    repository_url: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ModelPinArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("triton-gke:infra:ModelPin", name, None, opts)
+        pin = pulumi.Output.from_input(args.bucket).apply(
+            lambda bucket: sync_command(args.python, args.upload.local_dir, f"gs://{bucket}/{args.prefix}", False)
+        )
+        self.sync = command.local.Command(
+            f"{name}-sync",
+            create=pin,
+            update=pin,
+            triggers=[args.digest],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.upload.sync, *args.after]),
         )
         self.repository_url = pulumi.Output.all(args.bucket, self.sync.stdout).apply(
             lambda values: f"gs://{values[0]}/{args.prefix}"

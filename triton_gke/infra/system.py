@@ -30,7 +30,14 @@ from triton_gke.infra.cost import stack_cost_summary
 from triton_gke.infra.engine_writer import EngineWriter, EngineWriterArgs, engine_build_args
 from triton_gke.infra.global_lb import GlobalLoadBalancer, GlobalLoadBalancerArgs, RegionBackend
 from triton_gke.infra.model_store import ModelStore, ModelStoreArgs
-from triton_gke.infra.model_upload import VENV_PYTHON, ModelUpload, ModelUploadArgs, built_repository_digest
+from triton_gke.infra.model_upload import (
+    VENV_PYTHON,
+    ModelPin,
+    ModelPinArgs,
+    ModelUpload,
+    ModelUploadArgs,
+    built_repository_digest,
+)
 from triton_gke.infra.network import Network, NetworkArgs
 from triton_gke.infra.project_services import ProjectServices, ProjectServicesArgs, api_of
 from triton_gke.infra.region import TritonGkeRegion, TritonGkeRegionArgs
@@ -141,6 +148,7 @@ class TritonGkeSystem(pulumi.ComponentResource):
         # which the regions declare after it: a deferred Output hands them over.
         clusters, resolve_clusters = pulumi.deferred_output()
         self._store = self._model_store(settings, clusters)
+        builds_engines = settings.serving.build_engines and any(v.uses_tensorrt for v in settings.model_repo.variants)
         self._upload = ModelUpload(
             "models",
             ModelUploadArgs(
@@ -149,9 +157,16 @@ class TritonGkeSystem(pulumi.ComponentResource):
                 digest=digest,
                 local_dir=self._model_dir,
                 python=self._python,
+                # With engine-build Jobs, new versions are pinned only after every Job built their plans (ModelPin).
+                stage=builds_engines,
             ),
             opts=self._moved,
         )
+        # What Triton serves from: the upload's URL, or with Jobs the pin's, which the regions' Jobs come before.
+        resolve_served = None
+        self._served_repository = self._upload.repository_url
+        if builds_engines:
+            self._served_repository, resolve_served = pulumi.deferred_output()
         # The engine-build Jobs and their identity (infra/engine_writer.py: reads the bucket, creates .plan objects
         # only), where the stack asks for them (tritonBuildEngines).
         self._engine_writer = (
@@ -168,7 +183,7 @@ class TritonGkeSystem(pulumi.ComponentResource):
                 opts=self._moved,
             )
             # No TensorRT variant, no Job: no writer either (least privilege).
-            if settings.serving.build_engines and any(v.uses_tensorrt for v in settings.model_repo.variants)
+            if builds_engines
             else None
         )
         try:
@@ -195,8 +210,24 @@ class TritonGkeSystem(pulumi.ComponentResource):
             # A region refused its args: the binding above still waits for the clusters, and the SDK waits for every
             # registration before it reports the program's error, so without this the run would hang, not fail.
             resolve_clusters(pulumi.Output.from_input([]))
+            if resolve_served is not None:
+                resolve_served(self._upload.repository_url)
             raise
         resolve_clusters(pulumi.Output.from_input([r.cluster.cluster for r in self._regions.values()]))
+        if resolve_served is not None:
+            pin = ModelPin(
+                "models-pin",
+                ModelPinArgs(
+                    upload=self._upload,
+                    bucket=self._store.bucket.name,
+                    prefix=settings.model_store.prefix,
+                    digest=digest,
+                    after=[r.engines.job for r in self._regions.values() if r.engines is not None],
+                    python=self._python,
+                ),
+                opts=self._moved,
+            )
+            resolve_served(pin.repository_url)
         self._lb = self._load_balancer(settings) if settings.load_balancer.enabled else None
 
     def _model_store(self, settings: StackSettings, clusters: pulumi.Output[list[pulumi.Resource]]) -> ModelStore:
@@ -236,7 +267,7 @@ class TritonGkeSystem(pulumi.ComponentResource):
                 control_plane_ports=(ADAPTER_PORT,) if autoscale else (),
             ),
             serving=TritonOnClusterArgs(
-                model_repository=self._upload.repository_url,
+                model_repository=self._served_repository,
                 model_reader_service_account=self._store.reader.email,
                 service_account_name=triton_service_account(settings.stack),  # the principal the binding names
                 image_tag=settings.model_repo.triton_image_tag,
@@ -300,7 +331,7 @@ class TritonGkeSystem(pulumi.ComponentResource):
         self.endpoints = {name: c.cluster.endpoint for name, c in clusters.items()}
         self.kubeconfigs = {name: c.kubeconfig for name, c in clusters.items()}
         self.access = {name: _access(settings, name, c.cluster_name) for name, c in clusters.items()}
-        self.model_repository = self._upload.repository_url
+        self.model_repository = self._served_repository
         self.triton_admin_key = self._admin_key.result
         self.grafana_admin_password = self._grafana.result
         self.estimated_cost = stack_cost_summary(settings)

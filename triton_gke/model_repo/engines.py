@@ -13,6 +13,7 @@ are unique.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,17 @@ def engine_filename(tag: str, compute_capability: str) -> str:
         raise ModelRepoError(f"compute capability {compute_capability!r} is not MAJOR.MINOR (e.g. 7.5)")
     year, month = image_release(tag)
     return f"model.{year:02d}.{month:02d}.cc{match.group(1)}{match.group(2)}.plan"
+
+
+# Every name engine_filename gives, and only those (tests/unit/model_repo/test_engines.py generates both sides): how
+# the sync (model_repo/sync.py) tells the engine-build Job's plan, which the Job writes into a staged version folder,
+# from any other object someone else put there.
+ENGINE_FILE = re.compile(r"model\.[0-9]{2}\.[0-9]{2}\.cc[1-9][0-9]?[0-9]\.plan")
+
+
+def is_engine_file(name: str) -> bool:
+    """Whether the last part of an object name is a plan file engine_filename names."""
+    return ENGINE_FILE.fullmatch(name.rsplit("/", 1)[-1]) is not None
 
 
 def cc_model_filenames(tag: str, compute_capabilities: Iterable[str]) -> dict[str, str]:

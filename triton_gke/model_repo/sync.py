@@ -1,6 +1,6 @@
 """Copy a local Triton model repository into gs://BUCKET/PREFIX without ever losing data it does not own.
 
-    triton-gke sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt]
+    triton-gke sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt] [--stage]
 
 Ownership. The destination needs a prefix (a bare bucket is refused). The sync keeps a record,
 PREFIX/.triton-gke-sync.json, of every object it wrote there (name, the generation GCS gave that
@@ -50,6 +50,16 @@ folders written with it. A model's first sync keeps its version numbers. A chang
      either the old config with the old weights or the new config with the new weights;
   3. the old version folders are deleted.
 Configs always go up after the files of every model, and removed models lose their config first.
+
+Staged updates (--stage). Where something must be built from the new files before Triton may serve them (the
+engine-build Job writes a TensorRT plan into the new version folder, k8s/engine_build.py), `pulumi up` runs the sync
+twice: `--stage` does step 1 only (new version folders, label and side files) and records the new numbers as pending,
+leaving every config pinned to its live versions and every old folder in place, so a pod that starts while the build
+runs, or after it failed, loads the last good version; the plain sync after the build (infra/model_upload.py
+ModelPin, which waits for every Job's Complete condition) resumes into those folders, pins them and deletes the old
+ones. The resume accepts, inside the staged folders, the plan files the Job writes (model_repo/engines.py
+is_engine_file) and nothing else it did not write, and only while the staged files are still those of the source;
+a source changed again goes to fresh folders, so no plan built from other weights is ever pinned.
 Version folders the local policy would not load are not sent (Triton copies a whole remote model
 before loading it: "Cloud Storage with Environment variables" in model_repository.md). An
 interrupted sync leaves the live config pinned to complete weights; the next run resumes into the
@@ -86,6 +96,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_gke.bounded_files import json_depth
 from triton_gke.contracts.naming import bucket_name_problem
+from triton_gke.model_repo.engines import is_engine_file
 from triton_gke.model_repo.sync_source import (
     CONFIG_NAME,
     IGNORED_DIRS,
@@ -161,6 +172,8 @@ class SyncReport:
     disowned: list[str] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)  # source entries that are not models: not sent
     versions: dict[str, list[int]] = field(default_factory=dict)  # model -> the versions its config pins
+    # --stage: model -> the versions uploaded and recorded as pending, not pinned (the config keeps `versions`)
+    staged: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -498,9 +511,14 @@ def _plan_model(
     if pending is not None and pending != live:
         targets = {v + pending for v in model.served}
         inside = [n for n in under if _version_folder(n) in targets]
-        # Resume an interrupted update where it stopped, unless its folders hold someone else's objects.
-        if not targets & live_versions and all(n in owned for n in inside):
-            return ModelPlan(model.name, pending, desired_objects(model, hashed, pending), changed=True)
+        staged = desired_objects(model, hashed, pending)
+        # Resume an interrupted or staged update where it stopped, unless its folders hold someone else's objects:
+        # the engine-build Job's plans only while the staged files are still this source's (a plan built from them).
+        built_here = all(n in owned or is_engine_file(n) for n in inside) and _in_place(
+            {n: f for n, f in staged.items() if _version_folder(n) is not None}, under
+        )
+        if not targets & live_versions and (all(n in owned for n in inside) or built_here):
+            return ModelPlan(model.name, pending, staged, changed=True)
     offset = _fresh_offset(model, under)
     return ModelPlan(model.name, offset, desired_objects(model, hashed, offset), changed=True)
 
@@ -539,7 +557,7 @@ def plan_sync(
             if is_unchanged(local, under.get(name)):
                 unchanged += 1
             else:
-                (configs if name.endswith(f"/{CONFIG_NAME}") and name.count("/") == 1 else uploads).append(local)
+                (configs if _is_model_config(name) else uploads).append(local)
         targets = {v + plan.offset for v in source.models[plan.name].served}
         for name in sorted(n for n in under if n in record.objects and n not in plan.desired):
             # Leftovers inside the new folders go before the flip, so the new version holds only its own files.
@@ -830,8 +848,10 @@ def _apply(
     plan: SyncPlan,
     record: Record,
     transfer: tuple[int, ProgressCallback | None, StepCallback | None],
+    stage: bool = False,
 ) -> list[str]:
-    """Carry out a plan: marks, record, new folders, configs, record, old folders, record.
+    """Carry out a plan: marks, record, new folders, configs, record, old folders, record. A staged plan
+    (stage_only) has no configs and no old folders to delete, and leaves the new versions pending.
 
     Returns the names it did not delete because they were replaced during the sync (strangers now)."""
     chunk_size, progress, step = transfer
@@ -871,7 +891,7 @@ def _apply(
         generation = upload_file(bucket, prefix + local.relative, local, precondition, chunk_size, progress)
         record.objects[local.relative] = Owned(generation, local.md5, local.crc32c)
         done("upload", local.relative)
-    for model in changed:
+    for model in [] if stage else changed:
         versions = sorted(int(v) for v in plan_versions(model))
         record.models[model.name] = {"offset": model.offset, "versions": versions, "pending": None}
     if changed or plan.uploads:
@@ -888,6 +908,17 @@ def _apply(
         write_record(bucket, prefix, record)
         done("record", RECORD_NAME)
     return replaced
+
+
+def stage_only(plan: SyncPlan) -> SyncPlan:
+    """The part of `plan` a staged sync carries out: every upload but the models' configs, no deletion but the
+    leftovers inside the new folders; removed models stay, configs and all, until the sync that pins."""
+    uploads = [f for f in plan.uploads if not _is_model_config(f.relative)]
+    return dataclasses.replace(plan, uploads=uploads, after_flip=[], removed_models=[])
+
+
+def _is_model_config(name: str) -> bool:
+    return name.endswith(f"/{CONFIG_NAME}") and name.count("/") == 1
 
 
 def plan_versions(model: ModelPlan) -> list[int]:
@@ -909,6 +940,7 @@ def sync_repository(
     adopt: bool = False,
     source: Source | None = None,
     note: Callable[[str], None] | None = None,
+    stage: bool = False,
 ) -> SyncReport:
     """Make the models under gs://bucket_name/prefix/ those of local_dir, touching only objects the sync owns.
 
@@ -917,6 +949,7 @@ def sync_repository(
     adopt: take ownership of model folders an earlier sync wrote without a record (see adoptable()).
     source: local_dir already scanned (scan_source), so a caller can check it before it makes a client.
     note: told one line before the first request to the bucket (the listing), which may wait on the network.
+    stage: upload new versions without pinning them or deleting anything live (module docstring, Staged updates).
     """
     if chunk_size <= 0 or chunk_size % _CHUNK_MULTIPLE:
         raise SyncError(f"chunk size must be a multiple of {_CHUNK_MULTIPLE} bytes")
@@ -934,6 +967,9 @@ def sync_repository(
     _adopt(adoptable(source, remote, record, bucket), record, adopt, where, remote)
     plan = plan_sync(source, hashed, remote, record, where)
     _check_mass_delete(plan, kept_models(source, remote, record), allow_mass_delete)
+    live = {name: list(state.get("versions", [])) for name, state in record.models.items()}
+    if stage:
+        plan = stage_only(plan)
     report = SyncReport(
         uploaded=[f.relative for f in plan.uploads],
         deleted=[b.name[len(prefix) :] for b in plan.before_flip + plan.after_flip],
@@ -942,10 +978,11 @@ def sync_repository(
         strangers=plan.strangers,
         disowned=sorted(record.disowned),
         left_out=source.left_out,
-        versions={m.name: plan_versions(m) for m in plan.models},
+        versions={m.name: live.get(m.name, []) if stage and m.changed else plan_versions(m) for m in plan.models},
+        staged={m.name: plan_versions(m) for m in plan.models if stage and m.changed},
     )
     if not dry_run and (report.uploaded or report.deleted or any(m.changed for m in plan.models)):
-        replaced = _apply(bucket, prefix, plan, record, (chunk_size, progress, step))
+        replaced = _apply(bucket, prefix, plan, record, (chunk_size, progress, step), stage)
         report.deleted = [n for n in report.deleted if n not in replaced]
         report.disowned = sorted({*report.disowned, *replaced})
         report.strangers = sorted({*report.strangers, *replaced})
@@ -1023,6 +1060,9 @@ def _notes(report: SyncReport, shown: int = 5) -> list[str]:
         )
 
     notes = []
+    if report.staged:
+        staged = ", ".join(f"{show(m)} {v}" for m, v in sorted(report.staged.items()))
+        notes.append(f"staged, not pinned (configs still pin the live versions): {staged}")
     if report.left_out:
         notes.append(f"left out of the sync (not models): {listing(report.left_out)}")
     if report.strangers:
@@ -1040,7 +1080,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="triton-gke sync",
         description="Upload a local Triton model repository to gs://BUCKET/PREFIX.",
-        hint="usage: {prog} LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt]",
+        hint="usage: {prog} LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt] [--stage]",
         raise_as=SyncError,
     )
     parser.add_argument("local_dir", help="local model repository folder")
@@ -1055,6 +1095,12 @@ def _parser() -> argparse.ArgumentParser:
         "--adopt",
         action="store_true",
         help="take ownership of model folders an earlier version of the sync wrote (no ownership record yet)",
+    )
+    parser.add_argument(
+        "--stage",
+        action="store_true",
+        help="upload new versions beside the live ones without pinning them or deleting anything; "
+        "a later sync without --stage pins them",
     )
     return parser
 
@@ -1080,6 +1126,7 @@ def main(argv: list[str] | None = None) -> int:
             allow_mass_delete=args.allow_mass_delete,
             adopt=args.adopt,
             source=source,
+            stage=args.stage,
             # An unreachable endpoint is retried for 120 s before the listing fails (google.cloud.storage.retry
             # DEFAULT_RETRY, google.api_core.retry _DEFAULT_DEADLINE = 60.0 * 2.0): say what it waits on.
             note=lambda line: print(line, flush=True),

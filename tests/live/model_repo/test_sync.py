@@ -867,3 +867,57 @@ def test_the_jobs_plans_survive_every_sync_and_a_new_version_leaves_its_plan_to_
     text_format.Parse(gcs_client.bucket(bucket_name).blob(f"{PREFIX}/trt/config.pbtxt").download_as_text(), served)
     assert list(served.version_policy.specific.versions) == [2]
     assert dict(served.cc_model_filenames) == {"7.5": "model.25.06.cc75.plan"}
+
+
+def test_a_staged_version_is_pinned_only_by_the_sync_after_it_and_never_with_a_plan_of_other_weights(
+    gcs_client, bucket_name, small_repo
+) -> None:
+    """`--stage` (the upload when engine-build Jobs run, infra/model_upload.py): new folders beside the live ones, the
+    config and the old folder untouched; the next plain sync pins the staged folder, the Job's plan in it included.
+    A source changed again after the Job built a plan in the staged folder goes to a fresh folder: the plan was built
+    from other weights, and pinning it would serve them."""
+    (small_repo / "trt" / "1").mkdir(parents=True)
+    (small_repo / "trt" / "1" / "model.onnx").write_bytes(onnx_model(b"v1"))
+    (small_repo / "trt" / "config.pbtxt").write_bytes(PLAN_CONFIG)
+    sync(small_repo, gcs_client, bucket_name)
+    config = gcs_client.bucket(bucket_name).blob(f"{PREFIX}/trt/config.pbtxt")
+    live_config = config.download_as_bytes()
+
+    (small_repo / "trt" / "1" / "model.onnx").write_bytes(onnx_model(b"v2"))
+    staged = sync(small_repo, gcs_client, bucket_name, stage=True)
+    assert staged.uploaded == ["trt/2/model.onnx"] and staged.deleted == []
+    assert staged.versions["trt"] == [1] and staged.staged == {"trt": [2]}
+    assert config.download_as_bytes() == live_config and "trt/1/model.onnx" in bucket_md5s(gcs_client, bucket_name)
+    again = sync(small_repo, gcs_client, bucket_name, stage=True)  # a retried `up`: nothing more to stage
+    assert (again.uploaded, again.deleted) == ([], [])
+    plan = gcs_client.bucket(bucket_name).blob(f"{PREFIX}/trt/2/model.25.06.cc75.plan")
+    plan.upload_from_string(b"engine of v2", if_generation_match=0)  # the Job, as --no-clobber writes
+
+    (small_repo / "trt" / "1" / "model.onnx").write_bytes(onnx_model(b"v3"))  # changed before the pin
+    restaged = sync(small_repo, gcs_client, bucket_name, stage=True)
+    assert restaged.staged == {"trt": [3]} and restaged.uploaded == ["trt/3/model.onnx"]
+    pinned = sync(small_repo, gcs_client, bucket_name)
+    assert pinned.versions["trt"] == [3] and pinned.uploaded == ["trt/config.pbtxt"]
+    assert sorted(pinned.deleted) == ["trt/1/model.onnx", "trt/2/model.onnx"]
+    served = mc.ModelConfig()
+    text_format.Parse(config.download_as_text(), served)
+    assert list(served.version_policy.specific.versions) == [3]
+    assert plan.download_as_bytes() == b"engine of v2"  # not the sync's to delete
+
+
+def test_a_staged_sync_removes_no_model_and_refuses_a_mass_delete_before_staging(
+    gcs_client, bucket_name, small_repo, tmp_path
+) -> None:
+    """A model gone from the source keeps its config and files until the pinning sync; a stage that the pin would
+    refuse as a mass delete is refused first, before anything is uploaded."""
+    sync(small_repo, gcs_client, bucket_name)
+    before = bucket_md5s(gcs_client, bucket_name)
+    shutil.rmtree(small_repo / "preprocess")
+    staged = sync(small_repo, gcs_client, bucket_name, stage=True)
+    assert staged.deleted == [] and bucket_md5s(gcs_client, bucket_name) == before
+    assert "preprocess/config.pbtxt" in sync(small_repo, gcs_client, bucket_name).deleted
+    other = write_small_repo(tmp_path / "renamed")
+    for model in ("resnet50", "preprocess", "empty_model"):
+        (other / model).rename(other / f"{model}_new")
+    with pytest.raises(SyncError, match="--allow-mass-delete"):
+        sync(other, gcs_client, bucket_name, stage=True)

@@ -88,6 +88,34 @@ def test_the_prod_plan_has_one_engine_job_per_region_and_triton_waits_for_it(pro
     )
 
 
+def _commands(plan):
+    return {r.name: r for r in plan.resources if r.type == "command:local:Command"}
+
+
+def test_new_versions_are_pinned_only_after_every_regions_job(prod):
+    """With engine-build Jobs, the upload stages new versions (`sync --stage`: configs keep the last good pin) and the
+    pinning sync waits for every region's Job: a Job that fails (pulumi-kubernetes fails it on its Failed condition,
+    https://www.pulumi.com/registry/packages/kubernetes/api-docs/batch/v1/job/) stops the update before any config
+    names a version without its plan. Every Triton Deployment waits for the pin, so no pod is rolled before it."""
+    commands = _commands(prod)
+    stage, pin = commands["models-sync"], commands["models-pin-sync"]
+    assert stage.inputs["create"].endswith(" --stage") and stage.inputs["update"] == stage.inputs["create"]
+    assert pin.inputs["create"] == stage.inputs["create"].removesuffix(" --stage")
+    jobs = _jobs(prod)
+    assert len(jobs) == 3 and all(j.urn in pin.dependencies for j in jobs) and stage.urn in pin.dependencies
+    for job in jobs:  # the Jobs read what the stage wrote
+        assert stage.urn in job.dependencies
+    deployments = [r for r in prod.resources if r.type == "kubernetes:apps/v1:Deployment" and r.name.startswith(
+        "triton-") and r.name.endswith("-deployment")]  # fmt: skip
+    assert len(deployments) == 3 and all(pin.urn in d.dependencies for d in deployments)
+
+
+def test_without_jobs_one_sync_uploads_and_pins():
+    plan = evaluate("dev")
+    commands = _commands(plan)
+    assert "models-pin-sync" not in commands and not commands["models-sync"].inputs["create"].endswith("--stage")
+
+
 def test_a_stack_without_a_tensorrt_variant_gets_no_job_and_no_writer(engine_plan):
     """tritonBuildEngines with modelVariants [original]: nothing to build, so no Job, and no writer account or grant."""
     plan = engine_plan("dev", modelVariants=["original"], locustModel="original", capacityVariant=None)
