@@ -44,9 +44,10 @@ def gke_cluster_args(
         deletion_protection=cluster.deletion_protection,
         master_authorized_cidrs=tuple(cluster.master_authorized_cidrs),
         maintenance=MaintenancePolicyArgs(
-            start_time=cluster.maintenance.start_time,
-            end_time=cluster.maintenance.end_time,
-            recurrence=cluster.maintenance.recurrence,
+            # Each region its own window (settings/maintenance.py): GKE upgrades one region at a time.
+            start_time=cluster.maintenance.window(region.name).start_time,
+            end_time=cluster.maintenance.window(region.name).end_time,
+            recurrence=cluster.maintenance.window(region.name).recurrence,
             exclusions=tuple(
                 MaintenanceExclusionArgs(name=e.name, start_time=e.start_time, end_time=e.end_time, scope=e.scope)
                 for e in cluster.maintenance.exclusions

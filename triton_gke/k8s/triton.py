@@ -255,6 +255,7 @@ class TritonServing(pulumi.ComponentResource):
                 tolerations=[self._toleration],
                 # One pod per GPU node: it takes every GPU of the node, and never shares a node with another.
                 affinity=_one_pod_per_node(self.labels),
+                topology_spread_constraints=[_spread_over_zones(self.labels)],
                 security_context=non_root_pod_security(TRITON_UID),
                 # From deletion to SIGKILL, preStop included: preStop + exit timeout + margin (settings/lifecycle.py).
                 termination_grace_period_seconds=a.lifecycle.termination_grace_s,
@@ -389,6 +390,20 @@ ROLLING_ONE_AT_A_TIME = kubernetes.apps.v1.DeploymentStrategyArgs(
 
 def _app_protocol(port_name: str) -> str:
     return "kubernetes.io/h2c" if port_name == "grpc" else "http"
+
+
+def _spread_over_zones(labels: dict[str, str]) -> kubernetes.core.v1.TopologySpreadConstraintArgs:
+    """Triton's pods as even over the region's zones as the GPU nodes allow: a GPU VM stops for host maintenance
+    (docs/upgrades.md), a zone may fail, and the others keep serving. "ScheduleAnyway tells the scheduler to still
+    schedule it while prioritizing nodes that minimize the skew" (https://kubernetes.io/docs/concepts/scheduling-
+    eviction/topology-spread-constraints/): a zone out of T4s never leaves a pod pending that another zone could run.
+    """
+    return kubernetes.core.v1.TopologySpreadConstraintArgs(
+        max_skew=1,
+        topology_key="topology.kubernetes.io/zone",
+        when_unsatisfiable="ScheduleAnyway",
+        label_selector=kubernetes.meta.v1.LabelSelectorArgs(match_labels=labels),
+    )
 
 
 def _one_pod_per_node(labels: dict[str, str]) -> kubernetes.core.v1.AffinityArgs:

@@ -42,7 +42,8 @@ STEPS: Mapping[Callable[..., Any], tuple[str, ...]] = {
         "allowGpuPoolReplacement",
     ),
     maintenance.maintenance: (
-        *("maintenanceStartTime", "maintenanceEndTime", "maintenanceRecurrence", "maintenanceExclusions"),
+        *("maintenanceWindows", "maintenanceStartTime", "maintenanceEndTime", "maintenanceRecurrence"),
+        "maintenanceExclusions",
     ),
     cluster.cpu_pool: ("cpuMinNodes", "cpuMaxNodes", "cpuMachineType"),
     model_store.model_store: ("modelPrefix", "bucketLocation", "bucketForceDestroy"),

@@ -81,7 +81,9 @@ def load_stack_settings(
         day = today or versions.today_from_env()
     except versions.VersionError as err:
         raise ConfigError(str(err)) from None
-    cluster_settings, version_notice = cluster.cluster(reader, day, maintenance.maintenance(reader))
+    windows = maintenance.maintenance(reader, regions)
+    cluster_settings, version_notice = cluster.cluster(reader, day, windows)
+    maintenance.check_exclusions_in_support(reader, windows, cluster_settings)
     cpu_pool = cluster.cpu_pool(reader)
     cluster.check_nodes_per_zone(reader, regions, cpu_pool, gpu_pool)
     serving.check_image_runs_on_driver(reader, model_repo, gpu_pool, cluster_settings)
@@ -103,7 +105,7 @@ def load_stack_settings(
         # After monitoring, the home of sloLatencyMs (settings/homes.py): the exit timeout must cover the longest
         # request at the SLO.
         lifecycle=lifecycle.lifecycle(reader, gpu_pool.spot, monitored.slo.latency_ms),
-        warnings=(version_notice,) if version_notice else (),
+        warnings=tuple(w for w in (version_notice, maintenance.overlap_warning(reader, windows)) if w),
     )
     # Last: a target replaces the explicit pool minimum, LB rate and HPA target; then the SLO knobs must nest, and
     # the disruption budget must leave a pod of the sized minimum serving.

@@ -31,13 +31,28 @@ class MaintenanceExclusion:
 
 
 @dataclass(frozen=True)
-class MaintenanceSettings:
-    """The recurring window GKE may upgrade in (RFC3339 UTC times, an RRULE) and the exclusions from it."""
+class MaintenanceWindow:
+    """One recurring window GKE may upgrade a cluster in: its first opening (RFC3339 UTC times) and an RRULE.
+
+    The defaults are the first region's window (settings/maintenance.py default_window(0)).
+    """
 
     start_time: str = "2026-01-03T01:00:00Z"
-    end_time: str = "2026-01-03T09:00:00Z"
+    end_time: str = "2026-01-03T08:00:00Z"
     recurrence: str = "FREQ=WEEKLY;BYDAY=SA,SU"
+
+
+@dataclass(frozen=True)
+class MaintenanceSettings:
+    """Each region's recurring window and the exclusions every cluster of the stack shares (settings/maintenance.py)."""
+
+    # (region, window), in the stack's region order.
+    windows: tuple[tuple[str, MaintenanceWindow], ...] = ()
     exclusions: tuple[MaintenanceExclusion, ...] = ()
+
+    def window(self, region: str) -> MaintenanceWindow:
+        """The region's window; a settings object built without one for it (a library caller's) gives the first's."""
+        return dict(self.windows).get(region, MaintenanceWindow())
 
 
 @dataclass(frozen=True)

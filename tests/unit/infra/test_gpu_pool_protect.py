@@ -33,11 +33,8 @@ def test_clusters_carry_the_maintenance_window_and_exclusions() -> None:
     assert clusters
     for cluster in clusters:
         policy = cluster.inputs["maintenancePolicy"]
-        assert policy["recurringWindow"] == {
-            "startTime": "2026-01-03T01:00:00Z",
-            "endTime": "2026-01-03T09:00:00Z",
-            "recurrence": "FREQ=WEEKLY;BYDAY=SA,SU",
-        }
+        # Each region its own window (tests/unit/infra/test_maintenance_plan.py), the exclusions shared.
+        assert set(policy["recurringWindow"]) == {"startTime", "endTime", "recurrence"}
         assert policy["maintenanceExclusions"] == [
             {
                 "exclusionName": "black-friday",

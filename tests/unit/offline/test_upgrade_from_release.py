@@ -89,6 +89,8 @@ def expected(stack: str) -> dict[str, tuple[str, frozenset[str], str]]:
                     f"{TRITON_TEMPLATE}.readinessGates",
                     f"{TRITON_TEMPLATE}.serviceAccountName",
                     f"{TRITON_TEMPLATE}.terminationGracePeriodSeconds",
+                    # issue 43: pods spread over the region's zones (ScheduleAnyway), a rolling update
+                    f"{TRITON_TEMPLATE}.topologySpreadConstraints",
                 }
             ),
             why_triton,
