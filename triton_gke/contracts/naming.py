@@ -2,8 +2,8 @@
 
 The model bucket's name is a contract: `pulumi up` creates it (infra/model_store.py) and the local sandbox
 (sandbox/run.py) uploads the same repository to the same name on its GCS emulator, so both serve gs://BUCKET/PREFIX.
-Triton's Kubernetes service account is named per stack with dns_label (contracts/workloads.py
-triton_service_account).
+The stack's Kubernetes service accounts, Workload Identity principals, are named by policy/principals.py, which the
+policy pack imports too.
 """
 
 from __future__ import annotations
@@ -24,12 +24,11 @@ BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
 BUCKET_PART = re.compile(r"[a-z0-9_-]{1,63}")
 GOOGLE_LIKE = re.compile(r"g[o0][o0]gle")
 # A DNS-1123 label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit
-# (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#dns-label-names).
+# (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#dns-label-names). The same rule as
+# policy/principals.py DNS_LABEL (which this ground room may not import; tests/unit/policy/test_principals.py
+# compares them).
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS_LABEL_MAX = 63
-# Hex digits of the hash dns_label appends: 32 bits, so two distinct names that both needed one collide with a
-# chance of about n^2 / 2^33 among n such names.
-DNS_LABEL_HASH = 8
 # A GPU's CUDA compute capability as Triton's cc_model_filenames keys it ("7.5" for a T4, "8.9" for an L4): MAJOR.MINOR
 # with a one-digit minor, so model_repo/engines.py's plan names (cc75, cc89) stay unique. The one rule for the GPU
 # table (settings/gpu_types.py), the model settings and configs (model_repo/settings.py, configs.py) and the plans.
@@ -43,22 +42,6 @@ def gcp_name(*parts: str, max_len: int = 40) -> str:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:6]
     return f"{name[: max_len - 7].rstrip('-')}-{digest}"
-
-
-def dns_label(*parts: str, max_len: int = DNS_LABEL_MAX) -> str:
-    """The hyphen-joined parts as a DNS-1123 label of at most `max_len` characters.
-
-    Unchanged when the joined text already is one; otherwise (upper case, '_' or '.', too long) lowercased, every run
-    of other characters made '-', cut, and given the first DNS_LABEL_HASH hex digits of the SHA-256 of the text AS
-    GIVEN, so texts that differ only in what sanitizing removed ('Dev' and 'dev', 'a_b' and 'a.b') still differ.
-    """
-    text = "-".join(parts)
-    if len(text) <= max_len and DNS_LABEL.fullmatch(text):
-        return text
-    digest = hashlib.sha256(text.encode()).hexdigest()[:DNS_LABEL_HASH]
-    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    head = name[: max_len - DNS_LABEL_HASH - 1].rstrip("-")
-    return f"{head}-{digest}" if head else digest
 
 
 # A model variant's name: a Triton model folder locally and an object prefix in gs://, so portable (letters, digits,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
-from triton_gke.contracts.naming import DNS_LABEL, DNS_LABEL_MAX, dns_label
+from triton_gke.contracts.naming import DNS_LABEL, DNS_LABEL_MAX
 
 # Kubernetes' recommended labels (https://kubernetes.io/docs/concepts/overview/working-with-objects/common-labels/).
 NAME_LABEL = "app.kubernetes.io/name"
@@ -24,7 +24,7 @@ METRICS_PORT_NAME = "metrics"
 # https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity), the name of its Deployment and Service.
 # The namespace is the same in every stack: renaming it would replace every object in it on a running cluster, the
 # Services and their NEGs included. TRITON_SERVICE_ACCOUNT is the default of the TritonOnCluster component; a stack
-# runs Triton as triton_service_account(stack) (see there why).
+# runs Triton as policy/principals.py triton_service_account(stack) (see there why).
 TRITON_NAMESPACE = "triton"
 TRITON_SERVICE_ACCOUNT = "triton"
 TRITON_APP = "triton"
@@ -133,22 +133,6 @@ def namespaces_problem(given: object) -> str | None:
 def pod_labels(app: str, component: str | None = None) -> dict[str, str]:
     """The labels a workload's pods carry (and its selector matches): name, and component when given."""
     return {NAME_LABEL: app} | ({COMPONENT_LABEL: component} if component else {})
-
-
-def triton_service_account(stack: str) -> str:
-    """The Kubernetes service account Triton runs as in every cluster of `stack`: `triton-<stack>`, a DNS-1123 label
-    (contracts/naming.py dns_label: a short hash where sanitizing or cutting changed the stack's name).
-
-    Workload Identity Federation for GKE gives every cluster of a project the same principal for the same namespace
-    and service account name, serviceAccount:PROJECT.svc.id.goog[NAMESPACE/KSA] ("workloads running in a specific
-    namespace share the same IAM identity across clusters within a project",
-    https://cloud.google.com/kubernetes-engine/fleet-management/docs/best-practices-workload-identity). With one
-    name for every stack, a pod in dev's cluster could act as prod's bucket reader when both stacks share a project;
-    a name per stack gives each stack's reader its own principal. The model store's binding (infra/model_store.py)
-    and the ServiceAccount (k8s/triton.py) both take the name from here; the policy pack keeps a copy
-    (policy/policies.py stack_service_account, compared by tests/unit/contracts/test_contracts.py).
-    """
-    return dns_label(TRITON_APP, stack)
 
 
 def workload_identity_member(project: str, namespace: str, service_account: str) -> str:

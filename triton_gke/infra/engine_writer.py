@@ -26,14 +26,11 @@ from triton_gke.contracts.paths import built_repository
 from triton_gke.contracts.workloads import workload_identity_member
 from triton_gke.infra.model_store import READER_ROLES
 from triton_gke.infra.naming import gcp_name
-from triton_gke.k8s.engine_build import (
-    ENGINE_NAMESPACE,
-    EngineBuildArgs,
-    engine_service_account,
-)
+from triton_gke.k8s.engine_build import ENGINE_NAMESPACE, EngineBuildArgs
 from triton_gke.k8s.on_cluster import GKE_ACCELERATOR_LABEL
 from triton_gke.model_repo.engines import plan_models
 from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.policy.principals import engine_service_account
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.gpu_types import shipped_gpu_types
 

@@ -29,7 +29,7 @@ class ModelStoreArgs:
     location: str
     force_destroy: bool
     # The Kubernetes service account Triton runs as, the same in every cluster of the stack and named per stack
-    # (contracts/workloads.py triton_service_account): the principal is per project, not per cluster.
+    # (policy/principals.py triton_service_account): the principal is per project, not per cluster.
     kubernetes_namespace: str
     kubernetes_service_account: str
     # The Workload Identity clusters: GKE creates the project's pool (PROJECT.svc.id.goog) with the first of them,

@@ -24,7 +24,7 @@ import pulumi
 import pulumi_random as random
 
 from triton_gke.contracts.triton import PORTS
-from triton_gke.contracts.workloads import GRAFANA_PORT, LOCUST_WEB_PORT, PROMETHEUS_PORT, triton_service_account
+from triton_gke.contracts.workloads import GRAFANA_PORT, LOCUST_WEB_PORT, PROMETHEUS_PORT
 from triton_gke.infra.cluster_args import gke_cluster_args
 from triton_gke.infra.cost import stack_cost_summary
 from triton_gke.infra.engine_writer import EngineWriter, EngineWriterArgs, engine_build_args
@@ -43,11 +43,11 @@ from triton_gke.infra.project_services import ProjectServices, ProjectServicesAr
 from triton_gke.infra.region import TritonGkeRegion, TritonGkeRegionArgs
 from triton_gke.k8s.autoscaling import ADAPTER_PORT, serves_custom_metrics
 from triton_gke.k8s.common import CPU_NODES, ArgsError
-from triton_gke.k8s.engine_build import engine_service_account
 from triton_gke.k8s.loadtest import LOCUST_NAMESPACE, LoadTestArgs
 from triton_gke.k8s.monitoring import MONITORING_NAMESPACE, MonitoringArgs
 from triton_gke.k8s.on_cluster import GKE_ACCELERATOR_LABEL, ClusterWiring, TritonOnClusterArgs
 from triton_gke.k8s.triton import TRITON_APP, TRITON_NAMESPACE, triton_address
+from triton_gke.policy.principals import engine_service_account, triton_service_account
 from triton_gke.settings.load_balancer import backend_rates, shares_of
 from triton_gke.settings.values import StackSettings
 

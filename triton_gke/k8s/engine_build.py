@@ -65,12 +65,6 @@ BACKOFF_LIMIT = 1
 MODEL_DIGEST_ANNOTATION = "triton-gke/model-repository-digest"
 
 
-def engine_service_account(stack: str) -> str:
-    """The Kubernetes service account the build runs as in ENGINE_NAMESPACE, per stack (stacks may share a project,
-    contracts/workloads.py triton_service_account): the Workload Identity principal of the engine writer."""
-    return f"engine-builder-{stack}"[:63]
-
-
 @dataclass(frozen=True)
 class EngineBuildArgs:
     triton_image_tag: str
@@ -81,6 +75,8 @@ class EngineBuildArgs:
     compute_capability: str
     # The Google service account the Job acts as through Workload Identity (reads the ONNX, creates the plans).
     writer_email: pulumi.Input[str] | None
+    # The Kubernetes service account the Job runs as in ENGINE_NAMESPACE; a stack passes its own
+    # (policy/principals.py engine_service_account), the principal bound to its engine writer.
     service_account: str = "engine-builder"
     model_digest: str = ""
     node_selector: Mapping[str, str] | None = None

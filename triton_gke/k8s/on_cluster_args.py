@@ -52,7 +52,7 @@ DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*
 
 # A Kubernetes service account's name is a DNS subdomain (https://kubernetes.io/docs/concepts/security/
 # service-accounts/); the component takes the stricter DNS-1123 label (contracts/naming.py DNS_LABEL, at most 63), the
-# form the stack's own names take (contracts/workloads.py triton_service_account) and a Workload Identity principal
+# form the stack's own names take (policy/principals.py triton_service_account) and a Workload Identity principal
 # PROJECT.svc.id.goog[NAMESPACE/KSA] spells without dots.
 KSA_NAME_MAX = DNS_LABEL_MAX
 

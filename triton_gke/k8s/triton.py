@@ -16,7 +16,7 @@ import pulumi_kubernetes as kubernetes
 
 # Names, ports, health paths and the TensorRT cache path other rooms must agree on live in contracts/; the model store
 # binds NAMESPACE/<the service account> to its bucket reader by Workload Identity (a stack passes its own
-# name, contracts/workloads.py triton_service_account; TRITON_SERVICE_ACCOUNT is the standalone default).
+# name, policy/principals.py triton_service_account; TRITON_SERVICE_ACCOUNT is the standalone default).
 from triton_gke.contracts.triton import (
     ADMIN_KEY_ENV,
     LIVE_PATH,
@@ -109,7 +109,7 @@ class TritonServingArgs:
     kubernetes_minor: int | None = None
     # The name of the Kubernetes service account the pods run as, in `namespace`: the principal
     # PROJECT.svc.id.goog[NAMESPACE/NAME] a Workload Identity binding names. A stack passes its own
-    # (contracts/workloads.py triton_service_account), so stacks in one project do not share it.
+    # (policy/principals.py triton_service_account), so stacks in one project do not share it.
     service_account: str = TRITON_SERVICE_ACCOUNT
     # The namespace the component creates and runs Triton in.
     namespace: str = TRITON_NAMESPACE

@@ -11,7 +11,6 @@ wrapped in read-only proxies (so: Mapping and Sequence, never list or dict check
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import json
 import re
@@ -35,8 +34,10 @@ from pulumi_policy.proxy import UnknownValueError
 
 if __package__:  # imported as triton_gke.policy.policies: the tests and the settings layer, beside the program
     from .address_space import internet_problem, parse, show_union
+    from .principals import engine_service_account, triton_service_account
 else:  # the CLI runs the pack with this folder itself on sys.path (runpy.run_path of the folder)
     from address_space import internet_problem, parse, show_union
+    from principals import engine_service_account, triton_service_account
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -86,14 +87,11 @@ TRITON_RESTRICTED_APIS = frozenset({"model-repository", "shared-memory", "loggin
 TRITON_RESTRICTION_FLAGS = ("--http-restricted-api", "--grpc-restricted-protocol")
 DEFAULT_PROD_STACKS = ("prod",)
 
-# The per-stack Kubernetes service account of contracts/workloads.py triton_service_account (contracts/naming.py
-# dns_label of "triton" and the stack), copied, not imported, as GPU_TAINT_KEY is; tests/unit/contracts/
-# test_contracts.py compares the copy with the contract over generated stack names.
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS_LABEL_MAX, _DNS_LABEL_HASH = 63, 8
-# The engine-build Job's Kubernetes service account of k8s/engine_build.py (ENGINE_NAMESPACE, engine_service_account:
-# `engine-builder-<stack>` cut to 63 characters), the second principal of a stack (infra/engine_writer.py binds it
-# when the stack sets tritonBuildEngines); copied, not imported, and compared by tests/unit/contracts/test_contracts.py.
+# A stack's two Kubernetes service accounts, Triton's and the engine-build Job's (infra/engine_writer.py binds the
+# second when the stack sets tritonBuildEngines), are named by principals.py, beside this file: the program imports
+# the same module, so the names it binds and the names accepted here are one function's. Their namespaces are
+# copied, not imported (k8s/engine_build.py ENGINE_NAMESPACE, contracts/workloads.py TRITON_NAMESPACE), and
+# compared by tests/unit/policy/test_principals.py.
 ENGINE_NAMESPACE = "triton-engines"
 # The namespace Triton's service account lives in (contracts/workloads.py TRITON_NAMESPACE), copied likewise.
 TRITON_NAMESPACE = "triton"
@@ -177,23 +175,6 @@ def stack_of(urn: str) -> str:
     """The stack in a URN: urn:pulumi:STACK::PROJECT::TYPE::NAME."""
     head = urn.split("::", 1)[0]
     return head.split(":", 2)[2] if head.count(":") >= 2 else ""
-
-
-def stack_service_account(stack: str) -> str:
-    """The Kubernetes service account the stack's clusters run Triton as: `triton-<stack>` as a DNS-1123 label, with
-    a hash of the text as given where sanitizing or cutting changed it (the copy of the contract, see above)."""
-    text = f"triton-{stack}"
-    if len(text) <= _DNS_LABEL_MAX and _DNS_LABEL.fullmatch(text):
-        return text
-    digest = hashlib.sha256(text.encode()).hexdigest()[:_DNS_LABEL_HASH]
-    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    head = name[: _DNS_LABEL_MAX - _DNS_LABEL_HASH - 1].rstrip("-")
-    return f"{head}-{digest}" if head else digest
-
-
-def engine_service_account(stack: str) -> str:
-    """The engine-build Job's Kubernetes service account of `stack` (the copy of k8s/engine_build.py's, see above)."""
-    return f"engine-builder-{stack}"[:63]
 
 
 # ---------------------------------------------------------------- GKE
@@ -300,7 +281,7 @@ def is_workload_pool_member(member: str) -> bool:
 
 def stack_principals(stack: str) -> tuple[tuple[str, str], ...]:
     """The Kubernetes service accounts (namespace, name) of `stack`'s own pods: Triton's and the engine-build Job's."""
-    return (TRITON_NAMESPACE, stack_service_account(stack)), (ENGINE_NAMESPACE, engine_service_account(stack))
+    return (TRITON_NAMESPACE, triton_service_account(stack)), (ENGINE_NAMESPACE, engine_service_account(stack))
 
 
 def principal_problem(member: str, stack: str) -> str | None:

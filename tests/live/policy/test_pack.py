@@ -89,3 +89,24 @@ def test_the_pack_only_warns_about_an_untainted_gpu_pool(analyzer, plans: dict[s
     [diagnostic] = _analyze(analyzer, pool)
     assert diagnostic.policyName == "gpu-node-pools-tainted"
     assert diagnostic.enforcementLevel == analyzer_pb2.EnforcementLevel.ADVISORY
+
+
+def test_the_pack_accepts_a_long_stacks_own_principals_and_refuses_them_as_its_siblings(
+    analyzer, plans: dict[str, Plan]
+) -> None:
+    """The pack as the CLI serves it imports principals.py from its own folder: two stacks of 55 characters that share
+    48 (issue 43) each pass with their own members and are refused with the other's."""
+    from tests.unit.policy.test_principals import LONG_STACKS
+    from triton_gke.policy.principals import engine_service_account, triton_service_account
+
+    binding = _first(plans["dev"], "gcp:serviceaccount/iAMMember:IAMMember")
+    for stack, sibling in (LONG_STACKS, LONG_STACKS[::-1]):
+        for member in (f"triton/{triton_service_account(stack)}", f"triton-engines/{engine_service_account(stack)}"):
+            grant = copy.deepcopy(binding)
+            grant.inputs["member"] = f"serviceAccount:my-gcp-project.svc.id.goog[{member}]"
+            grant.urn = grant.urn.replace("urn:pulumi:dev::", f"urn:pulumi:{stack}::")
+            assert _analyze(analyzer, grant) == [], member
+            grant.urn = grant.urn.replace(f"urn:pulumi:{stack}::", f"urn:pulumi:{sibling}::")
+            [diagnostic] = _analyze(analyzer, grant)
+            assert diagnostic.policyName == "workload-identity-per-stack", diagnostic
+            assert f"not one of the service accounts of stack {sibling!r}" in diagnostic.message

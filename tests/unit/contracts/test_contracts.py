@@ -23,15 +23,16 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from tests.conftest import PROJECT_DIR
 from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LOCUST_METRICS_PORT, LocustEnvironment
-from triton_gke.contracts.naming import BUCKET_NAME_MAX, DNS_LABEL_MAX, dns_label, model_bucket_name
+from triton_gke.contracts.naming import BUCKET_NAME_MAX, model_bucket_name
 from triton_gke.contracts.paths import LOCUSTFILE
 from triton_gke.contracts.placement import GPU_TAINT_EFFECT_GKE, GPU_TAINT_KEY
 from triton_gke.contracts.triton import INFERENCE_PORTS, LIVE_PATH, PORTS, READY_PATH, TRT_CACHE_DIR
-from triton_gke.contracts.workloads import TRITON_NAMESPACE, triton_service_account, workload_identity_member
+from triton_gke.contracts.workloads import TRITON_NAMESPACE, workload_identity_member
 from triton_gke.infra.model_upload import BUILT_REPOSITORY
 from triton_gke.loadtest import arrivals
 from triton_gke.observability.settings import POD_SELECTORS
 from triton_gke.offline.runtime import Plan, PlannedResource
+from triton_gke.policy.principals import triton_service_account
 
 FEW = settings(max_examples=40, deadline=None)
 
@@ -239,55 +240,6 @@ def test_the_plans_bucket_is_the_one_the_sandbox_fills(dev_plan: Plan) -> None:
     (bucket,) = dev_plan.of_type("gcp:storage/bucket:Bucket")
     assert bucket.inputs["name"] == model_bucket_name(from_stack_file("dev").project, "dev")
     assert sandbox_run.model_bucket_name is model_bucket_name
-
-
-# Kubernetes DNS-1123 labels (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#dns-label-names),
-# written out here rather than taken from contracts/naming.py.
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-MANY = settings(max_examples=300, deadline=None)
-
-
-@MANY
-@given(_STACK)
-def test_every_stack_gets_a_valid_kubernetes_service_account_name(stack: str) -> None:
-    name = triton_service_account(stack)
-    assert _DNS_LABEL.match(name) and len(name) <= DNS_LABEL_MAX, name
-    assert triton_service_account(stack) == name
-    plain = f"triton-{stack}"
-    # Unchanged where the stack's name already fits; else sanitized and cut, with a hash of the name as given.
-    assert (name == plain) == (_DNS_LABEL.match(plain) is not None and len(plain) <= DNS_LABEL_MAX)
-
-
-@MANY
-@given(_STACK, _STACK)
-def test_two_distinct_stacks_never_share_a_service_account(one: str, other: str) -> None:
-    if one != other:
-        assert triton_service_account(one) != triton_service_account(other)
-
-
-@pytest.mark.parametrize(
-    ("one", "other"),
-    [("Dev", "dev"), ("a_b", "a.b"), ("a_b", "a-b"), ("x" * 80, "x" * 81), ("x" * 60 + "a", "x" * 60 + "b")],
-)
-def test_stacks_that_sanitize_or_cut_alike_still_differ(one: str, other: str) -> None:
-    names = {triton_service_account(one), triton_service_account(other)}
-    assert len(names) == 2 and all(_DNS_LABEL.match(n) and len(n) <= DNS_LABEL_MAX for n in names), names
-
-
-def test_the_shipped_stacks_run_triton_as_triton_stack() -> None:
-    assert [triton_service_account(s) for s in ("dev", "staging", "prod")] == [
-        "triton-dev", "triton-staging", "triton-prod",
-    ]  # fmt: skip
-    assert dns_label("") == "e3b0c442"  # nothing left after sanitizing: the hash alone (of the empty text)
-
-
-@MANY
-@given(_STACK)
-def test_the_policy_packs_copy_of_the_service_account_formula_is_the_contract(stack: str) -> None:
-    """The policy pack runs with only policy/ on sys.path, so it copies the formula; the copy must equal it."""
-    from triton_gke.policy import policies
-
-    assert policies.stack_service_account(stack) == triton_service_account(stack)
 
 
 def test_the_binding_and_the_service_account_name_one_principal(dev_plan: Plan) -> None:

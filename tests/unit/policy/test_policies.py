@@ -918,19 +918,3 @@ def test_tritonserver_is_found_by_what_a_container_runs(registry, name, tag, cal
     # NGC's image runs its args through its entrypoint, so without a command it counts as Triton whatever it runs.
     expected = call is not None or (from_ngc and "command" not in container)
     assert is_triton(container) == expected
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z"))
-def test_the_packs_copies_of_the_stacks_principals_are_the_programs(stack: str) -> None:
-    """The pack runs with only policy/ on sys.path, so it copies who the stack's pods run as (as it copies
-    triton_service_account, compared in tests/unit/contracts/test_contracts.py); the copies must equal them."""
-    from triton_gke.contracts.workloads import TRITON_NAMESPACE, triton_service_account
-    from triton_gke.k8s.engine_build import ENGINE_NAMESPACE, engine_service_account
-    from triton_gke.policy import policies
-
-    assert (policies.TRITON_NAMESPACE, policies.ENGINE_NAMESPACE) == (TRITON_NAMESPACE, ENGINE_NAMESPACE)
-    assert policies.stack_principals(stack) == (
-        (TRITON_NAMESPACE, triton_service_account(stack)),
-        (ENGINE_NAMESPACE, engine_service_account(stack)),
-    )
