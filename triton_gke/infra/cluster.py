@@ -16,6 +16,12 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as kubernetes
 
 from triton_gke.infra.naming import gcp_name
+from triton_gke.infra.node_recreation import (
+    DEFAULT_POD_STARTUP_MINUTES,
+    KUBERNETES_DEFAULT_GRACE_S,
+    RecreationEstimate,
+    estimate,
+)
 from triton_gke.k8s.common import CPU_NODES, GPU_NODES, NodePoolPlacement
 from triton_gke.k8s.nvidia_driver import NvidiaDriverInstaller, NvidiaDriverInstallerArgs
 
@@ -55,6 +61,10 @@ class NodePoolArgs:
     min_nodes: int
     max_nodes: pulumi.Input[int]
     disk_size_gb: pulumi.Input[int] = 100
+    # The slowest pod the pool runs: minutes to Ready, seconds to stop (Kubernetes' default grace, 30 s). With a plain
+    # max_nodes they size the pool's timeouts for recreating every node (infra/node_recreation.py).
+    pod_startup_minutes: int = DEFAULT_POD_STARTUP_MINUTES
+    pod_termination_grace_s: int = KUBERNETES_DEFAULT_GRACE_S
 
     def __post_init__(self) -> None:
         _check_min_nodes(self.min_nodes)
@@ -73,6 +83,10 @@ class GpuNodePoolArgs:
     disk_size_gb: pulumi.Input[int]
     # Plain: it decides whether the cluster deploys the driver installer.
     driver_version: str
+    # Triton's startup budget and grace period (tritonStartupMinutes, tritonTerminationGraceSeconds): with a plain
+    # max_nodes they size the pool's timeouts for recreating every node (infra/node_recreation.py).
+    pod_startup_minutes: int = 40
+    pod_termination_grace_s: int = 15
 
     def __post_init__(self) -> None:
         _check_min_nodes(self.min_nodes)
@@ -431,9 +445,39 @@ class GkeCluster(pulumi.ComponentResource):
             node_drain_configs=[gcp.container.NodePoolNodeDrainConfigArgs(respect_pdb_during_node_pool_deletion=True)],
             node_config=node_config,
             opts=pulumi.ResourceOptions.merge(
-                opts, pulumi.ResourceOptions(ignore_changes=list(POOL_READ_BACK_DIFFERENTLY))
+                opts,
+                pulumi.ResourceOptions(
+                    ignore_changes=list(POOL_READ_BACK_DIFFERENTLY), custom_timeouts=pool_timeouts(role, bounds)
+                ),
             ),
         )
+
+
+def pool_recreation(role: str, bounds: NodePoolArgs | GpuNodePoolArgs) -> RecreationEstimate | None:
+    """How long recreating every node of the pool may take (a machine or image type change, an upgrade); None when
+    max_nodes is not a plain number."""
+    if not isinstance(bounds.max_nodes, int):
+        return None
+    upgrade = GPU_POOL_UPGRADE if role == "gpu" else CPU_POOL_UPGRADE
+    return estimate(
+        bounds.max_nodes,
+        upgrade["max_surge"],
+        upgrade["max_unavailable"],
+        bounds.pod_startup_minutes,
+        bounds.pod_termination_grace_s,
+    )
+
+
+def pool_timeouts(role: str, bounds: NodePoolArgs | GpuNodePoolArgs) -> pulumi.CustomTimeouts | None:
+    """The pool's create, update and delete timeouts: the whole recreation of its nodes, never below the provider's
+    two hours. An update that recreates the nodes (machine type, image type) waits for GKE's node upgrade
+    (node_config.go nodePoolNodeConfigUpdate waits on the operation with the update timeout); past it `up` fails
+    while GKE carries on."""
+    recreation = pool_recreation(role, bounds)
+    if recreation is None:
+        return None
+    minutes = f"{recreation.timeout_minutes}m"
+    return pulumi.CustomTimeouts(create=minutes, update=minutes, delete=minutes)
 
 
 def gke_taint(placement: NodePoolPlacement) -> gcp.container.NodePoolNodeConfigTaintArgs:

@@ -27,6 +27,8 @@ def gke_cluster_args(
     subnet: pulumi.Input[str],
     subnet_plan: SubnetPlan,
     control_plane_ports: tuple[int, ...] = (),
+    triton_startup_minutes: int = 40,
+    triton_termination_grace_s: int = 15,
 ) -> GkeClusterArgs:
     """GkeClusterArgs for one region of the stack, on the subnet the Network component made for it."""
     return GkeClusterArgs(
@@ -66,6 +68,8 @@ def gke_cluster_args(
             spot=gpu_pool.spot,
             disk_size_gb=gpu_pool.disk_size_gb,
             driver_version=gpu_pool.driver_version,
+            pod_startup_minutes=triton_startup_minutes,
+            pod_termination_grace_s=triton_termination_grace_s,
         ),
         control_plane_ports=control_plane_ports,
     )

@@ -265,6 +265,9 @@ class TritonGkeSystem(pulumi.ComponentResource):
                 subnet=self._network.subnets[region.name].id,
                 subnet_plan=self._network.plans[region.name],
                 control_plane_ports=(ADAPTER_PORT,) if autoscale else (),
+                # The GPU pool's timeouts cover recreating its nodes, each waiting for Triton (infra/cluster.py).
+                triton_startup_minutes=settings.serving.startup_minutes,
+                triton_termination_grace_s=settings.lifecycle.termination_grace_s,
             ),
             serving=TritonOnClusterArgs(
                 model_repository=self._served_repository,

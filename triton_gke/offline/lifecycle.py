@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from triton_gke.contracts.paths import REPLACEMENT_RULES
+from triton_gke.infra.node_recreation import (
+    DEFAULT_POD_STARTUP_MINUTES,
+    KUBERNETES_DEFAULT_GRACE_S,
+    RecreationEstimate,
+    estimate,
+    recreating_paths,
+)
 from triton_gke.settings.stack_file import read_yaml_file
 
 RULES_FILE = REPLACEMENT_RULES  # package data, shipped in the wheel
@@ -114,6 +122,7 @@ class Change:
     protected: bool = False  # Pulumi's protect flag is set: refused even when allowed
     provider: str = ""  # replaced because this provider (TYPE::NAME) is replaced
     outage: str = ""  # why the replacement deletes the old resource before it creates the new one
+    recreation: str = ""  # an in-place update for which GKE recreates every node of the pool, and how long
 
     @property
     def name(self) -> str:
@@ -124,6 +133,7 @@ class Change:
         more = f" (+{len(self.paths) - 6} more)" if not self.reasons and len(self.paths) > 6 else ""
         text = f"{self.action:<9} {self.key}" + (f": {detail}{more}" if detail else "")
         text += f"  [outage: deleted before created: {self.outage}]" if self.outage else ""
+        text += f"  [recreates every node: {self.recreation}]" if self.recreation else ""
         return text + (f"  [takes down: {self.disruption}]" if self.disruption else "")
 
 
@@ -258,6 +268,7 @@ def compare(
         _with_disruption(c, olds.get(c.key) or before.get(c.key) or after[c.key], after.get(c.key)) for c in changes
     ]
     changes = [_with_triton_kept(c, after) for c in changes]
+    changes = [_with_node_recreation(c, after) for c in changes]
     return sorted(changes, key=lambda c: (ACTIONS.index(c.action), c.key))
 
 
@@ -510,6 +521,77 @@ def _with_triton_kept(change: Change, after: Mapping[str, dict[str, Any]]) -> Ch
     quota = "" if change.outage else "; twice its GPU quota while both pools exist"
     what = f"{change.disruption}{quota}; {kept}" if change.disruption else kept
     return dataclasses.replace(change, disruption=what)
+
+
+def _with_node_recreation(change: Change, after: Mapping[str, dict[str, Any]]) -> Change:
+    """A node pool updated in place at a path GKE carries out by recreating every node (infra/node_recreation.py:
+    machine type, image type, boot disk, containerd config), with the estimate the pool's timeouts are sized to."""
+    record = after.get(change.key)
+    if change.action != "update" or record is None or record["type"] != NODE_POOL:
+        return change
+    paths = recreating_paths(change.paths)
+    if not paths:
+        return change
+    recreation = node_recreation(record, after)
+    where = ", ".join(paths)
+    if recreation is None:
+        return dataclasses.replace(change, recreation=f"{where} (GKE's node upgrade; size unknown)")
+    text = f"{where} (GKE's node upgrade, in place for Pulumi): {recreation.text()}"
+    kept = _triton_through_recreation(record, after)
+    return dataclasses.replace(change, recreation=f"{text}; {kept}" if kept else text)
+
+
+def node_recreation(pool: Mapping[str, Any], after: Mapping[str, dict[str, Any]]) -> RecreationEstimate | None:
+    """The estimate of recreating every node of `pool` from the plan itself: its maximum, its upgrade settings and, for
+    a GPU pool, the Triton pods of its cluster (startup probe window, grace period); the same function the pool's
+    custom timeouts come from (infra/cluster.py pool_timeouts), so the two agree (tests/unit/offline)."""
+    inputs = pool["inputs"]
+    nodes = (inputs.get("autoscaling") or {}).get("totalMaxNodeCount")
+    upgrade = inputs.get("upgradeSettings") or {}
+    if not isinstance(nodes, int):
+        return None
+    startup, grace = DEFAULT_POD_STARTUP_MINUTES, KUBERNETES_DEFAULT_GRACE_S
+    if inputs.get("nodeConfig", {}).get("guestAccelerators"):
+        pods = _triton_pod_spec(pool, after)
+        if pods is None:
+            return None
+        startup, grace = pods
+    return estimate(nodes, upgrade.get("maxSurge", 1), upgrade.get("maxUnavailable", 0), startup, grace)
+
+
+def _triton_pod_spec(pool: Mapping[str, Any], after: Mapping[str, dict[str, Any]]) -> tuple[int, int] | None:
+    """(startup minutes, grace seconds) of the Triton Deployment on the pool's cluster: the startup probe's window
+    (periodSeconds x failureThreshold, k8s/triton.py startup_probe_failures) and terminationGracePeriodSeconds."""
+    deployment = next((r for r in _on_pool_cluster(pool, after) if r["type"] == DEPLOYMENT), None)
+    if deployment is None:
+        return None
+    spec = deployment["inputs"].get("spec", {}).get("template", {}).get("spec", {})
+    probes = [c["startupProbe"] for c in spec.get("containers", []) if isinstance(c.get("startupProbe"), dict)]
+    if not probes:
+        return None
+    window_s = probes[0].get("periodSeconds", 10) * probes[0].get("failureThreshold", 3)  # Kubernetes' defaults
+    return math.ceil(window_s / 60), spec.get("terminationGracePeriodSeconds", KUBERNETES_DEFAULT_GRACE_S)
+
+
+def _on_pool_cluster(pool: Mapping[str, Any], after: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Triton's objects on the cluster whose Kubernetes provider waits for `pool` (infra/cluster.py)."""
+    providers = {r["name"] for r in after.values() if r["type"] == K8S_PROVIDER and pool["urn"] in r["dependsOn"]}
+    return [r for r in after.values() if r.get("provider") in providers and _is_triton(r)]
+
+
+def _triton_through_recreation(pool: Mapping[str, Any], after: Mapping[str, dict[str, Any]]) -> str:
+    """What Triton keeps while a GPU pool's nodes are recreated: GKE's node upgrade stays within the PodDisruptionBudget
+    (NodePool.UpgradeSettings, cluster_service.proto), so min replicas minus its maxUnavailable keep serving."""
+    if not pool["inputs"].get("nodeConfig", {}).get("guestAccelerators"):
+        return ""
+    by_kind = {r["type"]: r["inputs"].get("spec", {}) for r in _on_pool_cluster(pool, after)}
+    replicas = by_kind.get(HPA, {}).get("minReplicas", by_kind.get(DEPLOYMENT, {}).get("replicas"))
+    max_unavailable = by_kind.get(PDB, {}).get("maxUnavailable")
+    if not isinstance(replicas, int) or not isinstance(max_unavailable, int):
+        return ""
+    keep = max(0, replicas - max_unavailable)
+    where = "the region is down while its node is recreated" if keep == 0 else "the region keeps serving"
+    return f"Triton keeps {keep} of its {replicas} pods (PodDisruptionBudget): {where}"
 
 
 def triton_kept(change: Change, pool: Mapping[str, Any], after: Mapping[str, dict[str, Any]]) -> str:

@@ -150,3 +150,28 @@ def test_against_a_fifo_is_refused_without_waiting(tmp_path, run_plan):
     os.mkfifo(fifo)
     result = run_plan("--stack", "dev", "--against", str(fifo))
     assert result.returncode == 2 and "not a regular file" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_against_names_the_node_recreation_of_a_machine_and_an_image_type_change(tmp_path, shipped_plans, run_plan):
+    """`plan --against` as a user runs it: a GPU machine-type change and an image-type change are in-place updates
+    that recreate every node (infra/node_recreation.py); each line says so with the estimate, and neither is refused.
+    The image type has no stack key (COS_CONTAINERD, infra/cluster.py), so the deployed plan carries the other one."""
+    applied = tmp_path / "applied.json"
+    applied.write_text(json.dumps(plan_records(shipped_plans["dev"])), encoding="utf-8")
+    machine = run_plan("--stack", "dev", "--set", "gpuMachineType=n1-standard-8", "--against", str(applied))
+    assert machine.returncode == 0, machine.stderr
+    (line,) = [ln for ln in machine.stdout.splitlines() if ln.startswith("update")]
+    assert line.startswith("update    gcp:container/nodePool:NodePool::gke-us-central1-gpu: nodeConfig.machineType")
+    assert "[recreates every node: nodeConfig.machineType" in line and "up to ~51 min" in line
+    ubuntu = [dict(r) for r in plan_records(shipped_plans["dev"])]
+    for record in ubuntu:
+        if record["type"] == "gcp:container/nodePool:NodePool":
+            record["inputs"] = {**record["inputs"], "nodeConfig": {**record["inputs"]["nodeConfig"],
+                                                                   "imageType": "UBUNTU_CONTAINERD"}}  # fmt: skip
+    deployed = tmp_path / "ubuntu.json"
+    deployed.write_text(json.dumps(ubuntu), encoding="utf-8")
+    image = run_plan("--stack", "dev", "--against", str(deployed))
+    assert image.returncode == 0, image.stderr
+    lines = [ln for ln in image.stdout.splitlines() if ln.startswith("update")]
+    assert len(lines) == 2 and all("[recreates every node: nodeConfig.imageType" in ln for ln in lines)
+    assert image.stdout.splitlines()[-1].endswith("0 to create, 2 to update, 0 to replace, 0 to delete, 69 unchanged")

@@ -14,6 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import PROJECT_DIR, evaluate
+from triton_gke.infra.node_recreation import (
+    NODE_READY_MINUTES,
+    PROVIDER_DEFAULT_MINUTES,
+    RECREATING_PATHS,
+    estimate,
+    recreating_paths,
+)
 from triton_gke.offline import lifecycle_table
 from triton_gke.offline.lifecycle import (
     PROVIDER_READ_BACK,
@@ -23,6 +30,7 @@ from triton_gke.offline.lifecycle import (
     compare,
     covers,
     load_rules,
+    node_recreation,
     normalize,
     refused,
     summary,
@@ -433,3 +441,113 @@ def test_lifecycle_table_refuses_in_one_line_outside_a_checkout_and_on_bad_setti
     assert lifecycle_table.main(["--check"]) == 2
     err = capsys.readouterr().err
     assert err == "error: triton-gke lifecycle-table: build/model_repository: not built; run `make model-repo` first\n"
+
+
+# ---- in-place updates that recreate every node ---------------------------------------------------------------------
+def test_a_gpu_machine_type_change_names_the_node_recreation_and_its_estimate(shipped_plans):
+    """The machine type is updated in place (not ForceNew), but GKE migrates every node to it through a node upgrade
+    (UpdateNodePoolRequest.machine_type: "Initiates an upgrade operation that migrates the nodes"): each GPU pool is
+    an update that says so, with the estimate its timeouts are sized to, and what Triton keeps meanwhile."""
+    prod = compare(
+        applied_state(records(shipped_plans["prod"])), records(evaluate("prod", gpuMachineType="n1-standard-8"))
+    )
+    pools = [c for c in prod if c.action != "unchanged"]
+    assert [c.action for c in pools] == ["update"] * 3 and refused(pools, []) == []
+    for change in pools:
+        assert change.key.startswith(NODE_POOL) and change.name.endswith("-gpu")
+        assert "[recreates every node: nodeConfig.machineType" in change.line()
+        assert "up to 6 node(s), 1 at a time, ~51 min each (node ready 10 + pod startup 40 + grace 1)" in change.line()
+        assert "up to ~306 min" in change.line() and "Triton keeps 1 of its 2 pods" in change.line()
+    dev = compare(
+        applied_state(records(shipped_plans["dev"])), records(evaluate("dev", gpuMachineType="n1-standard-8"))
+    )
+    (pool,) = [c for c in dev if c.action != "unchanged"]
+    assert "up to ~51 min" in pool.recreation and "the region is down while its node is recreated" in pool.recreation
+
+
+def test_an_image_type_change_names_the_node_recreation(shipped_plans):
+    """The node image is fixed (COS_CONTAINERD, infra/cluster.py), so no stack key changes it: a stack deployed with
+    another image type (its applied plan says UBUNTU_CONTAINERD) meets today's program. image_type is updated in place
+    (ClusterUpdate.DesiredImageType, node_config.go) and GKE recreates the nodes ("During node pool upgrades, nodes
+    will be deleted and recreated", gcloud container clusters upgrade --image-type)."""
+    deployed = records(shipped_plans["staging"])
+    for record in deployed.values():
+        if record["type"] == NODE_POOL:
+            record["inputs"]["nodeConfig"]["imageType"] = "UBUNTU_CONTAINERD"
+    changes = [
+        c for c in compare(applied_state(deployed), records(shipped_plans["staging"])) if c.action != "unchanged"
+    ]
+    assert {c.action for c in changes} == {"update"} and len(changes) == 4  # two regions, CPU and GPU pools
+    for change in changes:
+        assert change.recreation.startswith("nodeConfig.imageType (GKE's node upgrade, in place for Pulumi)")
+    cpu = next(c for c in changes if c.name.endswith("-cpu"))
+    assert "1 at a time, ~11 min each (node ready 10 + pod startup 0 + grace 1)" in cpu.recreation
+    assert "Triton" not in cpu.recreation
+
+
+def test_other_in_place_pool_updates_recreate_nothing(shipped_plans):
+    """Autoscaling bounds are set without a node upgrade (SetNodePoolAutoscaling): no recreation note."""
+    changes = compare(applied_state(records(shipped_plans["prod"])), records(evaluate("prod", gpuMaxNodes=8)))
+    assert [c for c in changes if c.recreation] == []
+
+
+@pytest.mark.parametrize("stack", SHIPPED_STACKS)
+def test_every_pools_timeouts_are_the_recreation_estimate_the_compare_shows(shipped_plans, stack):
+    """One estimate (infra/node_recreation.py): the pools' custom timeouts (infra/cluster.py pool_timeouts) are what
+    the compare computes from the same plan, never below the provider's two hours."""
+    plan = records(shipped_plans[stack])
+    pools = [r for r in plan.values() if r["type"] == NODE_POOL]
+    assert pools
+    for pool in pools:
+        minutes = node_recreation(pool, plan).timeout_minutes
+        assert minutes >= PROVIDER_DEFAULT_MINUTES
+        assert pool["customTimeouts"] == {"create": f"{minutes}m", "update": f"{minutes}m", "delete": f"{minutes}m"}
+
+
+def test_the_timeouts_follow_the_pool_maximum_and_tritons_startup_budget():
+    """prod's GPU pools: 6 nodes x 51 min outlast the provider's 2 hours; a longer startup budget or more nodes
+    lengthen the timeout the compare's estimate gives (the same function: a reader that diverges fails above)."""
+    for overrides, minutes in (({}, 306), ({"tritonStartupMinutes": 60}, 426), ({"gpuMaxNodes": 8}, 408)):
+        plan = records(evaluate("prod", **overrides))
+        gpu = [r for r in plan.values() if r["type"] == NODE_POOL and r["name"].endswith("-gpu")]
+        assert {r["customTimeouts"]["update"] for r in gpu} == {f"{minutes}m"}, overrides
+
+
+def test_the_recreating_paths_the_program_sets_are_updated_in_place_by_the_rules():
+    """A recreating path must be an in-place update for the provider: a ForceNew one replaces the pool instead."""
+    rules = load_rules().types[NODE_POOL]
+    set_by_program = {"nodeConfig.machineType", "nodeConfig.imageType", "nodeConfig.diskSizeGb", "nodeConfig.diskType"}
+    assert set_by_program <= set(RECREATING_PATHS)
+    for path in set_by_program:
+        assert rules.classify(path) == ("update", path)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    nodes=st.integers(0, 1000),
+    surge=st.integers(0, 5),
+    unavailable=st.integers(0, 5),
+    startup=st.integers(0, 180),
+    grace=st.integers(0, 3600),
+)
+def test_the_estimate_is_batches_of_node_ready_startup_and_grace(nodes, surge, unavailable, startup, grace):
+    if surge + unavailable == 0:
+        with pytest.raises(ValueError):
+            estimate(nodes, surge, unavailable, startup, grace)
+        return
+    found = estimate(nodes, surge, unavailable, startup, grace)
+    batches = -(-nodes // (surge + unavailable))
+    assert found.total_minutes == batches * (NODE_READY_MINUTES + startup + -(-grace // 60))
+    assert found.timeout_minutes == max(PROVIDER_DEFAULT_MINUTES, found.total_minutes)
+    assert estimate(nodes + 1, surge, unavailable, startup, grace).total_minutes >= found.total_minutes
+    assert f"~{found.total_minutes} min" in found.text()
+
+
+@given(
+    root=st.sampled_from(RECREATING_PATHS),
+    tail=st.from_regex(r"(\.[a-z][A-Za-z]{0,8}|\[[0-9]\])*", fullmatch=True),
+    other=st.from_regex(r"nodeConfig\.[a-z][A-Za-z]{0,12}", fullmatch=True),
+)
+def test_a_path_at_or_below_a_recreating_path_recreates_and_a_sibling_does_not(root, tail, other):
+    assert recreating_paths([root + tail]) == [root + tail]
+    assert recreating_paths([other]) == ([other] if other in RECREATING_PATHS else [])
