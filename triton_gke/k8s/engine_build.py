@@ -92,13 +92,13 @@ def deadline_s(variants: int) -> int:
 
 def build_commands(args: EngineBuildArgs) -> list[str]:
     """Per variant, the shell lines of the build step: the image tag's recipe, run in WORK_DIR/<variant>, skipped where
-        problem = job_problem(built)
-        if problem:  # the stack's settings refuse it first (settings/serving.py); a direct caller gets the reason
-            raise ValueError(f"variant {v.name!r} under {args.triton_image_tag}: {problem}")
     the fetch step found the plan already in the bucket (a `skip` marker)."""
     lines = ["set -eu"]
     for v in args.variants:
         built = engine_recipe(args.triton_image_tag, args.compute_capability, v)
+        problem = job_problem(built)
+        if problem:  # the stack's settings refuse it first (settings/serving.py); a direct caller gets the reason
+            raise ValueError(f"variant {v.name!r} under {args.triton_image_tag}: {problem}")
         folder = shlex.quote(f"{WORK_DIR}/{v.name}")
         steps = " && ".join(shlex.join(step) for step in built.steps)
         lines.append(f"if [ ! -e {folder}/skip ]; then cd {folder} && {steps}; fi")
