@@ -59,12 +59,16 @@ def triton_server_args(
     gpu: bool = True,
     admin_key: str = f"$({ADMIN_KEY_ENV})",
     exit_timeout_s: int = DEFAULT_EXIT_TIMEOUT_S,
+    model_config_name: str | None = None,
 ) -> list[str]:
     """tritonserver's command line; local runs reuse it with a local repository and gpu=False.
 
     exit_timeout_s: --exit-timeout-secs, how long requests in flight may finish after SIGTERM (the lifecycle
     contract's exit_timeout_s, settings/lifecycle.py, default DEFAULT_EXIT_TIMEOUT_S; Triton's HTTP and gRPC front
     ends wait for them: triton-inference-server/server PRs #6986 and #7969).
+    model_config_name: --model-config-name, for a region that holds its model versions (modelHoldRegions): Triton
+    loads <model>/configs/NAME.pbtxt where it exists and config.pbtxt otherwise (triton-inference-server/core
+    src/model_repository_manager.cc GetModelConfigFullPath); the sync writes those files (model_repo/sync.py --hold).
     """
     restricted = f"{','.join(RESTRICTED_APIS)}:{ADMIN_KEY_HEADER}={admin_key}"
     return [
@@ -87,4 +91,5 @@ def triton_server_args(
         f"--http-restricted-api={restricted}",
         f"--grpc-restricted-protocol={restricted}",
         f"--exit-timeout-secs={exit_timeout_s}",
+        *([f"--model-config-name={model_config_name}"] if model_config_name else []),
     ]

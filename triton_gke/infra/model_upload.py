@@ -154,12 +154,15 @@ class ModelUploadArgs:
     python: str = VENV_PYTHON
     # Upload new versions without pinning them (`sync --stage`); a ModelPin pins them after what must come first.
     stage: bool = False
+    # Regions whose Triton keeps the live versions (`sync --hold`); given to the sync that pins: this one unless staged.
+    holds: tuple[str, ...] = ()
 
 
-def sync_command(python: str, local_dir: Path, url: str, stage: bool) -> str:
-    """The sync's command line as pulumi-command runs it (one home for the upload and the pin)."""
-    stage_flag = ["--stage"] if stage else []
-    return shlex.join([python, "-m", "triton_gke.model_repo.sync", str(local_dir), url, *stage_flag])
+def sync_command(python: str, local_dir: Path, url: str, stage: bool, holds: Sequence[str] = ()) -> str:
+    """The sync's command line as pulumi-command runs it (one home for the upload and the pin). holds: the regions
+    whose Triton keeps the live versions (model_repo/sync.py, Held versions)."""
+    flags = [*(["--stage"] if stage else []), *(f"--hold={hold}" for hold in holds)]
+    return shlex.join([python, "-m", "triton_gke.model_repo.sync", str(local_dir), url, *flags])
 
 
 class ModelUpload(pulumi.ComponentResource):
@@ -174,7 +177,9 @@ class ModelUpload(pulumi.ComponentResource):
         local_dir = _shown(Path(args.local_dir) if args.local_dir is not None else built_repository())
         self.local_dir = local_dir
         sync = pulumi.Output.from_input(args.bucket).apply(
-            lambda bucket: sync_command(args.python, local_dir, f"gs://{bucket}/{args.prefix}", args.stage)
+            lambda bucket: sync_command(
+                args.python, local_dir, f"gs://{bucket}/{args.prefix}", args.stage, () if args.stage else args.holds
+            )
         )
         self.sync = command.local.Command(
             f"{name}-sync",
@@ -201,6 +206,7 @@ class ModelPinArgs:
     # The engine-build Jobs of every region: one bucket and one config per model serve them all.
     after: Sequence[pulumi.Resource]
     python: str = VENV_PYTHON
+    holds: tuple[str, ...] = ()
 
 
 class ModelPin(pulumi.ComponentResource):
@@ -214,7 +220,9 @@ class ModelPin(pulumi.ComponentResource):
     def __init__(self, name: str, args: ModelPinArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-gke:infra:ModelPin", name, None, opts)
         pin = pulumi.Output.from_input(args.bucket).apply(
-            lambda bucket: sync_command(args.python, args.upload.local_dir, f"gs://{bucket}/{args.prefix}", False)
+            lambda bucket: sync_command(
+                args.python, args.upload.local_dir, f"gs://{bucket}/{args.prefix}", False, args.holds
+            )
         )
         self.sync = command.local.Command(
             f"{name}-sync",

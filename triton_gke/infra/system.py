@@ -159,6 +159,7 @@ class TritonGkeSystem(pulumi.ComponentResource):
                 python=self._python,
                 # With engine-build Jobs, new versions are pinned only after every Job built their plans (ModelPin).
                 stage=builds_engines,
+                holds=settings.model_store.hold_regions,
             ),
             opts=self._moved,
         )
@@ -224,6 +225,7 @@ class TritonGkeSystem(pulumi.ComponentResource):
                     digest=digest,
                     after=[r.engines.job for r in self._regions.values() if r.engines is not None],
                     python=self._python,
+                    holds=settings.model_store.hold_regions,
                 ),
                 opts=self._moved,
             )
@@ -295,6 +297,8 @@ class TritonGkeSystem(pulumi.ComponentResource):
                 load_test=_load_test(settings),
                 monitoring=_monitoring(settings, region.name),
                 lifecycle=settings.lifecycle,
+                # A held region's Triton reads configs/REGION.pbtxt, which the sync's --hold REGION writes.
+                model_config_name=region.name if region.name in settings.model_store.hold_regions else None,
             ),
             python=self._python,
         )

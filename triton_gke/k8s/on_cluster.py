@@ -170,6 +170,9 @@ class ClusterWiring:
     lifecycle: LifecycleSettings = LIFECYCLE_DEFAULTS
     # The cluster's Kubernetes minor (33 for 1.33) where the composer knows it; it picks the preStop handler.
     kubernetes_minor: int | None = None
+    # Where this Triton keeps the model versions live when its region was held (modelHoldRegions): the name of its
+    # configs/NAME.pbtxt (model_repo/sync.py --hold), given to tritonserver as --model-config-name. None: config.pbtxt.
+    model_config_name: str | None = None
 
 
 class TritonOnCluster(pulumi.ComponentResource):
@@ -280,6 +283,7 @@ class TritonOnCluster(pulumi.ComponentResource):
             toleration_key=a.get("gpu_toleration_key"),
             lifecycle=wiring.lifecycle,
             kubernetes_minor=wiring.kubernetes_minor,
+            model_config_name=wiring.model_config_name,
             service_account=a["service_account_name"],
             namespace=self._namespaces.triton,
         )

@@ -107,6 +107,8 @@ class TritonServingArgs:
     lifecycle: LifecycleSettings = LIFECYCLE_DEFAULTS
     # The cluster's Kubernetes minor (33 for 1.33) where known: it picks the preStop handler (pre_stop_handler).
     kubernetes_minor: int | None = None
+    # tritonserver --model-config-name: the region holds its model versions (contracts/triton.py triton_server_args).
+    model_config_name: str | None = None
     # The name of the Kubernetes service account the pods run as, in `namespace`: the principal
     # PROJECT.svc.id.goog[NAMESPACE/NAME] a Workload Identity binding names. A stack passes its own
     # (policy/principals.py triton_service_account), so stacks in one project do not share it.
@@ -280,7 +282,9 @@ class TritonServing(pulumi.ComponentResource):
             name="tritonserver",
             image=a.image,
             args=pulumi.Output.from_input(a.model_repository).apply(
-                lambda repository: triton_server_args(repository, exit_timeout_s=a.lifecycle.exit_timeout_s)
+                lambda repository: triton_server_args(
+                    repository, exit_timeout_s=a.lifecycle.exit_timeout_s, model_config_name=a.model_config_name
+                )
             ),
             env=[
                 kubernetes.core.v1.EnvVarArgs(

@@ -1,6 +1,6 @@
 """Copy a local Triton model repository into gs://BUCKET/PREFIX without ever losing data it does not own.
 
-    triton-gke sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt] [--stage]
+    triton-gke sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt] [--stage] [--hold NAME]
 
 Ownership. The destination needs a prefix (a bare bucket is refused). The sync keeps a record,
 PREFIX/.triton-gke-sync.json, of every object it wrote there (name, the generation GCS gave that
@@ -60,6 +60,15 @@ ModelPin, which waits for every Job's Complete condition) resumes into those fol
 ones. The resume accepts, inside the staged folders, the plan files the Job writes (model_repo/engines.py
 is_engine_file) and nothing else it did not write, and only while the staged files are still those of the source;
 a source changed again goes to fresh folders, so no plan built from other weights is ever pinned.
+
+Held versions (--hold NAME, repeatable). A tritonserver started with --model-config-name=NAME loads
+<model>/configs/NAME.pbtxt where it exists and config.pbtxt otherwise (triton-inference-server/core
+src/model_repository_manager.cc GetModelConfigFullPath; k8s/triton.py starts a held region's Triton so). A hold,
+new in a sync, copies each model's live config.pbtxt, byte for byte, to configs/NAME.pbtxt before the flip, so those
+servers keep the versions it pins while the others take the new ones; the versions' files and the label files that
+config names are kept as long as the hold is given (recorded per model under "holds"). A sync without a hold it
+recorded deletes that configs/NAME.pbtxt, and the held versions go with the next flip. A model synced for the first
+time has nothing live to hold. A staged sync neither writes nor releases holds: the pin does.
 Version folders the local policy would not load are not sent (Triton copies a whole remote model
 before loading it: "Cloud Storage with Environment variables" in model_repository.md). An
 interrupted sync leaves the live config pinned to complete weights; the next run resumes into the
@@ -78,6 +87,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -134,7 +144,7 @@ RECORD_NAME = ".triton-gke-sync.json"
 _RECORD_FORMAT = 2  # 1: names only (read as legacy, see the module docstring)
 _LEGACY_FORMAT = 1
 RECORD_MAX_BYTES = 16 * 1024 * 1024  # ~100 bytes an object: far above any model repository's record
-_RECORD_MAX_DEPTH = 8  # the format nests 4 deep (models -> model -> versions)
+_RECORD_MAX_DEPTH = 8  # the format nests 6 deep (models -> model -> holds -> hold -> keep)
 _MAX_GENERATION = 2**63 - 1  # GCS generations are int64 ("generation": "int64" in the JSON API's object resource)
 _MAX_DIGITS = 20
 # Custom metadata the sync sets on every object it writes; its value is the MD5 it wrote.
@@ -143,6 +153,9 @@ _MAX_DIGITS = 20
 OWNER_KEY = "triton-gke-sync"
 # GCS object names are at most 1024 bytes of UTF-8 (https://cloud.google.com/storage/docs/naming-objects).
 _MAX_NAME_BYTES = 1024
+# A hold's name: Triton joins it into <model>/configs/NAME.pbtxt (kModelConfigFolder); a region's name fits.
+HOLDS_FOLDER = "configs"
+HOLD_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 _CONFIG_HEADER = "# Written by model_repo.sync: version_policy pins the version folders uploaded with this config.\n"
 
 # progress(name, bytes_done, bytes_total): once per chunk of a large file, and once for
@@ -174,6 +187,8 @@ class SyncReport:
     versions: dict[str, list[int]] = field(default_factory=dict)  # model -> the versions its config pins
     # --stage: model -> the versions uploaded and recorded as pending, not pinned (the config keeps `versions`)
     staged: dict[str, list[int]] = field(default_factory=dict)
+    # --hold: model -> hold name -> the versions its configs/NAME.pbtxt pins
+    held: dict[str, dict[str, list[int]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -224,6 +239,8 @@ class SyncPlan:
     removed_models: list[str]
     unchanged: int
     strangers: list[str]
+    # model -> hold name -> {"versions": [...], "keep": [names below PREFIX]}: the holds after this sync
+    holds: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
 
 def _one_line(text: object) -> str:
@@ -300,7 +317,22 @@ def _record_entry(entry: object) -> dict[str, Any]:
             raise TypeError("offset")
     if not isinstance(versions, list) or not all(type(v) is int and v > 0 for v in versions):
         raise TypeError("versions")
-    return {"offset": offset, "versions": versions, "pending": pending}
+    holds = entry.get("holds", {})
+    if not isinstance(holds, dict) or not all(_is_hold(name, hold) for name, hold in holds.items()):
+        raise TypeError("holds")
+    return {"offset": offset, "versions": versions, "pending": pending, **({"holds": holds} if holds else {})}
+
+
+def _is_hold(name: str, hold: object) -> bool:
+    if not HOLD_NAME.fullmatch(name) or not isinstance(hold, dict) or set(hold) != {"versions", "keep"}:
+        return False
+    versions, keep = hold["versions"], hold["keep"]
+    return (
+        isinstance(versions, list)
+        and all(type(v) is int and v > 0 for v in versions)
+        and isinstance(keep, list)
+        and all(isinstance(n, str) for n in keep)
+    )
 
 
 def _owned_entry(name: str, entry: object) -> Owned:
@@ -501,7 +533,7 @@ def _plan_model(
 ) -> ModelPlan:
     state = record.models.get(model.name, {})
     live, pending, live_versions = state.get("offset"), state.get("pending"), set(state.get("versions", []))
-    owned = {name for name in under if name in record.objects}
+    owned = {name for name in under if name in record.objects} - _held_names(model.name, state)
     if live is not None:
         desired = desired_objects(model, hashed, live)
         # Owned objects beside the live files that the build lacks are part of the live model too.
@@ -538,16 +570,88 @@ def _check_writes(plan: ModelPlan, under: dict[str, storage.Blob], record: Recor
             raise SyncError(f"{show(where + name)} {why}; nothing changed: move it away or choose another prefix")
 
 
+def hold_config(model: str, hold: str) -> str:
+    """configs/NAME.pbtxt of a model, below PREFIX: the config a server started with --model-config-name=NAME reads."""
+    return f"{model}/{HOLDS_FOLDER}/{hold}.pbtxt"
+
+
+def _is_config(name: str) -> bool:
+    """A model's config.pbtxt or one of its held configs: what a staged sync never writes."""
+    parts = name.split("/")
+    return _is_model_config(name) or (len(parts) == 3 and parts[1] == HOLDS_FOLDER and parts[2].endswith(".pbtxt"))
+
+
+def _held_names(model: str, state: dict[str, Any]) -> set[str]:
+    """Every name the model's recorded holds keep: their configs and the files of the versions they pin."""
+    holds = state.get("holds", {})
+    return {hold_config(model, h) for h in holds} | {n for hold in holds.values() for n in hold["keep"]}
+
+
+def _new_hold(
+    model: str, under: dict[str, storage.Blob], record: Record, where: str
+) -> tuple[dict[str, Any], LocalFile] | None:
+    """What holding the model's live config keeps, and the configs/NAME.pbtxt to write (its exact bytes); None where
+    nothing the sync owns is live (a first sync, or a config someone else replaced)."""
+    name = f"{model}/{CONFIG_NAME}"
+    blob, entry = under.get(name), record.objects.get(name)
+    if blob is None or entry is None or entry.generation is None or _is_ours(entry, blob) is None:
+        return None
+    try:
+        data = blob.bucket.blob(blob.name).download_as_bytes(if_generation_match=entry.generation)
+        live = text_format.Parse(data.decode("utf-8"), mc.ModelConfig())
+    except _REQUEST_ERRORS as err:
+        raise SyncError(f"reading {show(where + name)} to hold it failed: {_describe(err)}; nothing changed") from err
+    except (text_format.ParseError, UnicodeDecodeError) as err:
+        raise SyncError(f"{show(where + name)} is not a config this sync wrote ({_one_line(err)[:120]})") from err
+    versions = sorted(live.version_policy.specific.versions)
+    labels = {f"{model}/{o.label_filename}" for o in live.output if o.label_filename}
+    keep = sorted(n for n in under if n in record.objects and (_version_folder(n) in versions or n in labels))
+    return {"versions": versions, "keep": keep}, bytes_file("", Path(name), data)
+
+
+def plan_holds(
+    source: Source, remote: dict[str, storage.Blob], record: Record, holds: tuple[str, ...], where: str
+) -> tuple[dict[str, dict[str, dict[str, Any]]], list[LocalFile]]:
+    """The holds each model has after this sync (recorded ones given again kept as they are, new ones taken from the
+    live config) and the configs/NAME.pbtxt files the new ones write."""
+    after: dict[str, dict[str, dict[str, Any]]] = {}
+    uploads: list[LocalFile] = []
+    for model in source.models:
+        recorded = record.models.get(model, {}).get("holds", {})
+        under = {n: b for n, b in remote.items() if n.startswith(f"{model}/")}
+        kept = {h: recorded[h] for h in holds if h in recorded}
+        for hold in (h for h in holds if h not in recorded):
+            new = _new_hold(model, under, record, where)
+            if new is None:
+                continue
+            state, live = new
+            kept[hold] = state
+            uploads.append(dataclasses.replace(live, relative=hold_config(model, hold)))
+        if kept:
+            after[model] = kept
+    return after, uploads
+
+
 def _model_of(name: str) -> str | None:
     return name.split("/", 1)[0] if "/" in name else None
 
 
 def plan_sync(
-    source: Source, hashed: dict[str, LocalFile], remote: dict[str, storage.Blob], record: Record, where: str
+    source: Source,
+    hashed: dict[str, LocalFile],
+    remote: dict[str, storage.Blob],
+    record: Record,
+    where: str,
+    holds: tuple[str, ...] = (),
 ) -> SyncPlan:
     """Decide every upload and deletion; refuses (SyncError) before anything is changed."""
     plans, uploads, configs, before, after = [], [], [], [], []
     unchanged = 0
+    held, hold_uploads = plan_holds(source, remote, record, holds, where)
+    for local in hold_uploads:
+        blob = remote.get(local.relative)
+        if blob is not None and local.relative not in record.objects:
+            raise SyncError(f"{show(where + local.relative)} exists but was not written by this sync; nothing changed")
     for model in source.models.values():
         under = {n: b for n, b in remote.items() if n.startswith(f"{model.name}/")}
         plan = _plan_model(model, hashed, under, record)
@@ -559,7 +663,8 @@ def plan_sync(
             else:
                 (configs if _is_model_config(name) else uploads).append(local)
         targets = {v + plan.offset for v in source.models[plan.name].served}
-        for name in sorted(n for n in under if n in record.objects and n not in plan.desired):
+        keep = _held_names(plan.name, {"holds": held.get(plan.name, {})})
+        for name in sorted(n for n in under if n in record.objects and n not in plan.desired and n not in keep):
             # Leftovers inside the new folders go before the flip, so the new version holds only its own files.
             (before if plan.changed and _version_folder(name) in targets else after).append(under[name])
     removed = sorted({m for n in remote if n in record.objects and (m := _model_of(n)) and m not in source.models})
@@ -567,7 +672,9 @@ def plan_sync(
     # A removed model loses its config first, so Triton never sees half of it.
     gone.sort(key=lambda b: not b.name.endswith(f"/{CONFIG_NAME}"))
     strangers = sorted(n for n in remote if n not in record.objects and n != RECORD_NAME)
-    return SyncPlan(plans, uploads + configs, before, gone + after, removed, unchanged, strangers)
+    # Held configs go up before any config flips: a held server never sees the new version.
+    uploads = [*uploads, *(f for f in hold_uploads if not is_unchanged(f, remote.get(f.relative)))]
+    return SyncPlan(plans, uploads + configs, before, gone + after, removed, unchanged, strangers, held)
 
 
 def kept_models(source: Source, remote: dict[str, storage.Blob], record: Record) -> int:
@@ -894,7 +1001,12 @@ def _apply(
     for model in [] if stage else changed:
         versions = sorted(int(v) for v in plan_versions(model))
         record.models[model.name] = {"offset": model.offset, "versions": versions, "pending": None}
-    if changed or plan.uploads:
+    for model in [] if stage else plan.models:
+        state = record.models.get(model.name)
+        if state is not None:
+            state.pop("holds", None)
+            state.update({"holds": plan.holds[model.name]} if model.name in plan.holds else {})
+    if changed or plan.uploads or plan.holds:
         write_record(bucket, prefix, record)
         done("record", RECORD_NAME)
     for blob in plan.after_flip:
@@ -913,8 +1025,8 @@ def _apply(
 def stage_only(plan: SyncPlan) -> SyncPlan:
     """The part of `plan` a staged sync carries out: every upload but the models' configs, no deletion but the
     leftovers inside the new folders; removed models stay, configs and all, until the sync that pins."""
-    uploads = [f for f in plan.uploads if not _is_model_config(f.relative)]
-    return dataclasses.replace(plan, uploads=uploads, after_flip=[], removed_models=[])
+    uploads = [f for f in plan.uploads if not _is_config(f.relative)]
+    return dataclasses.replace(plan, uploads=uploads, after_flip=[], removed_models=[], holds={})
 
 
 def _is_model_config(name: str) -> bool:
@@ -941,6 +1053,7 @@ def sync_repository(
     source: Source | None = None,
     note: Callable[[str], None] | None = None,
     stage: bool = False,
+    holds: tuple[str, ...] = (),
 ) -> SyncReport:
     """Make the models under gs://bucket_name/prefix/ those of local_dir, touching only objects the sync owns.
 
@@ -950,7 +1063,13 @@ def sync_repository(
     source: local_dir already scanned (scan_source), so a caller can check it before it makes a client.
     note: told one line before the first request to the bucket (the listing), which may wait on the network.
     stage: upload new versions without pinning them or deleting anything live (module docstring, Staged updates).
+    holds: names of servers that keep the live versions (module docstring, Held versions); each a HOLD_NAME.
     """
+    for hold in holds:
+        if not HOLD_NAME.fullmatch(hold):
+            raise SyncError(f"--hold {show(hold)}: expected a lowercase name of letters, digits and '-' (a region)")
+    if len(set(holds)) != len(holds):
+        raise SyncError("--hold: each name once")
     if chunk_size <= 0 or chunk_size % _CHUNK_MULTIPLE:
         raise SyncError(f"chunk size must be a multiple of {_CHUNK_MULTIPLE} bytes")
     prefix = normalize_prefix(prefix)
@@ -965,7 +1084,7 @@ def sync_repository(
     where = f"gs://{bucket_name}/{prefix}"
     resolve_ownership(source, hashed, remote, record, adopt)
     _adopt(adoptable(source, remote, record, bucket), record, adopt, where, remote)
-    plan = plan_sync(source, hashed, remote, record, where)
+    plan = plan_sync(source, hashed, remote, record, where, tuple(holds))
     _check_mass_delete(plan, kept_models(source, remote, record), allow_mass_delete)
     live = {name: list(state.get("versions", [])) for name, state in record.models.items()}
     if stage:
@@ -980,8 +1099,10 @@ def sync_repository(
         left_out=source.left_out,
         versions={m.name: live.get(m.name, []) if stage and m.changed else plan_versions(m) for m in plan.models},
         staged={m.name: plan_versions(m) for m in plan.models if stage and m.changed},
+        held={m: {h: state["versions"] for h, state in by.items()} for m, by in plan.holds.items()},
     )
-    if not dry_run and (report.uploaded or report.deleted or any(m.changed for m in plan.models)):
+    holds_change = any(plan.holds.get(m, {}) != s.get("holds", {}) for m, s in record.models.items() if not stage)
+    if not dry_run and (report.uploaded or report.deleted or holds_change or any(m.changed for m in plan.models)):
         replaced = _apply(bucket, prefix, plan, record, (chunk_size, progress, step), stage)
         report.deleted = [n for n in report.deleted if n not in replaced]
         report.disowned = sorted({*report.disowned, *replaced})
@@ -1060,6 +1181,8 @@ def _notes(report: SyncReport, shown: int = 5) -> list[str]:
         )
 
     notes = []
+    for model, by in sorted(report.held.items()):
+        notes.append(f"held: {show(model)} " + ", ".join(f"{show(h)} {v}" for h, v in sorted(by.items())))
     if report.staged:
         staged = ", ".join(f"{show(m)} {v}" for m, v in sorted(report.staged.items()))
         notes.append(f"staged, not pinned (configs still pin the live versions): {staged}")
@@ -1080,7 +1203,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="triton-gke sync",
         description="Upload a local Triton model repository to gs://BUCKET/PREFIX.",
-        hint="usage: {prog} LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt] [--stage]",
+        hint="usage: {prog} LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt] [--stage] "
+        "[--hold NAME]",
         raise_as=SyncError,
     )
     parser.add_argument("local_dir", help="local model repository folder")
@@ -1101,6 +1225,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="upload new versions beside the live ones without pinning them or deleting anything; "
         "a later sync without --stage pins them",
+    )
+    parser.add_argument(
+        "--hold",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="keep the live versions for servers started with --model-config-name=NAME (configs/NAME.pbtxt); "
+        "repeatable; a hold not given again is released",
     )
     return parser
 
@@ -1127,6 +1259,7 @@ def main(argv: list[str] | None = None) -> int:
             adopt=args.adopt,
             source=source,
             stage=args.stage,
+            holds=tuple(args.hold),
             # An unreachable endpoint is retried for 120 s before the listing fails (google.cloud.storage.retry
             # DEFAULT_RETRY, google.api_core.retry _DEFAULT_DEADLINE = 60.0 * 2.0): say what it waits on.
             note=lambda line: print(line, flush=True),

@@ -46,7 +46,7 @@ STEPS: Mapping[Callable[..., Any], tuple[str, ...]] = {
         "maintenanceExclusions",
     ),
     cluster.cpu_pool: ("cpuMinNodes", "cpuMaxNodes", "cpuMachineType"),
-    model_store.model_store: ("modelPrefix", "bucketLocation", "bucketForceDestroy"),
+    model_store.model_store: ("modelPrefix", "bucketLocation", "bucketForceDestroy", "modelHoldRegions"),
     serving.serving: ("autoscaleQueueTimeMs", "tritonStartupMinutes", "tritonBuildEngines"),
     serving.load_test: (
         *("locustModel", "locustPayload", "locustWorkers", "locustRps", "locustProtocol", "locustRate"),

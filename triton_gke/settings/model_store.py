@@ -16,7 +16,26 @@ def model_store(reader: Reader, regions: tuple[RegionSettings, ...]) -> ModelSto
         raise reader.fail("modelPrefix", prefix, "expected a folder path of letters, digits, '_', '-', '.' and '/'")
     location = reader.string("bucketLocation") or regions[0].name
     _check_bucket_location(reader, location, tuple(r.name for r in regions))
-    return ModelStoreSettings(location=location, force_destroy=reader.boolean("bucketForceDestroy"), prefix=prefix)
+    return ModelStoreSettings(
+        location=location,
+        force_destroy=reader.boolean("bucketForceDestroy"),
+        prefix=prefix,
+        hold_regions=hold_regions(reader, tuple(r.name for r in regions)),
+    )
+
+
+def hold_regions(reader: Reader, regions: tuple[str, ...]) -> tuple[str, ...]:
+    """modelHoldRegions: some of the stack's regions, each once, never all (then no region takes a new version and
+    the models' change serves nowhere)."""
+    held = reader.strings("modelHoldRegions")
+    for region in held:
+        if region not in regions:
+            raise reader.fail("modelHoldRegions", region, f"not one of the stack's regions ({', '.join(regions)})")
+        if held.count(region) > 1:
+            raise reader.fail("modelHoldRegions", region, "each region may be listed once")
+    if held and set(held) == set(regions):
+        raise reader.fail("modelHoldRegions", list(held), "holds every region: at least one must take new versions")
+    return held
 
 
 def _check_bucket_location(reader: Reader, location: str, clusters: tuple[str, ...]) -> None:

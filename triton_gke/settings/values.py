@@ -104,6 +104,8 @@ class ModelStoreSettings:
     location: str
     force_destroy: bool
     prefix: str
+    # modelHoldRegions: regions whose Triton keeps the live model versions (model_repo/sync.py, Held versions).
+    hold_regions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -104,8 +104,8 @@ class Deploy:
             command, shell=True, cwd=PROJECT_DIR, env=self.env, capture_output=True, text=True, timeout=300
         )
 
-    def sync(self, stage: bool) -> None:
-        done = self.run(sync_command(sys.executable, self.repo, URL, stage))
+    def sync(self, stage: bool, holds: tuple[str, ...] = ()) -> None:
+        done = self.run(sync_command(sys.executable, self.repo, URL, stage, holds))
         assert done.returncode == 0, done.stderr
 
     def job(self, monkeypatch: pytest.MonkeyPatch) -> bool:
@@ -151,9 +151,13 @@ def bucket_world(tmp_path: Path) -> Iterator[tuple[NetworkNamespace, GcsEmulator
         yield netns, gcs, client, Deploy(tmp_path / "repo", tmp_path / "work", env)
 
 
-def served(netns: NetworkNamespace, gcs: GcsEmulator) -> tuple[str, float]:
-    """(the version Triton's reply names, y for x = 0) from a fresh tritonserver on the bucket."""
-    with TritonServer(URL, netns=netns, env={TRITON_ENV: gcs.internal_endpoint}, ready_timeout_s=240) as server:
+def served(netns: NetworkNamespace, gcs: GcsEmulator, config_name: str | None = None) -> tuple[str, float]:
+    """(the version Triton's reply names, y for x = 0) from a fresh tritonserver on the bucket, started with
+    --model-config-name when a config name is given (as k8s/triton.py starts a held region's)."""
+    extra = [f"--model-config-name={config_name}"] if config_name else []
+    with TritonServer(
+        URL, netns=netns, env={TRITON_ENV: gcs.internal_endpoint}, ready_timeout_s=240, extra_args=extra
+    ) as server:
         client = httpclient.InferenceServerClient(server.http_url, network_timeout=60)
         x = httpclient.InferInput("x", [1, 1], "FP32")
         x.set_data_from_numpy(np.zeros((1, 1), np.float32))
@@ -198,3 +202,20 @@ def test_a_failed_engine_build_leaves_version_n_served_and_a_good_one_pins_n_plu
     # The sync's files of version 1 go once 2 is pinned; the Job's plan stays (the sync deletes only what it wrote).
     assert [n for n in names(client) if n.startswith(f"{MODEL}/1/")] == [f"{MODEL}/1/{PLAN}"]
     assert served(netns, gcs) == ("2", 2.0)
+
+
+def test_a_held_region_serves_the_last_version_while_the_others_take_the_new_one(bucket_world) -> None:
+    """Per-region pins: the pin's sync with a hold for europe-west4 (as the program runs it for a held region) leaves
+    that region's Triton, started with --model-config-name=europe-west4, on version 1, while a server without it
+    loads version 2; releasing the hold moves the held region to 2 (triton-inference-server/core
+    model_repository_manager.cc GetModelConfigFullPath: configs/NAME.pbtxt where it exists, else config.pbtxt)."""
+    netns, gcs, _, deploy = bucket_world
+    write_adder(deploy.repo, 1.0)
+    deploy.sync(stage=False)
+    write_adder(deploy.repo, 2.0)
+    deploy.sync(stage=False, holds=("europe-west4",))
+    assert served(netns, gcs, "europe-west4") == ("1", 1.0)
+    assert served(netns, gcs) == ("2", 2.0)
+    assert served(netns, gcs, "us-central1") == ("2", 2.0)  # no configs/us-central1.pbtxt: config.pbtxt
+    deploy.sync(stage=False)
+    assert served(netns, gcs, "europe-west4") == ("2", 2.0)

@@ -921,3 +921,87 @@ def test_a_staged_sync_removes_no_model_and_refuses_a_mass_delete_before_staging
         (other / model).rename(other / f"{model}_new")
     with pytest.raises(SyncError, match="--allow-mass-delete"):
         sync(other, gcs_client, bucket_name, stage=True)
+
+
+# --- per-server holds (--hold NAME: configs/NAME.pbtxt, read by tritonserver --model-config-name=NAME) ----------------
+
+
+LABELLED_CONFIG = b"""name: "resnet50"
+max_batch_size: 8
+output { name: "probabilities" data_type: TYPE_FP32 dims: [2] label_filename: "labels.txt" }
+"""
+
+
+def _pins(client, bucket: str, name: str) -> list[int]:
+    served = mc.ModelConfig()
+    text_format.Parse(client.bucket(bucket).blob(f"{PREFIX}/{name}").download_as_text(), served)
+    return list(served.version_policy.specific.versions)
+
+
+def test_a_hold_keeps_the_live_config_and_its_versions_until_released(gcs_client, bucket_name, small_repo) -> None:
+    """A new hold copies the live config byte for byte to configs/NAME.pbtxt before the flip and keeps the versions
+    and label files it names through later changes; a sync without the hold deletes that config, and the versions only
+    it kept go in the same sync."""
+    (small_repo / "resnet50" / "config.pbtxt").write_bytes(LABELLED_CONFIG)
+    sync(small_repo, gcs_client, bucket_name)
+    live = gcs_client.bucket(bucket_name).blob(f"{PREFIX}/resnet50/config.pbtxt").download_as_bytes()
+    (small_repo / "resnet50" / "1" / "model.onnx").write_bytes(onnx_model(b"second"))
+    (small_repo / "resnet50" / "labels.txt").write_bytes(b"cat\ndog\nbird\n")
+
+    held = sync(small_repo, gcs_client, bucket_name, holds=("europe-west4",))
+    assert held.versions["resnet50"] == [2] and held.held["resnet50"] == {"europe-west4": [1]}
+    assert "resnet50/configs/europe-west4.pbtxt" in held.uploaded and held.deleted == []
+    blob = gcs_client.bucket(bucket_name).blob(f"{PREFIX}/resnet50/configs/europe-west4.pbtxt")
+    assert blob.download_as_bytes() == live
+    names = bucket_md5s(gcs_client, bucket_name)
+    assert {
+        "resnet50/1/model.onnx",
+        "resnet50/labels.v1.txt",
+        "resnet50/2/model.onnx",
+        "resnet50/labels.v2.txt",
+    } <= set(names)
+    # Models with no live config before this sync (none here) and models unchanged are held too: the other two.
+    assert held.held["preprocess"] == {"europe-west4": [1]}
+
+    (small_repo / "resnet50" / "1" / "model.onnx").write_bytes(onnx_model(b"third"))
+    third = sync(small_repo, gcs_client, bucket_name, holds=("europe-west4",))
+    assert _pins(gcs_client, bucket_name, "resnet50/config.pbtxt") == [3]
+    assert _pins(gcs_client, bucket_name, "resnet50/configs/europe-west4.pbtxt") == [1]
+    assert "resnet50/2/model.onnx" in third.deleted and "resnet50/1/model.onnx" not in third.deleted
+    assert sync(small_repo, gcs_client, bucket_name, holds=("europe-west4",)).uploaded == []  # steady: no change
+
+    released = sync(small_repo, gcs_client, bucket_name)
+    assert {"resnet50/configs/europe-west4.pbtxt", "resnet50/1/model.onnx", "resnet50/labels.v1.txt"} <= set(
+        released.deleted
+    )
+    names = bucket_md5s(gcs_client, bucket_name)
+    assert not [n for n in names if "/configs/" in n] and "resnet50/3/model.onnx" in names
+    assert released.held == {}
+
+
+def test_a_staged_sync_neither_writes_nor_releases_holds(gcs_client, bucket_name, small_repo) -> None:
+    sync(small_repo, gcs_client, bucket_name, holds=("asia-east1",))
+    held = "resnet50/configs/asia-east1.pbtxt"
+    assert held not in bucket_md5s(gcs_client, bucket_name)  # nothing was live before the first sync
+    (small_repo / "resnet50" / "1" / "model.onnx").write_bytes(onnx_model(b"second"))
+    staged = sync(small_repo, gcs_client, bucket_name, stage=True, holds=("asia-east1",))
+    assert held not in staged.uploaded and staged.deleted == []
+    pinned = sync(small_repo, gcs_client, bucket_name, holds=("asia-east1",))
+    assert held in pinned.uploaded and _pins(gcs_client, bucket_name, held) == [1]
+    assert _pins(gcs_client, bucket_name, "resnet50/config.pbtxt") == [2]
+    again = sync(small_repo, gcs_client, bucket_name, stage=True)  # a stage without the hold releases nothing
+    assert held in bucket_md5s(gcs_client, bucket_name) and again.deleted == []
+
+
+@pytest.mark.parametrize("name", ["Europe", "-a", "a-", "a/b", "a.pbtxt", "", "a" * 64, "x\ny"])
+def test_a_bad_hold_name_is_refused_before_anything_changes(gcs_client, bucket_name, small_repo, name) -> None:
+    with pytest.raises(SyncError, match="--hold"):
+        sync(small_repo, gcs_client, bucket_name, holds=(name,))
+    assert bucket_md5s(gcs_client, bucket_name) == {}
+
+
+def test_a_stranger_at_a_held_configs_name_stops_the_sync(gcs_client, bucket_name, small_repo) -> None:
+    sync(small_repo, gcs_client, bucket_name)
+    gcs_client.bucket(bucket_name).blob(f"{PREFIX}/resnet50/configs/us-east1.pbtxt").upload_from_string(b"theirs")
+    with pytest.raises(SyncError, match="not written by this sync"):
+        sync(small_repo, gcs_client, bucket_name, holds=("us-east1",))
