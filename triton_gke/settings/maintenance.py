@@ -351,11 +351,7 @@ def support_ends(cluster: ClusterSettings, table: dict[int, versions.MinorSuppor
     """
     match = re.fullmatch(r"1\.([1-9][0-9]*)", cluster.kubernetes_version)
     entry = table.get(int(match.group(1))) if match else None
-    if entry is None:
-        return None
-    if cluster.release_channel == versions.EXTENDED_CHANNEL and entry.end_of_extended_support is not None:
-        return entry.end_of_extended_support
-    return entry.end_of_standard_support
+    return None if entry is None else versions.support_end(entry, cluster.release_channel)
 
 
 def check_exclusions_in_support(
