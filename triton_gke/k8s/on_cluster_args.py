@@ -19,7 +19,8 @@ from triton_gke.contracts.gke_limits import MAX_TRITON_REPLICAS
 from triton_gke.contracts.naming import DNS_LABEL, DNS_LABEL_MAX, bucket_name_problem
 from triton_gke.k8s.common import TAINT_EFFECTS
 from triton_gke.model_repo.errors import ModelRepoError
-from triton_gke.model_repo.settings import FIRST_CUDA13_RELEASE, image_release, runs_on_driver
+from triton_gke.model_repo.recipes import driver_needed, image_runs_on_driver
+from triton_gke.model_repo.settings import FIRST_CUDA13_RELEASE, image_release
 from triton_gke.observability.settings import MonitoringError, validate_label_value
 from triton_gke.settings.serving import MAX_QUEUE_TIME_TARGET_MS, MAX_STARTUP_MINUTES
 
@@ -174,19 +175,19 @@ def flag_problem(key: str, value: Any, a: Mapping[str, Any], serves_metrics: boo
 def image_tag_problem(value: Any, driver_branch: int | None) -> Problem:
     """The one rule of a Triton tag (model_repo/settings.py image_release: a released YY.MM-py3 server image, the
     rule the settings layer applies to tritonImageTag), and a CUDA 13 image only where the nodes' driver branch is
-    known to run it (runs_on_driver)."""
+    known to run it (model_repo/recipes.py image_runs_on_driver, the toolchain table's rule)."""
     if isinstance(value, pulumi.Output):
         return _must_be_plain("image_tag", value, "the Triton image tag")
     try:
         release = image_release(value)
     except ModelRepoError as err:
         return f"image_tag: {err.reason}"  # the rule's reason under this component's own field name
-    if release < FIRST_CUDA13_RELEASE or (driver_branch is not None and runs_on_driver(release, driver_branch)):
+    if release < FIRST_CUDA13_RELEASE or (driver_branch is not None and image_runs_on_driver(release, driver_branch)):
         return None
     known = "its nodes' driver is unknown here" if driver_branch is None else f"its nodes run R{driver_branch}"
     return (
-        f"image_tag: {value!r} is a CUDA 13 image (25.08 and later), which a T4 runs only on driver R575+ or "
-        f"R470/R525/R535/R545, not on R550/R570, and {known}: use 25.06-py3 (CUDA 12)"
+        f"image_tag: {value!r} is a CUDA 13 image (25.08 and later), which needs driver {driver_needed(release)} "
+        f"(infra/data/triton_toolchain.csv), and {known}: use 25.06-py3 (CUDA 12)"
     )
 
 

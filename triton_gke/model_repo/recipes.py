@@ -29,7 +29,7 @@ from pathlib import Path
 from triton_gke.bounded_files import one_line, read_text_file
 from triton_gke.contracts.paths import TOOLCHAIN_CSV
 from triton_gke.model_repo.errors import ModelRepoError
-from triton_gke.model_repo.settings import image_release
+from triton_gke.model_repo.settings import image_release, runs_on_driver
 
 MAX_BYTES = 64 * 1024
 COLUMNS = ("first_release", "last_release", "tensorrt_major", "cuda", "min_driver_branch", "forward_compat_branches")
@@ -83,6 +83,29 @@ def _release(cell: str) -> tuple[int, int]:
     if not match:
         raise ValueError(cell)
     return int(match.group(1)), int(match.group(2))
+
+
+def toolchain_row(release: tuple[int, int], table: tuple[Toolchain, ...] | None = None) -> Toolchain | None:
+    """The row of infra/data/triton_toolchain.csv holding `release`; None for a release before the table."""
+    return next((t for t in (load_toolchains() if table is None else table) if t.first <= release <= t.last), None)
+
+
+def image_runs_on_driver(release: tuple[int, int], branch: int) -> bool:
+    """Whether a Triton image of `release` runs on a T4 with driver `branch` (e.g. 535): the one rule, read from the
+    toolchain table's row of the release (its minimum branch or a forward-compatible one), and for a release before
+    the table by model_repo/settings.py runs_on_driver (CUDA 12's forward compatibility)."""
+    row = toolchain_row(release)
+    return row.runs_on(branch) if row else runs_on_driver(release, branch)
+
+
+def driver_needed(release: tuple[int, int]) -> str:
+    """The driver a release needs, as the toolchain table says it ("R580+", "R470+ (or R535 through forward
+    compatibility)"); "a newer driver" for a release before the table."""
+    row = toolchain_row(release)
+    if row is None:
+        return "a newer driver"
+    forward = " or ".join(f"R{b}" for b in row.forward_compat_branches)
+    return f"R{row.min_driver_branch}+" + (f" (or {forward} through forward compatibility)" if forward else "")
 
 
 def toolchain(tag: str, table: tuple[Toolchain, ...] | None = None) -> Toolchain:

@@ -5,7 +5,14 @@ from __future__ import annotations
 from triton_gke.contracts.paths import project_dir
 from triton_gke.loadtest import arrivals
 from triton_gke.model_repo.errors import ModelRepoError
-from triton_gke.model_repo.recipes import Toolchain, job_problem, load_toolchains, recipe
+from triton_gke.model_repo.recipes import (
+    driver_needed,
+    image_runs_on_driver,
+    job_problem,
+    load_toolchains,
+    recipe,
+    toolchain_row,
+)
 from triton_gke.model_repo.settings import (
     FIELD_MAXIMUM,
     REFERENCE_VARIANTS,
@@ -14,7 +21,6 @@ from triton_gke.model_repo.settings import (
     gpu_memory_problem,
     image_release,
     is_saved_model_dir,
-    runs_on_driver,
     validate_source,
 )
 from triton_gke.settings import catalogue
@@ -201,17 +207,14 @@ def check_image_runs_on_driver(
     tag = model_repo.triton_image_tag
     minor = int(cluster.kubernetes_version.split(".")[1])
     branch = nodes_driver_branch(minor, gpu.driver_version)
-    row = _toolchain_row(image_release(tag))
+    row = toolchain_row(image_release(tag))
 
     def runs(on_branch: int) -> bool:
-        return row.runs_on(on_branch) if row else runs_on_driver(image_release(tag), on_branch)
+        return image_runs_on_driver(image_release(tag), on_branch)
 
     if runs(branch):
         return
-    needs = "a newer driver"
-    if row:
-        forward = " or ".join(f"R{b}" for b in row.forward_compat_branches)
-        needs = f"R{row.min_driver_branch}+" + (f" (or {forward} through forward compatibility)" if forward else "")
+    needs = driver_needed(image_release(tag))
     working = [c for c in ("DEFAULT", "LATEST") if runs(nodes_driver_branch(minor, c))]
     fix = f"gpuDriverVersion {working[0]}" if working else "a kubernetesVersion whose GKE driver is new enough"
     raise reader.fail(
@@ -221,11 +224,6 @@ def check_image_runs_on_driver(
         f"gpuDriverVersion {gpu.driver_version} on Kubernetes {cluster.kubernetes_version} installs R{branch}; "
         f"use {fix} (infra/data/gke_gpu_drivers.csv) or tritonImageTag 25.06-py3",
     )
-
-
-def _toolchain_row(release: tuple[int, int]) -> Toolchain | None:
-    """The row of infra/data/triton_toolchain.csv holding `release`; None for a release before the table."""
-    return next((t for t in load_toolchains() if t.first <= release <= t.last), None)
 
 
 def serving(reader: Reader) -> ServingSettings:

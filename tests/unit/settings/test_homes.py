@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from tests.conftest import PROJECT, stack_settings
 from triton_gke.k8s.on_cluster_args import image_tag_problem
 from triton_gke.model_repo.errors import ModelRepoError
-from triton_gke.model_repo.settings import image_release
+from triton_gke.model_repo.recipes import driver_needed, image_runs_on_driver
+from triton_gke.model_repo.settings import FIRST_CUDA13_RELEASE, image_release, is_known_release
 from triton_gke.settings import ConfigError, load_stack_settings, serving
 from triton_gke.settings.homes import HOMES, STEPS
 from triton_gke.settings.reader import Reader
@@ -29,6 +30,8 @@ from triton_gke.settings.schema import config_schema
 from triton_gke.settings.serving import MODEL_FIELD_KEYS
 
 KEYS = config_schema()[1]
+# Every released month the toolkit knows from 25.06 (the tables' range): what the driver rule is asked about.
+KNOWN_RELEASES_FOR_DRIVERS = {(y, m) for y in range(25, 28) for m in range(1, 13) if is_known_release((y, m))}
 TYPED_READS = ("integer", "string", "strings", "boolean", "choice", "path")
 ENTRY = load_stack_settings.__code__
 # A sized stack (targetRps) takes the branches of the capacity step the shipped stacks do not.
@@ -141,3 +144,21 @@ def _refusal(overrides: dict[str, str]) -> str | None:
     except ConfigError as err:
         return str(err)
     return None
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    release=st.sampled_from(sorted(KNOWN_RELEASES_FOR_DRIVERS)),
+    branch=st.sampled_from((450, 470, 525, 535, 545, 550, 570, 575, 580, 590)),
+)
+def test_the_component_and_the_stack_follow_one_driver_rule(release: tuple[int, int], branch: int) -> None:
+    """TritonOnCluster's image_tag check and the stack's tritonImageTag check both ask model_repo/recipes.py
+    image_runs_on_driver (infra/data/triton_toolchain.csv, and runs_on_driver before it): for any release and driver
+    branch the component accepts a tag exactly when that rule says the image runs (a 26.06 image on R535 was accepted
+    by the component and refused by the stack before)."""
+    tag = f"{release[0]:02d}.{release[1]:02d}-py3"
+    accepted = image_tag_problem(tag, driver_branch=branch) is None
+    cuda12 = release < FIRST_CUDA13_RELEASE
+    assert accepted == (cuda12 or image_runs_on_driver(release, branch))
+    if not accepted:
+        assert driver_needed(release) in image_tag_problem(tag, driver_branch=branch)
