@@ -25,16 +25,21 @@ with that line), never a traceback and never a hang:
 - JSON (parse_json): nested deeper than MAX_JSON_DEPTH (checked on the text in linear time, before the parser
   recurses), NaN/Infinity (not JSON, though Python's json reads them), integers of more digits than Python converts.
 
+The other direction has one home here too: output_folder_problem, the check of every command's output folder
+(--out and its kin), says in one clause why a folder cannot take a command's files, before the command runs.
+
 Standard library only and importing nothing of the project: it sits in the bottom layer of .importlinter, so every
 room imports it without an import cycle.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import stat
+import tempfile
 from collections.abc import Callable
 from itertools import accumulate
 from pathlib import Path
@@ -193,3 +198,74 @@ def parse_json(
     except ValueError as err:  # parse_constant, a hook, or an integer of too many digits (sys.set_int_max_str_digits)
         problem = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise error(f"{shown}: {one_line(problem)[:200]}") from None
+
+
+# ---------------------------------------------------------------- output folders
+
+# The longest file or folder name and the longest path Linux takes (limits.h NAME_MAX, PATH_MAX, the terminating NUL
+# included); a longer one is ENAMETOOLONG from every call (https://man7.org/linux/man-pages/man2/mkdir.2.html).
+NAME_MAX = 255
+PATH_MAX = 4096
+OUT_PROBE_PREFIX = ".triton-gke-probe-"
+
+
+def output_folder_problem(path: Path) -> str | None:
+    """Why a command could not make `path` its output folder and write its files there (one clause), or None.
+
+    The one check of every output folder option (sandbox, plan, bench and its tuners, gpu-check, model-repo custom,
+    dashboards), before any work. Tried, not guessed: the missing folders are made, a probe file is created in
+    `path`, and all of them are removed again, so whatever refuses a write is found: /proc (mkdir(2) there fails,
+    ENOENT), /sys (EROFS or EACCES), a read-only mount, a folder without write permission, a path under a file
+    (ENOTDIR). Permission bits are not read instead (os.access): root, the user of most containers, writes through
+    them (capabilities(7), https://man7.org/linux/man-pages/man7/capabilities.7.html: CAP_DAC_OVERRIDE "Bypass file
+    read, write, and execute permission checks"), so a mode-0555 folder is writable there and refused elsewhere.
+    """
+    text = str(path)
+    if "\0" in text:  # os calls raise ValueError ("embedded null byte"), not OSError
+        return "a path cannot hold a NUL byte"
+    encoded = os.fsencode(text)
+    if len(encoded) >= PATH_MAX or any(len(name) > NAME_MAX for name in encoded.split(b"/")):
+        return f"longer than a path may be ({PATH_MAX - 1} bytes, {NAME_MAX} per file or folder name)"
+    return _nearest_existing_problem(Path(path)) or _write_probe_problem(Path(path))
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return path.lstat()
+    except OSError:  # absent, or below a file (ENOTDIR): the nearest existing part says which
+        return None
+
+
+def _nearest_existing_problem(path: Path) -> str | None:
+    """The nearest part of `path` that exists must be a folder, or a link to one (a dangling link is refused)."""
+    for part in (path, *path.parents):
+        status = _lstat(part)
+        if status is None:
+            continue
+        if stat.S_ISLNK(status.st_mode):
+            try:
+                status = part.stat()
+            except OSError:
+                return f"{one_line(part)} is a symbolic link to nothing"
+        return None if stat.S_ISDIR(status.st_mode) else f"{one_line(part)} exists and is not a folder"
+    return None
+
+
+def _write_probe_problem(path: Path) -> str | None:
+    """Make what is missing and a probe file, then remove them (the deepest first): None when that worked."""
+    created = [part for part in (path, *path.parents) if _lstat(part) is None][::-1]
+    made: list[Path] = []
+    try:
+        for folder in created:
+            folder.mkdir()
+            made.append(folder)
+        handle, probe = tempfile.mkstemp(prefix=OUT_PROBE_PREFIX, dir=path)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as err:
+        return f"cannot write there ({one_line(err.strerror or err)})"
+    finally:
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+    return None

@@ -201,6 +201,7 @@ def write(out: Path, pages: Mapping[str, str]) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from triton_gke.bounded_files import one_line, output_folder_problem
     from triton_gke.one_line import OneLineParser
 
     parser = OneLineParser(
@@ -209,6 +210,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"the folder to write (default {DEFAULT_OUT})")
     args = parser.parse_args(argv)
+    problem = output_folder_problem(args.out)  # the one check of output folders: one line, exit 2, nothing written
+    if problem is not None:
+        parser.error(f"--out {one_line(args.out)}: {problem}")
     for path in write(args.out, render(committed_schema())):
         print(f"wrote {path}")
     return 0

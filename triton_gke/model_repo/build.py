@@ -25,7 +25,7 @@ from pathlib import Path
 import onnx
 import onnxruntime
 
-from triton_gke.bounded_files import read_text_file
+from triton_gke.bounded_files import one_line, output_folder_problem, read_text_file
 from triton_gke.contracts.paths import model_cache_dir
 from triton_gke.model_repo import configs, cpu_twin, digests, engines, quantize, resnet50
 from triton_gke.model_repo.errors import ModelRepoError
@@ -467,8 +467,10 @@ def _check_targets(out: Path, cpu_out: Path | None) -> None:
     for key, target in (("out", out), ("cpu_out", cpu_out)):
         if target is None:
             continue
-        if target.exists() and not target.is_dir():
-            raise ModelRepoError(f"{key}: {target} exists and is not a folder")
+        # The one check of output folders: a file, a path under /proc or /sys, a read-only folder, a name too long.
+        problem = output_folder_problem(target)
+        if problem is not None:
+            raise ModelRepoError(f"{key}: {one_line(target)}: {problem}")
         if target.is_dir() and any(target.iterdir()) and not (target / MANIFEST).is_file():
             raise ModelRepoError(
                 f"{key}: {target} is not empty and was not written by model_repo; choose another folder"

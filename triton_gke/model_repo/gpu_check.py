@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from triton_gke.bounded_files import one_line
+from triton_gke.bounded_files import one_line, output_folder_problem
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED
 from triton_gke.contracts.naming import COMPUTE_CAPABILITY
 from triton_gke.contracts.paths import built_repository, project_dir
@@ -252,16 +252,16 @@ def results_folder(out: Path | None, gpu: Gpu, day: datetime.date) -> Path:
                 break
             out = base.with_name(f"{base.name}-{n}")
     shown = one_line(str(out))
-    if out.is_symlink():
+    if os.path.islink(out):  # False, never an error, for a path too long or holding a NUL byte
         raise GpuCheckError(f"--out {shown}: a link; name a new or empty folder")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    # Tried, not read from the permission bits (os.access says yes to root for a read-only folder): the one check.
+    problem = output_folder_problem(out)
+    taken = os.path.lexists(out) and not os.path.isdir(out)  # os.path's tests: False, never an error, on any path
+    if taken or problem is None and os.path.isdir(out) and any(out.iterdir()):
         raise GpuCheckError(f"--out {shown}: exists and is not an empty folder; name a new one")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise GpuCheckError(f"--out {shown}: cannot make it ({err.strerror or err})") from None
-    if not os.access(out, os.W_OK):
-        raise GpuCheckError(f"--out {shown}: not writable")
+    if problem is not None:
+        raise GpuCheckError(f"--out {shown}: {problem}")
+    out.mkdir(parents=True, exist_ok=True)
     return out
 
 

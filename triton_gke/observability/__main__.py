@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from triton_gke.bounded_files import output_folder_problem
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT
 from triton_gke.contracts.paths import DASHBOARD_DIR, in_checkout
 from triton_gke.observability.dashboards import dashboards, stale_dashboards, write_dashboards
@@ -31,6 +32,9 @@ def check_out(out: Path, writing: bool) -> None:
         raise OutError(f"{out} exists and is not a folder")
     if not writing:
         return
+    problem = output_folder_problem(out)  # /proc, /sys, a read-only folder, a name too long: before anything is written
+    if problem is not None:
+        raise OutError(f"{out}: {problem}")
     for name in dashboards():
         if (out / name).is_symlink():
             raise OutError(f"{out / name} is a symbolic link; dashboards are never written through a link (remove it)")

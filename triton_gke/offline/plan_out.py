@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from triton_gke.bounded_files import one_line, read_capped_file
+from triton_gke.bounded_files import one_line, output_folder_problem, read_capped_file
 from triton_gke.contracts.paths import build_dir
 from triton_gke.offline.plan_view import kubernetes_objects
 from triton_gke.offline.runtime import Plan
@@ -52,10 +52,14 @@ def check_out_dir(out_dir: Path, option: str = "--out") -> None:
 
 
 def _check_out_dir(out_dir: Path) -> None:
-    _refuse_link(out_dir)
+    if os.path.islink(out_dir):  # False, never an error, for a path too long or holding a NUL byte
+        _refuse_link(out_dir)
+    # A file, a path under one, /proc or /sys, a read-only folder, a name too long: refused before the program is
+    # evaluated (the one check of output folders).
+    problem = output_folder_problem(out_dir)
+    if problem is not None:
+        raise _FolderError(f"{one_line(out_dir)}: {problem}")
     _refuse_link(out_dir / WRITTEN_LIST)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise _FolderError(f"{out_dir} exists and is not a folder")
     if not out_dir.is_dir() or (out_dir / WRITTEN_LIST).is_file() or not any(out_dir.iterdir()):
         return
     raise _FolderError(

@@ -30,6 +30,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from triton_gke.bounded_files import one_line, output_folder_problem
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED
 from triton_gke.contracts.naming import model_bucket_name
 from triton_gke.contracts.paths import built_repository, cpu_twin_repository, project_dir, sandbox_build_dir
@@ -351,6 +352,20 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def check_out(out: Path, scenario: str) -> None:
+    """ConfigError, one line naming --out, for a results folder this run could not write into (an existing file, a
+    path under /proc or /sys, a read-only folder: bounded_files.output_folder_problem), before anything starts.
+    The rollout scenario's OUT/rollout is removed and made again (run), so it may not be a link."""
+    folder = out / "rollout" if scenario == "rollout" else out
+    if scenario == "rollout" and folder.is_symlink():
+        raise ConfigError(
+            f"--out {one_line(out)}: {one_line(folder)} is a symbolic link; the sandbox never removes one"
+        )
+    problem = output_folder_problem(folder)
+    if problem is not None:
+        raise ConfigError(f"--out {one_line(out)}: {problem}")
+
+
 def _settings(args: argparse.Namespace) -> StackSettings:
     try:
         return from_stack_file(args.stack, overrides_from(args.set), args.config_file)
@@ -374,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     signals = InterruptSignals()
     with signals.installed():
         try:
+            check_out(args.out, args.scenario)
             settings = _settings(args)
             progress(f"stack {args.stack}: settings loaded as the Pulumi program reads them")
             with contextlib.ExitStack() as cleanup:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import triton_gke.bench.__main__ as bench_main
 from triton_gke.bench.__main__ import main
 from triton_gke.bench.runners import runner
+from triton_gke.bounded_files import output_folder_problem
 from triton_gke.loadtest import arrivals
 from triton_gke.settings.stack import STACK_NAME
 
@@ -141,7 +142,7 @@ def test_the_writability_probe_leaves_nothing_behind(depth: int) -> None:
 
     with tempfile.TemporaryDirectory() as root:
         out = Path(root).joinpath(*(f"d{i}" for i in range(depth)))
-        assert runner.writable_folder(out) is None
+        assert output_folder_problem(out) is None
         assert list(Path(root).iterdir()) == []
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triton_gke.bench.plans.results import MAX_RESULTS_BYTES
-from triton_gke.bounded_files import one_line, parse_json, read_text_file
+from triton_gke.bounded_files import one_line, output_folder_problem, parse_json, read_text_file
 from triton_gke.capacity.from_bench import Measured, records_from_results
 from triton_gke.capacity.records import (
     RECORDS_DIR,
@@ -70,11 +70,9 @@ def check_before_run(target: str, saddr: str | None, record: bool, records_dir: 
         load_records(records_dir)
     if out is not None and (out / OUT_RECORDS).exists():
         load_records(out / OUT_RECORDS)
-    from triton_gke.bench.runners.runner import writable_folder  # tritonclient and friends: only when a run is checked
-
     folders = ([("--records-dir", records_dir)] if record else []) + ([("--out", out / OUT_RECORDS)] if out else [])
     for option, folder in folders:  # nothing is written anywhere when one of them cannot be
-        problem = writable_folder(folder)
+        problem = output_folder_problem(folder)
         if problem is not None:
             raise CapacityError(f"{option} {folder}: {problem}")
 

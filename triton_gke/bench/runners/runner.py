@@ -44,7 +44,7 @@ from triton_gke.bench.plans.load_plan import LoadPlan
 from triton_gke.bench.plans.results import PerfAnalyzerOpinion, StepRow, VariantSummary
 from triton_gke.bench.plans.slo_search import PASS, SloCriteria, SloResult, Step, rate_search, spread, verdict
 from triton_gke.bench.runners import perf_analyzer, raw_ort
-from triton_gke.bounded_files import read_text_file
+from triton_gke.bounded_files import output_folder_problem, read_text_file
 from triton_gke.contracts.loadtest import LocustEnvironment
 from triton_gke.contracts.paths import (
     IMPORT_ROOT,
@@ -147,15 +147,15 @@ def refuse_empty_paths(args: Any, *options: str) -> None:
 
 
 def check_writable(folder: Path, option: str) -> None:
-    """BenchError naming `option` when the run could not write into `folder` (writable_folder): before the run's
-    minutes of work, not after them."""
-    problem = writable_folder(folder)
+    """BenchError naming `option` when the run could not write into `folder` (bounded_files.output_folder_problem):
+    before the run's minutes of work, not after them."""
+    problem = output_folder_problem(folder)
     if problem is not None:
         raise BenchError(f"{option} {folder}: {problem}")
 
 
 def check_new_or_empty(out: Path, writer: str) -> None:
-    """--out for a command that writes only into a new or empty folder: writable (writable_folder) and holding
+    """--out for a command that writes only into a new or empty folder: writable (check_writable) and holding
     nothing, so no earlier result or someone else's file is replaced."""
     check_writable(out, "--out")
     held = sorted(out.iterdir()) if out.is_dir() else []
@@ -166,32 +166,6 @@ def check_new_or_empty(out: Path, writer: str) -> None:
             f"--out {out}: not empty (it holds {held[0].name[:80]!r}{more}: an earlier or interrupted run's?); "
             f"{writer} writes into a new or empty folder: give another --out or remove this one"
         )
-
-
-def writable_folder(path: Path) -> str | None:
-    """Why the run could not write its files into `path`, or None. Creates what is missing and a probe file, then
-    removes both: a refusal comes before the run, not after it (when its results would be lost)."""
-    for part in (path, *path.parents):
-        if part.is_symlink() and not part.exists():
-            return f"{part} is a symbolic link to nothing"
-        if part.exists():
-            if not part.is_dir():
-                return f"{part} exists and is not a folder"
-            break
-    created = [p for p in (path, *path.parents) if not p.exists()][::-1]
-    try:
-        for folder in created:
-            folder.mkdir()
-        handle, probe = tempfile.mkstemp(prefix=".bench-probe-", dir=path)
-        os.close(handle)
-        os.unlink(probe)
-    except OSError as err:
-        return f"cannot write there ({err.strerror or err})"
-    finally:
-        for folder in reversed(created):
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-    return None
 
 
 def split_saddr(saddr: str) -> tuple[str, int]:
