@@ -10,11 +10,12 @@ most of its models fails the update instead of emptying the bucket. Pulumi keeps
 the repository (its trigger), never file contents.
 
 Where the engine-build Jobs must build a plan from the new files first (tritonBuildEngines), the upload only
-stages them (`sync --stage`: new version folders beside the live ones, configs untouched) and ModelPin runs the
-pinning sync once every Job reports Complete: a Job that fails stops the update before the pin (pulumi-kubernetes
-fails a Job's create or update on its Failed condition, https://www.pulumi.com/registry/packages/kubernetes/api-docs/
-batch/v1/job/, and Pulumi creates no resource that depends on a failed one), so every pod started meanwhile, or
-after, loads the last good version, which the staged sync leaves in place. The Job itself can only create plan
+stages them (`sync --stage`: new version folders beside the live ones, configs untouched) and ModelPin runs
+`sync --pin` (configs only: it refuses to upload anything the stage did not) once every Job reports Complete: a Job
+that fails stops the update before the pin (pulumi-kubernetes fails a Job's create or update on its Failed
+condition, https://www.pulumi.com/registry/packages/kubernetes/api-docs/batch/v1/job/, and Pulumi creates no
+resource that depends on a failed one), so every pod started meanwhile, or after, loads the last good version, which
+the staged sync leaves in place. The Job itself can only create plan
 objects (infra/engine_writer.py), never a config.
 """
 
@@ -158,10 +159,13 @@ class ModelUploadArgs:
     holds: tuple[str, ...] = ()
 
 
-def sync_command(python: str, local_dir: Path, url: str, stage: bool, holds: Sequence[str] = ()) -> str:
-    """The sync's command line as pulumi-command runs it (one home for the upload and the pin). holds: the regions
-    whose Triton keeps the live versions (model_repo/sync.py, Held versions)."""
-    flags = [*(["--stage"] if stage else []), *(f"--hold={hold}" for hold in holds)]
+def sync_command(python: str, local_dir: Path, url: str, mode: str = "", holds: Sequence[str] = ()) -> str:
+    """The sync's command line as pulumi-command runs it (one home for the upload and the pin). mode: "" (upload and
+    pin), "stage" or "pin" (model_repo/sync.py, Staged updates); holds: the regions whose Triton keeps the live
+    versions (Held versions), given to the sync that pins."""
+    if mode not in ("", "stage", "pin"):
+        raise ValueError(f"sync mode {mode!r}: expected '', 'stage' or 'pin'")
+    flags = [*([f"--{mode}"] if mode else []), *(f"--hold={hold}" for hold in holds)]
     return shlex.join([python, "-m", "triton_gke.model_repo.sync", str(local_dir), url, *flags])
 
 
@@ -178,7 +182,11 @@ class ModelUpload(pulumi.ComponentResource):
         self.local_dir = local_dir
         sync = pulumi.Output.from_input(args.bucket).apply(
             lambda bucket: sync_command(
-                args.python, local_dir, f"gs://{bucket}/{args.prefix}", args.stage, () if args.stage else args.holds
+                args.python,
+                local_dir,
+                f"gs://{bucket}/{args.prefix}",
+                "stage" if args.stage else "",
+                () if args.stage else args.holds,
             )
         )
         self.sync = command.local.Command(
@@ -221,7 +229,7 @@ class ModelPin(pulumi.ComponentResource):
         super().__init__("triton-gke:infra:ModelPin", name, None, opts)
         pin = pulumi.Output.from_input(args.bucket).apply(
             lambda bucket: sync_command(
-                args.python, args.upload.local_dir, f"gs://{bucket}/{args.prefix}", False, args.holds
+                args.python, args.upload.local_dir, f"gs://{bucket}/{args.prefix}", "pin", args.holds
             )
         )
         self.sync = command.local.Command(

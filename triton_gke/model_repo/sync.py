@@ -1,6 +1,7 @@
 """Copy a local Triton model repository into gs://BUCKET/PREFIX without ever losing data it does not own.
 
-    triton-gke sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt] [--stage] [--hold NAME]
+    triton-gke sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt] [--stage | --pin]
+                    [--hold NAME]
 
 Ownership. The destination needs a prefix (a bare bucket is refused). The sync keeps a record,
 PREFIX/.triton-gke-sync.json, of every object it wrote there (name, the generation GCS gave that
@@ -55,11 +56,12 @@ Staged updates (--stage). Where something must be built from the new files befor
 engine-build Job writes a TensorRT plan into the new version folder, k8s/engine_build.py), `pulumi up` runs the sync
 twice: `--stage` does step 1 only (new version folders, label and side files) and records the new numbers as pending,
 leaving every config pinned to its live versions and every old folder in place, so a pod that starts while the build
-runs, or after it failed, loads the last good version; the plain sync after the build (infra/model_upload.py
-ModelPin, which waits for every Job's Complete condition) resumes into those folders, pins them and deletes the old
-ones. The resume accepts, inside the staged folders, the plan files the Job writes (model_repo/engines.py
-is_engine_file) and nothing else it did not write, and only while the staged files are still those of the source;
-a source changed again goes to fresh folders, so no plan built from other weights is ever pinned.
+runs, or after it failed, loads the last good version; `--pin` after the build (infra/model_upload.py ModelPin,
+which waits for every Job's Complete condition) resumes into those folders, pins them and deletes the old ones. The
+resume accepts, inside the staged folders, the plan files the Job writes (model_repo/engines.py is_engine_file) and
+nothing else it did not write, and only while the staged files are still those of the source; otherwise a plain
+sync would go to fresh folders, and `--pin` refuses (exit 2, nothing changed) to upload anything but configs: it
+pins only what was staged and built, never a folder no Job has seen.
 
 Held versions (--hold NAME, repeatable). A tritonserver started with --model-config-name=NAME loads
 <model>/configs/NAME.pbtxt where it exists and config.pbtxt otherwise (triton-inference-server/core
@@ -68,7 +70,9 @@ new in a sync, copies each model's live config.pbtxt, byte for byte, to configs/
 servers keep the versions it pins while the others take the new ones; the versions' files and the label files that
 config names are kept as long as the hold is given (recorded per model under "holds"). A sync without a hold it
 recorded deletes that configs/NAME.pbtxt, and the held versions go with the next flip. A model synced for the first
-time has nothing live to hold. A staged sync neither writes nor releases holds: the pin does.
+time has nothing live to hold. A staged sync neither writes nor releases holds: the pin does. A release deletes the
+held configs before the files they pin; a recorded hold whose config someone else deleted or replaced stops the
+sync (release it, then hold again).
 Version folders the local policy would not load are not sent (Triton copies a whole remote model
 before loading it: "Cloud Storage with Environment variables" in model_repository.md). An
 interrupted sync leaves the live config pinned to complete weights; the next run resumes into the
@@ -105,7 +109,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_gke.bounded_files import json_depth
-from triton_gke.contracts.naming import bucket_name_problem
+from triton_gke.contracts.naming import bucket_name_problem, object_prefix_problem
 from triton_gke.model_repo.engines import is_engine_file
 from triton_gke.model_repo.sync_source import (
     CONFIG_NAME,
@@ -189,6 +193,8 @@ class SyncReport:
     staged: dict[str, list[int]] = field(default_factory=dict)
     # --hold: model -> hold name -> the versions its configs/NAME.pbtxt pins
     held: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    # hold name -> the models whose recorded hold this sync releases (not given again)
+    released: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -262,18 +268,13 @@ def normalize_prefix(prefix: str) -> str:
     stripped = prefix.strip("/")
     if not stripped:
         raise SyncError("destination needs a prefix (gs://BUCKET/PREFIX): the sync never manages a whole bucket")
-    if any(part in ("", ".", "..") for part in stripped.split("/")):
-        raise SyncError(f"invalid object prefix: {show(stripped)} (no empty, '.' or '..' parts)")
-    # Object names: UTF-8, no CR/LF, at most 1024 bytes, never under .well-known/acme-challenge/
-    # (https://cloud.google.com/storage/docs/naming-objects); control characters are refused too.
-    if any(not c.isprintable() and c != " " for c in stripped) or len(stripped.encode("utf-8", "replace")) > 900:
-        raise SyncError(f"invalid object prefix: {show(stripped)} (no control characters; at most 900 bytes)")
-    try:
-        stripped.encode("utf-8")
-    except UnicodeEncodeError:
-        raise SyncError(f"invalid object prefix: {show(stripped)} (not valid UTF-8)") from None
-    if f"{stripped}/".startswith(".well-known/acme-challenge/"):
-        raise SyncError(f"invalid object prefix: {show(stripped)} (GCS reserves .well-known/acme-challenge/)")
+    # The one prefix rule (contracts/naming.py), which the component's model_repository asks too: no control
+    # character, line break or Unicode space, no part starting or ending with a space (" models"), no // . .. parts.
+    why = object_prefix_problem(stripped)
+    if why is None and len(stripped.encode("utf-8")) > 900:  # room below GCS's 1024 bytes for MODEL/VERSION/FILE
+        why = "at most 900 bytes"
+    if why is not None:
+        raise SyncError(f"invalid object prefix: {show(stripped)} ({why})")
     return f"{stripped}/"
 
 
@@ -620,6 +621,14 @@ def plan_holds(
         recorded = record.models.get(model, {}).get("holds", {})
         under = {n: b for n, b in remote.items() if n.startswith(f"{model}/")}
         kept = {h: recorded[h] for h in holds if h in recorded}
+        for hold in kept:
+            name = hold_config(model, hold)
+            entry, blob = record.objects.get(name), under.get(name)
+            if blob is None or entry is None or _is_ours(entry, blob) is None:
+                raise SyncError(
+                    f"{show(where + name)}, the held config of {show(hold)}, was deleted or replaced by someone else; "
+                    f"nothing changed: release the hold (a sync without --hold {hold}), then hold again"
+                )
         for hold in (h for h in holds if h not in recorded):
             new = _new_hold(model, under, record, where)
             if new is None:
@@ -650,6 +659,8 @@ def plan_sync(
     held, hold_uploads = plan_holds(source, remote, record, holds, where)
     for local in hold_uploads:
         blob = remote.get(local.relative)
+        if len((where + local.relative).encode()) > _MAX_NAME_BYTES + len("gs://"):
+            raise SyncError(f"object name {show(local.relative)} would exceed GCS's 1024 bytes; nothing changed")
         if blob is not None and local.relative not in record.objects:
             raise SyncError(f"{show(where + local.relative)} exists but was not written by this sync; nothing changed")
     for model in source.models.values():
@@ -666,7 +677,14 @@ def plan_sync(
         keep = _held_names(plan.name, {"holds": held.get(plan.name, {})})
         for name in sorted(n for n in under if n in record.objects and n not in plan.desired and n not in keep):
             # Leftovers inside the new folders go before the flip, so the new version holds only its own files.
-            (before if plan.changed and _version_folder(name) in targets else after).append(under[name])
+            # A released hold's config goes before the files it pins, as a removed model's does: no config ever
+            # names a version whose files are gone.
+            if plan.changed and _version_folder(name) in targets:
+                before.append(under[name])
+            elif _is_config(name):
+                after.insert(0, under[name])
+            else:
+                after.append(under[name])
     removed = sorted({m for n in remote if n in record.objects and (m := _model_of(n)) and m not in source.models})
     gone = [remote[n] for n in sorted(remote) if n in record.objects and _model_of(n) in removed]
     # A removed model loses its config first, so Triton never sees half of it.
@@ -1033,6 +1051,28 @@ def _is_model_config(name: str) -> bool:
     return name.endswith(f"/{CONFIG_NAME}") and name.count("/") == 1
 
 
+def check_pin_only(plan: SyncPlan, remote: dict[str, storage.Blob], record: Record, where: str) -> None:
+    """--pin: the plan may write configs only (the staged folders are complete and were built from): anything else
+    to upload means a model was not staged, or its staged folder cannot be resumed. Refused naming the model."""
+    for local in plan.uploads:
+        if _is_config(local.relative):
+            continue
+        model = local.relative.split("/", 1)[0]
+        foreign = sorted(
+            n
+            for n in remote
+            if _model_of(n) == model and n not in record.objects and _version_folder(n) is not None
+            and not is_engine_file(n)
+        )  # fmt: skip
+        why = (
+            "a version folder holds objects neither this sync nor the engine-build Job wrote: "
+            + ", ".join(show(n) for n in foreign[:3])
+            if foreign
+            else "its files were not staged (run the sync with --stage first)"
+        )
+        raise SyncError(f"--pin: {show(where + model)} cannot be pinned, {why}; nothing changed")
+
+
 def plan_versions(model: ModelPlan) -> list[int]:
     """The version numbers a model's pinned config lists."""
     return sorted({v for name in model.desired if (v := _version_folder(name)) is not None})
@@ -1054,6 +1094,7 @@ def sync_repository(
     note: Callable[[str], None] | None = None,
     stage: bool = False,
     holds: tuple[str, ...] = (),
+    pin: bool = False,
 ) -> SyncReport:
     """Make the models under gs://bucket_name/prefix/ those of local_dir, touching only objects the sync owns.
 
@@ -1064,7 +1105,10 @@ def sync_repository(
     note: told one line before the first request to the bucket (the listing), which may wait on the network.
     stage: upload new versions without pinning them or deleting anything live (module docstring, Staged updates).
     holds: names of servers that keep the live versions (module docstring, Held versions); each a HOLD_NAME.
+    pin: write configs only, pinning what a staged sync uploaded; anything else to upload is refused (SyncError).
     """
+    if stage and pin:
+        raise SyncError("--stage and --pin: choose one (stage the new versions, then pin them)")
     for hold in holds:
         if not HOLD_NAME.fullmatch(hold):
             raise SyncError(f"--hold {show(hold)}: expected a lowercase name of letters, digits and '-' (a region)")
@@ -1089,6 +1133,12 @@ def sync_repository(
     live = {name: list(state.get("versions", [])) for name, state in record.models.items()}
     if stage:
         plan = stage_only(plan)
+    if pin:
+        check_pin_only(plan, remote, record, where)
+    released: dict[str, list[str]] = {}
+    for model, state in sorted(record.models.items()):
+        for hold in [] if stage else sorted(set(state.get("holds", {})) - set(plan.holds.get(model, {}))):
+            released.setdefault(hold, []).append(model)
     report = SyncReport(
         uploaded=[f.relative for f in plan.uploads],
         deleted=[b.name[len(prefix) :] for b in plan.before_flip + plan.after_flip],
@@ -1100,6 +1150,7 @@ def sync_repository(
         versions={m.name: live.get(m.name, []) if stage and m.changed else plan_versions(m) for m in plan.models},
         staged={m.name: plan_versions(m) for m in plan.models if stage and m.changed},
         held={m: {h: state["versions"] for h, state in by.items()} for m, by in plan.holds.items()},
+        released=released,
     )
     holds_change = any(plan.holds.get(m, {}) != s.get("holds", {}) for m, s in record.models.items() if not stage)
     if not dry_run and (report.uploaded or report.deleted or holds_change or any(m.changed for m in plan.models)):
@@ -1181,6 +1232,9 @@ def _notes(report: SyncReport, shown: int = 5) -> list[str]:
         )
 
     notes = []
+    for hold, models in sorted(report.released.items()):
+        notes.append(f"released hold {show(hold)} (no --hold {hold}): its configs and the versions only they kept go, "
+                     f"models {', '.join(show(m) for m in models)}")  # fmt: skip
     for model, by in sorted(report.held.items()):
         notes.append(f"held: {show(model)} " + ", ".join(f"{show(h)} {v}" for h, v in sorted(by.items())))
     if report.staged:
@@ -1227,6 +1281,11 @@ def _parser() -> argparse.ArgumentParser:
         "a later sync without --stage pins them",
     )
     parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="pin what a sync with --stage uploaded (configs only); refuse if anything else would be uploaded",
+    )
+    parser.add_argument(
         "--hold",
         action="append",
         default=[],
@@ -1259,6 +1318,7 @@ def main(argv: list[str] | None = None) -> int:
             adopt=args.adopt,
             source=source,
             stage=args.stage,
+            pin=args.pin,
             holds=tuple(args.hold),
             # An unreachable endpoint is retried for 120 s before the listing fails (google.cloud.storage.retry
             # DEFAULT_RETRY, google.api_core.retry _DEFAULT_DEADLINE = 60.0 * 2.0): say what it waits on.

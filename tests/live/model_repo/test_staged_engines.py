@@ -104,8 +104,9 @@ class Deploy:
             command, shell=True, cwd=PROJECT_DIR, env=self.env, capture_output=True, text=True, timeout=300
         )
 
-    def sync(self, stage: bool, holds: tuple[str, ...] = ()) -> None:
-        done = self.run(sync_command(sys.executable, self.repo, URL, stage, holds))
+    def sync(self, mode: str = "", holds: tuple[str, ...] = ()) -> None:
+        """The sync as infra/model_upload.py runs it: "" (upload and pin), "stage" or "pin"."""
+        done = self.run(sync_command(sys.executable, self.repo, URL, mode, holds))
         assert done.returncode == 0, done.stderr
 
     def job(self, monkeypatch: pytest.MonkeyPatch) -> bool:
@@ -127,10 +128,10 @@ class Deploy:
 
     def up(self, monkeypatch: pytest.MonkeyPatch) -> bool:
         """Stage, the Job, and the pin only if the Job completed (a failed Job fails the update before it)."""
-        self.sync(stage=True)
+        self.sync("stage")
         completed = self.job(monkeypatch)
         if completed:
-            self.sync(stage=False)
+            self.sync("pin")
         return completed
 
 
@@ -211,11 +212,11 @@ def test_a_held_region_serves_the_last_version_while_the_others_take_the_new_one
     model_repository_manager.cc GetModelConfigFullPath: configs/NAME.pbtxt where it exists, else config.pbtxt)."""
     netns, gcs, _, deploy = bucket_world
     write_adder(deploy.repo, 1.0)
-    deploy.sync(stage=False)
+    deploy.sync()
     write_adder(deploy.repo, 2.0)
-    deploy.sync(stage=False, holds=("europe-west4",))
+    deploy.sync(holds=("europe-west4",))
     assert served(netns, gcs, "europe-west4") == ("1", 1.0)
     assert served(netns, gcs) == ("2", 2.0)
     assert served(netns, gcs, "us-central1") == ("2", 2.0)  # no configs/us-central1.pbtxt: config.pbtxt
-    deploy.sync(stage=False)
+    deploy.sync()
     assert served(netns, gcs, "europe-west4") == ("2", 2.0)

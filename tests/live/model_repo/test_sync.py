@@ -894,9 +894,11 @@ def test_a_staged_version_is_pinned_only_by_the_sync_after_it_and_never_with_a_p
     plan.upload_from_string(b"engine of v2", if_generation_match=0)  # the Job, as --no-clobber writes
 
     (small_repo / "trt" / "1" / "model.onnx").write_bytes(onnx_model(b"v3"))  # changed before the pin
+    with pytest.raises(SyncError, match="--pin: .*trt cannot be pinned, its files were not staged"):
+        sync(small_repo, gcs_client, bucket_name, pin=True)  # v3 was never staged: no Job built it
     restaged = sync(small_repo, gcs_client, bucket_name, stage=True)
     assert restaged.staged == {"trt": [3]} and restaged.uploaded == ["trt/3/model.onnx"]
-    pinned = sync(small_repo, gcs_client, bucket_name)
+    pinned = sync(small_repo, gcs_client, bucket_name, pin=True)
     assert pinned.versions["trt"] == [3] and pinned.uploaded == ["trt/config.pbtxt"]
     assert sorted(pinned.deleted) == ["trt/1/model.onnx", "trt/2/model.onnx"]
     served = mc.ModelConfig()
@@ -1005,3 +1007,64 @@ def test_a_stranger_at_a_held_configs_name_stops_the_sync(gcs_client, bucket_nam
     gcs_client.bucket(bucket_name).blob(f"{PREFIX}/resnet50/configs/us-east1.pbtxt").upload_from_string(b"theirs")
     with pytest.raises(SyncError, match="not written by this sync"):
         sync(small_repo, gcs_client, bucket_name, holds=("us-east1",))
+
+
+def test_the_pin_refuses_a_staged_folder_holding_a_stranger_instead_of_pinning_one_no_job_built(
+    gcs_client, bucket_name, small_repo
+) -> None:
+    """Red team: an object in the staged folder that neither the sync nor the Job wrote (any `.plan` name the writer
+    may create) made the resume take a fresh folder, which the pin then pinned without a plan. --pin refuses."""
+    (small_repo / "trt" / "1").mkdir(parents=True)
+    (small_repo / "trt" / "1" / "model.onnx").write_bytes(onnx_model(b"v1"))
+    (small_repo / "trt" / "config.pbtxt").write_bytes(PLAN_CONFIG)
+    sync(small_repo, gcs_client, bucket_name)
+    (small_repo / "trt" / "1" / "model.onnx").write_bytes(onnx_model(b"v2"))
+    sync(small_repo, gcs_client, bucket_name, stage=True)
+    bucket = gcs_client.bucket(bucket_name)
+    bucket.blob(f"{PREFIX}/trt/2/model.25.06.cc75.plan").upload_from_string(b"engine")
+    bucket.blob(f"{PREFIX}/trt/2/extra.plan").upload_from_string(b"planted")
+    before = snapshot(gcs_client, bucket_name)
+    with pytest.raises(SyncError, match=r"--pin: .*trt cannot be pinned, .*trt/2/extra\.plan"):
+        sync(small_repo, gcs_client, bucket_name, pin=True)
+    assert snapshot(gcs_client, bucket_name) == before
+    assert _pins(gcs_client, bucket_name, "trt/config.pbtxt") == [1]
+
+
+def test_a_release_deletes_the_held_config_before_the_files_it_pins_and_says_so(gcs_client, bucket_name, small_repo):
+    """Red team: the release deleted held weights before the held config (name order), so an interruption left a
+    config naming deleted files. Every config now goes first, and the report names the released hold."""
+    sync(small_repo, gcs_client, bucket_name)
+    (small_repo / "resnet50" / "1" / "model.onnx").write_bytes(onnx_model(b"second"))
+    sync(small_repo, gcs_client, bucket_name, holds=("eu",))
+    steps: list[tuple[str, str]] = []
+    released = sync(small_repo, gcs_client, bucket_name, step=lambda action, name: steps.append((action, name)))
+    deletes = [name for action, name in steps if action == "delete"]
+    held_configs = [n for n in deletes if "/configs/" in n]
+    assert held_configs and deletes[: len(held_configs)] == held_configs, deletes
+    assert "resnet50/1/model.onnx" in deletes
+    assert released.released == {"eu": sorted(released.released["eu"])} and "resnet50" in released.released["eu"]
+
+
+def test_a_held_config_deleted_by_someone_else_stops_the_sync(gcs_client, bucket_name, small_repo) -> None:
+    sync(small_repo, gcs_client, bucket_name)
+    (small_repo / "resnet50" / "1" / "model.onnx").write_bytes(onnx_model(b"second"))
+    sync(small_repo, gcs_client, bucket_name, holds=("eu",))
+    gcs_client.bucket(bucket_name).blob(f"{PREFIX}/resnet50/configs/eu.pbtxt").delete()
+    with pytest.raises(SyncError, match="the held config of eu, was deleted or replaced by someone else"):
+        sync(small_repo, gcs_client, bucket_name, holds=("eu",))
+
+
+def test_a_held_config_name_past_gcs_limits_is_refused_before_anything_changes(gcs_client, bucket_name, tmp_path):
+    """Red team: the held config's object name was not length-checked (GCS refuses names over 1024 bytes)."""
+    long_model = "m" * 60
+    repo = tmp_path / "repo"
+    (repo / long_model / "1").mkdir(parents=True)
+    (repo / long_model / "1" / "model.onnx").write_bytes(onnx_model(b"v1"))
+    (repo / long_model / "config.pbtxt").write_bytes(f'name: "{long_model}"\n'.encode())
+    prefix = "p" * 890
+    sync_repository(repo, bucket_name, prefix, gcs_client)
+    (repo / long_model / "1" / "model.onnx").write_bytes(onnx_model(b"v2"))
+    before = snapshot(gcs_client, bucket_name)
+    with pytest.raises(SyncError, match="1024 bytes"):
+        sync_repository(repo, bucket_name, prefix, gcs_client, holds=("h" * 63,))
+    assert snapshot(gcs_client, bucket_name) == before

@@ -55,7 +55,7 @@ def test_with_engine_builds_the_pin_holds_and_the_stage_does_not(engine_plan):
     plan = engine_plan("prod", modelHoldRegions=["asia-east1"])
     commands = _commands(plan)
     assert "--hold" not in commands["models-sync"] and commands["models-sync"].endswith(" --stage")
-    assert commands["models-pin-sync"].endswith(" --hold=asia-east1")
+    assert commands["models-pin-sync"].endswith(" --pin --hold=asia-east1")
 
 
 @settings(max_examples=60)

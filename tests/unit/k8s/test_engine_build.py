@@ -100,7 +100,7 @@ def test_new_versions_are_pinned_only_after_every_regions_job(prod):
     commands = _commands(prod)
     stage, pin = commands["models-sync"], commands["models-pin-sync"]
     assert stage.inputs["create"].endswith(" --stage") and stage.inputs["update"] == stage.inputs["create"]
-    assert pin.inputs["create"] == stage.inputs["create"].removesuffix(" --stage")
+    assert pin.inputs["create"] == stage.inputs["create"].removesuffix(" --stage") + " --pin"
     jobs = _jobs(prod)
     assert len(jobs) == 3 and all(j.urn in pin.dependencies for j in jobs) and stage.urn in pin.dependencies
     for job in jobs:  # the Jobs read what the stage wrote
