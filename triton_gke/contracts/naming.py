@@ -50,6 +50,38 @@ def gcp_name(*parts: str, max_len: int = 40) -> str:
 MODEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
+# Object names (https://cloud.google.com/storage/docs/naming-objects): UTF-8, no carriage return or line feed, not
+# "." or "..", never starting with .well-known/acme-challenge/; the page strongly recommends against the control
+# characters XML 1.0 forbids (#x7F-#x84, #x86-#x9F: they break XML listings) and "#", "[", "]", "*", "?" (gcloud reads
+# "#<digits>" as a generation and the others as wildcards). Triton appends /MODEL/... to the prefix, so an empty part
+# (//) or a "." or ".." part names objects it never finds.
+OBJECT_AVOID = frozenset("#?[]*")
+ACME_CHALLENGE = ".well-known/acme-challenge/"
+
+
+def object_prefix_problem(prefix: str) -> str | None:
+    """Why `prefix` (its parts between '/', without a leading or trailing '/') is not a model prefix in a bucket (one
+    clause), or None. The one rule of the sync's destination (model_repo/sync.py) and the component's
+    model_repository (k8s/on_cluster_args.py); the stack's modelPrefix keeps to a narrower set (settings/model_store).
+
+    Stricter than GCS, which takes any UTF-8: no character that is not printable (every control character, NEL
+    U+0085, U+2028, U+2029, format characters, every space but ' '), and no part starting or ending with a space:
+    " models" names another prefix than "models", and a user who typed it by accident would never find the models.
+    """
+    if any(not c.isprintable() for c in prefix):
+        return "no control characters, line breaks or spaces other than ' ' (not printable)"
+    parts = prefix.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return "no empty, '.' or '..' parts (no //)"
+    if any(part != part.strip() for part in parts):
+        return "no part may start or end with a space"
+    if OBJECT_AVOID & set(prefix):
+        return "no # ? [ ] * (GCS and gcloud read them as generations or wildcards)"
+    if f"{prefix}/".startswith(ACME_CHALLENGE):
+        return f"GCS reserves {ACME_CHALLENGE}"
+    return None
+
+
 def model_bucket_name(project: str, stack: str) -> str:
     """The name of the bucket that holds the stack's model repository."""
     return gcp_name(project, stack, "triton-models", max_len=BUCKET_NAME_MAX)

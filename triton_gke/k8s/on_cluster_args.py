@@ -16,7 +16,7 @@ import yaml
 
 from triton_gke.contracts import workloads
 from triton_gke.contracts.gke_limits import MAX_TRITON_REPLICAS
-from triton_gke.contracts.naming import DNS_LABEL, DNS_LABEL_MAX, bucket_name_problem
+from triton_gke.contracts.naming import DNS_LABEL, DNS_LABEL_MAX, bucket_name_problem, object_prefix_problem
 from triton_gke.k8s.common import TAINT_EFFECTS
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.recipes import driver_needed, image_runs_on_driver
@@ -32,13 +32,10 @@ from triton_gke.settings.serving import MAX_QUEUE_TIME_TARGET_MS, MAX_STARTUP_MI
 COMPONENT_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 MAX_NAME_LENGTH = 63 - len("-grpc")
 
-# Bucket names: contracts/naming.py bucket_name_problem, the one rule the sync asks too.
-# Object names (https://cloud.google.com/storage/docs/objects#naming): at most 1024 bytes of UTF-8, no carriage
-# return or line feed, not "." or "..", and the page recommends against control characters and "#", "?" ("[", "]",
-# "*" too), which gcloud and URLs read as wildcards or fragments. Triton appends `/MODEL/...` to the prefix, so a
-# `..` part or an empty part (`//`) names objects it never finds.
+# Bucket names: contracts/naming.py bucket_name_problem, the one rule the sync asks too; the prefix's characters and
+# parts: object_prefix_problem there, also the sync's. Object names are at most 1024 bytes of UTF-8
+# (https://cloud.google.com/storage/docs/naming-objects).
 MAX_OBJECT_NAME_BYTES = 1024
-OBJECT_AVOID = set("#?[]*")
 GS = "gs://"
 
 # Label keys and values (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/
@@ -125,14 +122,9 @@ def repository_problem(value: Any) -> Problem:
 def _object_path_problem(path: str) -> Problem:
     if len(path.encode()) > MAX_OBJECT_NAME_BYTES:
         return f"an object name has at most {MAX_OBJECT_NAME_BYTES} bytes"
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
-        return "control characters (newlines, NUL, ESC, ...) are not valid in an object name"
-    if OBJECT_AVOID & set(path):
-        return "the prefix may not contain # ? [ ] * (GCS and gcloud read them as fragment or wildcards)"
-    parts = path.rstrip("/").split("/") if path.rstrip("/") else []
-    if any(part in ("", ".", "..") for part in parts):
-        return "the prefix may not have empty, '.' or '..' parts (no //)"
-    return None
+    prefix = path.rstrip("/")
+    why = object_prefix_problem(prefix) if prefix else None  # the one prefix rule, which the sync asks too
+    return f"the prefix takes {why}" if why else None
 
 
 def whole_number_problem(key: str, value: Any, a: Mapping[str, Any]) -> Problem:

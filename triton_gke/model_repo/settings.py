@@ -150,7 +150,7 @@ def default_settings() -> ModelRepoSettings:
 
 def image_release(tag: str) -> tuple[int, int]:
     """(year, month) of a released Triton server image tag such as '25.10-py3'; ModelRepoError says why not."""
-    match = _TAG_RE.match(tag) if isinstance(tag, str) else None
+    match = _TAG_RE.fullmatch(tag) if isinstance(tag, str) else None  # `$` alone lets "25.10-py3\n" through
     if not match:
         raise ModelRepoError(
             f"{tag!r} is not a Triton release tag (expected YY.MM-py3, e.g. {TRITON_IMAGE_TAG})",

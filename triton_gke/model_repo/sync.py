@@ -274,7 +274,7 @@ def normalize_prefix(prefix: str) -> str:
     if why is None and len(stripped.encode("utf-8")) > 900:  # room below GCS's 1024 bytes for MODEL/VERSION/FILE
         why = "at most 900 bytes"
     if why is not None:
-        raise SyncError(f"invalid object prefix: {show(stripped)} ({why})")
+        raise SyncError(f"invalid object prefix: {stripped!r} ({why})")  # quoted: a space at either end shows
     return f"{stripped}/"
 
 

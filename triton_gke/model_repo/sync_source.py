@@ -87,9 +87,10 @@ class Source:
 
 
 def show(path: Path | str) -> str:
-    """A path for a one-line message: control characters and undecodable bytes escaped."""
+    """A path for a one-line message: undecodable bytes and every character that is not printable but ' ' (control
+    characters, NEL, U+2028 and U+2029, which str.splitlines() also splits at, other spaces) escaped."""
     text = str(path)
-    if _bad_characters(text) or not _is_utf8(text):
+    if any(not c.isprintable() and c != " " for c in text) or not _is_utf8(text):
         return ascii(text)
     return text
 

@@ -122,7 +122,7 @@ def validate_slo(slo: SloSettings) -> None:
 
 
 def validate_duration(key: str, value: object) -> None:
-    if not isinstance(value, str) or not _DURATION_RE.match(value):
+    if not isinstance(value, str) or not _DURATION_RE.fullmatch(value):  # `$` alone: "15s\n"
         raise MonitoringError(key, f"{value!r} is not a Prometheus duration such as 15s, 1m or 500ms")
 
 
@@ -132,7 +132,7 @@ def validate_label_value(key: str, value: object) -> None:
 
 
 def validate_label_name(key: str, value: object) -> None:
-    if not isinstance(value, str) or not _LABEL_RE.match(value):
+    if not isinstance(value, str) or not _LABEL_RE.fullmatch(value):  # `$` alone: "job\n"
         raise MonitoringError(key, f"{value!r} is not a Prometheus label name")
 
 

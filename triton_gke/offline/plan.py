@@ -136,7 +136,7 @@ def report_lifecycle(
         if change.action != "unchanged":
             # Names and paths come from the applied plan, a file: control characters shown as escapes, one line each.
             print(one_line(change.line()))
-    print(f"against {path}: {summary(changes)}")
+    print(f"against {one_line(path)}: {summary(changes)}")
     blocked = refused(changes, allowed)
     protected = [c.key for c in blocked if c.protected]
     if protected:

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from triton_gke.bounded_files import one_line
 from triton_gke.infra.cost import load_vm_prices, region_costs, usd_per_million
 from triton_gke.k8s.schema import ManifestError, validate_manifest
 from triton_gke.offline.runtime import Plan, PlannedResource
@@ -180,7 +181,8 @@ def render_text(plan: Plan, k8s_files: list[Path]) -> str:
     def walk(urn: str, indent: str) -> None:
         for child in children.get(urn, []):
             props = _key_properties(child)
-            lines.append(f"{indent}{child.type}  {child.name}" + (f"\n{indent}    {props}" if props else ""))
+            lines.append(f"{indent}{child.type}  {child.name}")
+            lines.extend([f"{indent}    {props}"] if props else [])
             walk(child.urn, indent + "    ")
 
     walk("", "")
@@ -191,7 +193,14 @@ def render_text(plan: Plan, k8s_files: list[Path]) -> str:
     lines.append(f"  {len(plan.resources):4d}  in all")
     if k8s_files:
         lines.append(f"Kubernetes objects: {len(k8s_files)} written under {_common_dir(k8s_files)}")
-    return "\n".join(lines)
+    return one_line_each(lines)
+
+
+def one_line_each(lines: list[str]) -> str:
+    """The lines joined, each kept one line: a name from the stack's settings or a path from the command line that
+    holds a line break (LF, CR, VT, FF, NEL U+0085, U+2028, U+2029: what str.splitlines() splits at) or another
+    character that is not printable is shown escaped, so it can never forge a line of the plan (issue 44)."""
+    return "\n".join(one_line(line) for line in lines)
 
 
 def workload_identity_lines(plan: Plan) -> list[str]:
@@ -237,7 +246,7 @@ def capacity_table(settings: StackSettings) -> str:
     and what the region costs per hour and per million requests, with on-demand and with Spot GPU nodes."""
     cap, gpu, slo = settings.capacity, settings.gpu_pool, settings.monitoring.slo
     if not cap.record_path:
-        return f"\nCapacity: no record for {cap.variant}, so no table: {cap.missing}"
+        return one_line_each(["", f"Capacity: no record for {cap.variant}, so no table: {cap.missing}"])
     lines = [
         "",
         f"Capacity of {cap.variant} at the SLO (p{slo.quantile * 100:g} <= {slo.latency_ms} ms), "
@@ -252,7 +261,7 @@ def capacity_table(settings: StackSettings) -> str:
         f"$/h: the region at its minimum size (GKE fee, cpuMinNodes, GPU minimum; list prices, infra/data); "
         f"$/1M req at {rate}; n/a: a price infra/data lacks."
     )
-    return "\n".join(lines)
+    return one_line_each(lines)
 
 
 def _sizing_line(settings: StackSettings) -> str:

@@ -211,7 +211,10 @@ def gcp_project(config: Mapping[str, str]) -> str:
         raise ConfigError(
             "gcp:project: missing; set the Google Cloud project with `pulumi config set gcp:project PROJECT_ID`"
         )
-    if not GCP_PROJECT_ID.match(project):
+    # fullmatch: `$` also matches before a trailing line break ("Matches the end of the string or just before the
+    # newline at the end of the string", https://docs.python.org/3/library/re.html#regular-expression-syntax), and
+    # "my-project\n" then reached every resource name and the plan's lines (issue 44).
+    if not GCP_PROJECT_ID.fullmatch(project):
         raise ConfigError(
             f"gcp:project: {project!r} is not a valid project ID; expected 6-30 lowercase letters, digits or hyphens"
         )

@@ -10,10 +10,7 @@ from triton_gke.settings.values import ModelStoreSettings, RegionSettings
 
 
 def model_store(reader: Reader, regions: tuple[RegionSettings, ...]) -> ModelStoreSettings:
-    prefix = reader.string("modelPrefix").strip("/")
-    segments = prefix.split("/")
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", prefix) or {".", ".."} & set(segments):
-        raise reader.fail("modelPrefix", prefix, "expected a folder path of letters, digits, '_', '-', '.' and '/'")
+    prefix = model_prefix(reader)
     location = reader.string("bucketLocation") or regions[0].name
     _check_bucket_location(reader, location, tuple(r.name for r in regions))
     return ModelStoreSettings(
@@ -22,6 +19,20 @@ def model_store(reader: Reader, regions: tuple[RegionSettings, ...]) -> ModelSto
         prefix=prefix,
         hold_regions=hold_regions(reader, tuple(r.name for r in regions)),
     )
+
+
+def model_prefix(reader: Reader) -> str:
+    """modelPrefix without its leading and trailing '/'. Spaces around it are refused, not stripped (the one reader
+    strips every text setting): " models" is another GCS prefix than "models" for the sync, which refuses it
+    (contracts/naming.py object_prefix_problem), so a stack that said it would name a prefix nothing uploads to."""
+    raw = reader.raw("modelPrefix")
+    if isinstance(raw, str) and raw != raw.strip():
+        raise reader.fail("modelPrefix", raw, "no whitespace (spaces, tabs, line breaks) before or after the prefix")
+    prefix = reader.string("modelPrefix").strip("/")
+    segments = prefix.split("/")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", prefix) or {".", ".."} & set(segments):
+        raise reader.fail("modelPrefix", prefix, "expected a folder path of letters, digits, '_', '-', '.' and '/'")
+    return prefix
 
 
 def hold_regions(reader: Reader, regions: tuple[str, ...]) -> tuple[str, ...]:
