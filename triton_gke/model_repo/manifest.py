@@ -17,9 +17,9 @@ from typing import Any
 
 from triton_gke.bounded_files import parse_json, read_text_file
 from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.reserved import IGNORED_DIRS, MANIFEST  # MANIFEST marks the folders the builder owns
 from triton_gke.one_line import model_repo_command
 
-MANIFEST = ".model_repo.json"  # marks folders this builder owns (and may replace)
 # A manifest holds ~150 bytes a file; a built repository has tens of files, a user's model source a few thousand.
 MANIFEST_MAX_BYTES = 16 * 1024 * 1024
 FILES = "files"  # manifest key: POSIX path below the root -> SHA-256 (hex) of the file
@@ -37,8 +37,6 @@ def rebuild(stack: str | None = None) -> str:
     return f"rebuild with {model_repo_command(stack)}"
 
 
-# Bytecode the Python backend leaves beside model.py when Triton serves a folder; the sync skips it too.
-IGNORED_DIRS = frozenset({"__pycache__"})
 _BLOCK = 1 << 20
 
 

@@ -111,6 +111,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from triton_gke.bounded_files import json_depth
 from triton_gke.contracts.naming import bucket_name_problem, object_prefix_problem
 from triton_gke.model_repo.engines import is_engine_file
+from triton_gke.model_repo.reserved import HOLDS_FOLDER, RECORD_NAME  # their one home
 from triton_gke.model_repo.sync_source import (
     CONFIG_NAME,
     IGNORED_DIRS,
@@ -144,7 +145,6 @@ __all__ = [
 CHUNK_SIZE = 8 * 1024 * 1024
 CHUNKED_THRESHOLD = 8 * 1024 * 1024
 _CHUNK_MULTIPLE = 256 * 1024
-RECORD_NAME = ".triton-gke-sync.json"
 _RECORD_FORMAT = 2  # 1: names only (read as legacy, see the module docstring)
 _LEGACY_FORMAT = 1
 RECORD_MAX_BYTES = 16 * 1024 * 1024  # ~100 bytes an object: far above any model repository's record
@@ -157,8 +157,7 @@ _MAX_DIGITS = 20
 OWNER_KEY = "triton-gke-sync"
 # GCS object names are at most 1024 bytes of UTF-8 (https://cloud.google.com/storage/docs/naming-objects).
 _MAX_NAME_BYTES = 1024
-# A hold's name: Triton joins it into <model>/configs/NAME.pbtxt (kModelConfigFolder); a region's name fits.
-HOLDS_FOLDER = "configs"
+# A hold's name: Triton joins it into <model>/configs/NAME.pbtxt (reserved.HOLDS_FOLDER); a region's name fits.
 HOLD_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 _CONFIG_HEADER = "# Written by model_repo.sync: version_policy pins the version folders uploaded with this config.\n"
 

@@ -35,6 +35,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_gke.bounded_files import read_capped_file, read_text_file
+from triton_gke.model_repo.reserved import IGNORED_DIRS, IGNORED_FILES, model_file_problem, model_name_problem
 
 CONFIG_NAME = "config.pbtxt"
 # A Triton config.pbtxt is a few KiB; every reader of one reads it whole, through the one bounded reader, up to this.
@@ -44,9 +45,6 @@ CONFIG_MAX_BYTES = 4 * 1024 * 1024
 # https://github.com/onnx/onnx/blob/main/docs/ExternalData.md): a larger file is refused by its size, before a parser
 # holds it in memory.
 MAX_ONNX_BYTES = 2 * 1024**3
-# Bytecode the Python backend leaves beside model.py is machine-specific; Finder litter is nobody's.
-IGNORED_DIRS = frozenset({"__pycache__"})
-IGNORED_FILES = frozenset({".DS_Store"})
 _HASH_BLOCK = 1024 * 1024
 # A Python backend's model.py is tens of KiB; it is read whole to compile it, so it is capped.
 MODEL_PY_MAX_BYTES = 16 * 1024 * 1024
@@ -248,6 +246,10 @@ def _model(name: str, folder: Path, files: list[Path], check_files: bool) -> Sou
     versions = {v for rel in relative if "/" in rel and (v := version_number(rel.split("/", 1)[0])) is not None}
     if not versions:
         raise SyncError(f"{show(folder)}: has a {CONFIG_NAME} but no version folder (1/, 2/, ...) holding a file")
+    for rel in sorted(relative):
+        problem = model_file_problem(rel)  # names the toolkit reserves (model_repo/reserved.py)
+        if problem is not None:
+            raise SyncError(f"{show(folder / rel)}: {problem}")
     config = _parse_config(config_path)
     served = served_versions(config, versions, config_path)
     for rel, path in sorted(relative.items()):
@@ -359,8 +361,8 @@ def scan_source(local_dir: Path, check_files: bool = True) -> Source:
             if entry.name not in IGNORED_FILES:
                 source.left_out.append(f"{entry.name} (a file, not a model folder)")
             continue
-        if entry.name in IGNORED_DIRS:
-            continue
+        if entry.name in IGNORED_DIRS and not os.path.lexists(path / CONFIG_NAME):
+            continue  # bytecode, not a model; one holding a config.pbtxt is refused below, never skipped unsaid
         # realpath, not resolve(): the same spelling _check_link compares against.
         allowed = (Path(os.path.realpath(local_dir)), Path(os.path.realpath(path)))
         files = list(walk_files(path, allowed=allowed))
@@ -368,6 +370,9 @@ def scan_source(local_dir: Path, check_files: bool = True) -> Source:
             why = "empty" if not files else f"no {CONFIG_NAME}"
             source.left_out.append(f"{entry.name}/ ({why}: not a model)")
             continue
+        problem = model_name_problem(entry.name)  # names the toolkit reserves (model_repo/reserved.py)
+        if problem is not None:
+            raise SyncError(f"{show(path)}: {problem}")
         source.models[entry.name] = _model(entry.name, path, files, check_files)
     if not source.models:
         # Syncing a source without models would remove every model under the prefix.
