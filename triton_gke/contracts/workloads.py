@@ -23,8 +23,9 @@ METRICS_PORT_NAME = "metrics"
 # serviceAccount:PROJECT.svc.id.goog[NAMESPACE/KSA] to the bucket reader,
 # https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity), the name of its Deployment and Service.
 # The namespace is the same in every stack: renaming it would replace every object in it on a running cluster, the
-# Services and their NEGs included. TRITON_SERVICE_ACCOUNT is the default of the TritonOnCluster component; a stack
-# runs Triton as policy/principals.py triton_service_account(stack) (see there why).
+# Services and their NEGs included. TRITON_SERVICE_ACCOUNT is only TritonServingArgs' fallback: a stack runs Triton as
+# policy/principals.py triton_service_account(stack), a TritonOnCluster by default as component_service_account (one
+# per instance; see there why).
 TRITON_NAMESPACE = "triton"
 TRITON_SERVICE_ACCOUNT = "triton"
 TRITON_APP = "triton"

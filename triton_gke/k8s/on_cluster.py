@@ -23,7 +23,7 @@ import pulumi_kubernetes as kubernetes
 import pulumi_random as random
 
 from triton_gke.contracts.triton import PORTS
-from triton_gke.contracts.workloads import ADAPTER_NAME, TRITON_APP, TRITON_SERVICE_ACCOUNT, Namespaces
+from triton_gke.contracts.workloads import ADAPTER_NAME, TRITON_APP, Namespaces
 from triton_gke.k8s import on_cluster_args as checks
 from triton_gke.k8s.autoscaling import Autoscaling, AutoscalingArgs, serves_custom_metrics
 from triton_gke.k8s.common import GPU_NODES, ArgsError, PodPlacement, unknown_field_problem
@@ -32,6 +32,7 @@ from triton_gke.k8s.monitoring import Monitoring, MonitoringArgs
 from triton_gke.k8s.triton import TritonServing, TritonServingArgs, triton_address
 from triton_gke.model_repo.settings import TRITON_IMAGE_TAG
 from triton_gke.observability.settings import SloSettings
+from triton_gke.policy.principals import component_service_account
 from triton_gke.settings.lifecycle import DEFAULTS as LIFECYCLE_DEFAULTS
 from triton_gke.settings.lifecycle import STACK_KEYS as LIFECYCLE_KEYS
 from triton_gke.settings.lifecycle import LifecycleSettings, disruption_problem, lifecycle_problem
@@ -111,9 +112,9 @@ class TritonOnClusterArgs(TypedDict):
     model_reader_service_account: NotRequired[pulumi.Input[str]]
     """The Google service account email the pods act as through Workload Identity to read the bucket; absent: none."""
     service_account_name: NotRequired[str]
-    """The Kubernetes service account the Triton pods run as, in Triton's namespace (a DNS-1123 label); default triton.
-    Workload Identity names it PROJECT.svc.id.goog[NAMESPACE/NAME] in every cluster of the project, so give each
-    environment that shares a project its own (the stack's program uses triton-STACK)."""
+    """The Kubernetes service account the Triton pods run as, in Triton's namespace (a DNS-1123 label); default one per
+    instance, tritonserver-PROJECT-STACK-NAME-DIGEST (service_account_name output). Workload Identity names it
+    PROJECT.svc.id.goog[NAMESPACE/NAME] in every cluster of the project: bind the reader to exactly that member."""
     autoscaling: NotRequired[bool]
     """An HPA on Triton's queue time (needs monitoring: its adapter serves the metric). Default false."""
     monitoring: NotRequired[bool]
@@ -186,6 +187,9 @@ class TritonOnCluster(pulumi.ComponentResource):
     """Triton's gRPC endpoint inside the cluster (HOST:PORT, as gRPC clients take it)."""
     admin_key: pulumi.Output[str]
     """The key of Triton's admin APIs (secret)."""
+    service_account_name: pulumi.Output[str]
+    """The Kubernetes service account the Triton pods run as, in `namespace`: the Workload Identity member to bind is
+    serviceAccount:PROJECT.svc.id.goog[NAMESPACE/SERVICE_ACCOUNT_NAME]."""
 
     def __init__(
         self,
@@ -199,7 +203,7 @@ class TritonOnCluster(pulumi.ComponentResource):
         # Before any child: a refusal leaves nothing half-declared.
         mode = wiring.monitoring.mode if wiring.monitoring else "builtin"
         check_args(name, args, driver_branch=wiring.driver_branch, monitoring_mode=mode)
-        a = _with_defaults(args)
+        a = _with_defaults(args, name)
         check_lifecycle(name, wiring.lifecycle, a["min_replicas"])
         claim_cluster_names(name, a, opts)
         super().__init__(TYPE_TOKEN, name, None, opts)
@@ -220,12 +224,14 @@ class TritonOnCluster(pulumi.ComponentResource):
         self.namespace = pulumi.Output.from_input(self._serving.namespace.metadata.name)
         self.http_endpoint = self.namespace.apply(lambda ns: f"http://{_host(ns)}:{PORTS['http']}")
         self.grpc_endpoint = self.namespace.apply(lambda ns: f"{_host(ns)}:{PORTS['grpc']}")
+        self.service_account_name = pulumi.Output.from_input(a["service_account_name"])
         self.register_outputs(
             {
                 "namespace": self.namespace,
                 "http_endpoint": self.http_endpoint,
                 "grpc_endpoint": self.grpc_endpoint,
                 "admin_key": self.admin_key,
+                "service_account_name": self.service_account_name,
             }
         )
 
@@ -477,7 +483,7 @@ def _host(namespace: str) -> str:
 # ---- the Args checks: one line naming the field, before any child is declared ---------------------------------
 
 
-def _with_defaults(args: Mapping[str, Any]) -> dict[str, Any]:
+def _with_defaults(args: Mapping[str, Any], name: str) -> dict[str, Any]:
     defaults = {
         "min_replicas": DEFAULT_MIN_REPLICAS,
         "max_replicas": DEFAULT_MAX_REPLICAS,
@@ -489,7 +495,11 @@ def _with_defaults(args: Mapping[str, Any]) -> dict[str, Any]:
         "gpus_per_pod": 1,
         "startup_minutes": DEFAULT_STARTUP_MINUTES,
         "queue_time_target_us": DEFAULT_QUEUE_TIME_TARGET_US,
-        "service_account_name": TRITON_SERVICE_ACCOUNT,
+        # One per instance (policy/principals.py component_service_account): a shared default would be one Workload
+        # Identity principal for every user's pods in the project. The component provider host runs the component
+        # under the caller's project and stack (pulumi/provider/server.py _construct: reset_options(project=
+        # request.project, stack=request.stack)), so hosted and in-process instances get the same name.
+        "service_account_name": component_service_account(pulumi.get_project(), pulumi.get_stack(), name),
         "cpu_node_selector": {},
         "cpu_tolerations": (),
         "namespaces": {},
@@ -533,7 +543,7 @@ def _problems(name: str, args: Mapping[str, Any], driver_branch: int | None, mon
     unknown = unknown_field_problem(args, known)
     if unknown:
         return [unknown]
-    a = _with_defaults(args)
+    a = _with_defaults(args, name)
     field_checks = checks.field_checks(serves_custom_metrics(monitoring_mode), driver_branch)
     found = [checks.name_problem(name), *(field_checks[key](a.get(key), a) for key in known)]
     return [p for p in found if p]

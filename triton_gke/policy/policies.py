@@ -34,10 +34,24 @@ from pulumi_policy.proxy import UnknownValueError
 
 if __package__:  # imported as triton_gke.policy.policies: the tests and the settings layer, beside the program
     from .address_space import internet_problem, parse, show_union
-    from .principals import engine_service_account, triton_service_account
+    from .principals import (
+        ENGINE_ACCOUNT,
+        TRITON_ACCOUNT,
+        engine_service_account,
+        fits,
+        is_stack_principal,
+        triton_service_account,
+    )
 else:  # the CLI runs the pack with this folder itself on sys.path (runpy.run_path of the folder)
     from address_space import internet_problem, parse, show_union
-    from principals import engine_service_account, triton_service_account
+    from principals import (
+        ENGINE_ACCOUNT,
+        TRITON_ACCOUNT,
+        engine_service_account,
+        fits,
+        is_stack_principal,
+        triton_service_account,
+    )
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -379,6 +393,126 @@ def validate_workload_identity_per_stack(args: ResourceValidationArgs, report_vi
         else:
             why = "so pods of other stacks' clusters in the project could use this grant"
         report_violation(f"{kind} {args.name!r} grants {role or 'a role'} to {member!r}, which {problem}, {why}", None)
+
+
+# ---------------------------------------------------------------- the Kubernetes side of Workload Identity
+# The IAM side above keeps a stack's grants to its own principals; this side keeps its Kubernetes objects from BEING
+# another stack's. The principal is serviceAccount:PROJECT.svc.id.goog[KSA_NAMESPACE/KSA_NAME], KSA_NAMESPACE being
+# the cluster namespace the service account is in (https://cloud.google.com/kubernetes-engine/multi-cloud/docs/
+# attached/aks/concepts/workload-identity), one principal for that namespace and name in every cluster of the
+# project ("workloads running in a specific namespace share the same IAM identity across clusters within a project",
+# https://cloud.google.com/kubernetes-engine/fleet-management/docs/best-practices-workload-identity): a
+# ServiceAccount triton/triton-prod in dev's cluster, or a pod of dev's running as it, gets what prod bound to
+# triton/triton-prod (its bucket reader). The same name in any other namespace is another principal that no stack's
+# program binds, so only the principal namespaces are judged, each with its account's names (principals.py).
+PRINCIPAL_ACCOUNTS = {TRITON_NAMESPACE: TRITON_ACCOUNT, ENGINE_NAMESPACE: ENGINE_ACCOUNT}
+# Where a kind keeps the pod spec its pods run from, in every API version the provider offers and in its Patch
+# resource ("Patch resources are used to modify existing Kubernetes resources by using Server-Side Apply updates",
+# https://www.pulumi.com/registry/packages/kubernetes/api-docs/apps/v1/deploymentpatch/): a DeploymentPatch can set
+# an existing Deployment's serviceAccountName.
+POD_SPEC_BY_KIND: dict[str, tuple[str, ...]] = {
+    "Deployment": ("spec", "template", "spec"),
+    "DaemonSet": ("spec", "template", "spec"),
+    "StatefulSet": ("spec", "template", "spec"),
+    "ReplicaSet": ("spec", "template", "spec"),
+    "ReplicationController": ("spec", "template", "spec"),
+    "Job": ("spec", "template", "spec"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+    "Pod": ("spec",),
+    "PodTemplate": ("template", "spec"),
+}
+KSA_KIND = "ServiceAccount"
+# A pod runs as spec.serviceAccountName, or the older spec.serviceAccount: "DeprecatedServiceAccount is a deprecated
+# alias for ServiceAccountName" (https://pub.dev/documentation/pulumi_kubernetes/latest/core/PodSpec/serviceAccount.html,
+# the PodSpec field docs the provider generates from Kubernetes' API). Both are judged.
+POD_ACCOUNT_FIELDS = ("serviceAccountName", "serviceAccount")
+
+
+def kubernetes_kind(resource_type: str) -> str | None:
+    """The Kubernetes kind a pulumi-kubernetes resource type declares or patches (kubernetes:apps/v1:DeploymentPatch:
+    Deployment); None for other packages."""
+    if not resource_type.startswith("kubernetes:"):
+        return None
+    return resource_type.rsplit(":", 1)[-1].removesuffix("Patch")
+
+
+def object_namespace(args: ResourceValidationArgs) -> str | None:
+    """The namespace a namespaced object lands in, or None where the pack cannot know it.
+
+    metadata.namespace where given; else the kubernetes provider's `namespace` where the pack sees it; else the
+    kubeconfig context's namespace, which the pack never sees: pulumi-kubernetes uses "the discovered kubeconfig
+    namespace when one isn't provided by the Provider configuration instead of default"
+    (https://github.com/pulumi/pulumi-kubernetes/pull/1896). A value unknown at preview is unknown here too.
+    """
+    for props, path in (
+        (args.props, ("metadata", "namespace")),
+        (getattr(args.provider, "props", None), ("namespace",)),
+    ):
+        value = _known(props, *path) if props is not None else None
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def foreign_principal(namespace: str | None, name: str, stack: str) -> str | None:
+    """Whose principal a Kubernetes service account `namespace`/`name` is, as a phrase, when it is not `stack`'s own:
+    another stack's (a name of principals.py's shape, is_stack_principal) or the shared triton/triton; None for the
+    stack's own and for names no stack's program binds. namespace None (not knowable): judged in each principal
+    namespace, since the object may land in any of them (fail closed)."""
+    for candidate in (namespace,) if namespace is not None else tuple(PRINCIPAL_ACCOUNTS):
+        account = PRINCIPAL_ACCOUNTS.get(candidate)
+        principal = (candidate, name)
+        if account is None or principal in stack_principals(stack):
+            continue
+        if principal == SHARED_TRITON_PRINCIPAL:
+            return "triton/triton, the principal every stack's Triton shared before each had its own"
+        if is_stack_principal(account, name):
+            other = name.removeprefix(f"{account}-")
+            # A label of the shape is stack `other`'s name as it is; anything else only has another stack's shape.
+            whose = (
+                f"the Workload Identity principal of stack {other!r}"
+                if fits(name)
+                else "in the shape of another stack's Workload Identity principal"
+            )
+            return f"{candidate}/{name}, {whose}"
+    return None
+
+
+def named_accounts(args: ResourceValidationArgs) -> list[tuple[str, str]]:
+    """(what the object does with it, Kubernetes service account name) for a ServiceAccount or a pod template.
+
+    A ServiceAccount without metadata.name is auto-named: "Pulumi auto-names most resources by default, using the
+    logical name and a random suffix" (https://www.pulumi.com/docs/iac/concepts/resources/names/), so its name starts
+    with the resource's name and '-'; the suffix stands as '*'. Names unknown at preview are left for `up`.
+    """
+    kind = kubernetes_kind(args.resource_type)
+    if kind == KSA_KIND:
+        name = _known(args.props, "metadata", "name")
+        return [("creates service account", str(name) if name else f"{args.name}-*")]
+    path = POD_SPEC_BY_KIND.get(kind or "")
+    spec = _known(args.props, *path) if path else None
+    found = [_known(spec, field) for field in POD_ACCOUNT_FIELDS] if spec is not None else []
+    return [("runs its pods as service account", str(name)) for name in dict.fromkeys(found) if name]
+
+
+def validate_kubernetes_principal_per_stack(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """No ServiceAccount, and no pod template's service account, is another stack's Workload Identity principal."""
+    accounts = named_accounts(args)
+    if not accounts:
+        return
+    stack = stack_of(args.urn)
+    namespace = object_namespace(args)
+    where = namespace or "the namespace the provider or kubeconfig picks"
+    kind = args.resource_type.rsplit(":", 1)[-1]
+    own = " or ".join("/".join(p) for p in stack_principals(stack))
+    for does, name in accounts:
+        whose = foreign_principal(namespace, name, stack)
+        if whose:
+            report_violation(
+                f"{kind} {args.name!r} {does} {name!r} in {where}: that is {whose}, one principal in every cluster of "
+                f"the project, so these pods would get what it was granted; stack {stack!r} runs as {own}",
+                None,
+            )
 
 
 # ---------------------------------------------------------------- storage and network
@@ -785,6 +919,15 @@ POLICIES: list[ResourceValidationPolicy] = [
         "triton-engines/engine-builder-STACK), never triton/triton, a namespace, a cluster or the whole pool; "
         "roles/iam.workloadIdentityUser on a project, folder or organization goes to nothing on the pool.",
         validate_workload_identity_per_stack,
+        MANDATORY,
+        Severity.HIGH,
+    ),
+    _policy(
+        "kubernetes-principal-per-stack",
+        "No Kubernetes ServiceAccount, and no pod template's serviceAccountName or serviceAccount, in a principal "
+        "namespace (triton, triton-engines) is another stack's Workload Identity principal (triton-OTHER, "
+        "engine-builder-OTHER, or the shared triton/triton); an unset or unknown namespace counts as each of them.",
+        validate_kubernetes_principal_per_stack,
         MANDATORY,
         Severity.HIGH,
     ),

@@ -11,6 +11,9 @@ a plan its engine-build Job then skips (issue 43).
 Two accounts per stack, each a name here and nowhere else:
 - triton_service_account: Triton's pods, bound to the stack's bucket reader (infra/model_store.py);
 - engine_service_account: the engine-build Job's pod, bound to the engine writer (infra/engine_writer.py).
+And, for library users, component_service_account: a TritonOnCluster's default when its Args name no account, one
+per instance (k8s/on_cluster.py). is_stack_principal tells the stacks' names by their shape, for the pack's
+kubernetes-principal-per-stack.
 The program (k8s/, infra/) creates and binds them by these functions; the policy pack (policy/policies.py) accepts a
 grant to a workload-pool principal only when it names one of them for the stack being deployed.
 
@@ -41,6 +44,8 @@ DIGEST_HEX = 8
 # The first part of each account's name; the stack's name follows after a '-'.
 TRITON_ACCOUNT = "triton"
 ENGINE_ACCOUNT = "engine-builder"
+# The first part of a TritonOnCluster's default account (component_service_account), for library users.
+COMPONENT_ACCOUNT = "tritonserver"
 
 
 def fits(text: str) -> bool:
@@ -72,6 +77,33 @@ def principal_name(account: str, stack: str) -> str:
         return text
     head = sanitized(text)[: DNS_LABEL_MAX - DIGEST_HEX - 1].rstrip("-")
     return f"{head}-{digest(text)}" if head else digest(text)
+
+
+def is_stack_principal(account: str, name: str) -> bool:
+    """Whether `name` may be principal_name(account, S) for some stack S, judged from the name alone.
+
+    Every name principal_name makes starts with `account-` (the sanitized text starts so, and the cut keeps more than
+    the account); and every DNS label `account-X` IS stack X's name (it fits, so it is kept as it is). So the names
+    of all stacks are exactly the labels of that shape, the digest forms among them: a pack that knows one stack's
+    name cannot tell which other stacks exist, and takes the whole shape for theirs.
+    """
+    prefix = f"{account}-"
+    return name.startswith(prefix) and len(name) > len(prefix)
+
+
+def component_service_account(project: str, stack: str, name: str) -> str:
+    """The Kubernetes service account a TritonOnCluster runs Triton as when its Args name none: one per instance.
+
+    The text is PROJECT/STACK/NAME: a Pulumi project name holds "alphanumeric characters, hyphens, underscores, and
+    periods" (https://www.pulumi.com/docs/iac/concepts/projects/project-file/), a stack name the same
+    (settings/stack.py STACK_NAME) and the component's name is a DNS label, so no part holds '/', each triple is its
+    own text, and a text with '/' never fits: the name always ends with the digest of all three (distinct instances
+    share one with the odds in DIGEST_HEX), after as much of them as fits, readable in `kubectl get sa`.
+
+    COMPONENT_ACCOUNT is not `triton`: `triton-*` in Triton's namespace are the stacks' names (is_stack_principal),
+    which the pack refuses to any other stack, so a component's default must never take that shape.
+    """
+    return principal_name(COMPONENT_ACCOUNT, f"{project}/{stack}/{name}")
 
 
 def triton_service_account(stack: str) -> str:

@@ -110,3 +110,23 @@ def test_the_pack_accepts_a_long_stacks_own_principals_and_refuses_them_as_its_s
             [diagnostic] = _analyze(analyzer, grant)
             assert diagnostic.policyName == "workload-identity-per-stack", diagnostic
             assert f"not one of the service accounts of stack {sibling!r}" in diagnostic.message
+
+
+def test_the_pack_refuses_a_dev_deployment_running_as_triton_prod_in_one_line(analyzer) -> None:
+    """Must show (issue 44), as the CLI serves the pack: the Deployment of a dev plan whose serviceAccountName is
+    triton-prod, one mandatory diagnostic; the plan's own Triton Deployment, none."""
+    from tests.unit.policy.test_kubernetes_principals import _batch_job_as_prod, _dev_program_with, deployment_as_prod
+
+    plan = _dev_program_with(_batch_job_as_prod)
+    [diagnostic] = _analyze(analyzer, deployment_as_prod(plan))
+    assert diagnostic.policyName == "kubernetes-principal-per-stack", diagnostic
+    assert diagnostic.enforcementLevel == analyzer_pb2.EnforcementLevel.MANDATORY
+    # pulumi-policy sends the policy's description, a line break, then the violation's one line.
+    description, line = diagnostic.message.split("\n")
+    assert description == BY_NAME["kubernetes-principal-per-stack"].description
+    assert line.startswith("Deployment 'batch-scorer' runs its pods as service account 'triton-prod'"), line
+    assert "'triton-prod' in triton: that is triton/triton-prod, the Workload Identity principal of stack 'prod'" in (
+        diagnostic.message
+    )
+    triton = next(r for r in plan.of_type("kubernetes:apps/v1:Deployment") if r.name == "triton-us-central1-deployment")
+    assert _analyze(analyzer, triton) == []

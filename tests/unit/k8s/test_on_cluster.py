@@ -5,6 +5,7 @@ fields; the YAML example's config."""
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 import re
@@ -220,14 +221,31 @@ def test_values_the_cluster_would_reject_are_refused_naming_the_field(field: str
     assert field_of(declare_refused({"model_repository": REPOSITORY, field: value})) == field
 
 
-def test_the_service_account_is_triton_by_default_and_the_one_given_otherwise() -> None:
-    """The pods run as the service account a Workload Identity binding names: PROJECT.svc.id.goog[triton/NAME]."""
-    for extra, expected in (({}, "triton"), ({"service_account_name": "triton-qa"}, "triton-qa")):
-        plan = plan_of({"model_repository": REPOSITORY, **extra})
+def test_the_service_account_is_the_instances_own_by_default_and_the_one_given_otherwise() -> None:
+    """The pods run as the service account a Workload Identity binding names: PROJECT.svc.id.goog[triton/NAME]. By
+    default one per instance (issue 44: `triton` was one principal for every user of the component in a project):
+    tritonserver-PROJECT-STACK-NAME and 8 hex digits of sha256('tritonserver-PROJECT/STACK/NAME'), also an output."""
+    digest = hashlib.sha256(f"tritonserver-{PROJECT}/dev/team".encode()).hexdigest()[:8]
+    own = f"tritonserver-{PROJECT}-dev-team-{digest}"
+    for extra, expected in (({}, own), ({"service_account_name": "triton-qa"}, "triton-qa")):
+        output: list[str] = []
+
+        def declare(extra: dict[str, Any] = extra, output: list[str] = output) -> None:
+            triton = TritonOnCluster("team", {"model_repository": REPOSITORY, **extra})  # type: ignore[typeddict-item]
+            triton.service_account_name.apply(output.append)
+
+        plan = run_under_mocks(declare, "dev", stack_settings("dev"), PROJECT)
         (account,) = plan.of_type("kubernetes:core/v1:ServiceAccount")
         assert (account.inputs["metadata"]["namespace"], account.inputs["metadata"]["name"]) == ("triton", expected)
         (deployment,) = plan.of_type("kubernetes:apps/v1:Deployment")
         assert deployment.inputs["spec"]["template"]["spec"]["serviceAccountName"] == expected
+        assert output == [expected]
+    other_name = plan_of({"model_repository": REPOSITORY}, name="team2").of_type("kubernetes:core/v1:ServiceAccount")
+    other_stack = run_under_mocks(
+        lambda: TritonOnCluster("team", {"model_repository": REPOSITORY}), "prod", stack_settings("prod"), PROJECT
+    ).of_type("kubernetes:core/v1:ServiceAccount")
+    names = {own} | {a.inputs["metadata"]["name"] for a in (*other_name, *other_stack)}
+    assert len(names) == 3, names
     message = refusal({"model_repository": REPOSITORY, "service_account_name": "Triton_QA"})
     assert message == (
         "TritonOnCluster 'team': service_account_name: 'Triton_QA' is not valid; expected a DNS-1123 label "

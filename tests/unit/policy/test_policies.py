@@ -492,6 +492,15 @@ CRAFTED: dict[str, tuple[str, str, Callable[[Plan], PlannedResource], Callable[[
         ),
         "which is every service account of namespace 'triton', not one of the service accounts of stack 'dev'",
     ),
+    # Issue 44: the Kubernetes side; a pod of dev's running as triton/triton-prod gets prod's bucket reader.
+    "dev's Triton running as prod's principal": (
+        "kubernetes-principal-per-stack",
+        "dev",
+        _deployment("triton"),
+        _set("spec.template.spec.serviceAccountName", "triton-prod"),
+        "runs its pods as service account 'triton-prod' in triton: that is triton/triton-prod, the Workload Identity "
+        "principal of stack 'prod'",
+    ),
 }
 
 
