@@ -129,6 +129,8 @@ def _command(case: dict[str, Any], args: list[str], tmp: Path) -> list[str]:
     if cli == "locust":
         run = ["--headless", "-u", "1", "-r", "1", "-t", "5s", "--only-summary", "--csv", str(tmp / "run")]
         return [str(LOCUST), "-f", str(PROJECT_DIR / "loadtest" / "locustfile.py"), *run]
+    if cli == "sandbox":  # refused before anything starts: no Triton, emulator or Prometheus is needed
+        return [sys.executable, "-m", "triton_gke.sandbox.run", *args]
     return [sys.executable, "-m", "triton_gke.model_repo.sync", *args]
 
 
@@ -155,6 +157,7 @@ def _leftovers(
         after = _snapshot(ctx.client, bucket)
         return [] if after == before else [f"bucket {bucket} changed: {sorted(set(after) ^ set(before))}"]
     watched = {"plan": ["plan"], "model_repo": ["out", "cpu"], "locust": ["run_stats.csv", "run_failures.csv"]}
+    watched["sandbox"] = ["sandbox"]
     return [name for name in watched[case["cli"]] if (tmp / name).exists()]
 
 
@@ -165,6 +168,10 @@ def run_case(case: dict[str, Any], ctx: Context) -> Outcome:
         values = {"data": str(DATA), "onnx": str(ctx.onnx), "tmp": folder, "repo": str(ctx.repo), "bucket": bucket}
         for made in case.get("mkdir", []):
             Path(_fill(made, values)).mkdir(parents=True)
+        for relative, content in (case.get("files") or {}).items():
+            made = Path(_fill(relative, values))
+            made.parent.mkdir(parents=True, exist_ok=True)
+            made.write_text(content)
         before: dict[str, tuple[str, int]] = {}
         if case["cli"] == "sync":
             ctx.client.create_bucket(bucket).blob(SEED_OBJECT).upload_from_string(b"keep")
@@ -230,7 +237,7 @@ def _params() -> list[Any]:
 
 def test_the_corpus_covers_every_command_line_with_30_inputs_or_more() -> None:
     assert len(CASES) == len(CORPUS) >= 30, "case ids must be unique"
-    assert {case["cli"] for case in CORPUS} == {"plan", "model_repo", "locust", "sync"}
+    assert {case["cli"] for case in CORPUS} == {"plan", "model_repo", "locust", "sync", "sandbox"}
 
 
 @pytest.mark.parametrize("case_id", _params())
