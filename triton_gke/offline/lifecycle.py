@@ -537,8 +537,11 @@ def _with_node_recreation(change: Change, after: Mapping[str, dict[str, Any]]) -
     if recreation is None:
         return dataclasses.replace(change, recreation=f"{where} (GKE's node upgrade; size unknown)")
     text = f"{where} (GKE's node upgrade, in place for Pulumi): {recreation.text()}"
-    kept = _triton_through_recreation(record, after)
-    return dataclasses.replace(change, recreation=f"{text}; {kept}" if kept else text)
+    keep, kept = _triton_through_recreation(record, after)
+    # No Triton pod left serving while a node is recreated: the region is down, as when the pool is replaced, so it is
+    # refused the same way unless --allow-disruption names the pool (red team: it passed with exit 0).
+    down = "the GPU pool's nodes, recreated with no Triton pod of the region left serving" if keep == 0 else ""
+    return dataclasses.replace(change, recreation=f"{text}; {kept}" if kept else text, disruption=down)
 
 
 def node_recreation(pool: Mapping[str, Any], after: Mapping[str, dict[str, Any]]) -> RecreationEstimate | None:
@@ -579,19 +582,20 @@ def _on_pool_cluster(pool: Mapping[str, Any], after: Mapping[str, dict[str, Any]
     return [r for r in after.values() if r.get("provider") in providers and _is_triton(r)]
 
 
-def _triton_through_recreation(pool: Mapping[str, Any], after: Mapping[str, dict[str, Any]]) -> str:
-    """What Triton keeps while a GPU pool's nodes are recreated: GKE's node upgrade stays within the PodDisruptionBudget
+def _triton_through_recreation(pool: Mapping[str, Any], after: Mapping[str, dict[str, Any]]) -> tuple[int | None, str]:
+    """How many Triton pods keep serving while a GPU pool's nodes are recreated, and the note that says so (None, ""
+    where unknown or not a GPU pool): GKE's node upgrade stays within the PodDisruptionBudget
     (NodePool.UpgradeSettings, cluster_service.proto), so min replicas minus its maxUnavailable keep serving."""
     if not pool["inputs"].get("nodeConfig", {}).get("guestAccelerators"):
-        return ""
+        return None, ""
     by_kind = {r["type"]: r["inputs"].get("spec", {}) for r in _on_pool_cluster(pool, after)}
     replicas = by_kind.get(HPA, {}).get("minReplicas", by_kind.get(DEPLOYMENT, {}).get("replicas"))
     max_unavailable = by_kind.get(PDB, {}).get("maxUnavailable")
     if not isinstance(replicas, int) or not isinstance(max_unavailable, int):
-        return ""
+        return None, ""
     keep = max(0, replicas - max_unavailable)
     where = "the region is down while its node is recreated" if keep == 0 else "the region keeps serving"
-    return f"Triton keeps {keep} of its {replicas} pods (PodDisruptionBudget): {where}"
+    return keep, f"Triton keeps {keep} of its {replicas} pods (PodDisruptionBudget): {where}"
 
 
 def triton_kept(change: Change, pool: Mapping[str, Any], after: Mapping[str, dict[str, Any]]) -> str:

@@ -154,11 +154,16 @@ def test_against_a_fifo_is_refused_without_waiting(tmp_path, run_plan):
 
 def test_against_names_the_node_recreation_of_a_machine_and_an_image_type_change(tmp_path, shipped_plans, run_plan):
     """`plan --against` as a user runs it: a GPU machine-type change and an image-type change are in-place updates
-    that recreate every node (infra/node_recreation.py); each line says so with the estimate, and neither is refused.
-    The image type has no stack key (COS_CONTAINERD, infra/cluster.py), so the deployed plan carries the other one."""
+    that recreate every node (infra/node_recreation.py); each line says so with the estimate. dev's one Triton pod is
+    down while its node is recreated, so the GPU pool's is refused (exit 4) until --allow-disruption names the pool, as
+    its replacement is. The image type has no stack key (COS_CONTAINERD, infra/cluster.py), so the deployed plan
+    carries the other one."""
     applied = tmp_path / "applied.json"
     applied.write_text(json.dumps(plan_records(shipped_plans["dev"])), encoding="utf-8")
-    machine = run_plan("--stack", "dev", "--set", "gpuMachineType=n1-standard-8", "--against", str(applied))
+    refused = run_plan("--stack", "dev", "--set", "gpuMachineType=n1-standard-8", "--against", str(applied))
+    assert refused.returncode == 4 and "--allow-disruption gke-us-central1-gpu" in refused.stderr, refused.stderr
+    allow = ("--allow-disruption", "gke-us-central1-gpu")
+    machine = run_plan("--stack", "dev", "--set", "gpuMachineType=n1-standard-8", "--against", str(applied), *allow)
     assert machine.returncode == 0, machine.stderr
     (line,) = [ln for ln in machine.stdout.splitlines() if ln.startswith("update")]
     assert line.startswith("update    gcp:container/nodePool:NodePool::gke-us-central1-gpu: nodeConfig.machineType")
@@ -170,7 +175,7 @@ def test_against_names_the_node_recreation_of_a_machine_and_an_image_type_change
                                                                    "imageType": "UBUNTU_CONTAINERD"}}  # fmt: skip
     deployed = tmp_path / "ubuntu.json"
     deployed.write_text(json.dumps(ubuntu), encoding="utf-8")
-    image = run_plan("--stack", "dev", "--against", str(deployed))
+    image = run_plan("--stack", "dev", "--against", str(deployed), *allow)
     assert image.returncode == 0, image.stderr
     lines = [ln for ln in image.stdout.splitlines() if ln.startswith("update")]
     assert len(lines) == 2 and all("[recreates every node: nodeConfig.imageType" in ln for ln in lines)

@@ -463,6 +463,20 @@ def test_a_gpu_machine_type_change_names_the_node_recreation_and_its_estimate(sh
     )
     (pool,) = [c for c in dev if c.action != "unchanged"]
     assert "up to ~51 min" in pool.recreation and "the region is down while its node is recreated" in pool.recreation
+    # No Triton pod left serving: refused like a replacement unless --allow-disruption names the pool (red team).
+    assert refused([pool], []) == [pool] and refused([pool], [pool.name]) == []
+    assert "[takes down: the GPU pool's nodes, recreated with no Triton pod" in pool.line()
+
+
+def test_prod_at_one_gpu_node_refuses_a_recreation_in_every_region(shipped_plans):
+    """Red team: prod lowered to one GPU node and given a new disk size passed with exit 0 although every region was
+    down while its node was recreated, all three at once."""
+    changed = compare(
+        applied_state(records(shipped_plans["prod"])),
+        records(evaluate("prod", gpuMinNodes=1, gpuDiskSizeGb=200, tritonMaxUnavailable=1)),
+    )
+    pools = [c for c in changed if c.recreation and c.name.endswith("-gpu")]
+    assert len(pools) == 3 and refused(pools, []) == pools
 
 
 def test_an_image_type_change_names_the_node_recreation(shipped_plans):
