@@ -1256,7 +1256,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="triton-gke sync",
         description="Upload a local Triton model repository to gs://BUCKET/PREFIX.",
-        hint="usage: {prog} LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt] [--stage] "
+        hint="usage: {prog} LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt] [--stage | --pin] "
         "[--hold NAME]",
         raise_as=SyncError,
     )

@@ -108,7 +108,10 @@ def _main(module: str) -> Callable[[list[str]], object]:
     return importlib.import_module(module).main
 
 
-SYNC_USAGE = "usage: triton-gke sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt]"
+SYNC_USAGE = (
+    "usage: triton-gke sync LOCAL_DIR gs://BUCKET/PREFIX [--dry-run] [--allow-mass-delete] [--adopt] [--stage | --pin] "
+    "[--hold NAME]"
+)
 
 
 @pytest.mark.parametrize(
