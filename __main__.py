@@ -18,6 +18,7 @@ system = TritonGkeSystem(
 )
 for output, value in {
     **system.load_balancer_outputs,
+    **system.inference_outputs,
     "clusters": system.clusters,
     "endpoints": system.endpoints,
     "kubeconfigs": system.kubeconfigs,

@@ -43,8 +43,10 @@ COMPONENTS: dict[str, str] = {"TritonOnCluster": "triton_gke.k8s.on_cluster"}
 # pinned SDK's analyzer has no marker for it (pulumi/provider/experimental/analyzer.py PropertyDefinition: optional,
 # type, ref, description, items, additional_properties, plain; schema.py Property.to_json writes no "secret"),
 # so the inferred schema is amended here, for both the committed file and what the host serves (_provider_class).
-SECRET_INPUTS: dict[str, tuple[str, ...]] = {"TritonOnCluster": ("kubeconfig", "adminKey", "grafanaAdminPassword")}
-SECRET_OUTPUTS: dict[str, tuple[str, ...]] = {"TritonOnCluster": ("adminKey",)}
+SECRET_INPUTS: dict[str, tuple[str, ...]] = {
+    "TritonOnCluster": ("kubeconfig", "adminKey", "grafanaAdminPassword", "inferenceKeyA", "inferenceKeyB")
+}
+SECRET_OUTPUTS: dict[str, tuple[str, ...]] = {"TritonOnCluster": ("adminKey", "inferenceKey", "inferenceNextKey")}
 
 
 def component_classes(components: Mapping[str, str] = COMPONENTS) -> list[type[pulumi.ComponentResource]]:

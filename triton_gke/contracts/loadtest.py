@@ -9,6 +9,7 @@ and is the authority on what a value means: tests/unit/contracts/test_contracts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 # The port of the master's Prometheus metrics: the locustfile's default, the pod's `metrics` port.
@@ -40,6 +41,8 @@ class LocustEnvironment:
     metrics_addr: str | None = None
     trace: str | None = None  # file of inter-arrival microseconds (arrival=trace)
     users: int | None = None  # concurrency bound of a rate_steps shape
+    # NAME=KEY[,NAME=KEY]: headers sent with every inference (join_headers); a Secret's variable in the cluster
+    inference_headers: str | None = None
 
     def to_env(self) -> dict[str, str]:
         """The environment variables the locustfile reads, named as its keys; unset ones left out."""
@@ -49,6 +52,16 @@ class LocustEnvironment:
             if value is not None and value != "":
                 env[field.name] = str(value)  # str(float) is repr: the shortest text that reads back equal
         return env
+
+
+# The variable holding the inference headers (LocustEnvironment.inference_headers).
+INFERENCE_HEADERS_ENV = "inference_headers"
+
+
+def join_headers(headers: Mapping[str, str]) -> str:
+    """NAME=KEY items joined by commas, as the locustfile's inference_headers reads them. Header names hold no '='
+    (RFC 9110 section 5.1: a field name is a token) and keys none of ',' or '=' (k8s/on_cluster_args.py ADMIN_KEY)."""
+    return ",".join(f"{name}={key}" for name, key in sorted(headers.items()))
 
 
 # Every key the locustfile reads: an ambient variable of that name must not leak into a local run.

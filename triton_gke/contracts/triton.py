@@ -39,6 +39,56 @@ TRT_CACHE_DIR = "/trt-cache"
 ADMIN_KEY_HEADER = "triton-admin-key"
 ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
 RESTRICTED_APIS = ("model-repository", "shared-memory", "logging", "trace")
+
+# Inference needs a key: Triton's own restricted `inference` API group, which covers HTTP POST
+# /v2/models/NAME[/versions/V]/infer (and /generate) and gRPC ModelInfer and ModelStreamInfer
+# (triton-inference-server/server v2.51.0 src/http_server.cc HandleInfer, HandleGenerate:
+# RETURN_AND_RESPOND_IF_RESTRICTED(req, RestrictedCategory::INFERENCE, ...); src/grpc/grpc_server.cc hands
+# restricted_protocols_.Get(INFERENCE) to ModelInferHandler and ModelStreamInferHandler).
+# What each checks: HTTP looks the header up (evhtp_kv_find) and answers 403 "This API is restricted, expecting header
+# 'NAME'" unless its value equals the key (http_server.cc RespondIfRestricted); gRPC looks up the client metadata
+# "triton-grpc-protocol-" + the configured name (command_line_parser.cc passes grpc_server.h
+# kRestrictedProtocolHeaderTemplate as the prefix) and fails the call with UNAVAILABLE unless its value equals the key
+# (infer_handler.h ExecutePrecondition; stream_infer_handler.cc cancels the stream). The health group stays open: the
+# load balancer's health check and the kubelet's probes read READY_PATH without a key.
+# One key per group: RestrictedFeatures keeps one (header, value) per category (src/restricted_features.h Insert), and
+# a category named in two groups stops tritonserver ("restricted api 'inference' can not be specified in multiple
+# config groups", command_line_parser.cc ParseRestrictedFeatureOption). So Triton accepts one key at a time, and a key
+# change uses two slots with two header names: a client sends both while the pods roll from one slot to the other
+# (docs/security.md, "Changing the inference key").
+INFERENCE_API = "inference"
+INFERENCE_KEY_ENV = "TRITON_INFERENCE_KEY"
+INFERENCE_KEY_SLOTS = ("a", "b")
+# HTTP takes the name as given, gRPC prefixes it: giving HTTP the prefixed name makes one header name serve both.
+GRPC_RESTRICTED_PREFIX = "triton-grpc-protocol-"
+_INFERENCE_KEY_NAME = "inference-key-"
+
+
+def inference_key_header(slot: str) -> str:
+    """The header (HTTP) and metadata key (gRPC) a client sends `slot`'s key in. Lowercase: gRPC runs on HTTP/2, where
+    "header field names MUST be converted to lowercase prior to their encoding" (RFC 7540 section 8.1.2,
+    https://datatracker.ietf.org/doc/html/rfc7540#section-8.1.2), and Triton compares the metadata key as it came."""
+    if slot not in INFERENCE_KEY_SLOTS:
+        raise ValueError(f"inference key slot {slot!r}: expected one of {', '.join(INFERENCE_KEY_SLOTS)}")
+    return f"{GRPC_RESTRICTED_PREFIX}{_INFERENCE_KEY_NAME}{slot}"
+
+
+def other_slot(slot: str) -> str:
+    """The slot a key change moves to (and the one whose key is not checked now)."""
+    inference_key_header(slot)  # refuses an unknown slot
+    return next(s for s in INFERENCE_KEY_SLOTS if s != slot)
+
+
+def inference_restrictions(key: str, slot: str) -> list[str]:
+    """tritonserver flags that make the inference group answer only requests carrying `key` in `slot`'s header."""
+    header = inference_key_header(slot)
+    grpc_name = header.removeprefix(GRPC_RESTRICTED_PREFIX)  # Triton adds the prefix back
+    return [
+        f"--http-restricted-api={INFERENCE_API}:{header}={key}",
+        f"--grpc-restricted-protocol={INFERENCE_API}:{grpc_name}={key}",
+    ]
+
+
 # Quantiles of Triton's latency summaries: p95 is the SLO, the others the dashboards.
 SUMMARY_QUANTILES = "0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001"
 # tritonserver --exit-timeout-secs by default (the stack's tritonExitTimeoutSeconds, settings/lifecycle.py).
@@ -60,6 +110,8 @@ def triton_server_args(
     admin_key: str = f"$({ADMIN_KEY_ENV})",
     exit_timeout_s: int = DEFAULT_EXIT_TIMEOUT_S,
     model_config_name: str | None = None,
+    inference_key: str | None = None,
+    inference_key_slot: str = INFERENCE_KEY_SLOTS[0],
 ) -> list[str]:
     """tritonserver's command line; local runs reuse it with a local repository and gpu=False.
 
@@ -69,6 +121,9 @@ def triton_server_args(
     model_config_name: --model-config-name, for a region that holds its model versions (modelHoldRegions): Triton
     loads <model>/configs/NAME.pbtxt where it exists and config.pbtxt otherwise (triton-inference-server/core
     src/model_repository_manager.cc GetModelConfigFullPath); the sync writes those files (model_repo/sync.py --hold).
+    inference_key: the key inference requests must carry in inference_key_header(inference_key_slot)
+    (inference_restrictions); the cluster passes f"$({INFERENCE_KEY_ENV})", which Kubernetes expands from the pod's
+    Secret-backed variable. None: inference open to any caller (inferenceAuth false).
     """
     restricted = f"{','.join(RESTRICTED_APIS)}:{ADMIN_KEY_HEADER}={admin_key}"
     return [
@@ -90,6 +145,7 @@ def triton_server_args(
         f"--metrics-config=summary_quantiles={SUMMARY_QUANTILES}",
         f"--http-restricted-api={restricted}",
         f"--grpc-restricted-protocol={restricted}",
+        *([] if inference_key is None else inference_restrictions(inference_key, inference_key_slot)),
         f"--exit-timeout-secs={exit_timeout_s}",
         *([f"--model-config-name={model_config_name}"] if model_config_name else []),
     ]

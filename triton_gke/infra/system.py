@@ -23,7 +23,7 @@ from typing import Any, NotRequired, TypedDict
 import pulumi
 import pulumi_random as random
 
-from triton_gke.contracts.triton import PORTS
+from triton_gke.contracts.triton import INFERENCE_KEY_SLOTS, PORTS, inference_key_header, other_slot
 from triton_gke.contracts.workloads import GRAFANA_PORT, LOCUST_WEB_PORT, PROMETHEUS_PORT
 from triton_gke.infra.cluster_args import gke_cluster_args
 from triton_gke.infra.cost import stack_cost_summary
@@ -143,6 +143,16 @@ class TritonGkeSystem(pulumi.ComponentResource):
         # Sent only by operators, never by inference clients: it unlocks Triton's admin APIs.
         self._admin_key = random.RandomPassword("triton-admin-key", length=40, special=False, opts=self._moved)
         self._grafana = random.RandomPassword("grafana-admin-password", length=32, special=False, opts=self._moved)
+        # Every inference request carries one of these (inferenceAuth): one per slot, shared by every region, since
+        # the global load balancer sends a client to any of them. Letters and digits only (special=False), 40 of them.
+        self._inference_keys = (
+            {
+                slot: random.RandomPassword(f"triton-inference-key-{slot}", length=40, special=False, opts=self._moved)
+                for slot in INFERENCE_KEY_SLOTS
+            }
+            if settings.serving.inference_auth
+            else {}
+        )
         digest = built_repository_digest(settings.model_repo, settings.stack, self._model_dir)
         # The bucket's Workload Identity binding waits for the clusters (GKE creates the identity pool with the first),
         # which the regions declare after it: a deferred Output hands them over.
@@ -289,6 +299,9 @@ class TritonGkeSystem(pulumi.ComponentResource):
                 load_test=True,
                 admin_key=self._admin_key.result,
                 grafana_admin_password=self._grafana.result,
+                inference_auth=settings.serving.inference_auth,
+                inference_key_slot=settings.serving.inference_key_slot,
+                **{f"inference_key_{slot}": key.result for slot, key in self._inference_keys.items()},
             ),
             wiring=ClusterWiring(
                 # Workload Identity tokens come from the IAM Credentials API: the pods wait for it as for the grants.
@@ -341,6 +354,7 @@ class TritonGkeSystem(pulumi.ComponentResource):
         self.model_repository = self._served_repository
         self.triton_admin_key = self._admin_key.result
         self.grafana_admin_password = self._grafana.result
+        self.inference_outputs = self._inference_outputs(settings)
         self.estimated_cost = stack_cost_summary(settings)
         outputs: dict[str, Any] = {
             "clusters": self.clusters,
@@ -352,7 +366,21 @@ class TritonGkeSystem(pulumi.ComponentResource):
             "grafanaAdminPassword": self.grafana_admin_password,
             "estimatedCost": self.estimated_cost,
         }
-        return outputs | self.load_balancer_outputs
+        return outputs | self.inference_outputs | self.load_balancer_outputs
+
+    def _inference_outputs(self, settings: StackSettings) -> dict[str, pulumi.Input[str]]:
+        """inferenceKey (secret) and inferenceKeyHeader: what a client sends; inferenceNextKey (secret) and
+        inferenceNextKeyHeader: what it adds before a key change (docs/security.md). None with inferenceAuth false."""
+        if not self._inference_keys:
+            return {}
+        slot = settings.serving.inference_key_slot
+        nxt = other_slot(slot)
+        return {
+            "inferenceKey": pulumi.Output.secret(self._inference_keys[slot].result),
+            "inferenceKeyHeader": inference_key_header(slot),
+            "inferenceNextKey": pulumi.Output.secret(self._inference_keys[nxt].result),
+            "inferenceNextKeyHeader": inference_key_header(nxt),
+        }
 
     @property
     def load_balancer_outputs(self) -> dict[str, pulumi.Input[str]]:

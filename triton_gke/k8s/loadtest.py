@@ -7,12 +7,13 @@ The web UI is reached with `kubectl port-forward` unless the stack lists source 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as kubernetes
 
-from triton_gke.contracts.loadtest import LOCUST_METRICS_PORT, LocustEnvironment
+from triton_gke.contracts.loadtest import INFERENCE_HEADERS_ENV, LOCUST_METRICS_PORT, LocustEnvironment, join_headers
 from triton_gke.contracts.paths import ARRIVALS_FILE, LOCUSTFILE
 from triton_gke.contracts.workloads import (
     LOCUST_APP,
@@ -54,6 +55,10 @@ class LoadTestArgs:
     placement: PodPlacement = ANY_NODE
     # The namespace the component creates and runs Locust in.
     namespace: str = LOCUST_NAMESPACE
+    # Header -> key the locustfile sends with every inference (both slots' keys: a key change fails none of its
+    # requests); empty: inference takes no key. Kept in a Secret of Locust's namespace (a pod reads Secrets of its own
+    # namespace only), never in the ConfigMap.
+    inference_headers: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
 
 
 class LoadTest(pulumi.ComponentResource):
@@ -82,6 +87,7 @@ class LoadTest(pulumi.ComponentResource):
             data={"locustfile.py": LOCUSTFILE.read_text(), "arrivals.py": ARRIVALS_FILE.read_text()},
             opts=child,
         )
+        self._headers = self._headers_secret(ns)
         self.master = self._deployment(ns, LOCUST_MASTER, 1, ["--master"])
         self.workers = self._deployment(
             ns, LOCUST_WORKER, args.workers, ["--worker", f"--master-host=locust-master.{args.namespace}"]
@@ -108,6 +114,21 @@ class LoadTest(pulumi.ComponentResource):
             rate=a.rate or None,  # 0: unset, never an explicit 0 (the locustfile refuses rate=0)
             rate_steps=a.rate_steps or None,
         ).to_env()
+
+    def _headers_secret(self, ns: pulumi.Input[str]) -> kubernetes.core.v1.Secret | None:
+        headers = self._args.inference_headers
+        if not headers:
+            return None
+        names = sorted(headers)
+        text = pulumi.Output.all(*(headers[n] for n in names)).apply(
+            lambda keys: join_headers(dict(zip(names, keys, strict=True)))
+        )
+        return kubernetes.core.v1.Secret(
+            f"{self._name}-inference-headers",
+            metadata=kubernetes.meta.v1.ObjectMetaArgs(name="locust-inference-headers", namespace=ns),
+            string_data={INFERENCE_HEADERS_ENV: text},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
 
     def labels(self, component: str) -> dict[str, str]:
         return pod_labels(LOCUST_APP, component)
@@ -162,7 +183,7 @@ class LoadTest(pulumi.ComponentResource):
             name="locust",
             image=LOCUST_IMAGE,
             args=["-f", "/mnt/locust/locustfile.py", *role_args],
-            env=[kubernetes.core.v1.EnvVarArgs(name="PYTHONPATH", value=DEPS_DIR)],
+            env=[kubernetes.core.v1.EnvVarArgs(name="PYTHONPATH", value=DEPS_DIR), *self._headers_env()],
             env_from=[
                 kubernetes.core.v1.EnvFromSourceArgs(
                     config_map_ref=kubernetes.core.v1.ConfigMapEnvSourceArgs(name=self.config.metadata.name)
@@ -178,6 +199,13 @@ class LoadTest(pulumi.ComponentResource):
                 kubernetes.core.v1.VolumeMountArgs(name="locustfile", mount_path="/mnt/locust", read_only=True),
             ],
         )
+
+    def _headers_env(self) -> list[kubernetes.core.v1.EnvVarArgs]:
+        if self._headers is None:
+            return []
+        ref = kubernetes.core.v1.SecretKeySelectorArgs(name=self._headers.metadata.name, key=INFERENCE_HEADERS_ENV)
+        source = kubernetes.core.v1.EnvVarSourceArgs(secret_key_ref=ref)
+        return [kubernetes.core.v1.EnvVarArgs(name=INFERENCE_HEADERS_ENV, value_from=source)]
 
     def _master_service(self, ns: pulumi.Input[str]) -> kubernetes.core.v1.Service:
         service = self._service(ns, "locust-master", "ClusterIP", PORTS)

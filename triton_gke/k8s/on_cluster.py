@@ -22,7 +22,7 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 import pulumi_random as random
 
-from triton_gke.contracts.triton import PORTS
+from triton_gke.contracts.triton import INFERENCE_KEY_SLOTS, PORTS, inference_key_header, other_slot
 from triton_gke.contracts.workloads import ADAPTER_NAME, TRITON_APP, Namespaces
 from triton_gke.k8s import on_cluster_args as checks
 from triton_gke.k8s.autoscaling import Autoscaling, AutoscalingArgs, serves_custom_metrics
@@ -134,6 +134,16 @@ class TritonOnClusterArgs(TypedDict):
     """The key of Triton's admin APIs: 15-256 of A-Z a-z 0-9 - . _ ~ + /; absent: a random one (admin_key output)."""
     grafana_admin_password: NotRequired[pulumi.Input[str]]
     """Grafana's admin password, at least 15 characters (monitoring only); absent: a random one."""
+    inference_auth: NotRequired[bool]
+    """Inference (HTTP .../infer, gRPC ModelInfer) answers only requests carrying the key of inference_key_slot in its
+    header (inference_key, inference_key_header outputs). Default true; false opens inference to every caller."""
+    inference_key_slot: NotRequired[str]
+    """Which of the two inference keys Triton checks: a (default) or b. Changing it rolls the pods one at a time; a
+    client sending both keys (inference_key, inference_next_key) meanwhile never fails (docs/security.md)."""
+    inference_key_a: NotRequired[pulumi.Input[str]]
+    """Slot a's inference key: 15-256 of A-Z a-z 0-9 - . _ ~ + /; absent: a random one."""
+    inference_key_b: NotRequired[pulumi.Input[str]]
+    """Slot b's inference key: 15-256 of A-Z a-z 0-9 - . _ ~ + /; absent: a random one."""
     region: NotRequired[str]
     """The region label of this cluster's metrics and alerts (monitoring only); default the component's name."""
     namespaces: NotRequired[NamespaceNames]
@@ -190,6 +200,14 @@ class TritonOnCluster(pulumi.ComponentResource):
     service_account_name: pulumi.Output[str]
     """The Kubernetes service account the Triton pods run as, in `namespace`: the Workload Identity member to bind is
     serviceAccount:PROJECT.svc.id.goog[NAMESPACE/SERVICE_ACCOUNT_NAME]."""
+    inference_key: pulumi.Output[str]
+    """The key inference requests carry in inference_key_header (secret); empty with inference_auth false."""
+    inference_key_header: pulumi.Output[str]
+    """The HTTP header and gRPC metadata key of inference_key; empty with inference_auth false."""
+    inference_next_key: pulumi.Output[str]
+    """The other slot's key, which a key change moves to (secret); empty with inference_auth false."""
+    inference_next_key_header: pulumi.Output[str]
+    """The header of inference_next_key; empty with inference_auth false."""
 
     def __init__(
         self,
@@ -211,6 +229,8 @@ class TritonOnCluster(pulumi.ComponentResource):
         self._cpu_placement = cpu_placement(a)
         self._namespaces = Namespaces(**a["namespaces"])
         self.admin_key = pulumi.Output.secret(self._secret(a.get("admin_key"), f"triton-admin-key-{name}"))
+        self._inference_keys = self._inference_key_set(name, a)
+        self._inference_outputs(a)
         self._serving = TritonServing(
             f"triton-{name}", self._serving_args(name, a, wiring), opts=self._with_aliases(child, wiring)
         )
@@ -232,6 +252,10 @@ class TritonOnCluster(pulumi.ComponentResource):
                 "grpc_endpoint": self.grpc_endpoint,
                 "admin_key": self.admin_key,
                 "service_account_name": self.service_account_name,
+                "inference_key": self.inference_key,
+                "inference_key_header": self.inference_key_header,
+                "inference_next_key": self.inference_next_key,
+                "inference_next_key_header": self.inference_next_key_header,
             }
         )
 
@@ -269,12 +293,33 @@ class TritonOnCluster(pulumi.ComponentResource):
             resource_name, length=40, special=False, opts=pulumi.ResourceOptions(parent=self)
         ).result
 
+    def _inference_key_set(self, name: str, a: dict[str, Any]) -> dict[str, pulumi.Output[str]] | None:
+        """Slot -> its key (secret), given or generated; None with inference_auth false (no key, no resource)."""
+        if not a["inference_auth"]:
+            return None
+        return {
+            slot: pulumi.Output.secret(self._secret(a.get(field), f"triton-inference-key-{slot}-{name}"))
+            for slot, field in checks.INFERENCE_KEY_FIELDS.items()
+        }
+
+    def _inference_outputs(self, a: dict[str, Any]) -> None:
+        keys, slot = self._inference_keys, a["inference_key_slot"]
+        if keys is None:
+            self.inference_key = self.inference_next_key = pulumi.Output.secret("")
+            self.inference_key_header = self.inference_next_key_header = pulumi.Output.from_input("")
+            return
+        self.inference_key, self.inference_next_key = keys[slot], keys[other_slot(slot)]
+        self.inference_key_header = pulumi.Output.from_input(inference_key_header(slot))
+        self.inference_next_key_header = pulumi.Output.from_input(inference_key_header(other_slot(slot)))
+
     def _serving_args(self, name: str, a: dict[str, Any], wiring: ClusterWiring) -> TritonServingArgs:
         return TritonServingArgs(
             image=f"{TRITON_IMAGE}:{a['image_tag']}",
             model_repository=a["model_repository"],
             reader_email=a.get("model_reader_service_account"),
             admin_key=self.admin_key,
+            inference_keys=self._inference_keys,
+            inference_key_slot=a["inference_key_slot"],
             accelerator_type=DEFAULT_ACCELERATOR,
             gpus_per_node=a["gpus_per_pod"],
             min_replicas=a["min_replicas"],
@@ -308,6 +353,11 @@ class TritonOnCluster(pulumi.ComponentResource):
             placement=self._cpu_placement,
             namespace=self._namespaces.load_test,
             triton_address=triton_address(load.protocol, self._namespaces),
+            # Both slots' keys, each in its header: Locust's requests pass whichever slot a pod checks, so a key
+            # change (inference_key_slot) fails none of them.
+            inference_headers={}
+            if self._inference_keys is None
+            else {inference_key_header(slot): key for slot, key in self._inference_keys.items()},
         )
         return LoadTest(f"locust-{name}", args, opts=self._with_aliases(child, wiring))
 
@@ -504,6 +554,8 @@ def _with_defaults(args: Mapping[str, Any], name: str) -> dict[str, Any]:
         "cpu_tolerations": (),
         "namespaces": {},
         "adapter_name": ADAPTER_NAME,
+        "inference_auth": True,
+        "inference_key_slot": INFERENCE_KEY_SLOTS[0],
     }
     given = {k: v for k, v in args.items() if v is not None}
     # A min_replicas above the default bound raises the default max_replicas with it (an explicit one is checked).

@@ -17,6 +17,7 @@ import yaml
 from triton_gke.contracts import workloads
 from triton_gke.contracts.gke_limits import MAX_TRITON_REPLICAS
 from triton_gke.contracts.naming import DNS_LABEL, DNS_LABEL_MAX, bucket_name_problem, object_prefix_problem
+from triton_gke.contracts.triton import INFERENCE_KEY_SLOTS
 from triton_gke.k8s.common import TAINT_EFFECTS
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.recipes import driver_needed, image_runs_on_driver
@@ -86,7 +87,9 @@ LIMITS = {
     "queue_time_target_us": (1, MAX_QUEUE_TIME_TARGET_MS * 1000),  # the stack's autoscaleQueueTimeMs bound
 }
 WHOLE_NUMBERS = (*LIMITS, "gpus_per_pod")
-FLAGS = ("autoscaling", "monitoring", "load_test", "container_native_lb")
+FLAGS = ("autoscaling", "monitoring", "load_test", "container_native_lb", "inference_auth")
+# The inference keys' fields, by slot (contracts/triton.py INFERENCE_KEY_SLOTS).
+INFERENCE_KEY_FIELDS = {slot: f"inference_key_{slot}" for slot in INFERENCE_KEY_SLOTS}
 
 Problem = str | None
 
@@ -306,15 +309,30 @@ def service_account_name_problem(value: Any) -> Problem:
     )
 
 
-def admin_key_problem(value: Any) -> Problem:
+def admin_key_problem(value: Any, key: str = "admin_key") -> Problem:
+    """The admin key, and the inference keys (`key` names the field): the same header value in the same flag syntax."""
     if value is None or isinstance(value, pulumi.Output):
         return None
     if isinstance(value, str) and MIN_SECRET_LENGTH <= len(value) <= MAX_SECRET_LENGTH and ADMIN_KEY.fullmatch(value):
         return None
     return (
-        f"admin_key: not valid; expected {MIN_SECRET_LENGTH}-{MAX_SECRET_LENGTH} letters, digits or - . _ ~ + / "
+        f"{key}: not valid; expected {MIN_SECRET_LENGTH}-{MAX_SECRET_LENGTH} letters, digits or - . _ ~ + / "
         "(leave it out for a generated one)"
     )
+
+
+def inference_key_problem(key: str, value: Any, a: Mapping[str, Any]) -> Problem:
+    if value is not None and a.get("inference_auth") is False:
+        return f"{key}: only with inference_auth: true (without it inference takes no key)"
+    return admin_key_problem(value, key)
+
+
+def inference_key_slot_problem(value: Any) -> Problem:
+    if isinstance(value, pulumi.Output):
+        return _must_be_plain("inference_key_slot", value, "the header Triton checks")
+    if value in INFERENCE_KEY_SLOTS:
+        return None
+    return f"inference_key_slot: {value!r} is not valid; expected one of {', '.join(INFERENCE_KEY_SLOTS)}"
 
 
 def grafana_password_problem(value: Any, a: Mapping[str, Any]) -> Problem:
@@ -391,6 +409,7 @@ def field_checks(serves_metrics: bool, driver_branch: int | None) -> dict[str, C
         "model_reader_service_account": lambda v, a: service_account_problem(v),
         "service_account_name": lambda v, a: service_account_name_problem(v),
         "admin_key": lambda v, a: admin_key_problem(v),
+        "inference_key_slot": lambda v, a: inference_key_slot_problem(v),
         "grafana_admin_password": grafana_password_problem,
         "region": region_problem,
         "namespaces": lambda v, a: namespaces_problem(v),
@@ -400,4 +419,6 @@ def field_checks(serves_metrics: bool, driver_branch: int | None) -> dict[str, C
         checks[key] = lambda v, a, key=key: whole_number_problem(key, v, a)
     for key in FLAGS:
         checks[key] = lambda v, a, key=key: flag_problem(key, v, a, serves_metrics)
+    for key in INFERENCE_KEY_FIELDS.values():
+        checks[key] = lambda v, a, key=key: inference_key_problem(key, v, a)
     return checks

@@ -2,7 +2,8 @@
 
 The pod reads gs://BUCKET/PREFIX as a Kubernetes service account that Workload Identity maps
 to the bucket's reader. Admin APIs (model repository control, shared memory, logging, trace)
-answer only requests that carry the admin key header, which inference clients never get.
+answer only requests that carry the admin key header, which inference clients never get; inference answers only
+requests that carry the inference key (contracts/triton.py inference_restrictions), unless the caller opted out.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import pulumi_kubernetes as kubernetes
 # name, policy/principals.py triton_service_account; TRITON_SERVICE_ACCOUNT is the standalone default).
 from triton_gke.contracts.triton import (
     ADMIN_KEY_ENV,
+    INFERENCE_KEY_ENV,
+    INFERENCE_KEY_SLOTS,
     LIVE_PATH,
     PORTS,
     READY_PATH,
@@ -50,6 +53,8 @@ TRITON_UID = 1000  # the triton-server user of NVIDIA's image
 # Pod-template annotation holding the model repository's digest: a model change is a template change, so a rollout.
 MODEL_DIGEST_ANNOTATION = "triton-gke/model-repository-digest"
 STARTUP_PROBE_PERIOD_S = 10
+# The Secret holding both inference keys (data keys: the slots, a and b).
+INFERENCE_KEYS_SECRET = "triton-inference-keys"
 # The pod condition GKE's NEG controller sets once the pod's endpoint passes the load balancer's health check
 # (kubernetes/ingress-gce pkg/neg/types/shared/types.go NegReadinessGate). See TritonServing._readiness_gates.
 NEG_READINESS_GATE = "cloud.google.com/load-balancer-neg-ready"
@@ -76,6 +81,10 @@ class TritonServingArgs:
     # own way to reach the bucket, e.g. the nodes' service account).
     reader_email: pulumi.Input[str] | None
     admin_key: pulumi.Input[str]
+    # Slot (a, b) -> the key inference requests must carry in that slot's header (inference_key_header); Triton checks
+    # inference_key_slot's. Both live in one Secret, so a pod of either slot finds its key during a key change.
+    # None: inference open to every caller (the stack's inferenceAuth false).
+    inference_keys: Mapping[str, pulumi.Input[str]] | None
     accelerator_type: str
     gpus_per_node: int
     # Without an HPA, min_replicas is the fixed pod count; max_replicas sizes Pulumi's wait for a rollout that
@@ -115,6 +124,8 @@ class TritonServingArgs:
     service_account: str = TRITON_SERVICE_ACCOUNT
     # The namespace the component creates and runs Triton in.
     namespace: str = TRITON_NAMESPACE
+    # Which slot's key Triton checks (inferenceKeySlot); changing it rolls the pods one at a time.
+    inference_key_slot: str = INFERENCE_KEY_SLOTS[0]
 
 
 def startup_probe_failures(startup_minutes: int) -> int:
@@ -179,6 +190,7 @@ class TritonServing(pulumi.ComponentResource):
             string_data={"key": args.admin_key},
             opts=child,
         )
+        inference_secret = self._inference_secret(ns)
         deployment_timeouts, self._service_timeouts = triton_timeouts(args.startup_minutes, args.max_replicas)
         self.deployment = kubernetes.apps.v1.Deployment(
             f"{name}-deployment",
@@ -186,7 +198,7 @@ class TritonServing(pulumi.ComponentResource):
             spec=kubernetes.apps.v1.DeploymentSpecArgs(
                 replicas=None if args.autoscale else args.min_replicas,
                 selector=kubernetes.meta.v1.LabelSelectorArgs(match_labels=self.labels),
-                template=self._pod_template(service_account, admin_secret),
+                template=self._pod_template(service_account, admin_secret, inference_secret),
                 strategy=ROLLING_ONE_AT_A_TIME,
             ),
             # With an HPA, it alone owns spec.replicas (its minReplicas sets the count): Pulumi never sends the field.
@@ -242,8 +254,22 @@ class TritonServing(pulumi.ComponentResource):
         ports = {str(PORTS[port]): {"name": neg} for port, neg in self.neg_names.items()}
         return json.dumps({"exposed_ports": ports}, sort_keys=True)
 
+    def _inference_secret(self, ns: pulumi.Input[str]) -> kubernetes.core.v1.Secret | None:
+        keys = self._args.inference_keys
+        if keys is None:
+            return None
+        return kubernetes.core.v1.Secret(
+            f"{self._name}-inference-keys",
+            metadata=kubernetes.meta.v1.ObjectMetaArgs(name=INFERENCE_KEYS_SECRET, namespace=ns),
+            string_data=dict(keys),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
     def _pod_template(
-        self, service_account: kubernetes.core.v1.ServiceAccount, admin_secret: kubernetes.core.v1.Secret
+        self,
+        service_account: kubernetes.core.v1.ServiceAccount,
+        admin_secret: kubernetes.core.v1.Secret,
+        inference_secret: kubernetes.core.v1.Secret | None,
     ):
         a = self._args
         return kubernetes.core.v1.PodTemplateSpecArgs(
@@ -262,7 +288,7 @@ class TritonServing(pulumi.ComponentResource):
                 # From deletion to SIGKILL, preStop included: preStop + exit timeout + margin (settings/lifecycle.py).
                 termination_grace_period_seconds=a.lifecycle.termination_grace_s,
                 readiness_gates=self._readiness_gates,
-                containers=[self._container(admin_secret)],
+                containers=[self._container(admin_secret, inference_secret)],
                 volumes=[
                     # TensorRT engines are built at model load (minutes on a T4) and kept for the pod's life.
                     kubernetes.core.v1.VolumeArgs(
@@ -276,26 +302,30 @@ class TritonServing(pulumi.ComponentResource):
             ),
         )
 
-    def _container(self, admin_secret: kubernetes.core.v1.Secret) -> kubernetes.core.v1.ContainerArgs:
+    def _container(
+        self, admin_secret: kubernetes.core.v1.Secret, inference_secret: kubernetes.core.v1.Secret | None
+    ) -> kubernetes.core.v1.ContainerArgs:
         a = self._args
+        # Kubernetes expands $(VAR) in args from the container's env ("Define a command and arguments": "$(VAR)"
+        # references an environment variable, https://kubernetes.io/docs/tasks/inject-data-application/
+        # define-command-argument-container/#use-environment-variables-to-define-arguments): the keys stay in Secrets.
+        inference_key = None if inference_secret is None else f"$({INFERENCE_KEY_ENV})"
+        env = [_secret_env(ADMIN_KEY_ENV, admin_secret, "key")]
+        if inference_secret is not None:
+            env.append(_secret_env(INFERENCE_KEY_ENV, inference_secret, a.inference_key_slot))
         return kubernetes.core.v1.ContainerArgs(
             name="tritonserver",
             image=a.image,
             args=pulumi.Output.from_input(a.model_repository).apply(
                 lambda repository: triton_server_args(
-                    repository, exit_timeout_s=a.lifecycle.exit_timeout_s, model_config_name=a.model_config_name
+                    repository,
+                    exit_timeout_s=a.lifecycle.exit_timeout_s,
+                    model_config_name=a.model_config_name,
+                    inference_key=inference_key,
+                    inference_key_slot=a.inference_key_slot,
                 )
             ),
-            env=[
-                kubernetes.core.v1.EnvVarArgs(
-                    name=ADMIN_KEY_ENV,
-                    value_from=kubernetes.core.v1.EnvVarSourceArgs(
-                        secret_key_ref=kubernetes.core.v1.SecretKeySelectorArgs(
-                            name=admin_secret.metadata.name, key="key"
-                        )
-                    ),
-                )
-            ],
+            env=env,
             ports=[kubernetes.core.v1.ContainerPortArgs(name=n, container_port=p) for n, p in PORTS.items()],
             resources=kubernetes.core.v1.ResourceRequirementsArgs(
                 requests={"cpu": "2500m", "memory": "8Gi"},
@@ -390,6 +420,15 @@ ROLLING_ONE_AT_A_TIME = kubernetes.apps.v1.DeploymentStrategyArgs(
         max_surge=ROLLING_MAX_SURGE, max_unavailable=ROLLING_MAX_UNAVAILABLE
     ),
 )
+
+
+def _secret_env(name: str, secret: kubernetes.core.v1.Secret, key: str) -> kubernetes.core.v1.EnvVarArgs:
+    return kubernetes.core.v1.EnvVarArgs(
+        name=name,
+        value_from=kubernetes.core.v1.EnvVarSourceArgs(
+            secret_key_ref=kubernetes.core.v1.SecretKeySelectorArgs(name=secret.metadata.name, key=key)
+        ),
+    )
 
 
 def _app_protocol(port_name: str) -> str:

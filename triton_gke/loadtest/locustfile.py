@@ -33,6 +33,8 @@ Settings are environment variables named like the keys of the Kubernetes ConfigM
     timeout_s    network timeout per request, seconds          10
     metrics_port Prometheus metrics of the master, 0 = off     9646
     metrics_addr address the metrics server binds              0.0.0.0
+    inference_headers  NAME=KEY[,NAME=KEY]: headers sent with  none
+                 every inference (Triton's inference key; in the cluster from a Secret, both slots' keys)
 
 A bad value stops Locust at start with one line naming the key (exit code 2).
 Needs locust, tritonclient[http,grpc] (numpy comes with it); prometheus-client is optional.
@@ -46,6 +48,7 @@ import logging
 import math
 import os
 import random
+import re
 import sys
 import time
 import weakref
@@ -103,6 +106,7 @@ class Settings:
     trace: tuple[float, ...] = ()  # arrival=trace: gaps in seconds
     rate_steps: tuple[arrivals.Segment, ...] = ()  # a load shape; empty: users and rate as started
     users: int = 100  # the shape's concurrency bound
+    headers: tuple[tuple[str, str], ...] = ()  # sent with every inference (inference_headers)
 
     @property
     def open_loop(self) -> bool:
@@ -169,6 +173,27 @@ def _server_url(env: Mapping[str, str], protocol: str) -> str:
     return f"{host}:{port}"
 
 
+# A header name is a token (RFC 9110 section 5.6.2), sent lowercase (gRPC metadata keys are); the key keeps to the
+# characters tritonserver's restricted-API flag can carry (k8s/on_cluster_args.py ADMIN_KEY, a copy: this file ships
+# alone).
+_HEADER_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
+_HEADER_KEY = re.compile(r"[A-Za-z0-9._~+/-]+")
+
+
+def _headers(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    raw = env.get("inference_headers", "").strip()
+    if not raw:
+        return ()
+    pairs = []
+    for item in raw.split(","):
+        name, equals, key = item.partition("=")
+        if not (equals and _HEADER_NAME.fullmatch(name) and _HEADER_KEY.fullmatch(key)):
+            # Never the value: it holds the keys.
+            raise SettingError(f"inference_headers: expected NAME=KEY[,NAME=KEY] (item {len(pairs) + 1} is not)")
+        pairs.append((name, key))
+    return tuple(pairs)
+
+
 def _arrival(env: Mapping[str, str]) -> tuple[str, tuple[float, ...]]:
     kind = _choice(env, "arrival", "poisson", arrivals.KINDS)
     path = _get(env, "trace", "")
@@ -227,6 +252,7 @@ def load_settings(env: Mapping[str, str]) -> Settings:
         trace=trace,
         rate_steps=steps,
         users=_integer(env, "users", "100", 1, 1_000_000),
+        headers=_headers(env),
     )
 
 
@@ -337,7 +363,8 @@ def infer_once(client: Client) -> int:
     """One inference; returns the output's size in bytes, raises on any failure."""
     inputs, outputs = request_tensors()
     options = {"client_timeout": SETTINGS.timeout_s} if SETTINGS.protocol == "grpc" else {}
-    result = client.infer(SETTINGS.model, inputs, outputs=outputs, **options)
+    headers = dict(SETTINGS.headers) or None
+    result = client.infer(SETTINGS.model, inputs, outputs=outputs, headers=headers, **options)
     return check_output(result.as_numpy(SETTINGS.output_name))
 
 

@@ -9,6 +9,10 @@ model that answers another class is not the model that was built. TensorRT varia
 lower precision, so only the top class is compared, and the margin is printed: a margin of a few hundredths may flip
 under FP16 or INT8, one of tenths should not.
 
+Where inference needs a key (the stack's inferenceAuth, its default), the environment gives it, never the command
+line (which other users of the machine can read): TRITON_INFERENCE_KEY_HEADER (`pulumi stack output
+inferenceKeyHeader`) and TRITON_INFERENCE_KEY (`pulumi stack output inferenceKey --show-secrets`), both or neither.
+
 One line per address: `ADDRESS MODEL: class N "LABEL" (expected N, margin M) ok`, or why not. Exit 0 when every
 address answered as expected, 1 when one did not (or could not be reached), 2 for bad input.
 """
@@ -20,7 +24,7 @@ import os
 import re
 import sys
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +50,10 @@ HOST_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 # Random blocks per image side (a dimension it divides is drawn as that many blocks; channels stay as they are).
 CELLS = 8
 TIMEOUT_S = 60.0
+KEY_HEADER_ENV, KEY_ENV = "TRITON_INFERENCE_KEY_HEADER", "TRITON_INFERENCE_KEY"
+# What contracts/triton.py inference_key_header names and the stack generates (k8s/on_cluster_args.py ADMIN_KEY).
+HEADER_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
+KEY_TEXT = re.compile(r"[A-Za-z0-9._~+/-]+")
 
 
 class SmokeError(ValueError):
@@ -183,8 +191,25 @@ def _valid_host(host: str) -> bool:
     return True
 
 
-def ask(address: str, expected: Expected) -> str | None:
-    """Send the image to `address`; None when the answer is the expected class, else one line saying what happened."""
+def key_headers(env: Mapping[str, str]) -> dict[str, str]:
+    """The inference key's header from the environment ({} without one); SmokeError naming the variable if bad. The
+    key itself is never repeated in a message."""
+    header, key = env.get(KEY_HEADER_ENV, ""), env.get(KEY_ENV, "")
+    if not header and not key:
+        return {}
+    if not header or not key:
+        missing = KEY_HEADER_ENV if not header else KEY_ENV
+        raise SmokeError(f"{missing}: set it too, or neither ({KEY_HEADER_ENV} and {KEY_ENV} go together)")
+    if not HEADER_NAME.fullmatch(header):
+        raise SmokeError(f"{KEY_HEADER_ENV}: {header[:MAX_SHOWN]!r} is not a header name (lowercase, digits, -)")
+    if not KEY_TEXT.fullmatch(key):
+        raise SmokeError(f"{KEY_ENV}: not a key (letters, digits and - . _ ~ + / only)")
+    return {header: key}
+
+
+def ask(address: str, expected: Expected, headers: Mapping[str, str] | None = None) -> str | None:
+    """Send the image to `address` (with `headers`, the inference key); None when the answer is the expected class,
+    else one line saying what happened."""
     import tritonclient.http as triton  # the local extra's HTTP client; only now
 
     url, ssl = parse_address(address)
@@ -192,7 +217,8 @@ def ask(address: str, expected: Expected) -> str | None:
         client = triton.InferenceServerClient(url, ssl=ssl, connection_timeout=TIMEOUT_S, network_timeout=TIMEOUT_S)
         tensor = triton.InferInput(expected.input_name, list(expected.image.shape), expected.datatype)
         tensor.set_data_from_numpy(expected.image)
-        result = client.infer(expected.model, [tensor], outputs=[triton.InferRequestedOutput(expected.output_name)])
+        outputs = [triton.InferRequestedOutput(expected.output_name)]
+        result = client.infer(expected.model, [tensor], outputs=outputs, headers=dict(headers or {}) or None)
         scores = result.as_numpy(expected.output_name)
     except Exception as err:  # noqa: BLE001 - any failure to get an answer is this address's result, one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -220,12 +246,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for address in args.addresses:
             parse_address(address)
         expected = expected_answer(args.repository, args.model)
+        headers = key_headers(os.environ)
     except SmokeError as err:
         print(f"error: triton-gke smoke: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     wrong = 0
     for address in args.addresses:
-        problem = ask(address, expected)
+        problem = ask(address, expected, headers)
         wrong += problem is not None
         verdict = problem or (
             f"class {expected.top} {expected.label(expected.top)!r} (expected {expected.top}, "

@@ -879,6 +879,27 @@ def validate_triton_admin_apis(args: ResourceValidationArgs, report_violation: R
                 )
 
 
+def validate_prod_inference_auth(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """On a production stack every tritonserver container restricts the `inference` API group on HTTP and gRPC
+    (contracts/triton.py inference_restrictions): a stack that set inferenceAuth false serves GPUs to anyone who
+    reaches the load balancer."""
+    stack = stack_of(args.urn)
+    if stack not in tuple(args.get_config().get("prodStacks") or DEFAULT_PROD_STACKS):
+        return
+    for container in containers(pod_spec(args), init=False):
+        if not is_triton(container):
+            continue
+        tokens = command_line(container)
+        open_on = [flag for flag in TRITON_RESTRICTION_FLAGS if "inference" not in restricted_apis(tokens, flag)]
+        if open_on:
+            report_violation(
+                f"stack {stack!r} is a production stack: tritonserver container {get(container, 'name')!r} serves "
+                f"inference without a key ({', '.join(open_on)} does not restrict inference); set "
+                "triton-gke:inferenceAuth true",
+                None,
+            )
+
+
 # ---------------------------------------------------------------- the policies
 
 
@@ -998,6 +1019,24 @@ POLICIES: list[ResourceValidationPolicy] = [
         validate_triton_admin_apis,
         MANDATORY,
         Severity.CRITICAL,
+    ),
+    _policy(
+        "prod-inference-auth",
+        "On production stacks tritonserver restricts the inference API group on HTTP and gRPC to a key header "
+        "(triton-gke:inferenceAuth true).",
+        validate_prod_inference_auth,
+        MANDATORY,
+        Severity.HIGH,
+        config_schema=PolicyConfigSchema(
+            properties={
+                "prodStacks": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "default": list(DEFAULT_PROD_STACKS),
+                    "description": "Stack names treated as production.",
+                }
+            }
+        ),
     ),
 ]
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_gke.contracts.loadtest import LocustEnvironment
+from triton_gke.contracts.loadtest import LocustEnvironment, join_headers
 from triton_gke.contracts.paths import LOCUSTFILE, project_dir
 from triton_gke.contracts.triton import triton_server_args
 from triton_gke.model_repo.sync import SyncError, SyncReport, sync_repository
@@ -91,7 +91,9 @@ def _flag(arg: str) -> str:
     return arg.split("=", 1)[0]
 
 
-def gke_flags(repository: str, key: str, local_command: Sequence[str]) -> list[str]:
+def gke_flags(
+    repository: str, key: str, local_command: Sequence[str], inference_key: str | None = None, slot: str = "a"
+) -> list[str]:
     """The GKE command line (k8s.triton) minus the binary and the repository the local command already names.
 
     Port flags take the values the local server binds: the same as on GKE inside a network
@@ -99,18 +101,29 @@ def gke_flags(repository: str, key: str, local_command: Sequence[str]) -> list[s
     tritonserver keeps the last value of a repeated flag.
     """
     local_ports = {_flag(a): a for a in local_command if _flag(a) in ("--http-port", "--grpc-port", "--metrics-port")}
-    args = triton_server_args(repository, gpu=False, admin_key=key)[1:]
+    args = triton_server_args(
+        repository, gpu=False, admin_key=key, inference_key=inference_key, inference_key_slot=slot
+    )
+    args = args[1:]
     return [local_ports.get(_flag(a), a) for a in args if _flag(a) != "--model-repository"]
 
 
-def prepare_triton(repository: str, gcs: GcsEmulator, netns: NetworkNamespace | None, key: str) -> TritonServer:
-    """A TritonServer (not started yet) with the GKE command line, reading the bucket through the emulator."""
+def prepare_triton(
+    repository: str,
+    gcs: GcsEmulator,
+    netns: NetworkNamespace | None,
+    key: str,
+    inference_key: str | None = None,
+    slot: str = "a",
+) -> TritonServer:
+    """A TritonServer (not started yet) with the GKE command line, reading the bucket through the emulator; with
+    `inference_key`, inference needs it in `slot`'s header, as on GKE with inferenceAuth."""
     env = {TRITON_ENV: gcs.internal_endpoint, **NO_METADATA}
     try:
         server = TritonServer(repository, netns=netns, env=env, ready_timeout_s=TRITON_READY_TIMEOUT_S)
     except (TritonStartError, OSError, RuntimeError) as err:
         raise ComponentError(f"tritonserver could not be prepared: {one_line(err)}") from None
-    server.extra_args = gke_flags(repository, key, server.command())
+    server.extra_args = gke_flags(repository, key, server.command(), inference_key, slot)
     if private_tmp_available():
         # Its model copies then live in its work folder, which close() removes even after a kill.
         server.netns = PrivateTmp(server.workdir, netns)  # TritonServer only calls wrap() and forward()
@@ -280,8 +293,11 @@ class LoadSettings:
 class LocustLoad:
     """`locust --headless` with the project's locustfile, configured like the cluster's ConfigMap."""
 
-    def __init__(self, load: LoadSettings, triton: TritonServer, out_dir: Path) -> None:
+    def __init__(
+        self, load: LoadSettings, triton: TritonServer, out_dir: Path, headers: Mapping[str, str] | None = None
+    ) -> None:
         self.load = load
+        self.headers = dict(headers or {})  # the inference key's header, as the cluster's Locust sends it
         self.metrics_port = free_port()
         self.csv_prefix = out_dir / "locust"
         self.log_path = out_dir / "locust.log"
@@ -307,6 +323,7 @@ class LocustLoad:
             payload=self.load.payload,
             metrics_port=self.metrics_port,
             metrics_addr="127.0.0.1",
+            inference_headers=join_headers(self.headers) or None,
         )
         return env | locust.to_env()
 

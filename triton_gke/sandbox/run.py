@@ -34,12 +34,12 @@ from triton_gke.bounded_files import one_line, output_folder_problem
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED
 from triton_gke.contracts.naming import model_bucket_name
 from triton_gke.contracts.paths import built_repository, cpu_twin_repository, project_dir, sandbox_build_dir
-from triton_gke.contracts.triton import ADMIN_KEY_HEADER
+from triton_gke.contracts.triton import ADMIN_KEY_HEADER, inference_key_header
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.observability.settings import TRITON_PODS
 from triton_gke.one_line import OneLineParser, file_path, invoked_as
 from triton_gke.sandbox import components as parts
-from triton_gke.sandbox import leftovers, rollout, single_run
+from triton_gke.sandbox import inference_key, leftovers, rollout, single_run
 from triton_gke.sandbox import report as reporting
 from triton_gke.sandbox.components import ComponentError, LoadSettings, LocustLoad, ScrapeTargets
 from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
@@ -53,6 +53,8 @@ SCENARIOS = ("load", "rollout")
 SCRAPE_INTERVAL_S = 2  # short, so a run of a few seconds still gets a dozen samples
 TICK_S = 5.0
 FIRST_SCRAPE_TIMEOUT_S = 30.0
+# Inferences per protocol the run sends without and with the inference key before the load (check_inference_key).
+KEY_CHECKS = 5
 # What a run writes into OUT; removed at the start so no file of an earlier run is mistaken for this one's.
 OUTPUTS = ("locust*", "report.json", "prometheus.yml", "rules.yml", "file_sd", "tritonserver.log", "prometheus-data")
 
@@ -132,14 +134,39 @@ def start_storage(
 
 
 def prepare_triton(
-    repository: str, gcs: parts.GcsEmulator, netns: NetworkNamespace | None, out: Path, cleanup: contextlib.ExitStack
+    repository: str,
+    gcs: parts.GcsEmulator,
+    netns: NetworkNamespace | None,
+    out: Path,
+    cleanup: contextlib.ExitStack,
+    inference: dict[str, str],
+    slot: str,
 ) -> tuple[TritonServer, str, list[Path]]:
-    """The server with its ports chosen, not started: Prometheus can be told where to scrape it first."""
+    """The server with its ports chosen, not started: Prometheus can be told where to scrape it first. `inference`:
+    the inference key's header and key (inference_headers), empty without inferenceAuth."""
     key = parts.admin_key()
-    server = parts.prepare_triton(repository, gcs, netns, key)
+    server = parts.prepare_triton(repository, gcs, netns, key, next(iter(inference.values()), None), slot)
     copies: list[Path] = []  # filled once it runs; removed if it ever leaves them behind
     cleanup.callback(parts.stop_triton, server, copies, out / "tritonserver.log")
     return server, key, copies
+
+
+def inference_headers(settings: StackSettings) -> dict[str, str]:
+    """A fresh inference key in the header of the stack's inferenceKeySlot; {} with inferenceAuth false."""
+    if not settings.serving.inference_auth:
+        return {}
+    return {inference_key_header(settings.serving.inference_key_slot): parts.admin_key()}
+
+
+def check_inference_key(server: TritonServer, load: LoadSettings, headers: dict[str, str], progress: Progress) -> None:
+    """What the key does, with the load test's model and payload: inferences served without it and with it."""
+    model = {"model": load.model, "dtype": "UINT8" if load.payload == "uint8" else "FP32"}
+    without = inference_key.count_served(lambda: (server,), {}, KEY_CHECKS, **model)
+    if not headers:
+        progress(f"inference: no key (inferenceAuth false); served {without.line()} without one")
+        return
+    with_key = inference_key.count_served(lambda: (server,), headers, KEY_CHECKS, **model)
+    progress(f"inference key ({next(iter(headers))}): served without it {without.line()}, with it {with_key.line()}")
 
 
 def launch_triton(server: TritonServer, key: str, copies: list[Path], progress: Progress) -> None:
@@ -282,15 +309,19 @@ def run(args: argparse.Namespace, settings: StackSettings, progress: Progress, c
     gcs, repository = start_storage(settings, netns, progress, cleanup)
     state.add_folder(gcs.workdir)
     timed("storage_s")
-    server, key, copies = prepare_triton(repository, gcs, netns, out, cleanup)
+    headers = inference_headers(settings)
+    server, key, copies = prepare_triton(
+        repository, gcs, netns, out, cleanup, headers, settings.serving.inference_key_slot
+    )
     state.add_folder(server.workdir)
     state.add_shm_prefix(server.shm_prefix)
-    locust = LocustLoad(load, server, out)
+    locust = LocustLoad(load, server, out, headers)
     prometheus = start_prometheus(settings, server, locust, out, args.keep_data, progress, cleanup)
     state.add_folder(prometheus.workdir)
     prometheus_started = time.monotonic()
     timed("prometheus_s")
     launch_triton(server, key, copies, progress)
+    check_inference_key(server, load, headers, progress)
     state.snapshot()  # tritonserver and its stubs, at once
     for folder in copies:
         state.add_folder(folder)

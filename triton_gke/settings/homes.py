@@ -47,7 +47,10 @@ STEPS: Mapping[Callable[..., Any], tuple[str, ...]] = {
     ),
     cluster.cpu_pool: ("cpuMinNodes", "cpuMaxNodes", "cpuMachineType"),
     model_store.model_store: ("modelPrefix", "bucketLocation", "bucketForceDestroy", "modelHoldRegions"),
-    serving.serving: ("autoscaleQueueTimeMs", "tritonStartupMinutes", "tritonBuildEngines"),
+    serving.serving: (
+        *("autoscaleQueueTimeMs", "tritonStartupMinutes", "tritonBuildEngines", "inferenceAuth"),
+        "inferenceKeySlot",
+    ),
     serving.load_test: (
         *("locustModel", "locustPayload", "locustWorkers", "locustRps", "locustProtocol", "locustRate"),
         *("locustRateSteps", "locustArrival"),

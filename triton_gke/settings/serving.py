@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from triton_gke.contracts.paths import project_dir
+from triton_gke.contracts.triton import INFERENCE_KEY_SLOTS
 from triton_gke.loadtest import arrivals
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.recipes import (
@@ -227,8 +228,8 @@ def check_image_runs_on_driver(
 
 
 def serving(reader: Reader) -> ServingSettings:
-    """autoscaleQueueTimeMs, tritonStartupMinutes and tritonBuildEngines; the image is model_repo.triton_image_tag's
-    (one field)."""
+    """autoscaleQueueTimeMs, tritonStartupMinutes, tritonBuildEngines, inferenceAuth and inferenceKeySlot; the image
+    is model_repo.triton_image_tag's (one field)."""
     return ServingSettings(
         queue_time_target_us=reader.integer(
             "autoscaleQueueTimeMs",
@@ -239,6 +240,8 @@ def serving(reader: Reader) -> ServingSettings:
         * 1000,
         startup_minutes=_startup_minutes(reader),
         build_engines=reader.boolean("tritonBuildEngines"),
+        inference_auth=reader.boolean("inferenceAuth"),
+        inference_key_slot=reader.choice("inferenceKeySlot", INFERENCE_KEY_SLOTS),
     )
 
 

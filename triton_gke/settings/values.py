@@ -120,6 +120,10 @@ class ServingSettings:
     # gpuMaxNodes (dev: one node, held by Triton) never gives it, so every later `up` that changes the Job would wait
     # for it in vain; and no plan it builds has run on a GPU here yet (docs/gpus.md).
     build_engines: bool = False
+    # inferenceAuth: Triton's inference API group needs the generated key (contracts/triton.py inference_restrictions);
+    # inferenceKeySlot: which of the two keys (and header names) it checks, the key change's switch.
+    inference_auth: bool = True
+    inference_key_slot: str = "a"
 
 
 @dataclass(frozen=True)

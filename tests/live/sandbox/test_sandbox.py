@@ -28,7 +28,7 @@ import psutil
 import pytest
 
 from tests.support.project_folder import make_project_folder, own_tmpdir
-from triton_gke.contracts.triton import ADMIN_KEY_HEADER, triton_server_args
+from triton_gke.contracts.triton import triton_server_args
 from triton_gke.infra.naming import gcp_name
 from triton_gke.sandbox import components as parts
 from triton_gke.sandbox import leftovers
@@ -214,7 +214,9 @@ def test_a_short_run_reports_real_load_and_leaves_nothing_behind(sandbox: Start)
     settings = load_settings("dev")
     bucket = gcp_name(settings.project, "dev", "triton-models", max_len=63)
     assert report["bucket"] == f"gs://{bucket}/{settings.model_store.prefix}"  # the stack's bucket and prefix
-    gke = triton_server_args(report["bucket"], gpu=False, admin_key="***")[1:]
+    gke = triton_server_args(report["bucket"], gpu=False, admin_key="***", inference_key="***")[1:]
+    # The key's check before the load (issue 44): refused without it over HTTP and gRPC, served with it.
+    assert re.search(r"served without it http 0/5, grpc 0/5, with it http 5/5, grpc 5/5", run.stdout), run.stdout
     ports = ("--http-port", "--grpc-port", "--metrics-port")
     expected = [a for a in gke if a.split("=")[0] not in ports] if report["network"] == "host" else gke
     assert set(expected) <= set(report["triton_command"])
@@ -229,8 +231,8 @@ def test_a_short_run_reports_real_load_and_leaves_nothing_behind(sandbox: Start)
 
 
 def admin_keys(run: SandboxRun) -> set[str]:
-    """The admin key(s) tritonserver really ran with, read from its command line while it ran."""
-    pattern = re.compile(rf"--http-restricted-api=[^ :]+:{ADMIN_KEY_HEADER}=(\S+)")
+    """The admin and inference key(s) tritonserver really ran with, read from its command line while it ran."""
+    pattern = re.compile(r"--http-restricted-api=[^ :]+:[^ =]+=(\S+)")
     return {match.group(1) for command in run.commands for match in pattern.finditer(command)}
 
 

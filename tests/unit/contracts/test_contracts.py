@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tritonclient.grpc import model_config_pb2 as mc
 
-from tests.conftest import PROJECT_DIR
+from tests.conftest import PROJECT_DIR, stack_settings
 from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LOCUST_METRICS_PORT, LocustEnvironment
 from triton_gke.contracts.naming import BUCKET_NAME_MAX, model_bucket_name
 from triton_gke.contracts.paths import LOCUSTFILE
@@ -64,7 +64,9 @@ def _locustfile_parser() -> tuple[Callable[[Mapping[str, str]], Any], type[Excep
     same for rate_steps)."""
     wanted = {"DEFAULT_PORTS", "PAYLOAD_TYPES", "SettingError", "Settings", "load_settings"}
     wanted |= {"_get", "_number", "_integer", "_choice", "_name", "_server_url", "_arrival", "_steps", "_rate"}
+    wanted |= {"_headers", "_HEADER_NAME", "_HEADER_KEY"}
     namespace: dict[str, Any] = {"__name__": "locustfile_settings", "arrivals": arrivals, "Mapping": Mapping}
+    namespace |= {"re": __import__("re")}
     namespace |= {"dataclass": dataclass, "math": __import__("math"), "urlsplit": urlsplit, "Path": Path}
     module = ast.Module(body=_locustfile_nodes(wanted), type_ignores=[])
     # dont_inherit: evaluate annotations now, as dataclass finds no module of this name to resolve text ones in.
@@ -246,7 +248,7 @@ def test_the_binding_and_the_service_account_name_one_principal(dev_plan: Plan) 
     """The model store binds PROJECT.svc.id.goog[triton/triton-dev]; Triton's pods run as that service account."""
     (binding,) = dev_plan.of_type("gcp:serviceaccount/iAMMember:IAMMember")
     name = triton_service_account("dev")
-    assert binding.inputs["member"] == workload_identity_member("my-gcp-project", TRITON_NAMESPACE, name)
+    assert binding.inputs["member"] == workload_identity_member(stack_settings("dev")["gcp:project"], TRITON_NAMESPACE, name)
     accounts = [
         a.inputs["metadata"]
         for a in dev_plan.of_type("kubernetes:core/v1:ServiceAccount")

@@ -78,6 +78,13 @@ NOT_RUN: dict[str, str] = {
         "namespace of a real tritonserver listening on 8000"
     ),
     '.venv/bin/triton-gke smoke "$(pulumi stack output httpEndpoint -s prod)"': _NO_PULUMI,
+    'export TRITON_INFERENCE_KEY_HEADER="$(pulumi stack output inferenceKeyHeader -s prod)"': _NO_PULUMI,
+    'export TRITON_INFERENCE_KEY="$(pulumi stack output inferenceKey -s prod --show-secrets)"': _NO_PULUMI,
+    'curl -s -H "$TRITON_INFERENCE_KEY_HEADER: $TRITON_INFERENCE_KEY" -d @request.json '
+    "\"$(pulumi stack output httpEndpoint -s prod | sed 's/MODEL/original/')\"": (
+        "docs/security.md: needs a deployed stack; tests/live/sandbox/test_inference_key.py sends the same header to "
+        "a real tritonserver over HTTP and gRPC"
+    ),
     "gcloud auth login": "a browser login to a Google account (none here)",
     "gcloud billing projects link YOUR_PROJECT --billing-account=YOUR_BILLING_ACCOUNT": _NO_PULUMI,
     "gcloud compute regions describe us-central1 --project YOUR_PROJECT": _NO_PULUMI,

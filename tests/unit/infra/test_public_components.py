@@ -70,7 +70,9 @@ def test_on_cluster_with_a_kubeconfig_uses_its_own_provider_for_every_child() ->
     k8s = [r for r in plan.resources if r.custom and r.type.startswith("kubernetes:")]
     assert k8s and all(r.provider_urn == provider.urn for r in k8s)
     assert all(top in plan.ancestors(r) for r in plan.resources if r is not top), "every child has parent=self"
-    assert monitor.outputs[top.urn] == {"namespace", "http_endpoint", "grpc_endpoint", "admin_key"}
+    inference = {"inference_key", "inference_key_header", "inference_next_key", "inference_next_key_header"}
+    expected = {"namespace", "http_endpoint", "grpc_endpoint", "admin_key", "service_account_name", *inference}
+    assert monitor.outputs[top.urn] == expected
     assert {r.name for r in plan.resources if r.parent is top} >= {"triton-team", "locust-team", "monitoring-team"}
 
 
@@ -87,9 +89,10 @@ def test_on_cluster_without_a_kubeconfig_uses_the_callers_provider() -> None:
     assert provider.name == "teams-cluster"
     k8s = [r for r in plan.resources if r.custom and r.type.startswith("kubernetes:")]
     assert k8s and all(r.provider_urn == provider.urn for r in k8s)
-    # Only Triton by default: no HPA, monitoring or Locust, and a random admin key.
+    # Only Triton by default: no HPA, monitoring or Locust, a random admin key and two random inference keys.
     assert not plan.of_type("triton-gke:k8s:Monitoring") and not plan.of_type("triton-gke:k8s:LoadTest")
-    assert len(plan.of_type("random:index/randomPassword:RandomPassword")) == 1
+    passwords = {r.name for r in plan.of_type("random:index/randomPassword:RandomPassword")}
+    assert passwords == {"triton-admin-key-team", "triton-inference-key-a-team", "triton-inference-key-b-team"}
     (deployment,) = plan.of_type("kubernetes:apps/v1:Deployment")
     pod = deployment.inputs["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
@@ -267,6 +270,7 @@ def test_the_system_from_one_settings_object_registers_the_programs_outputs() ->
         "tritonAdminKey",
         "grafanaAdminPassword",
         "estimatedCost",
+        *("inferenceKey", "inferenceKeyHeader", "inferenceNextKey", "inferenceNextKeyHeader"),
     }
     assert all(top in plan.ancestors(r) for r in plan.resources if r is not top)
     assert [r.name for r in plan.of_type("triton-gke:index:TritonGkeRegion")] == ["us-central1"]
@@ -339,6 +343,7 @@ def test_the_program_exports_the_same_outputs() -> None:
         "tritonAdminKey",
         "grafanaAdminPassword",
         "estimatedCost",
+        *("inferenceKey", "inferenceKeyHeader", "inferenceNextKey", "inferenceNextKeyHeader"),
         *(["lbAddress", "httpEndpoint"] if "lbAddress" in plan.outputs else []),
         *(["grpcEndpoint"] if "grpcEndpoint" in plan.outputs else []),
     }

@@ -198,6 +198,7 @@ def test_triton_without_an_hpa_runs_fixed_replicas_pulumi_owns(autoscale, replic
         model_repository="gs://bucket/models",
         reader_email="reader@project.iam.gserviceaccount.com",
         admin_key="key",
+        inference_keys={"a": "key-a", "b": "key-b"},
         accelerator_type="nvidia-tesla-t4",
         gpus_per_node=1,
         min_replicas=2,

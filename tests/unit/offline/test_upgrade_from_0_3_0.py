@@ -98,19 +98,46 @@ def expected(case: str) -> dict[str, Expected]:
         result[f"{DEPLOYMENT}::triton-{region}-deployment"] = _triton_rollout(engines)
         result[f"{CONFIG_MAP}::locust-{region}-locustfile"] = Expected(
             "replace",
-            frozenset({"data.arrivals.py"}),
+            frozenset({"data.arrivals.py", "data.locustfile.py"}),
             # A ConfigMap's data forces replacement (pulumi-kubernetes provider/pkg/provider/diff.go: core/v1
             # ConfigMap: properties{".binaryData", ".data"}), and its fixed name makes the provider delete it first
             # (offline/lifecycle.py delete_first).
-            "loadtest/arrivals.py gained a comment in 340b846 (issue 34's layout): the load generator's ConfigMap "
-            "`locustfile` ships the file's text, so it is deleted and created again; Triton and serving untouched",
+            "loadtest/arrivals.py gained a comment in 340b846 (issue 34's layout), and the locustfile sends the "
+            "inference key's headers (issue 44): the load generator's ConfigMap `locustfile` ships the files' text, "
+            "so it is deleted and created again; Triton and serving untouched",
             deleted_first=True,
             announced_by="locust-REGION-locustfile",
         )
         if engines:
             result[f"{JOB}::engines-{region}-job"] = _engine_job()
+        result.update(_inference_key(region))
+    result.update(
+        {
+            f"random:index/randomPassword:RandomPassword::triton-inference-key-{slot}": Expected(
+                "create", frozenset(), "issue 44: the inference keys, one per slot, shared by every region"
+            )
+            for slot in ("a", "b")
+        }
+    )
     if engines:
         result.update(_staged_upload())
+    return result
+
+
+def _inference_key(region: str) -> dict[str, Expected]:
+    """Issue 44: inference needs a key (inferenceAuth). Triton reads it from a Secret of its namespace; Locust sends
+    both slots' keys from a Secret of its own, so its Deployments roll (an update of the pod template, no outage)."""
+    secrets = {
+        f"kubernetes:core/v1:Secret::triton-{region}-inference-keys": "the inference keys Triton's pods read",
+        f"kubernetes:core/v1:Secret::locust-{region}-inference-headers": "the headers Locust sends with each inference",
+    }
+    result = {key: Expected("create", frozenset(), f"issue 44: {why}") for key, why in secrets.items()}
+    for role in ("master", "worker"):
+        result[f"{DEPLOYMENT}::locust-{region}-{role}"] = Expected(
+            "update",
+            frozenset({f"{TRITON_TEMPLATE}.containers[].env"}),
+            "issue 44: Locust's inference_headers variable from its Secret, a rolling update",
+        )
     return result
 
 
@@ -142,7 +169,9 @@ def _triton_rollout(engines: bool) -> Expected:
     # https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#updating-a-deployment), one pod at a
     # time under Triton's rollout numbers (contracts/triton.py): no outage.
     paths = {f"{TRITON_TEMPLATE}.topologySpreadConstraints"}
+    paths |= {f"{TRITON_TEMPLATE}.containers[].args", f"{TRITON_TEMPLATE}.containers[].env"}
     why = "issue 43 point 4: Triton's pods spread over the region's zones (ScheduleAnyway), a rolling update"
+    why += "; issue 44: inference needs the key (the restricted inference group on HTTP and gRPC, from its Secret)"
     if engines:
         paths.add("spec.template.metadata.annotations.triton-gke/model-repository-digest")
         why += "; the engine repository's new digest (plan models served as tensorrt_plan since 0.3.0)"

@@ -162,6 +162,13 @@ def test_prod_without_deletion_protection_is_refused() -> None:
     assert all(v.startswith("prod-deletion-protection") for v in found)
 
 
+def test_prod_with_inference_auth_off_is_refused_in_one_line_per_triton_and_dev_is_not() -> None:
+    found = all_violations(evaluate("prod", inferenceAuth=False))
+    assert len(found) == 3 and all(v.startswith("prod-inference-auth") for v in found), found
+    assert all("--http-restricted-api, --grpc-restricted-protocol does not restrict inference" in v for v in found)
+    assert all_violations(evaluate("dev", inferenceAuth=False)) == []
+
+
 def test_which_stacks_count_as_production_is_configurable(plans: dict[str, Plan]) -> None:
     staging = plans["staging"]  # disposable by design: deletionProtection false, bucketForceDestroy true
     assert all_violations(staging) == []
@@ -401,6 +408,18 @@ CRAFTED: dict[str, tuple[str, str, Callable[[Plan], PlannedResource], Callable[[
         lambda p: _first(p, CLUSTER),
         _set("deletionProtection", False),
         "stack 'prod' is a production stack",
+    ),
+    "prod triton serving inference without a key": (
+        "prod-inference-auth",
+        "prod",
+        _deployment("triton"),
+        lambda inputs: _pod(inputs)["containers"][0].update(
+            args=[
+                a for a in _pod(inputs)["containers"][0]["args"] if not a.startswith("--http-restricted-api=inference")
+            ]
+        ),
+        "stack 'prod' is a production stack: tritonserver container 'tritonserver' serves inference without a key "
+        "(--http-restricted-api does not restrict inference); set triton-gke:inferenceAuth true",
     ),
     "image without tag": (
         "images-pinned",
