@@ -79,6 +79,8 @@ NOT_RUN: dict[str, str] = {
     ),
     '.venv/bin/triton-gke smoke "$(pulumi stack output httpEndpoint -s prod)"': _NO_PULUMI,
     'export TRITON_INFERENCE_KEY_HEADER="$(pulumi stack output inferenceKeyHeader -s prod)"': _NO_PULUMI,
+    'export TRITON_INFERENCE_KEY_HEADER="$(pulumi stack output inferenceKeyHeader -s dev)"': _NO_PULUMI,
+    'export TRITON_INFERENCE_KEY="$(pulumi stack output inferenceKey -s dev --show-secrets)"': _NO_PULUMI,
     'export TRITON_INFERENCE_KEY="$(pulumi stack output inferenceKey -s prod --show-secrets)"': _NO_PULUMI,
     'curl -s -H "$TRITON_INFERENCE_KEY_HEADER: $TRITON_INFERENCE_KEY" -d @request.json '
     "\"$(pulumi stack output httpEndpoint -s prod | sed 's/MODEL/original/')\"": (
