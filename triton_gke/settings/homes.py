@@ -68,5 +68,7 @@ STEPS: Mapping[Callable[..., Any], tuple[str, ...]] = {
     capacity.sized: ("targetRps", "capacityHeadroomPercent", "capacityVariant", "capacityRecord"),
 }
 
+# gcp:project, the provider's key (not in the schema): keys.gcp_project reads and checks this stack's; only
+# shared_project.other_stack_projects reads the other stack files' (compared as they are, for a warning).
 # Stack key -> the one function that reads and checks it.
 HOMES: Mapping[str, Callable[..., Any]] = {key: step for step, keys in STEPS.items() for key in keys}

@@ -24,6 +24,7 @@ from triton_gke.settings import (
     model_store,
     monitoring,
     serving,
+    shared_project,
     versions,
 )
 from triton_gke.settings.errors import ConfigError
@@ -111,8 +112,15 @@ def load_stack_settings(
     # the disruption budget must leave a pod of the sized minimum serving.
     sized = capacity.sized(reader, explicit)
     lifecycle.check_disruption_budget(reader, sized.lifecycle, sized.gpu_pool.min_triton_pods)
-    notice = serving.engine_build_notice(reader, sized)
-    return dataclasses.replace(sized, warnings=(*sized.warnings, notice)) if notice else sized
+    notices = tuple(n for n in (serving.engine_build_notice(reader, sized), shared_project_notice(project, stack)) if n)
+    return dataclasses.replace(sized, warnings=(*sized.warnings, *notices)) if notices else sized
+
+
+def shared_project_notice(project: str, stack: str) -> str | None:
+    """A warning when another stack file of the project folder names the same gcp:project (settings/shared_project.py
+    says why it matters, and why a broken other stack file is left out)."""
+    others = shared_project.other_stack_projects(current_project(), stack, DEPLOYABLE_STACK.fullmatch)
+    return shared_project.shared_project_warning(project, stack, others)
 
 
 # Pulumi's stack-name rule: "stack names are limited to 100 characters and may only contain alphanumeric, hyphens,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import stack_settings
 from tests.unit.settings.test_project_dir import REPO
 from triton_gke.one_line import MAKE_TARGET_ENV
 
@@ -99,7 +100,8 @@ def test_the_system_args_name_another_built_repository(project: Path) -> None:
     plan = json.loads(done.stdout)
     sync = next(r for r in plan["resources"] if r["type"] == "command:local:Command" and "sync" in r["name"])
     assert f" {BUILT} gs://" in sync["inputs"]["create"], sync["inputs"]["create"]
-    assert plan["outputs"]["model_repository"] == "gs://my-gcp-project-mine-triton-models/models"
+    project = stack_settings("dev")["gcp:project"]  # Pulumi.mine.yaml is dev's
+    assert plan["outputs"]["model_repository"] == f"gs://{project}-mine-triton-models/models"
 
 
 def test_a_bad_model_repository_dir_is_refused_in_one_line(project: Path) -> None:

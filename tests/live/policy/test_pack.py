@@ -14,7 +14,7 @@ from google.protobuf import empty_pb2, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
 from tests.conftest import PROJECT_DIR, evaluate
-from tests.unit.policy.test_policies import BY_NAME, STACK_BY_NAME, _first, _gpu_pool
+from tests.unit.policy.test_policies import BY_NAME, POOL, STACK_BY_NAME, _first, _gpu_pool
 from triton_gke.offline.runtime import Plan, PlannedResource
 from triton_gke.policy.policies import (
     BUCKET,
@@ -103,7 +103,7 @@ def test_the_pack_accepts_a_long_stacks_own_principals_and_refuses_them_as_its_s
     for stack, sibling in (LONG_STACKS, LONG_STACKS[::-1]):
         for member in (f"triton/{triton_service_account(stack)}", f"triton-engines/{engine_service_account(stack)}"):
             grant = copy.deepcopy(binding)
-            grant.inputs["member"] = f"serviceAccount:my-gcp-project.svc.id.goog[{member}]"
+            grant.inputs["member"] = f"{POOL}[{member}]"
             grant.urn = grant.urn.replace("urn:pulumi:dev::", f"urn:pulumi:{stack}::")
             assert _analyze(analyzer, grant) == [], member
             grant.urn = grant.urn.replace(f"urn:pulumi:{stack}::", f"urn:pulumi:{sibling}::")

@@ -247,8 +247,8 @@ def test_the_plans_bucket_is_the_one_the_sandbox_fills(dev_plan: Plan) -> None:
 def test_the_binding_and_the_service_account_name_one_principal(dev_plan: Plan) -> None:
     """The model store binds PROJECT.svc.id.goog[triton/triton-dev]; Triton's pods run as that service account."""
     (binding,) = dev_plan.of_type("gcp:serviceaccount/iAMMember:IAMMember")
-    name = triton_service_account("dev")
-    assert binding.inputs["member"] == workload_identity_member(stack_settings("dev")["gcp:project"], TRITON_NAMESPACE, name)
+    name, project = triton_service_account("dev"), stack_settings("dev")["gcp:project"]
+    assert binding.inputs["member"] == workload_identity_member(project, TRITON_NAMESPACE, name)
     accounts = [
         a.inputs["metadata"]
         for a in dev_plan.of_type("kubernetes:core/v1:ServiceAccount")

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT, evaluate, evaluate_component
+from tests.conftest import PROJECT, evaluate, evaluate_component, stack_settings
 from triton_gke.infra.global_lb import (
     HEALTH_CHECK_RANGES,
     GlobalLoadBalancer,
@@ -205,9 +205,10 @@ def test_backends_name_the_negs_by_url_and_wait_until_they_exist(prod_plan):
         if r.inputs["metadata"]["name"] == "triton-neg"
     }
     ready = {r.name: r for r in prod_plan.of_type("command:local:Command") if r.name.endswith("-ready")}
+    zone_prefix = f"https://www.googleapis.com/compute/v1/projects/{stack_settings('prod')['gcp:project']}/zones/"
     for backend in prod_plan.of_type(BACKEND):
         for b in backend.inputs["backends"]:
-            assert b["group"].startswith("https://www.googleapis.com/compute/v1/projects/my-gcp-project/zones/")
+            assert b["group"].startswith(zone_prefix)
         for region in PROD_ZONES:
             waits = ready[f"negs-{region}-ready"]
             assert waits.urn in backend.dependencies

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from tests.conftest import evaluate_component
+from tests.conftest import evaluate_component, stack_settings
 from triton_gke.infra.config import load_stack_settings
 from triton_gke.infra.model_store import ModelStore, ModelStoreArgs
 
 BUCKET = "gcp:storage/bucket:Bucket"
 BUCKET_IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
+DEV_PROJECT = stack_settings("dev")["gcp:project"]  # Pulumi.dev.yaml's
 
 
 def test_dev_declares_a_locked_down_bucket_with_the_two_reader_roles(dev_plan):
@@ -26,7 +27,7 @@ def test_dev_declares_a_locked_down_bucket_with_the_two_reader_roles(dev_plan):
         assert grant.inputs["bucket"] == bucket.inputs["name"], "granted on this bucket only"
         assert (
             grant.inputs["member"]
-            == f"serviceAccount:{reader.inputs['accountId']}@my-gcp-project.iam.gserviceaccount.com"
+            == f"serviceAccount:{reader.inputs['accountId']}@{DEV_PROJECT}.iam.gserviceaccount.com"
         )
     assert not [g for g in dev_plan.of_type("gcp:projects/iAMMember:IAMMember") if "storage" in g.inputs["role"]]
 
@@ -36,8 +37,8 @@ def test_triton_service_account_is_bound_by_workload_identity(dev_plan):
     (binding,) = bindings  # no engine writer unless the stack asks for engine builds (tritonBuildEngines)
     assert binding.inputs["role"] == "roles/iam.workloadIdentityUser"
     # The stack's own Kubernetes service account (issue 32: a shared triton/triton let dev act as prod's reader).
-    assert binding.inputs["member"] == "serviceAccount:my-gcp-project.svc.id.goog[triton/triton-dev]"
-    assert binding.inputs["serviceAccountId"].endswith("dev-triton-reader@my-gcp-project.iam.gserviceaccount.com")
+    assert binding.inputs["member"] == f"serviceAccount:{DEV_PROJECT}.svc.id.goog[triton/triton-dev]"
+    assert binding.inputs["serviceAccountId"].endswith(f"dev-triton-reader@{DEV_PROJECT}.iam.gserviceaccount.com")
 
 
 def test_prod_keeps_its_models_on_destroy(prod_plan):
@@ -94,4 +95,4 @@ def test_reference_defaults_when_the_stack_says_nothing():
 def test_the_engine_writer_has_its_own_principal_when_engine_builds_are_on(engine_plan):
     bindings = engine_plan("dev").of_type("gcp:serviceaccount/iAMMember:IAMMember")
     (writer,) = [b for b in bindings if b.name.startswith("engines-")]  # the engine writer's own (issue 36 part D)
-    assert writer.inputs["member"] == "serviceAccount:my-gcp-project.svc.id.goog[triton-engines/engine-builder-dev]"
+    assert writer.inputs["member"] == f"serviceAccount:{DEV_PROJECT}.svc.id.goog[triton-engines/engine-builder-dev]"

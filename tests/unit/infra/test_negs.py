@@ -7,7 +7,7 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from tests.conftest import evaluate, evaluate_component
+from tests.conftest import evaluate, evaluate_component, stack_settings
 from triton_gke.infra.negs import (
     CLEANUP_TIMEOUT_S,
     NODE_STARTUP_BUDGET_S,
@@ -148,7 +148,8 @@ def test_an_added_zone_gets_its_backends_without_a_lookup():
     for backend in plan.of_type(BACKEND):
         port = backend.name.removeprefix("global-")
         groups = {b["group"] for b in backend.inputs["backends"]}
-        assert neg_url("my-gcp-project", "us-central1-f", f"triton-prod-us-central1-{port}") in groups
+        project = stack_settings("prod")["gcp:project"]
+        assert neg_url(project, "us-central1-f", f"triton-prod-us-central1-{port}") in groups
     ready = {r.name: r for r in plan.of_type(COMMAND)}["negs-us-central1-ready"]
     assert ready.inputs["triggers"] == zones
     for backend in plan.of_type(BACKEND):

@@ -3,12 +3,13 @@
 Workload Identity Federation for GKE gives every cluster of a project one principal per namespace and Kubernetes
 service account, serviceAccount:PROJECT.svc.id.goog[NAMESPACE/KSA] ("workloads running in a specific namespace share
 the same IAM identity across clusters within a project",
-https://cloud.google.com/kubernetes-engine/fleet-management/docs/best-practices-workload-identity), and the shipped
-stack files put dev, staging and prod in one project. So a stack is isolated from another only if the principal its
-Triton runs as is not one that may act as the other's reader. Each plan is read as the cloud would see it: the
-readers are the Google service accounts the stack's bucket grants to, the principals that may act as a reader are
-the members of its IAM bindings, and Triton's principal is the workload pool of the stack's clusters with the
-namespace and service account of its pods.
+https://cloud.google.com/kubernetes-engine/fleet-management/docs/best-practices-workload-identity). The shipped stack
+files give each stack a project of its own, and so a pool of its own; these tests plan dev, staging and prod in ONE
+project (dev's), as a user who shares one does (the settings warn then: settings/shared_project.py), since there a
+stack is isolated from another only if the principal its Triton runs as is not one that may act as the other's
+reader. Each plan is read as the cloud would see it: the readers are the Google service accounts the stack's bucket
+grants to, the principals that may act as a reader are the members of its IAM bindings, and Triton's principal is
+the workload pool of the stack's clusters with the namespace and service account of its pods.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.conftest import PROJECT_DIR, evaluate
+from tests.conftest import PROJECT_DIR, evaluate, stack_settings
 from triton_gke.infra import system
 from triton_gke.offline.plan_view import render_text
 from triton_gke.offline.runtime import Plan
@@ -32,6 +33,12 @@ ACTS_AS = {"roles/iam.workloadIdentityUser", "roles/iam.serviceAccountTokenCreat
 CLUSTER = "gcp:container/cluster:Cluster"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:"
+SHARED_PROJECT = stack_settings("dev")["gcp:project"]  # the one project every stack is planned in here
+SHARED_POOL = f"serviceAccount:{SHARED_PROJECT}.svc.id.goog"
+
+
+def in_the_shared_project(stack: str) -> Plan:
+    return evaluate(stack, **{"gcp:project": SHARED_PROJECT})
 
 
 @dataclass(frozen=True)
@@ -87,7 +94,7 @@ def leaks(identities: dict[str, Identity]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def plans(dev_plan: Plan, prod_plan: Plan) -> dict[str, Plan]:
-    return {"dev": dev_plan, "staging": evaluate("staging"), "prod": prod_plan}
+    return {"dev": dev_plan, "staging": in_the_shared_project("staging"), "prod": in_the_shared_project("prod")}
 
 
 @pytest.fixture(scope="module")
@@ -95,9 +102,17 @@ def identities(plans: dict[str, Plan]) -> dict[str, Identity]:
     return {stack: identity_of(plan) for stack, plan in plans.items()}
 
 
-def test_the_shipped_stacks_share_one_project_which_is_why_names_must_differ(identities: dict[str, Identity]) -> None:
+def test_the_stacks_planned_here_share_one_pool_which_is_why_names_must_differ(identities: dict[str, Identity]) -> None:
     pools = {p.split("[", 1)[0] for i in identities.values() for p in i.runs_triton_as}
-    assert pools == {"serviceAccount:my-gcp-project.svc.id.goog"}
+    assert pools == {SHARED_POOL}
+
+
+def test_the_shipped_stacks_each_have_a_project_and_so_a_pool_of_their_own(dev_plan: Plan, prod_plan: Plan) -> None:
+    projects = {stack: stack_settings(stack)["gcp:project"] for stack in STACKS}
+    assert len(set(projects.values())) == len(STACKS), projects
+    for stack, plan in {"dev": dev_plan, "prod": prod_plan}.items():
+        pools = {p.split("[", 1)[0] for p in identity_of(plan).runs_triton_as}
+        assert pools == {f"serviceAccount:{projects[stack]}.svc.id.goog"}, stack
 
 
 def test_every_stack_can_read_its_own_models(identities: dict[str, Identity]) -> None:
@@ -121,8 +136,8 @@ def test_the_text_plan_shows_each_stacks_own_principal(plans: dict[str, Plan]) -
     Deployment runs as, each on a line of its own; no other stack's principal appears."""
     for stack, plan in plans.items():
         text = render_text(plan, [])
-        principal = f"serviceAccount:my-gcp-project.svc.id.goog[triton/triton-{stack}]"
-        reader = f"{stack}-triton-reader@my-gcp-project.iam.gserviceaccount.com"
+        principal = f"{SHARED_POOL}[triton/triton-{stack}]"
+        reader = f"{stack}-triton-reader@{SHARED_PROJECT}.iam.gserviceaccount.com"
         assert f"\n  {principal} -> {reader}  (models-workload-identity)\n" in text
         regions = [c.inputs["location"] for c in plan.of_type(CLUSTER)]
         for region in regions:
@@ -140,11 +155,13 @@ def test_the_security_page_shows_the_dev_plans_lines(plans: dict[str, Plan]) -> 
 
 
 def test_with_one_shared_service_account_dev_could_read_prods_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The check finds the leak issue 32 reported: the same name in every stack (the state before the fix)."""
+    """The check finds the leak issue 32 reported: the same name in every stack (the state before the fix), in one
+    project; in projects of their own (the shipped stack files) the same name is two principals of two pools."""
     monkeypatch.setattr(system, "triton_service_account", lambda stack: "triton")
-    found = leaks({stack: identity_of(evaluate(stack)) for stack in ("dev", "prod")})
-    principal = "serviceAccount:my-gcp-project.svc.id.goog[triton/triton]"
+    found = leaks({stack: identity_of(in_the_shared_project(stack)) for stack in ("dev", "prod")})
+    principal = f"{SHARED_POOL}[triton/triton]"
     assert found == [
         f"dev's Triton ({principal}) may act as prod's reader",
         f"prod's Triton ({principal}) may act as dev's reader",
     ]
+    assert leaks({stack: identity_of(evaluate(stack)) for stack in ("dev", "prod")}) == []

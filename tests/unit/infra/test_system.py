@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import evaluate
+from tests.conftest import evaluate, stack_settings
 from triton_gke.offline.runtime import Plan
 
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -122,8 +122,9 @@ def test_every_pool_runs_its_own_clusters_least_privilege_service_account(prod_p
 
 
 def test_workload_identity_shielded_nodes_and_private_nodes(prod_plan):
+    pool = f"{stack_settings('prod')['gcp:project']}.svc.id.goog"  # Workload Identity's pool: one per project
     for cluster in prod_plan.of_type(CLUSTER):
-        assert cluster.inputs["workloadIdentityConfig"]["workloadPool"] == "my-gcp-project.svc.id.goog"
+        assert cluster.inputs["workloadIdentityConfig"]["workloadPool"] == pool
         assert cluster.inputs["removeDefaultNodePool"] is True
         assert cluster.inputs["privateClusterConfig"]["enablePrivateNodes"] is True
         assert cluster.inputs["releaseChannel"]["channel"] == "REGULAR"

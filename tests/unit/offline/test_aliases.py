@@ -15,6 +15,7 @@ import pulumi
 import pytest
 
 from tests.conftest import PROJECT_DIR, evaluate
+from tests.support.stored_plans import with_stored_project
 from triton_gke.contracts.paths import ARRIVALS_FILE, LOCUSTFILE
 from triton_gke.infra import system
 from triton_gke.offline.lifecycle import applied_state, compare
@@ -114,7 +115,8 @@ def is_the_service_account_rename(change: Any) -> bool:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_wrapped_stacks_keep_every_deployed_resource(stack: str, tmp_path: Path) -> None:
-    changes = compare(applied_state(baseline(stack, tmp_path)), records(evaluate(stack)))
+    old = baseline(stack, tmp_path)
+    changes = compare(applied_state(old), records(evaluate(stack, **with_stored_project(old))))
     renamed = [c for c in changes if is_the_service_account_rename(c)]
     assert [c.line() for c in changes if c.action in ("create", "replace", "delete") and c not in renamed] == []
     regions = {c.name for c in changes if c.key.startswith("gcp:container/cluster:Cluster::")}
@@ -133,9 +135,10 @@ def test_without_one_alias_that_resource_and_its_descendants_are_replaced(
     def unaliased(name: str, args: Any, opts: pulumi.ResourceOptions) -> Any:
         return real(name, args, opts=pulumi.ResourceOptions(parent=opts.parent))
 
-    old = applied_state(baseline("dev", tmp_path))
+    stored = baseline("dev", tmp_path)
+    old = applied_state(stored)
     monkeypatch.setattr(system, "ModelStore", unaliased)
-    changes = compare(old, records(evaluate("dev")))
+    changes = compare(old, records(evaluate("dev", **with_stored_project(stored))))
     # (less the intended rename of Triton's Kubernetes service account, above)
     replaced = {c.key for c in changes if c.action == "replace" and not c.key.startswith(RENAMED_SERVICE_ACCOUNT)}
     below_store = {k for k, r in old.items() if r["parent"] == "models" and not r["type"].startswith("triton-gke:")}

@@ -51,6 +51,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import PROJECT_DIR, evaluate, stack_settings
+from tests.support.stored_plans import with_stored_project
 from triton_gke.offline.lifecycle import Change, applied_state, compare, normalize
 from triton_gke.offline.plan_diff import index_records
 from triton_gke.offline.plan_view import plan_records
@@ -243,11 +244,13 @@ def upgrade(case: str, today: Plan) -> list[Change]:
 
 @pytest.fixture(scope="module")
 def upgrade_of(engine_plan: Callable[..., Plan]) -> Callable[[str], tuple[Change, ...]]:
-    """The upgrade of each case to today's program with the case's settings (the engine repository where needed)."""
+    """The upgrade of each case to today's program with the case's settings (the engine repository where needed), in
+    the project 0.3.0's plan was made in (tests/support/stored_plans.py says why)."""
 
     @cache
     def of(case: str) -> tuple[Change, ...]:
         stack, settings = CASES[case]
+        settings = with_stored_project(release_plan(case), **settings)
         if settings.get("tritonBuildEngines"):
             rest = {k: v for k, v in settings.items() if k != "tritonBuildEngines"}
             return tuple(upgrade(case, engine_plan(stack, **rest)))
@@ -319,7 +322,7 @@ def test_every_replacement_since_0_3_0_is_announced_in_the_changelog(
 def test_a_disruptive_change_nobody_announced_turns_the_check_red(setting: dict[str, Any], what: str) -> None:
     """The check's own mutant: dev as if the program had changed the GPU pool since 0.3.0, with today's CHANGELOG."""
     pool = f"{NODE_POOL}::gke-us-central1-gpu"
-    changes = upgrade("dev", evaluate("dev", **setting))
+    changes = upgrade("dev", evaluate("dev", **with_stored_project(release_plan("dev"), **setting)))
     notes = unreleased_notes(CHANGELOG.read_text(encoding="utf-8"))
     assert [p for p in unannounced(changes, expected("dev"), notes) if pool in p and what in p]
     announced = {pool: Expected("update", frozenset(), "a test", announced_by="the GPU pools are replaced")}

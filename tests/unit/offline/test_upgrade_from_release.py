@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import PROJECT_DIR, evaluate
+from tests.support.stored_plans import with_stored_project
 from tests.unit.offline.test_aliases import baseline
 from triton_gke.offline.lifecycle import applied_state, compare, normalize
 from triton_gke.offline.plan_diff import index_records
@@ -129,8 +130,9 @@ def release_plan(stack: str, tmp_path: Path) -> dict[str, dict[str, Any]]:
 def test_upgrading_from_the_release_before_the_lifecycle_work_changes_exactly_what_is_expected(
     stack: str, tmp_path: Path
 ) -> None:
-    today = evaluate(stack)
-    changes = compare(applied_state(release_plan(stack, tmp_path)), index_records(plan_records(today), stack))
+    old = release_plan(stack, tmp_path)
+    today = evaluate(stack, **with_stored_project(old))
+    changes = compare(applied_state(old), index_records(plan_records(today), stack))
     got = {
         c.key: (c.action, frozenset(normalize(p) for p in c.paths), c.line())
         for c in changes

@@ -26,7 +26,7 @@ from pulumi_policy import (
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from tests.conftest import evaluate
+from tests.conftest import evaluate, stack_settings
 from triton_gke.offline.runtime import Plan, PlannedResource
 from triton_gke.policy.policies import (
     BUCKET,
@@ -56,7 +56,13 @@ STACK_BY_NAME = {p.name: p for p in STACK_POLICIES}
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 SA_IAM = "gcp:serviceaccount/iAMMember:IAMMember"
+# The pool of the members the tests below craft: the pack reads no project (docs/security.md, "Not checked: which
+# pool a member names"), so any project's serves; a stack's own plan binds its stack file's (stack_pool).
 POOL = "serviceAccount:my-gcp-project.svc.id.goog"
+
+
+def stack_pool(stack: str) -> str:
+    return f"serviceAccount:{stack_settings(stack)['gcp:project']}.svc.id.goog"
 
 
 def _options(resource: PlannedResource) -> PolicyResourceOptions:
@@ -542,7 +548,7 @@ def test_every_policy_has_a_crafted_violation() -> None:
 def test_each_stack_binds_its_own_triton_principal(plans: dict[str, Plan]) -> None:
     for stack, plan in plans.items():
         (binding,) = plan.of_type(SA_IAM)
-        assert binding.inputs["member"] == f"{POOL}[triton/triton-{stack}]"
+        assert binding.inputs["member"] == f"{stack_pool(stack)}[triton/triton-{stack}]"
         assert violations(binding, "workload-identity-per-stack") == []
 
 
@@ -670,7 +676,7 @@ def test_the_stacks_own_principals_pass_in_both_syntaxes(plans: dict[str, Plan],
 def test_the_engine_writers_binding_passes_and_is_the_engine_jobs_principal(engine_plan: Callable[..., Plan]) -> None:
     plan = engine_plan("dev")
     members = {b.name: b.inputs["member"] for b in plan.of_type(SA_IAM)}
-    assert members["engines-workload-identity"] == f"{POOL}[triton-engines/engine-builder-dev]", members
+    assert members["engines-workload-identity"] == f"{stack_pool('dev')}[triton-engines/engine-builder-dev]", members
     assert all_violations(plan) == []
     # the same binding in another stack's plan names another stack's Job
     (writer,) = [b for b in plan.of_type(SA_IAM) if b.name == "engines-workload-identity"]

@@ -38,7 +38,7 @@ WI = "workload-identity-per-stack"
 SA_IAM = "gcp:serviceaccount/iAMMember:IAMMember"
 SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
 JOB = "kubernetes:batch/v1:Job"
-POOL = "serviceAccount:my-gcp-project.svc.id.goog"
+POOL = f"serviceAccount:{stack_settings('dev')['gcp:project']}.svc.id.goog"  # the long stacks plan dev's config
 MANY = settings(max_examples=300, deadline=None)
 
 # Two deployable stack names of 55 characters that share their first 48; the 48th is '-'.

@@ -267,6 +267,9 @@ HELPERS = {
     "settings/stack_file.py:read_yaml_file",  # config_schema, check_folder, read_program_folder, load_rules
     "settings/keys.py:check_stack_file",  # read_stack_file
     "settings/stack.py:stack_config",  # read_stack_file
+    # read_stack_file of the OTHER stack files, for a warning: its error is dropped, never shown (a FIFO, a folder,
+    # a huge or broken file among them: tests/unit/settings/test_shared_project.py)
+    "settings/shared_project.py:_project_in",
 }
 BOUNDED = {"read_regular_file", "read_capped_file", "read_text_file", "read_yaml_file", "read_stack_file"}
 
