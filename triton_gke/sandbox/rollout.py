@@ -17,9 +17,17 @@ through haproxy while each scenario acts in the order Kubernetes and the NEG con
   model-update  a new model version synced into the bucket with model_repo.sync, reaching every replica through a
                 rolling replacement
   kill          kill -9 of a replica (the kubelet restarts it): only the requests in flight on it may fail
+  key-change    the inference key changed (docs/security.md): the same rolling replacement, whose new replicas check
+                the other slot's key, while Locust sends both slots' keys as the cluster's does
+
+Every replica checks the inference key as on GKE with inferenceAuth (Triton's restricted inference group, in the
+stack's inferenceKeySlot), and Locust sends both slots' keys; haproxy's health check reads the health group, which
+needs no key (contracts/triton.py).
 
 Then the same runs with one lifecycle setting removed, which must fail requests: rolling without the preStop
-wait, scale-in without connection draining, and a Spot preemption whose grace period does not fit the notice.
+wait, scale-in without connection draining, and a Spot preemption whose grace period does not fit the notice; and
+the key change with clients that send only the old slot's key, which the new replicas refuse (so the key change's 0
+is not vacuous).
 
 Each scenario's requests are counted three times, and the counts must agree (agree()): by Locust (its
 --json-file); by haproxy (its runtime API's frontend counters, less Locust's liveness checks at its start, which its
@@ -40,26 +48,27 @@ import signal
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from triton_gke.contracts.naming import model_bucket_name
-from triton_gke.contracts.triton import PORTS, ROLLING_MAX_SURGE
+from triton_gke.contracts.triton import INFERENCE_KEY_SLOTS, PORTS, ROLLING_MAX_SURGE, inference_key_header, other_slot
 from triton_gke.model_repo.sync import SyncError, sync_repository
 from triton_gke.sandbox import components as parts
 from triton_gke.sandbox import leftovers, rollout_model
 from triton_gke.sandbox.balancer import BalancerSettings, Counters, LocalBalancer, LoggedRequest, Slot, percentile
 from triton_gke.sandbox.components import ComponentError, LoadSettings, LocustLoad
 from triton_gke.sandbox.gcs_emulator import GcsEmulator
+from triton_gke.sandbox.inference_key import both_keys, new_key
 from triton_gke.sandbox.netns import NamedNamespace, isolation_available
 from triton_gke.sandbox.report import locust_results
 from triton_gke.sandbox.triton import TritonServer
 from triton_gke.settings import StackSettings
 from triton_gke.settings.lifecycle import STACK_KEYS, LifecycleSettings, lifecycle_problem
 
-SCENARIOS = ("rolling", "scale-in", "spot", "model-update", "kill")
+SCENARIOS = ("rolling", "scale-in", "spot", "model-update", "kill", "key-change")
 REPLICAS = 2
 SLOTS = REPLICAS + 2  # a pod's namespace is reused once its replica is gone: never more than 3 at a time
 RATE = 40  # requests/s: a few hundred per scenario
@@ -70,6 +79,8 @@ LOCUST_LIMIT_S = 600  # Locust's own -t; each scenario stops it itself with SIGT
 POLL_S = 0.2
 READY_TIMEOUT_S = 120.0
 INFER_PATH = f"/v2/models/{rollout_model.MODEL}/infer"
+# The key change's negative control (the `setting` of its row): clients that never got the new key.
+OLD_KEY_ONLY = "clients send only the old key"
 
 
 @dataclass(frozen=True)
@@ -115,6 +126,21 @@ REMOVED = (
 )
 
 
+# ---------------------------------------------------------------- the inference key
+
+
+def client_headers(keys: Mapping[str, str], only: str | None = None) -> dict[str, str]:
+    """What Locust sends with every inference: every slot's key, each in its slot's header, as the cluster's Locust
+    does (k8s/loadtest.py: a key change fails none of its requests); with `only`, that slot's key alone (a client
+    not yet given the next key). {} without inferenceAuth (no keys)."""
+    return both_keys(keys) if only is None else {inference_key_header(only): keys[only]}
+
+
+def old_key_only_label(old_slot: str) -> str:
+    """The negative control's `setting`: which key its clients keep sending."""
+    return f"{OLD_KEY_ONLY} ({inference_key_header(old_slot)})"
+
+
 # ---------------------------------------------------------------- replicas (pods)
 
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only, never a proxy
@@ -128,6 +154,7 @@ class Replica:
     slot: Slot
     server: TritonServer
     versions: tuple[str, ...] = ()
+    key_slot: str | None = None  # the inference key slot its Triton checks; None: inference takes no key
     counts: tuple[int, int] = (0, 0)  # successes, failures: the last reading of this process
     read_at: float = 0.0  # when (unix time): an answer given after it and before the process ended is not counted
     carried: tuple[int, int] = (0, 0)  # of its processes before a crash (the kubelet restarted the container)
@@ -167,10 +194,19 @@ class Fleet:
     the order Kubernetes and the NEG controller act, with the lifecycle values given."""
 
     def __init__(
-        self, balancer: LocalBalancer, gcs: GcsEmulator, namespaces: dict[str, NamedNamespace], repository: str
+        self,
+        balancer: LocalBalancer,
+        gcs: GcsEmulator,
+        namespaces: dict[str, NamedNamespace],
+        repository: str,
+        inference_keys: Mapping[str, str],
+        key_slot: str,
     ) -> None:
         self.balancer, self.gcs, self.namespaces, self.repository = balancer, gcs, namespaces, repository
         self.key = parts.admin_key()
+        # Slot -> inference key, both generated as the stack does ({}: inferenceAuth false); a replica started now
+        # checks key_slot's (the Deployment's pod template: a key change moves it, key_change()).
+        self.inference_keys, self.key_slot = dict(inference_keys), key_slot
         self.free = list(balancer.slots)
         self.live: list[Replica] = []
         self.every: list[Replica] = []  # every replica ever started: each one's counts add up per scenario
@@ -184,9 +220,13 @@ class Fleet:
         `healthy_threshold` times, which is what the NEG readiness gate waits for before the rollout goes on."""
         with self._lock:
             slot = self.free.pop(0)
-        server = parts.prepare_triton(self.repository, self.gcs, self.namespaces[slot.namespace], self.key)
+        key_slot = self.key_slot if self.inference_keys else None
+        key = self.inference_keys.get(self.key_slot)
+        server = parts.prepare_triton(
+            self.repository, self.gcs, self.namespaces[slot.namespace], self.key, key, self.key_slot
+        )
         server.extra_args.append(f"--exit-timeout-secs={exit_timeout_s}")  # tritonserver keeps a flag's last value
-        replica = Replica(slot, server)
+        replica = Replica(slot, server, key_slot=key_slot)
         with self._lock:
             self.live.append(replica)
             self.every.append(replica)
@@ -303,6 +343,7 @@ class Window:
     load_to: float = 0.0
     in_flight_at_kill: int | None = None
     versions: dict[str, list[str]] = field(default_factory=dict)
+    key_slots: dict[str, list[str]] = field(default_factory=dict)  # the key change: slots checked before and after
     ends: list[tuple[str, float, float]] = field(default_factory=list)  # Fleet.ends during the scenario
 
 
@@ -321,6 +362,7 @@ def tally(
     steady = [r.active_ms for r in infer if window.steady_from <= r.accepted < window.event]
     during = [r.active_ms for r in infer if window.event <= r.accepted <= window.event_end]
     gets_ok = sum(r.ok for r in gets)
+    refused = [r for r in during_run if r.method == "POST" and r.path == INFER_PATH and not r.ok]
     return {
         "scenario": window.scenario,
         "setting": window.setting,
@@ -349,7 +391,11 @@ def tally(
             ),
         },
         "in_flight_at_kill": window.in_flight_at_kill,
+        # HTTP status -> failed inferences haproxy logged with it (403: Triton refused the key); one closed with no
+        # answer may have no log line (above), so these can add up to fewer than `failed`
+        "failed_statuses": {str(s): sum(r.status == s for r in refused) for s in sorted({r.status for r in refused})},
         "versions": window.versions,
+        "key_slots": window.key_slots,
     }
 
 
@@ -408,10 +454,15 @@ class Proof:
         slots = [Slot(f"pod{i}", name, PORTS["http"]) for i, name in enumerate(namespaces)]
         self.balancer = LocalBalancer(BalancerSettings.of(self.lifecycle), self.out / "haproxy", slots).start()
         cleanup.callback(self.balancer.stop)
-        self.fleet = Fleet(self.balancer, self.gcs, namespaces, repository)
+        serving = self.settings.serving
+        self.keys = {s: new_key() for s in INFERENCE_KEY_SLOTS} if serving.inference_auth else {}
+        self.fleet = Fleet(self.balancer, self.gcs, namespaces, repository, self.keys, serving.inference_key_slot)
         cleanup.callback(self.fleet.close)
         self.scale_to(REPLICAS)
-        self.progress(f"{_describe(self.lifecycle)}; haproxy on {self.balancer.address}, model in {repository}")
+        self.progress(
+            f"{_describe(self.lifecycle)}; {_describe_key(self.keys, serving.inference_key_slot)}; "
+            f"haproxy on {self.balancer.address}, model in {repository}"
+        )
         return self
 
     def update_model(self) -> None:
@@ -430,9 +481,9 @@ class Proof:
     # ------------------------------------------------------------ a scenario under load
 
     @contextlib.contextmanager
-    def loaded(self, scenario: str, setting: str = "stack") -> Iterator[Window]:
-        """Locust through haproxy, two replicas (Locust's start overlaps a scale-out's), STEADY_S of load, the
-        event (the with-block), TAIL_S; one row."""
+    def loaded(self, scenario: str, setting: str = "stack", headers: dict[str, str] | None = None) -> Iterator[Window]:
+        """Locust through haproxy, sending `headers` with every inference (default: both slots' keys), two replicas
+        (Locust's start overlaps a scale-out's), STEADY_S of load, the event (the with-block), TAIL_S; one row."""
         for replica in self.fleet.live:
             replica.read_counts()
         baseline = {id(r): r.totals() for r in self.fleet.every}
@@ -441,7 +492,9 @@ class Proof:
         load = LoadSettings(
             rollout_model.MODEL, "http", "uint8", 0, USERS, LOCUST_LIMIT_S, RATE, self.settings.load_test.arrival
         )
-        locust = LocustLoad(load, Address(self.balancer.address, self.balancer.address), folder)  # type: ignore[arg-type]
+        headers = client_headers(self.keys) if headers is None else headers
+        address = Address(self.balancer.address, self.balancer.address)
+        locust = LocustLoad(load, address, folder, headers)  # type: ignore[arg-type]
         window, ends_before = Window(scenario, setting, load_from=time.time()), len(self.fleet.ends)
         before = self.balancer.counters()
         locust.start()
@@ -519,12 +572,33 @@ class Proof:
         window.in_flight_at_kill = self.fleet.crash(victim)
         self.fleet.restart(victim)
 
-    def run(self, scenarios: tuple[str, ...] = SCENARIOS, removed: tuple[Removed, ...] = REMOVED) -> None:
+    def key_change(self, v: LifecycleSettings, window: Window) -> None:
+        """The inference key changed (docs/security.md, step 2): inferenceKeySlot moved to the other slot changes
+        Triton's pod template (the slot's header in its args, the slot's key in its env: k8s/triton.py), and "A
+        Deployment's rollout is triggered if and only if the Deployment's Pod template (that is, .spec.template) is
+        changed" (https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#updating-a-deployment): the
+        rolling replacement, whose new replicas check the other slot's key."""
+        window.key_slots["before"] = self._key_slots()
+        self.fleet.key_slot = other_slot(self.fleet.key_slot)
+        self.rolling(v)
+        window.key_slots["after"] = self._key_slots()
+
+    def _key_slots(self) -> list[str]:
+        return sorted({r.key_slot for r in self.fleet.live if r.key_slot})
+
+    def run(
+        self, scenarios: tuple[str, ...] = SCENARIOS, removed: tuple[Removed, ...] = REMOVED, old_key_only: bool = True
+    ) -> None:
+        """The scenarios, the removed settings, then (old_key_only) the key change's negative control: the same
+        change, from the slot the fleet checks now to the other, with Locust sending only the old slot's key."""
         v = self.lifecycle
         for scenario in scenarios:
+            if scenario == "key-change" and not self.keys:
+                self.progress("  key-change: not run (inferenceAuth is false: no key to change)")
+                continue
             with self.loaded(scenario) as window:
-                if scenario == "model-update":
-                    self.model_update(v, window)
+                if scenario in ("model-update", "key-change"):
+                    getattr(self, scenario.replace("-", "_"))(v, window)
                 elif scenario == "kill":
                     self.kill(window)
                 else:
@@ -532,6 +606,16 @@ class Proof:
         for removal in removed:
             with self.loaded(removal.scenario, removal.label(v)):
                 getattr(self, removal.scenario.replace("-", "_"))(removal.change(v))
+        if old_key_only and self.keys:
+            old = self.fleet.key_slot
+            with self.loaded("key-change", old_key_only_label(old), client_headers(self.keys, old)) as window:
+                self.key_change(v, window)
+
+
+def _describe_key(keys: Mapping[str, str], slot: str) -> str:
+    if not keys:
+        return "inference takes no key (inferenceAuth false)"
+    return f"inference key checked in {inference_key_header(slot)}, Locust sends both slots' keys"
 
 
 def _describe(v: LifecycleSettings) -> str:
@@ -603,6 +687,8 @@ def write(rows: list[dict[str, Any]], out: Path, settings: StackSettings) -> Non
         "lifecycle": dataclasses.asdict(settings.lifecycle),
         "load": {"rate_per_s": RATE, "users": USERS, "arrival": settings.load_test.arrival, "protocol": "http"},
         "model": {"name": rollout_model.MODEL, "service_ms": rollout_model.SERVICE_MS, "replicas": REPLICAS},
+        # The slot the replicas checked at the start (None: inferenceAuth false); Locust sent both slots' keys.
+        "inference_key_slot": settings.serving.inference_key_slot if settings.serving.inference_auth else None,
         "rows": rows,
     }
     (out / "rollout.json").write_text(json.dumps(run, indent=2) + "\n", encoding="utf-8")

@@ -12,7 +12,8 @@
 6. prints a report and writes it to OUT/report.json, with Locust's CSV files beside it.
 
 --scenario rollout runs sandbox/rollout.py instead: two replicas behind haproxy through a rolling replacement,
-a scale-in, a Spot preemption, a model update and a crash, with the stack's lifecycle values; OUT/rollout/.
+a scale-in, a Spot preemption, a model update, a crash and a change of the inference key, with the stack's
+lifecycle values; OUT/rollout/.
 
 Every process it starts is stopped on success, failure, Ctrl-C, SIGTERM and SIGHUP. A part that cannot
 start is named in one line on stderr; exit codes: 1 a part failed, 2 bad settings, 130/143/129 interrupted
@@ -360,7 +361,8 @@ def _parser() -> argparse.ArgumentParser:
         choices=SCENARIOS,
         default=SCENARIOS[0],
         help="load: one Triton under load (default); rollout: two replicas behind haproxy through rollouts, "
-        "scale-in, Spot preemption, a model update and a crash, counting every failed request (OUT/rollout/; "
+        "scale-in, Spot preemption, a model update, a crash and an inference key change, counting every failed "
+        "request (OUT/rollout/; "
         "its load is fixed: --duration, --users, --keep-data and --no-isolation do not apply)",
     )
     parser.add_argument("--keep-data", action="store_true", help="keep the Prometheus TSDB in OUT/prometheus-data")

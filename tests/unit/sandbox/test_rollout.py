@@ -12,12 +12,27 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import PROJECT_DIR
+from tests.unit.contracts.test_contracts import LOAD_SETTINGS
+from tests.unit.k8s.test_inference_auth import KEYS
+from triton_gke.contracts.loadtest import INFERENCE_HEADERS_ENV, join_headers
+from triton_gke.contracts.triton import INFERENCE_KEY_SLOTS, inference_key_header, other_slot
 from triton_gke.sandbox import rollout
-from triton_gke.sandbox.balancer import BalancerSettings, Slot, haproxy_config, parse_log_line, percentile
+from triton_gke.sandbox.balancer import (
+    BalancerSettings,
+    Counters,
+    LoggedRequest,
+    Slot,
+    haproxy_config,
+    parse_log_line,
+    percentile,
+)
 from triton_gke.settings.lifecycle import DEFAULTS, lifecycle_problem
 
 COMMITTED = PROJECT_DIR / "docs" / "results" / "rollout-dev.json"
 PAGE = PROJECT_DIR / "docs" / "lifecycle.md"
+SECURITY = PROJECT_DIR / "docs" / "security.md"
+# Every key the component accepts (k8s/on_cluster_args.py ADMIN_KEY), one per slot.
+SLOT_KEYS = st.fixed_dictionaries({slot: KEYS for slot in INFERENCE_KEY_SLOTS})
 TABLE = re.compile(r"<!-- rollout table: .*? -->\n(.*?)<!-- end of rollout table -->", re.S)
 
 
@@ -78,6 +93,61 @@ def test_the_committed_run_failed_no_request_where_it_must_not() -> None:
     assert stack["kill"]["failed"] <= stack["kill"]["in_flight_at_kill"]
     assert all(r["failed"] > 0 for r in rows if r["setting"] != "stack")
     assert all(rollout.agree(r) for r in rows)
+
+
+def test_the_committed_run_changed_the_key_with_no_failed_request_and_its_control_failed() -> None:
+    """key-change: every replica moved to the other slot, 0 failed; its negative control (clients with the old key
+    only) failed requests, each one Triton's 403 for the key."""
+    rows = [r for r in json.loads(COMMITTED.read_text(encoding="utf-8"))["rows"] if r["scenario"] == "key-change"]
+    change, control = (next(r for r in rows if (r["setting"] == "stack") == stack) for stack in (True, False))
+    assert change["failed"] == 0 and change["key_slots"] == {"before": ["a"], "after": ["b"]}
+    assert control["setting"] == rollout.old_key_only_label("b") and control["key_slots"]["after"] == ["a"]
+    assert control["failed"] > 0 and control["failed_statuses"] == {"403": control["failed"]}
+
+
+def test_the_security_page_quotes_the_committed_key_change_rows() -> None:
+    """docs/security.md's key change points at this proof with its figures: the committed run's rows, as the table."""
+    rows = [r for r in json.loads(COMMITTED.read_text(encoding="utf-8"))["rows"] if r["scenario"] == "key-change"]
+    page = SECURITY.read_text(encoding="utf-8")
+    assert len(rows) == 2 and rollout.table(rows) in page
+
+
+@given(SLOT_KEYS)
+def test_during_a_key_change_locust_carries_the_key_a_replica_of_either_slot_checks(keys: dict[str, str]) -> None:
+    """What Locust sends reaches the locustfile intact (its own parser) and holds each slot's key in that slot's
+    header: whichever slot a replica checks, it finds its key."""
+    sent = dict(LOAD_SETTINGS({INFERENCE_HEADERS_ENV: join_headers(rollout.client_headers(keys))}).headers)
+    for slot in INFERENCE_KEY_SLOTS:
+        assert sent[inference_key_header(slot)] == keys[slot]
+
+
+@given(SLOT_KEYS, st.sampled_from(INFERENCE_KEY_SLOTS))
+def test_a_client_with_only_the_old_key_carries_nothing_the_new_slot_checks(keys: dict[str, str], old: str) -> None:
+    sent = rollout.client_headers(keys, old)
+    assert sent == {inference_key_header(old): keys[old]}
+    assert inference_key_header(other_slot(old)) not in sent  # Triton looks its header up by name: none, refused
+    assert inference_key_header(old) in rollout.old_key_only_label(old)
+
+
+@given(st.lists(st.sampled_from([200, 403, 500, 503]), max_size=40))
+def test_a_row_names_the_status_of_every_logged_failure(statuses: list[int]) -> None:
+    """failed_statuses counts the failed inferences haproxy logged, by status: the control's 403s are Triton's refusals
+    of the key, told apart from a balancer's 5xx."""
+    logged = [
+        LoggedRequest(10.0 + i, "POST", rollout.INFER_PATH, status, 5, "pod0", "----")
+        for i, status in enumerate(statuses)
+    ]
+    failed = [s for s in statuses if s != 200]
+    window = rollout.Window("key-change", "stack", load_from=0.0, load_to=100.0)
+    locust = {"requests": len(statuses), "failures": len(failed)}
+    counters = Counters(len(statuses), len(statuses) - len(failed), len(failed), 0, 0)
+    row = rollout.tally(window, locust, logged, (len(statuses) - len(failed), 0), counters)
+    assert row["failed_statuses"] == {str(s): failed.count(s) for s in sorted(set(failed))}
+    assert sum(row["failed_statuses"].values()) == row["failed"] and rollout.agree(row)
+
+
+def test_without_keys_locust_sends_no_header() -> None:
+    assert rollout.client_headers({}) == {}
 
 
 @pytest.mark.parametrize("words", [["--duration", "5"], ["--users=3"], ["--keep-data"], ["--no-isolation"]])
