@@ -36,6 +36,8 @@ NODE_POOL = "gcp:container/nodePool:NodePool"
 COMMAND = "command:local:Command"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
+SECRET = "kubernetes:core/v1:Secret"
+RANDOM_PASSWORD = "random:index/randomPassword:RandomPassword"
 TRITON_TEMPLATE = "spec.template.spec"
 
 
@@ -54,7 +56,10 @@ def expected(stack: str) -> dict[str, tuple[str, frozenset[str], str]]:
     why_sa = (
         "issue 32: a per-stack Kubernetes service account; metadata.name forces replacement (a new name: no outage)"
     )
+    why_key = "issue 44: inference needs a key (inferenceAuth); two generated keys, a Secret per region for each side"
     result: dict[str, tuple[str, frozenset[str], str]] = {
+        f"{RANDOM_PASSWORD}::triton-inference-key-a": ("create", frozenset(), why_key),
+        f"{RANDOM_PASSWORD}::triton-inference-key-b": ("create", frozenset(), why_key),
         f"{COMMAND}::models-sync": (
             "replace",
             frozenset({"create", "triggers[]", "update"}),
@@ -85,7 +90,9 @@ def expected(stack: str) -> dict[str, tuple[str, frozenset[str], str]]:
             frozenset(
                 {
                     "spec.template.metadata.annotations.triton-gke/model-repository-digest",
-                    f"{TRITON_TEMPLATE}.containers[].args[]",
+                    # issue 44 adds the inference restrictions (the list grows: the whole args change) and the key's env
+                    f"{TRITON_TEMPLATE}.containers[].args",
+                    f"{TRITON_TEMPLATE}.containers[].env",
                     f"{TRITON_TEMPLATE}.containers[].lifecycle",
                     f"{TRITON_TEMPLATE}.readinessGates",
                     f"{TRITON_TEMPLATE}.serviceAccountName",
@@ -97,6 +104,16 @@ def expected(stack: str) -> dict[str, tuple[str, frozenset[str], str]]:
             why_triton,
         )
         result[f"{SERVICE_ACCOUNT}::triton-{region}-sa"] = ("replace", frozenset({"metadata.name"}), why_sa)
+        # issue 44: inference needs a key. Triton reads both keys from a Secret (its args name the slot's), Locust
+        # sends both from a Secret of its own namespace (an env change of its pods: a rolling update).
+        result[f"{SECRET}::triton-{region}-inference-keys"] = ("create", frozenset(), why_key)
+        result[f"{SECRET}::locust-{region}-inference-headers"] = ("create", frozenset(), why_key)
+        for role in ("master", "worker"):
+            result[f"{DEPLOYMENT}::locust-{region}-{role}"] = (
+                "update",
+                frozenset({"spec.template.spec.containers[].env"}),
+                why_key,
+            )
     if stack != "dev":  # the global load balancer
         why_lb = (
             "the lifecycle contract's health check and connection draining (lbDrainingTimeoutSeconds), and the "
