@@ -62,6 +62,13 @@ RATE_LIMIT_INTERVAL_SEC = 60
 # (https://docs.rs/google-compute1/1.0.12+20190618/google_compute1/struct.SslCertificate.html).
 GCP_NAME_MAX = 63
 CERT_DIGEST_LEN = 8
+# Paths the templates below would send to Triton that are not inference: /v2/models/{model=*} also matches Triton's
+# statistics of every model, GET /v2/models/stats (HandleModelStats in server src/http_server.cc; red team: it
+# answered 200 through the load balancer, and the statistics API group is not restricted). Aborted with 404 by a rule
+# ahead of every other: route rules are evaluated "in order of priority, from the lowest to highest number", 0 allowed
+# (pulumi-gcp URLMapPathMatcherRouteRule.priority, from the Compute API). A model named `stats` is unreachable there.
+HTTP_NOT_INFERENCE = ("/v2/models/stats",)
+NOT_INFERENCE_PRIORITY = 0
 HTTP_PATH_TEMPLATES = (
     "/v2/models/{model=*}",
     "/v2/models/{model=*}/ready",
@@ -240,6 +247,20 @@ class GlobalLoadBalancer(pulumi.ComponentResource):
 
     def _url_map(self) -> gcp.compute.URLMap:
         http, grpc = self.backend_services["http"], self.backend_services["grpc"]
+        not_inference = gcp.compute.URLMapPathMatcherRouteRuleArgs(
+            priority=NOT_INFERENCE_PRIORITY,
+            service=http.id,
+            route_action=gcp.compute.URLMapPathMatcherRouteRuleRouteActionArgs(
+                fault_injection_policy=gcp.compute.URLMapPathMatcherRouteRuleRouteActionFaultInjectionPolicyArgs(
+                    abort=gcp.compute.URLMapPathMatcherRouteRuleRouteActionFaultInjectionPolicyAbortArgs(
+                        http_status=404, percentage=100
+                    )
+                )
+            ),
+            match_rules=[
+                gcp.compute.URLMapPathMatcherRouteRuleMatchRuleArgs(full_path_match=p) for p in HTTP_NOT_INFERENCE
+            ],
+        )
         grpc_rule = gcp.compute.URLMapPathMatcherRouteRuleArgs(
             priority=1,
             service=grpc.id,
@@ -279,7 +300,7 @@ class GlobalLoadBalancer(pulumi.ComponentResource):
             path_matchers=[
                 gcp.compute.URLMapPathMatcherArgs(
                     name="inference-only",
-                    route_rules=[grpc_rule, http_rule],
+                    route_rules=[not_inference, grpc_rule, http_rule],
                     # Anything else (admin APIs included) is aborted at the load balancer with 404.
                     default_route_action=not_found,
                 )

@@ -107,6 +107,9 @@ def build_repository(
 ) -> BuildResult:
     """Write one folder per variant under `out` (and CPU twins under `cpu_out`)."""
     validate_settings(settings)
+    # As given first: resolve() follows a link to nothing to the folder it names, which the build would then create
+    # (a hypothesis example of tests/unit/triton_gke/test_output_folders.py: `--out DANGLING` exited 0).
+    _check_targets(Path(out), Path(cpu_out) if cpu_out else None)
     out, cpu_out = Path(out).resolve(), Path(cpu_out).resolve() if cpu_out else None
     _check_targets(out, cpu_out)
     targets = [(out, _write_gpu_model)] + ([(cpu_out, _write_twin)] if cpu_out else [])

@@ -59,7 +59,7 @@ def test_make_plan_against_a_deployed_plan_refuses_a_disruptive_change_in_one_li
     applied.write_text(json.dumps(plan_records(shipped_plans["dev"])), encoding="utf-8")
     same = run_plan("--stack", "dev", "--against", str(applied))
     assert same.returncode == 0, same.stderr
-    assert same.stdout.splitlines()[-1].endswith("0 to create, 0 to update, 0 to replace, 0 to delete, 71 unchanged")
+    assert same.stdout.splitlines()[-1].endswith("0 to create, 0 to update, 0 to replace, 0 to delete, 75 unchanged")
     changed = run_plan("--stack", "dev", "--set", "gpuSpot=false", "--against", str(applied))
     assert changed.returncode == EXIT_DISRUPTIVE
     assert len(changed.stderr.splitlines()) == 1 and "--allow-disruption gke-us-central1-gpu" in changed.stderr
@@ -179,4 +179,4 @@ def test_against_names_the_node_recreation_of_a_machine_and_an_image_type_change
     assert image.returncode == 0, image.stderr
     lines = [ln for ln in image.stdout.splitlines() if ln.startswith("update")]
     assert len(lines) == 2 and all("[recreates every node: nodeConfig.imageType" in ln for ln in lines)
-    assert image.stdout.splitlines()[-1].endswith("0 to create, 2 to update, 0 to replace, 0 to delete, 69 unchanged")
+    assert image.stdout.splitlines()[-1].endswith("0 to create, 2 to update, 0 to replace, 0 to delete, 73 unchanged")

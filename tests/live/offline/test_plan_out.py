@@ -58,7 +58,12 @@ def test_a_second_plan_replaces_only_its_own_files_and_writes_no_secret(tmp_path
     outputs = [second.stdout, first.stdout, *(b.decode() for b in tree(out).values())]
     assert not [text for text in outputs if MOCK_SECRET in text]
     secrets = [yaml.safe_load((out / name).read_text()) for name in written if name.split("/")[-1].startswith("secret")]
-    assert {s["metadata"]["name"] for s in secrets} == {"grafana-admin", "triton-admin-key"}
+    assert {s["metadata"]["name"] for s in secrets} == {
+        "grafana-admin",
+        "triton-admin-key",
+        "triton-inference-keys",  # the inference key (issue 44), Triton's side and Locust's
+        "locust-inference-headers",
+    }
     for secret in secrets:  # Secret data is kept as a redacted placeholder, its keys shown
         values = {**secret.get("data", {}), **secret.get("stringData", {})}
         assert values and set(values.values()) == {"[secret]"}

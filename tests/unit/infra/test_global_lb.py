@@ -112,10 +112,14 @@ def routed_service(url_map: dict, path: str) -> str | None:
     (matcher,) = url_map["pathMatchers"]
     for rule in sorted(matcher["routeRules"], key=lambda r: r["priority"]):
         for match in rule["matchRules"]:
-            if match.get("fullPathMatch") == path:
-                return rule["service"]
             template = match.get("pathTemplateMatch")
-            if template and re.fullmatch(re.sub(r"\{[^}]+=\*\}", "[^/]+", template), path):
+            if match.get("fullPathMatch") == path or (
+                template and re.fullmatch(re.sub(r"\{[^}]+=\*\}", "[^/]+", template), path)
+            ):
+                abort = rule.get("routeAction", {}).get("faultInjectionPolicy", {}).get("abort")
+                if abort is not None:  # the first matching rule decides, and it answers itself
+                    assert (abort["httpStatus"], abort["percentage"]) == (404, 100)
+                    return None
                 return rule["service"]
     abort = matcher["defaultRouteAction"]["faultInjectionPolicy"]["abort"]
     assert (abort["httpStatus"], abort["percentage"]) == (404, 100)
@@ -143,6 +147,7 @@ ADMIN_PATHS = [
     "/v2/trace/setting",
     "/v2/logging",
     "/v2/models/resnet/stats",
+    "/v2/models/stats",  # every model's statistics: /v2/models/{model=*} matched it (red team)
     "/v2/models/resnet/config",
     "/metrics",
     "/inference.GRPCInferenceService/RepositoryModelUnload",
@@ -167,8 +172,9 @@ def test_inference_routes_resend_only_requests_no_pod_started(prod_plan):
     https://cloud.google.com/compute/docs/reference/rest/v1/urlMaps). The local proof's kill -9 row depends on it."""
     (url_map,) = prod_plan.of_type(URL_MAP)
     (matcher,) = url_map.inputs["pathMatchers"]
-    policies = [rule["routeAction"]["retryPolicy"] for rule in matcher["routeRules"]]
-    assert len(policies) == 2  # gRPC and HTTP inference
+    served = [rule for rule in matcher["routeRules"] if "faultInjectionPolicy" not in rule["routeAction"]]
+    policies = [rule["routeAction"]["retryPolicy"] for rule in served]
+    assert len(policies) == 2  # gRPC and HTTP inference (the 404 rule for /v2/models/stats reaches no pod)
     for policy in policies:
         assert sorted(policy["retryConditions"]) == ["connect-failure", "refused-stream"]
         assert policy["numRetries"] == 1

@@ -204,6 +204,21 @@ def test_every_commands_output_folder_option_refuses_the_family_in_one_line(
     assert "out" in err.split(":", 3)[1] + err.split(":", 3)[2], err  # names the option (--out, or the builder's out)
 
 
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("below", [(), ("0",), ("0", "1")])
+def test_no_command_writes_through_a_link_to_nothing(
+    tmp_path: Path, command: str, below: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the property test above on a fresh clone: `model-repo custom --out LINK` resolved the link to the
+    folder it names and built there (exit 0), after which that link was no longer dangling for the next command."""
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere" / "at-all")
+    with contextlib.chdir(Path(__file__).parents[3]):
+        code = COMMANDS[command](str((tmp_path / "dangling").joinpath(*below)))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "link" in err, err
+    assert not (tmp_path / "nowhere").exists()
+
+
 def test_a_rollout_folder_that_is_a_link_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The rollout scenario removes OUT/rollout and makes it again: a link there would end in a traceback."""
     from triton_gke.sandbox.run import main
