@@ -252,7 +252,7 @@ def capacity_table(settings: StackSettings) -> str:
         f"Capacity of {cap.variant} at the SLO (p{slo.quantile * 100:g} <= {slo.latency_ms} ms), "
         f"{gpu.accelerator_count} x {gpu.accelerator_type} per node: {cap.rps_per_node:g} req/s per node, "
         f"from the {cap.record_source} record {cap.record_path}",
-        _sizing_line(settings),
+        *_sizing_lines(settings),
         _table_line([name for name, _ in CAPACITY_COLUMNS]),
     ]
     lines += [_capacity_row(settings, region, costs) for region, costs in _region_costs(settings).items()]
@@ -264,31 +264,33 @@ def capacity_table(settings: StackSettings) -> str:
     return one_line_each(lines)
 
 
-def _sizing_line(settings: StackSettings) -> str:
+def _sizing_lines(settings: StackSettings) -> list[str]:
+    """One string per line: one_line_each escapes a line break inside a line (a name must not forge one), so a
+    block meant to span lines is given as its lines (it printed a literal \\n before the warning)."""
     lb = settings.load_balancer
-    split = f"\n{describe_split(lb.max_rate_per_pod, shares_of(lb.http_share_percent))}" if lb.enabled else ""
-    return _sized_or_explicit(settings) + split
+    split = [describe_split(lb.max_rate_per_pod, shares_of(lb.http_share_percent))] if lb.enabled else []
+    return [*_sized_or_explicit(settings), *split]
 
 
-def _sized_or_explicit(settings: StackSettings) -> str:
+def _sized_or_explicit(settings: StackSettings) -> list[str]:
     cap = settings.capacity
     if not cap.sized:
-        line = "No targetRps: the explicit gpuMinNodes and gpuMaxNodes; the table shows what they serve."
+        lines = ["No targetRps: the explicit gpuMinNodes and gpuMaxNodes; the table shows what they serve."]
         lb = settings.load_balancer
         if lb.enabled and lb.max_rate_per_pod > cap.rps_per_node:
             # RATE balancing fills a backend up to maxRatePerEndpoint before it spills to the next region
             # (https://cloud.google.com/load-balancing/docs/backend-service#rate_balancing_mode).
-            line += (
-                f"\nWarning: lbMaxRatePerPod {lb.max_rate_per_pod} is above a pod's {cap.rps_per_node:g} req/s at the "
+            lines.append(
+                f"Warning: lbMaxRatePerPod {lb.max_rate_per_pod} is above a pod's {cap.rps_per_node:g} req/s at the "
                 "SLO: the load balancer keeps sending a region requests its pods cannot serve in time; set "
                 "targetRps (which derives it) or lower lbMaxRatePerPod."
             )
-        return line
-    return (
+        return lines
+    return [
         f"Sized for targetRps {cap.target_rps} req/s per region with {cap.headroom_percent} % headroom: "
         f"GPU minimum {settings.gpu_pool.min_nodes} nodes, lbMaxRatePerPod {settings.load_balancer.max_rate_per_pod}, "
         f"HPA queue-time target {settings.serving.queue_time_target_us / 1000:g} ms (derived)."
-    )
+    ]
 
 
 def _region_costs(settings: StackSettings) -> dict[str, dict[bool, float | None]]:

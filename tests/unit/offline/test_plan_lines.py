@@ -14,12 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import stack_settings
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import image_release
 from triton_gke.observability.settings import MonitoringError, validate_duration, validate_label_name
-from triton_gke.offline.plan_view import render_text
+from triton_gke.offline.plan_view import capacity_table, render_text
 from triton_gke.offline.runtime import Plan, PlannedResource
-from triton_gke.settings import ConfigError, from_stack_file
+from triton_gke.settings import ConfigError, from_stack_file, load_stack_settings
 from triton_gke.settings.keys import gcp_project
 
 # Everything str.splitlines() splits at, and every other character that is not printable.
@@ -104,3 +105,21 @@ def test_no_name_adds_a_line_to_the_text_plan(name: str, brk: str, at: int) -> N
     lines, expected = render_text(_plan(bad), []).splitlines(), render_text(_plan(name), []).splitlines()
     assert len(lines) == len(expected), lines
     assert all(line.isprintable() for line in lines), lines
+
+
+# ---------------------------------------------------------------- a block of several lines: several lines
+
+
+@settings(max_examples=8, deadline=None)
+@given(rate=st.integers(min_value=254, max_value=2000))
+def test_the_capacity_warning_prints_as_a_line_of_its_own(rate: int) -> None:
+    """Red team 44, finding 9: prod without targetRps and lbMaxRatePerPod above a pod's 253 req/s (the reference
+    record of original on a T4) printed `... serve.\\nWarning: lbMaxRatePerPod ...` on one line, the warning hidden
+    behind an escaped line break. The sizing block is now its lines: the warning and the backend split each start a
+    line, and no line of the table holds an escaped line break."""
+    stack = load_stack_settings(stack_settings("prod", lbMaxRatePerPod=rate), stack="prod")
+    lines = capacity_table(stack).splitlines()
+    explicit = lines.index("No targetRps: the explicit gpuMinNodes and gpuMaxNodes; the table shows what they serve.")
+    assert lines[explicit + 1].startswith(f"Warning: lbMaxRatePerPod {rate} is above a pod's 253 req/s"), lines
+    assert lines[explicit + 2].startswith(f"lbMaxRatePerPod {rate} req/s per pod, split over"), lines
+    assert not [line for line in lines if "\\n" in line or not line.isprintable()], lines
