@@ -22,11 +22,15 @@ IGNORED_DIRS = frozenset({"__pycache__"})
 # Finder litter is nobody's.
 IGNORED_FILES = frozenset({".DS_Store"})
 
-# Top-level names a model folder may not have, and why.
+# Top-level names a model folder may not have, and why. Exact names only: a case variant (.TRITON-GKE-SYNC.JSON,
+# CONFIGS/) is another object on GCS, harmless. Object names are "any sequence of valid Unicode characters" in a flat
+# namespace, compared as given, with no case folding named (https://cloud.google.com/storage/docs/naming-objects), and
+# Triton opens <model>/configs/ by that exact name (model_repository_manager.cc above).
 RESERVED_MODEL_NAMES: dict[str, str] = {
     RECORD_NAME: "the sync's record of what it owns under the prefix",
     MANIFEST: "the build manifest",
     **{name: "a folder the sync and the build skip" for name in sorted(IGNORED_DIRS)},
+    **{name: "a file the sync skips as Finder litter" for name in sorted(IGNORED_FILES)},
 }
 # Folders inside a model that only the sync writes, and why.
 RESERVED_MODEL_FOLDERS: dict[str, str] = {
@@ -43,5 +47,9 @@ def model_name_problem(name: str) -> str | None:
 def model_file_problem(relative: str) -> str | None:
     """Why a model may not hold a file at `relative` (POSIX, below the model's folder), or None."""
     folder, slash, _ = relative.partition("/")
-    why = RESERVED_MODEL_FOLDERS.get(folder) if slash else None
-    return f"a model may not hold files in {folder}/: {why}; move them elsewhere" if why else None
+    why = RESERVED_MODEL_FOLDERS.get(folder)
+    if why is None:
+        return None
+    if not slash:  # object MODEL/configs beside the held MODEL/configs/NAME.pbtxt: a file and a folder of one name
+        return f"a model may not hold a file named {folder}: the name of the folder {why}; rename it"
+    return f"a model may not hold files in {folder}/: {why}; move them elsewhere"
