@@ -27,6 +27,7 @@ from triton_gke.model_repo.sync import SyncError, SyncReport, sync_repository
 from triton_gke.observability.settings import LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
 from triton_gke.sandbox.gcs_emulator import TRITON_ENV, EmulatorError, GcsEmulator
 from triton_gke.sandbox.netns import NetworkNamespace
+from triton_gke.sandbox.out_folder import LOCUST_PREFIX, PROMETHEUS_CONFIG
 from triton_gke.sandbox.private_tmp import PrivateTmp, private_tmp_available
 from triton_gke.sandbox.processes import free_port, interrupts_held, locust_base_environment, stop_process
 from triton_gke.sandbox.prometheus import LocalPrometheus, PrometheusError, local_pod, local_prometheus_config
@@ -236,7 +237,7 @@ def prometheus_files(
     triton = local_pod(TRITON_PODS, "triton-sandbox-0", targets.triton)
     locust = local_pod(LOCUST_MASTER_PODS, "locust-master-sandbox", targets.locust)
     text = local_prometheus_config(out_dir, REGION, stack, slo, prometheus.address, [triton], [locust], interval)
-    (out_dir / "prometheus.yml").write_text(text, encoding="utf-8")
+    (out_dir / PROMETHEUS_CONFIG).write_text(text, encoding="utf-8")
     return text
 
 
@@ -299,8 +300,8 @@ class LocustLoad:
         self.load = load
         self.headers = dict(headers or {})  # the inference key's header, as the cluster's Locust sends it
         self.metrics_port = free_port()
-        self.csv_prefix = out_dir / "locust"
-        self.log_path = out_dir / "locust.log"
+        self.csv_prefix = out_dir / LOCUST_PREFIX  # the names out_folder.py lists as the run's own
+        self.log_path = out_dir / f"{LOCUST_PREFIX}.log"
         self.saddr = triton.http_url if load.protocol == "http" else triton.grpc_url
         self._process: subprocess.Popen[bytes] | None = None
 

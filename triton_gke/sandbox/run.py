@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import shutil
 import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from triton_gke.bounded_files import one_line, output_folder_problem
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED
 from triton_gke.contracts.naming import model_bucket_name
 from triton_gke.contracts.paths import built_repository, cpu_twin_repository, project_dir, sandbox_build_dir
@@ -40,7 +38,7 @@ from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.observability.settings import TRITON_PODS
 from triton_gke.one_line import OneLineParser, file_path, invoked_as
 from triton_gke.sandbox import components as parts
-from triton_gke.sandbox import inference_key, leftovers, rollout, single_run
+from triton_gke.sandbox import inference_key, leftovers, out_folder, rollout, single_run
 from triton_gke.sandbox import report as reporting
 from triton_gke.sandbox.components import ComponentError, LoadSettings, LocustLoad, ScrapeTargets
 from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
@@ -56,8 +54,6 @@ TICK_S = 5.0
 FIRST_SCRAPE_TIMEOUT_S = 30.0
 # Inferences per protocol the run sends without and with the inference key before the load (check_inference_key).
 KEY_CHECKS = 5
-# What a run writes into OUT; removed at the start so no file of an earlier run is mistaken for this one's.
-OUTPUTS = ("locust*", "report.json", "prometheus.yml", "rules.yml", "file_sd", "tritonserver.log", "prometheus-data")
 
 
 class Progress:
@@ -77,16 +73,6 @@ class Progress:
 
 
 # ---------------------------------------------------------------- steps
-
-
-def prepare_out(out: Path, keep_data: bool) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    for pattern in OUTPUTS:
-        for path in out.glob(pattern):
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
-    if keep_data:
-        (out / "prometheus-data").mkdir()
-    return out
 
 
 def build_models(settings: StackSettings, progress: Progress) -> None:
@@ -148,7 +134,7 @@ def prepare_triton(
     key = parts.admin_key()
     server = parts.prepare_triton(repository, gcs, netns, key, next(iter(inference.values()), None), slot)
     copies: list[Path] = []  # filled once it runs; removed if it ever leaves them behind
-    cleanup.callback(parts.stop_triton, server, copies, out / "tritonserver.log")
+    cleanup.callback(parts.stop_triton, server, copies, out / out_folder.TRITON_LOG)
     return server, key, copies
 
 
@@ -197,7 +183,7 @@ def start_prometheus(
 ) -> LocalPrometheus:
     """Started before Triton loads its models: Prometheus hands new targets to its scrapers only
     every 5 s, and that wait then overlaps the loading instead of delaying the load test."""
-    prometheus = parts.SandboxPrometheus(out / "prometheus-data" if keep_data else None)
+    prometheus = parts.SandboxPrometheus(out / out_folder.PROMETHEUS_DATA if keep_data else None)
     cleanup.callback(prometheus.close)
     triton_ports = {"http": server.http_url, "grpc": server.grpc_url, "metrics": f"127.0.0.1:{server.metrics_port}"}
     targets = ScrapeTargets(triton=triton_ports, locust={"metrics": locust.metrics_address})
@@ -288,11 +274,11 @@ def run(args: argparse.Namespace, settings: StackSettings, progress: Progress, c
         raise ComponentError(str(err)) from None
     state = track_this_run(progress, cleanup)
     if args.scenario == "rollout":  # sandbox/rollout.py: replicas behind haproxy through rollouts, under load
-        out = args.out.resolve() / "rollout"
-        shutil.rmtree(out, ignore_errors=True)
-        out.mkdir(parents=True)
+        # Only OUT/rollout, and only when OUT/.sandbox-files lists it (sandbox/out_folder.py).
+        out = out_folder.prepare_out_folder(args.out.resolve(), args.scenario) / out_folder.ROLLOUT
+        out.mkdir()
         return rollout.run(settings, out, progress, cleanup, state)
-    out = prepare_out(args.out.resolve(), args.keep_data)
+    out = out_folder.prepare_out_folder(args.out.resolve(), args.scenario, args.keep_data)
     lt = settings.load_test
     load = LoadSettings(
         lt.model, lt.protocol, lt.payload, lt.rps_per_user, args.users, args.duration, rate=lt.rate, arrival=lt.arrival
@@ -340,8 +326,8 @@ def run(args: argparse.Namespace, settings: StackSettings, progress: Progress, c
         timings_s=timings,
         out_dir=_shown(out),
     )
-    report.summary["files"] = sorted({*_files(out), "report.json", "tritonserver.log"})  # the log: at cleanup
-    reporting.write_json(report, out / "report.json")
+    report.summary["files"] = sorted({*_files(out), out_folder.REPORT, out_folder.TRITON_LOG})  # the log: at cleanup
+    reporting.write_json(report, out / out_folder.REPORT)
     print(reporting.render(report), flush=True)
     locust_results = report.summary["locust"]
     if locust_results["requests"] == locust_results["failures"]:
@@ -371,7 +357,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run on 127.0.0.1 with free ports even where a network namespace is possible",
     )
-    parser.add_argument("--out", type=Path, default=sandbox_build_dir(), help="results folder (default: build/sandbox)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=sandbox_build_dir(),
+        help="results folder: new, empty or an earlier run's (default: build/sandbox)",
+    )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a stack setting")
     # The same settings options as make plan: make_args hands them to make model-repo first, so the repository
     # built and the sandbox run read the same settings.
@@ -386,17 +377,10 @@ def _positive(text: str) -> int:
 
 
 def check_out(out: Path, scenario: str) -> None:
-    """ConfigError, one line naming --out, for a results folder this run could not write into (an existing file, a
-    path under /proc or /sys, a read-only folder: bounded_files.output_folder_problem), before anything starts.
-    The rollout scenario's OUT/rollout is removed and made again (run), so it may not be a link."""
-    folder = out / "rollout" if scenario == "rollout" else out
-    if scenario == "rollout" and folder.is_symlink():
-        raise ConfigError(
-            f"--out {one_line(out)}: {one_line(folder)} is a symbolic link; the sandbox never removes one"
-        )
-    problem = output_folder_problem(folder)
-    if problem is not None:
-        raise ConfigError(f"--out {one_line(out)}: {problem}")
+    """ConfigError, one line naming --out, before anything starts: a results folder this run could not write into
+    (an existing file, a path under /proc or /sys, a read-only folder), a link, or a folder holding files the sandbox
+    did not write (sandbox/out_folder.py: it removes only what its list names)."""
+    out_folder.check_out_folder(out, scenario)
 
 
 def _settings(args: argparse.Namespace) -> StackSettings:

@@ -31,7 +31,7 @@ from tests.support.project_folder import make_project_folder, own_tmpdir
 from triton_gke.contracts.triton import triton_server_args
 from triton_gke.infra.naming import gcp_name
 from triton_gke.sandbox import components as parts
-from triton_gke.sandbox import leftovers
+from triton_gke.sandbox import leftovers, out_folder
 from triton_gke.sandbox.components import ComponentError
 from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
 from triton_gke.sandbox.private_tmp import private_tmp_available
@@ -223,6 +223,9 @@ def test_a_short_run_reports_real_load_and_leaves_nothing_behind(sandbox: Start)
     for name in ("locust.json", "locust_stats.csv", "prometheus.yml", "rules.yml", "tritonserver.log"):
         assert (out / name).is_file(), name
     assert any((out / "prometheus-data").iterdir())
+    # It wrote what sandbox/out_folder.py lists as its own, and lists it: the next run into OUT removes just that.
+    assert {p.name for p in out.iterdir()} == {*out_folder.OUTPUTS["load"], out_folder.WRITTEN_LIST}
+    out_folder.check_out_folder(out, "load")  # `make sandbox` twice: its own earlier output is taken
     for part in ("tritonserver", "triton_python_backend_stub", "gcp_storage_emulator", "prometheus", "locust"):
         assert any(part in command for command in run.commands), part
     assert_no_secret_written(run, out)

@@ -46,7 +46,7 @@ from triton_gke.model_repo.manifest import MANIFEST, MANIFEST_MAX_BYTES, read_ma
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings
 from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES, MAX_ONNX_BYTES
 from triton_gke.offline import lifecycle, plan_diff, plan_folder, plan_out, runtime
-from triton_gke.sandbox import leftovers, run_folder
+from triton_gke.sandbox import leftovers, out_folder, run_folder
 from triton_gke.sandbox import report as sandbox_report
 from triton_gke.settings import schema, stack_file
 from triton_gke.settings.catalogue import MAX_CSV_BYTES, CatalogueError, load_gpu_catalogue
@@ -142,6 +142,9 @@ READERS: tuple[Reader, ...] = (
     Reader("the plan's list of written files", ("offline/plan_out.py:_previously_written",),
            lambda p: plan_out._previously_written(p.parent), plan_out._FolderError, plan_out._WRITTEN_LIST_MAX_BYTES,
            file=plan_out.WRITTEN_LIST, utf8=False),
+    Reader("the sandbox's list of what it wrote", ("sandbox/out_folder.py:_listed",),
+           lambda p: out_folder._listed(p.parent), out_folder._FolderError, out_folder._WRITTEN_LIST_MAX_BYTES,
+           file=out_folder.WRITTEN_LIST, utf8=False),
     Reader("plan model's config (gpu-check, pulumi up)", ("model_repo/engines.py:read_plan_config",),
            engines.read_plan_config, ModelRepoError, engines.CONFIG_MAX_BYTES, file="config.pbtxt"),
     Reader("build manifest", ("model_repo/manifest.py:read_manifest",), lambda p: read_manifest(p.parent),
@@ -242,6 +245,7 @@ ALLOWED: dict[str, str] = {
     "offline/lifecycle_table.py:main:read_text": _PACKAGE,
     "observability/dashboards.py:stale_dashboards:read_text": _PACKAGE + " (the committed dashboards)",
     "offline/plan_out.py:_open:open": _WRITE,
+    "sandbox/out_folder.py:_write_list:open": _WRITE,
     "sandbox/netns.py:_setns:open": _WRITE + " (a namespace file of /proc, for setns)",
     "model_repo/build.py:_sha256:open": _BLOCKS,
     "model_repo/build.py:_file_hash:open": _BLOCKS,

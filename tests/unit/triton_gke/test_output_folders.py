@@ -220,11 +220,14 @@ def test_no_command_writes_through_a_link_to_nothing(
 
 
 def test_a_rollout_folder_that_is_a_link_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The rollout scenario removes OUT/rollout and makes it again: a link there would end in a traceback."""
+    """The rollout scenario removes OUT/rollout and makes it again: a link there would end in a traceback. OUT is an
+    earlier run's (its list names rollout: sandbox/out_folder.py), else it is refused for holding a stranger's file."""
+    from triton_gke.sandbox.out_folder import WRITTEN_LIST
     from triton_gke.sandbox.run import main
 
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "rollout").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / WRITTEN_LIST).write_text("rollout\n")
     assert main(["--scenario", "rollout", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err == f"error: --out {tmp_path}: {tmp_path / 'rollout'} is a symbolic link; the sandbox never removes one\n"
