@@ -183,9 +183,17 @@ def expected_models(spec: TreeSpec) -> dict[str, dict[str, str]] | None:
 
 
 def prefix_is_valid(prefix: str) -> bool:
+    """The documented prefix rule (docs, contracts/naming.py object_prefix_problem's docstring), restated: printable,
+    no empty, '.' or '..' part, no part starting or ending with a space, none of # ? [ ] *, not GCS's ACME folder."""
     stripped = prefix.strip("/")
     parts = stripped.split("/")
-    return bool(stripped) and all(p not in ("", ".", "..") for p in parts) and all(c.isprintable() for c in stripped)
+    return (
+        bool(stripped)
+        and all(p not in ("", ".", "..") and p == p.strip() for p in parts)
+        and all(c.isprintable() for c in stripped)
+        and not set("#?[]*") & set(stripped)
+        and not f"{stripped}/".startswith(".well-known/acme-challenge/")
+    )
 
 
 def md5(data: bytes) -> str:
