@@ -12,6 +12,7 @@ the stack's resources had before this component existed, so `pulumi up` on an ex
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import weakref
 from collections.abc import Mapping, Sequence
@@ -228,7 +229,7 @@ class TritonOnCluster(pulumi.ComponentResource):
         child = self._child_options(name, a)
         self._cpu_placement = cpu_placement(a)
         self._namespaces = Namespaces(**a["namespaces"])
-        self.admin_key = pulumi.Output.secret(self._secret(a.get("admin_key"), f"triton-admin-key-{name}"))
+        self.admin_key = pulumi.Output.secret(self._key(name, a, "admin_key", f"triton-admin-key-{name}"))
         self._inference_keys = self._inference_key_set(name, a)
         self._inference_outputs(a)
         self._serving = TritonServing(
@@ -286,6 +287,11 @@ class TritonOnCluster(pulumi.ComponentResource):
         )
         return pulumi.ResourceOptions(parent=self, providers=[provider])
 
+    def _key(self, name: str, a: dict[str, Any], key: str, resource_name: str) -> pulumi.Input[str]:
+        """The key given in field `key` (an Output checked once known: checked_key), else a generated one."""
+        given = a.get(key)
+        return self._secret(None if given is None else checked_key(name, key, given), resource_name)
+
     def _secret(self, given: pulumi.Input[str] | None, resource_name: str) -> pulumi.Input[str]:
         if given is not None:
             return given
@@ -298,7 +304,7 @@ class TritonOnCluster(pulumi.ComponentResource):
         if not a["inference_auth"]:
             return None
         return {
-            slot: pulumi.Output.secret(self._secret(a.get(field), f"triton-inference-key-{slot}-{name}"))
+            slot: pulumi.Output.secret(self._key(name, a, field, f"triton-inference-key-{slot}-{name}"))
             for slot, field in checks.INFERENCE_KEY_FIELDS.items()
         }
 
@@ -575,6 +581,67 @@ def check_args(name: str, args: Any, *, driver_branch: int | None = None, monito
         raise ArgsError(where, f"args: expected a TritonOnClusterArgs mapping, got {type(args).__name__}")
     for problem in _problems(name, args, driver_branch, monitoring_mode):
         raise ArgsError(where, problem)
+
+
+class KeyValueError(pulumi.RunError):
+    """ArgsError's one line, for a key checked once its Output is known. Not an ArgsError: that is a ValueError too,
+    and the SDK turns a ValueError raised while it serializes an input into a new two-line ValueError naming the
+    Output ("While processing input: ... ValueError has risen: ...", pulumi/runtime/rpc.py serialize_properties),
+    which is no RunError and so ends in a traceback."""
+
+    def __init__(self, component: str, problem: str) -> None:
+        self.component = component
+        self.problem = problem
+        super().__init__(f"{component}: {problem}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return type(self), (self.component, self.problem)
+
+
+def checked_key(name: str, key: str, given: pulumi.Input[str]) -> pulumi.Input[str]:
+    """A key given as an Output (config.require_secret, another resource's output), checked by the rule a plain one
+    meets (check_args) once its value is known: a bad one raises ArgsError's line, as a KeyValueError (a
+    pulumi.RunError), from inside the apply. The SDK keeps the first exception of a resource registration and
+    re-raises that exception itself at the program's end (pulumi/runtime/rpc_manager.py do_rpc:
+    `self.unhandled_exception = exn`; runtime/stack.py wait_for_rpcs:
+    `raise rpc_manager.unhandled_exception.with_traceback(...)`), and the language host prints a RunError as its
+    message alone (ArgsError's docstring). A value known at preview (a config secret) fails the preview; one computed
+    from a resource not yet created is checked only when `up` knows it, after what does not need the key."""
+    if not isinstance(given, pulumi.Output):
+        return given  # checked with the other Args, before any child (check_args)
+    where = f"TritonOnCluster {name!r}"
+
+    def check(value: Any) -> Any:
+        problem = checks.known_key_problem(value, key)
+        if problem:
+            _quiet_copies_of(KeyValueError)
+            raise KeyValueError(where, problem)
+        return value
+
+    return given.apply(check)
+
+
+def _quiet_copies_of(kind: type[BaseException]) -> None:
+    """Keep the event loop from printing the refusal again, with a traceback, for every Output built on the refused
+    key. The program ends with the refusal itself (checked_key); the Outputs derived from it fail with the same
+    exception, and those nothing awaited any more are reported by asyncio when collected ("Future exception was never
+    retrieved", through the loop's exception handler: https://docs.python.org/3/library/asyncio-eventloop.html
+    #error-handling-api). Only exceptions of `kind` are dropped; anything else reaches the handler as before."""
+    loop = asyncio.get_running_loop()
+    previous = loop.get_exception_handler()
+    if getattr(previous, "quiets", None) is kind:
+        return
+
+    def handler(running: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if isinstance(context.get("exception"), kind):
+            return
+        if previous is None:
+            running.default_exception_handler(context)
+        else:
+            previous(running, context)
+
+    handler.quiets = kind  # type: ignore[attr-defined]
+    loop.set_exception_handler(handler)
 
 
 def check_lifecycle(name: str, lifecycle: LifecycleSettings, min_replicas: int) -> None:

@@ -310,9 +310,16 @@ def service_account_name_problem(value: Any) -> Problem:
 
 
 def admin_key_problem(value: Any, key: str = "admin_key") -> Problem:
-    """The admin key, and the inference keys (`key` names the field): the same header value in the same flag syntax."""
+    """The admin key, and the inference keys (`key` names the field): the same header value in the same flag syntax.
+    An Output passes here; its value is checked once known (known_key_problem, k8s/on_cluster.py checked_key)."""
     if value is None or isinstance(value, pulumi.Output):
         return None
+    return known_key_problem(value, key)
+
+
+def known_key_problem(value: Any, key: str) -> Problem:
+    """A key's value as tritonserver gets it: anything but a string of the rule is refused, None included (an Output
+    that resolved to nothing would start Triton without its key). The line never repeats the (secret) value."""
     if isinstance(value, str) and MIN_SECRET_LENGTH <= len(value) <= MAX_SECRET_LENGTH and ADMIN_KEY.fullmatch(value):
         return None
     return (

@@ -8,6 +8,8 @@ requests that carry the inference key (contracts/triton.py inference_restriction
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +54,13 @@ from triton_gke.settings.lifecycle import LifecycleSettings
 TRITON_UID = 1000  # the triton-server user of NVIDIA's image
 # Pod-template annotation holding the model repository's digest: a model change is a template change, so a rollout.
 MODEL_DIGEST_ANNOTATION = "triton-gke/model-repository-digest"
+# Pod-template annotation holding a digest of the key Triton checks (the active slot's): a Deployment rolls out only
+# when .spec.template changes ("A Deployment's rollout is triggered if and only if the Deployment's Pod template
+# (that is, .spec.template) is changed",
+# https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#updating-a-deployment), and a changed Secret
+# changes no template: running pods would keep the old key from their start while restarted ones read the new one.
+INFERENCE_KEY_DIGEST_ANNOTATION = "triton-gke/inference-key-digest"
+KEY_DIGEST_HEX = 16  # 64 bits: tells two keys apart, and is no key material
 STARTUP_PROBE_PERIOD_S = 10
 # The Secret holding both inference keys (data keys: the slots, a and b).
 INFERENCE_KEYS_SECRET = "triton-inference-keys"
@@ -273,9 +282,7 @@ class TritonServing(pulumi.ComponentResource):
     ):
         a = self._args
         return kubernetes.core.v1.PodTemplateSpecArgs(
-            metadata=kubernetes.meta.v1.ObjectMetaArgs(
-                labels=self.labels, annotations={MODEL_DIGEST_ANNOTATION: a.model_digest}
-            ),
+            metadata=kubernetes.meta.v1.ObjectMetaArgs(labels=self.labels, annotations=self._template_annotations),
             spec=kubernetes.core.v1.PodSpecArgs(
                 service_account_name=service_account.metadata.name,
                 automount_service_account_token=False,
@@ -301,6 +308,16 @@ class TritonServing(pulumi.ComponentResource):
                 ],
             ),
         )
+
+    @property
+    def _template_annotations(self) -> dict[str, pulumi.Input[str]]:
+        """The model digest, and with inference keys the active key's digest: replacing either rolls every pod."""
+        a = self._args
+        annotations: dict[str, pulumi.Input[str]] = {MODEL_DIGEST_ANNOTATION: a.model_digest}
+        if a.inference_keys is not None:
+            active = a.inference_keys[a.inference_key_slot]
+            annotations[INFERENCE_KEY_DIGEST_ANNOTATION] = active_key_digest(a.admin_key, active)
+        return annotations
 
     def _container(
         self, admin_secret: kubernetes.core.v1.Secret, inference_secret: kubernetes.core.v1.Secret | None
@@ -420,6 +437,28 @@ ROLLING_ONE_AT_A_TIME = kubernetes.apps.v1.DeploymentStrategyArgs(
         max_surge=ROLLING_MAX_SURGE, max_unavailable=ROLLING_MAX_UNAVAILABLE
     ),
 )
+
+
+def key_digest(admin_key: str, active_key: str) -> str:
+    """The first KEY_DIGEST_HEX hex digits of HMAC-SHA256(admin key, active inference key).
+
+    Keyed, not a plain hash: the annotation is readable by whoever may read Deployments (Kubernetes' `view` role
+    reads them but no Secret), and a plain digest of a key a user chose would let such a reader test guesses
+    offline; without the admin key the value tells nothing of the inference key. The admin key feeds it too, so
+    replacing the admin key also rolls the pods (every pod then checks the same admin key)."""
+    digest = hmac.new(admin_key.encode(), active_key.encode(), hashlib.sha256).hexdigest()
+    return digest[:KEY_DIGEST_HEX]
+
+
+def active_key_digest(admin_key: pulumi.Input[str], active_key: pulumi.Input[str]) -> pulumi.Output[str]:
+    """key_digest of the two keys, deliberately NOT a Pulumi secret. The SDK lifts an input object holding a secret
+    Output into one secret value, so a secret annotation makes the Deployment's whole pod template secret: under the
+    mock runtime every label, argument and the model digest read [secret], and preview and `plan --against` would show
+    no change of the Deployment at all (checked: tests/unit/k8s/test_inference_auth.py). The digest is keyed with the
+    admin key (key_digest), so the plain value tells nothing of either key; the keys themselves stay secrets, in the
+    Secret only."""
+    both = pulumi.Output.all(admin_key, active_key)
+    return pulumi.Output.unsecret(both.apply(lambda keys: key_digest(keys[0], keys[1])))
 
 
 def _secret_env(name: str, secret: kubernetes.core.v1.Secret, key: str) -> kubernetes.core.v1.EnvVarArgs:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_gke.contracts.paths import REPLACEMENT_RULES
+from triton_gke.contracts.triton import INFERENCE_KEY_ENV, inference_key_header
 from triton_gke.infra.node_recreation import (
     DEFAULT_POD_STARTUP_MINUTES,
     KUBERNETES_DEFAULT_GRACE_S,
@@ -123,6 +124,7 @@ class Change:
     provider: str = ""  # replaced because this provider (TYPE::NAME) is replaced
     outage: str = ""  # why the replacement deletes the old resource before it creates the new one
     recreation: str = ""  # an in-place update for which GKE recreates every node of the pool, and how long
+    clients: str = ""  # what clients must already do before this change reaches them (a note, never refused)
 
     @property
     def name(self) -> str:
@@ -134,6 +136,7 @@ class Change:
         text = f"{self.action:<9} {self.key}" + (f": {detail}{more}" if detail else "")
         text += f"  [outage: deleted before created: {self.outage}]" if self.outage else ""
         text += f"  [recreates every node: {self.recreation}]" if self.recreation else ""
+        text += f"  [clients: {self.clients}]" if self.clients else ""
         return text + (f"  [takes down: {self.disruption}]" if self.disruption else "")
 
 
@@ -269,6 +272,7 @@ def compare(
     ]
     changes = [_with_triton_kept(c, after) for c in changes]
     changes = [_with_node_recreation(c, after) for c in changes]
+    changes = [_with_key_change(c, olds, after) for c in changes]
     return sorted(changes, key=lambda c: (ACTIONS.index(c.action), c.key))
 
 
@@ -542,6 +546,46 @@ def _with_node_recreation(change: Change, after: Mapping[str, dict[str, Any]]) -
     # refused the same way unless --allow-disruption names the pool (red team: it passed with exit 0).
     down = "the GPU pool's nodes, recreated with no Triton pod of the region left serving" if keep == 0 else ""
     return dataclasses.replace(change, recreation=f"{text}; {kept}" if kept else text, disruption=down)
+
+
+def _with_key_change(change: Change, olds: Mapping[str, dict[str, Any]], after: Mapping[str, dict[str, Any]]) -> Change:
+    """A Triton Deployment whose pods check another inference key slot (inferenceKeySlot changed, or inferenceAuth
+    turned on): its pods roll one at a time, each new one refusing every request without the new slot's key.
+
+    A note, not a refusal: the rollout takes no region down for a client that followed docs/security.md (both keys
+    sent before the change: 0 failed in the rollout proof's key-change row), while one sending only the old key fails
+    on every new pod (555 of 894 in its negative control). --allow-disruption cannot tell the two apart; the clients
+    can, and the note says what they must do before this `up`."""
+    old, new = olds.get(change.key), after.get(change.key)
+    if change.action != "update" or old is None or new is None or new["type"] != DEPLOYMENT or not _is_triton(new):
+        return change
+    before, now = active_key_slot(old), active_key_slot(new)
+    if now is None or before == now:
+        return change
+    header = inference_key_header(now)
+    if before is None:
+        note = (
+            f"inference now needs the key: clients must already send it ({header}, the inferenceKey output); those "
+            "sending none get 403/UNAVAILABLE as pods roll"
+        )
+    else:
+        note = (
+            f"the inference key slot moves {before} -> {now}: clients must already send the next key ({header}, "
+            "inferenceNextKey); those sending only the old one get 403/UNAVAILABLE as pods roll"
+        )
+    return dataclasses.replace(change, clients=note)
+
+
+def active_key_slot(record: Mapping[str, Any]) -> str | None:
+    """The slot whose key tritonserver checks: the Secret key its inference key variable reads (k8s/triton.py);
+    None without one (inferenceAuth false)."""
+    spec = record["inputs"].get("spec", {}).get("template", {}).get("spec", {})
+    for container in spec.get("containers", []):
+        for env in container.get("env") or []:
+            ref = (env.get("valueFrom") or {}).get("secretKeyRef") or {}
+            if env.get("name") == INFERENCE_KEY_ENV and isinstance(ref.get("key"), str):
+                return ref["key"]
+    return None
 
 
 def node_recreation(pool: Mapping[str, Any], after: Mapping[str, dict[str, Any]]) -> RecreationEstimate | None:

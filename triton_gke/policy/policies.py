@@ -900,6 +900,50 @@ def validate_prod_inference_auth(args: ResourceValidationArgs, report_violation:
             )
 
 
+TARGET_HTTP_PROXY = "gcp:compute/targetHttpProxy:TargetHttpProxy"
+URL_MAP = "gcp:compute/uRLMap:URLMap"
+
+
+def only_redirects_to_https(url_map: Any) -> bool:
+    """A URL map that answers every request with a redirect to HTTPS and routes nothing to a backend: no host rule or
+    path matcher, and a defaultUrlRedirect with httpsRedirect (the map the program puts on port 80 with a domain,
+    https://cloud.google.com/load-balancing/docs/https/setting-up-global-http-https-redirect)."""
+    redirect = get(url_map, "defaultUrlRedirect")
+    routes = items(get(url_map, "hostRules")) or items(get(url_map, "pathMatchers"))
+    return bool(get(redirect, "httpsRedirect")) and not routes and get(url_map, "defaultService") is None
+
+
+def served_url_maps(proxy: PolicyResource) -> list[PolicyResource]:
+    """The URL maps a target proxy serves: those its urlMap input comes from, else any URL map it depends on."""
+    named = [r for r in (proxy.property_dependencies or {}).get("urlMap", []) if r.resource_type == URL_MAP]
+    return named or [r for r in proxy.dependencies or [] if r.resource_type == URL_MAP]
+
+
+def validate_prod_lb_https(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """On a production stack, a target HTTP proxy whose URL map does more than redirect to HTTPS: the load balancer
+    serves inference over plain HTTP, so requests and the inference key header they carry cross the internet
+    unencrypted (TLS needs a certificate on a target HTTPS proxy, https://cloud.google.com/load-balancing/docs/
+    ssl-certificates). A URL map not found, or unknown at preview, counts as serving."""
+    prod_stacks = tuple(args.get_config().get("prodStacks") or DEFAULT_PROD_STACKS)
+    for proxy in args.resources:
+        stack = stack_of(proxy.urn)
+        if proxy.resource_type != TARGET_HTTP_PROXY or stack not in prod_stacks:
+            continue
+        maps = served_url_maps(proxy)
+        try:
+            if maps and all(only_redirects_to_https(m.props) for m in maps):
+                continue
+        except UnknownValueError:
+            pass
+        name = _known(proxy.props, "name") or proxy.name
+        report_violation(
+            f"stack {stack!r} is a production stack: target HTTP proxy {name!r} serves inference over plain HTTP, so "
+            "requests and the inference key they carry cross the internet unencrypted; set triton-gke:domain "
+            "(HTTPS with a Google-managed certificate; port 80 then only redirects)",
+            proxy.urn,
+        )
+
+
 # ---------------------------------------------------------------- the policies
 
 
@@ -1040,6 +1084,17 @@ POLICIES: list[ResourceValidationPolicy] = [
     ),
 ]
 
+PROD_STACKS_CONFIG = PolicyConfigSchema(
+    properties={
+        "prodStacks": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": list(DEFAULT_PROD_STACKS),
+            "description": "Stack names treated as production.",
+        }
+    }
+)
+
 STACK_POLICIES: list[StackValidationPolicy] = [
     StackValidationPolicy(
         name="web-ui-not-public-by-workload",
@@ -1048,5 +1103,19 @@ STACK_POLICIES: list[StackValidationPolicy] = [
         validate=validate_web_ui_workloads,
         enforcement_level=MANDATORY,
         severity=Severity.HIGH,
+    ),
+    # Advisory: a new production stack cannot have HTTPS on its first `up`. Its managed certificate provisions only
+    # once the domain's DNS points at the load balancer's address, which that `up` creates (settings/load_balancer.py
+    # says so with its sources), so a mandatory rule would refuse every fresh prod stack, the shipped one included.
+    # The stack settings warn at every plan, preview and `up` too (plaintext_key_warning).
+    StackValidationPolicy(
+        name="prod-lb-https",
+        description="On production stacks the global load balancer serves inference over HTTPS: every target HTTP "
+        "proxy's URL map only redirects to HTTPS (triton-gke:domain set), so the inference key never crosses the "
+        "internet unencrypted.",
+        validate=validate_prod_lb_https,
+        enforcement_level=ADVISORY,
+        severity=Severity.MEDIUM,
+        config_schema=PROD_STACKS_CONFIG,
     ),
 ]

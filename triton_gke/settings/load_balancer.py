@@ -64,6 +64,32 @@ def describe_split(max_rate_per_pod: float, shares: Mapping[str, int] = PROTOCOL
     )
 
 
+# Without a domain the global load balancer has only a target HTTP proxy on port 80 (infra/global_lb.py): requests, and
+# the inference key header each carries, cross the internet as plain HTTP. TLS "is used to encrypt information while
+# it is sent over a network", and an Application Load Balancer "that uses SSL requires at least one private key and SSL
+# certificate" (https://cloud.google.com/load-balancing/docs/ssl-certificates); with `domain` the program makes a
+# Google-managed one, a certificate "Google Cloud obtains and manages for your domains"
+# (https://cloud.google.com/load-balancing/docs/ssl-certificates/google-managed-certs), and port 80 then only
+# redirects to HTTPS. A warning, never an error: the certificate provisions only once the domain's DNS points at the
+# load balancer ("The provisioning process can complete only when the domain name for which the certificate is
+# created points to a target pool which, itself, points at the certificate",
+# https://www.pulumi.com/docs/reference/pkg/gcp/compute/managedsslcertificate), and the address is made by
+# the first `up`, so a new stack has no domain to give yet.
+PLAINTEXT_KEY_SOURCE = "https://cloud.google.com/load-balancing/docs/ssl-certificates/google-managed-certs"
+
+
+def plaintext_key_warning(reader: Reader, lb: LoadBalancerSettings, inference_auth: bool) -> str | None:
+    """One line when the global load balancer serves inference that needs the key over plain HTTP (no domain)."""
+    if not lb.enabled or not inference_auth or lb.domain:
+        return None
+    return (
+        f"{reader.full('domain')}: not set, so the global load balancer serves plain HTTP on port 80 and every "
+        "client's inference key (inferenceKeyHeader) crosses the internet unencrypted; point a DNS name's A record at "
+        f"the lbAddress output and set domain to it: HTTPS with a Google-managed certificate, port 80 then only "
+        f"redirects (docs/security.md, {PLAINTEXT_KEY_SOURCE})"
+    )
+
+
 def load_balancer(reader: Reader) -> LoadBalancerSettings:
     domain = reader.string("domain").lower().rstrip(".")
     if domain and not DOMAIN.fullmatch(domain):

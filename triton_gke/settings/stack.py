@@ -112,7 +112,15 @@ def load_stack_settings(
     # the disruption budget must leave a pod of the sized minimum serving.
     sized = capacity.sized(reader, explicit)
     lifecycle.check_disruption_budget(reader, sized.lifecycle, sized.gpu_pool.min_triton_pods)
-    notices = tuple(n for n in (serving.engine_build_notice(reader, sized), shared_project_notice(project, stack)) if n)
+    notices = tuple(
+        n
+        for n in (
+            serving.engine_build_notice(reader, sized),
+            load_balancer.plaintext_key_warning(reader, sized.load_balancer, sized.serving.inference_auth),
+            shared_project_notice(project, stack),
+        )
+        if n
+    )
     return dataclasses.replace(sized, warnings=(*sized.warnings, *notices)) if notices else sized
 
 

@@ -10,11 +10,15 @@ tests/live/sandbox/test_inference_key.py.
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
+import json
 import re
 from typing import Any
 
+import pulumi
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import evaluate
@@ -30,7 +34,13 @@ from triton_gke.contracts.triton import (
     triton_server_args,
 )
 from triton_gke.k8s.on_cluster_args import ADMIN_KEY, inference_key_problem, inference_key_slot_problem
-from triton_gke.k8s.triton import INFERENCE_KEYS_SECRET
+from triton_gke.k8s.triton import (
+    INFERENCE_KEY_DIGEST_ANNOTATION,
+    INFERENCE_KEYS_SECRET,
+    MODEL_DIGEST_ANNOTATION,
+    key_digest,
+)
+from triton_gke.offline.plan_view import plan_records
 from triton_gke.offline.runtime import Plan, output_values
 from triton_gke.settings.errors import ConfigError
 
@@ -244,3 +254,89 @@ def test_smoke_takes_the_key_from_the_environment_both_or_neither(header: str, k
         assert not (good_header and good_key)
     else:
         assert found == ({} if not env else {header: key}) and (not env or (good_header and good_key))
+
+
+# ---- the active key's digest in the pod template (red team 44, finding 4b) -----------------------------------------
+def _component_plan(admin: str, key_a: str, key_b: str, slot: str) -> Plan:
+    """A TritonOnCluster with the keys given (plain, as TritonOnClusterArgs take them)."""
+    from tests.conftest import evaluate_component
+    from triton_gke.k8s.on_cluster import TritonOnCluster
+
+    args = {"model_repository": "gs://team-models/triton", "admin_key": admin, "inference_key_slot": slot}
+    return evaluate_component(
+        lambda: TritonOnCluster("team", {**args, "inference_key_a": key_a, "inference_key_b": key_b})
+    )
+
+
+@functools.cache
+def _plan_text_with_other_keys() -> str:
+    return json.dumps(plan_records(_component_plan(*(f"{name}-key-of-fifteen" for name in ("adm", "aaa", "bbb")), "a")))
+
+
+def _digest_annotation(plan: Plan) -> str:
+    ((deployment, _),) = _containers(plan, "tritonserver")
+    return deployment.inputs["spec"]["template"]["metadata"]["annotations"][INFERENCE_KEY_DIGEST_ANNOTATION]
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.sampled_from(INFERENCE_KEY_SLOTS), st.lists(KEYS, min_size=4, max_size=4, unique=True))
+def test_the_pod_template_carries_the_active_keys_digest_and_nothing_of_the_keys(slot: str, keys: list[str]) -> None:
+    """Replacing the active key changes the pod template, so the Deployment rolls every pod onto it (Kubernetes rolls
+    a Deployment only when .spec.template changes, k8s/triton.py); replacing the idle key changes nothing there, and
+    no key's text is anywhere in the plan (only a digest keyed with the admin key)."""
+    admin, active, idle, other = keys
+    by_slot = {slot: active, other_slot(slot): idle}
+    plan = _component_plan(admin, by_slot["a"], by_slot["b"], slot)
+    annotation = _digest_annotation(plan)
+    assert annotation == key_digest(admin, active) and re.fullmatch(r"[0-9a-f]{16}", annotation)
+    idle_renewed = {slot: active, other_slot(slot): other}
+    assert _digest_annotation(_component_plan(admin, idle_renewed["a"], idle_renewed["b"], slot)) == annotation
+    active_renewed = {slot: other, other_slot(slot): idle}
+    assert _digest_annotation(_component_plan(admin, active_renewed["a"], active_renewed["b"], slot)) != annotation
+    text = json.dumps(plan_records(plan))
+    # A generated key may be a word the plan holds anyway ('inference-serve'): only the others can tell.
+    telling = [k for k in keys if k not in _plan_text_with_other_keys()]
+    assert not [k for k in telling if k in text], "a key in the plan"
+    assert hashlib.sha256(active.encode()).hexdigest()[:16] not in text  # keyed, not a plain hash
+
+
+def test_the_stacks_slots_give_two_digests_and_the_template_stays_visible(prod: Plan) -> None:
+    """The digest is no Pulumi secret on purpose: a secret anywhere in the pod template made the SDK send the whole
+    template as one secret (every label, argument and the model digest [secret]), hiding every change of the
+    Deployment from preview and `plan --against`."""
+    digests = {_digest_annotation(evaluate("dev", inferenceKeySlot=slot)) for slot in INFERENCE_KEY_SLOTS}
+    assert len(digests) == 2
+    for deployment, container in _containers(prod, "tritonserver"):
+        template = deployment.inputs["spec"]["template"]
+        assert "[secret]" not in json.dumps(template), deployment.name
+        assert container["args"][0] == "tritonserver" and template["metadata"]["annotations"][MODEL_DIGEST_ANNOTATION]
+    assert not any(
+        INFERENCE_KEY_DIGEST_ANNOTATION in json.dumps(d.inputs)
+        for d, _ in _containers(evaluate("dev", inferenceAuth=False), "tritonserver")
+    )
+
+
+# ---- keys given as Outputs (red team 44, finding 5) ----------------------------------------------------------------
+KEY_FIELDS = ("admin_key", "inference_key_a", "inference_key_b")
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    field=st.sampled_from(KEY_FIELDS),
+    value=KEYS | st.text(max_size=300) | st.sampled_from(["", "abc", "k" * 20 + ",x=y", "k" * 257]),
+)
+def test_a_key_given_as_an_output_meets_the_rule_of_a_plain_one(field: str, value: str) -> None:
+    """config.require_secret hands the component an Output: its value is checked once known, and a bad one stops the
+    run with the plain key's one line (a RunError: no traceback), never repeating the value."""
+    from tests.conftest import evaluate_component
+    from triton_gke.k8s.on_cluster import KeyValueError, TritonOnCluster
+
+    args = {"model_repository": "gs://team-models/triton", field: pulumi.Output.secret(value)}
+    problem = inference_key_problem(field, value, {"inference_auth": True})
+    try:
+        evaluate_component(lambda: TritonOnCluster("team", args))
+    except KeyValueError as err:
+        assert isinstance(err, pulumi.RunError) and problem is not None
+        assert str(err) == f"TritonOnCluster 'team': {problem}" and "\n" not in str(err)
+    else:
+        assert problem is None

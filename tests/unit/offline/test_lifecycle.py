@@ -565,3 +565,62 @@ def test_the_estimate_is_batches_of_node_ready_startup_and_grace(nodes, surge, u
 def test_a_path_at_or_below_a_recreating_path_recreates_and_a_sibling_does_not(root, tail, other):
     assert recreating_paths([root + tail]) == [root + tail]
     assert recreating_paths([other]) == ([other] if other in RECREATING_PATHS else [])
+
+
+# ---- the inference key change (red team 44, finding 4a) -------------------------------------------------------------
+TRITON_DEPLOYMENT = "kubernetes:apps/v1:Deployment::triton-"
+
+
+def _triton_updates(changes: list) -> list:
+    return [c for c in changes if c.key.startswith(TRITON_DEPLOYMENT) and c.action != "unchanged"]
+
+
+@pytest.mark.parametrize(("before", "after"), [("a", "b"), ("b", "a")])
+def test_a_key_slot_change_tells_clients_to_send_the_next_key_and_is_not_refused(before: str, after: str) -> None:
+    """Every Triton Deployment of prod rolls to the other slot: each update says that clients must already send the
+    next key and that the others get 403/UNAVAILABLE; nothing is refused (a client following docs/security.md loses no
+    request: the rollout proof's key-change row)."""
+    old = applied_state(records(evaluate("prod", inferenceKeySlot=before)))
+    changes = compare(old, records(evaluate("prod", inferenceKeySlot=after)))
+    updates = _triton_updates(changes)
+    assert len(updates) == 3 and all(c.action == "update" for c in updates), [c.line() for c in changes]
+    note = (
+        f"[clients: the inference key slot moves {before} -> {after}: clients must already send the next key "
+        f"(triton-grpc-protocol-inference-key-{after}, inferenceNextKey); those sending only the old one get "
+        "403/UNAVAILABLE as pods roll]"
+    )
+    assert all(note in c.line() for c in updates)
+    assert refused(changes, []) == []
+    assert not [c for c in changes if c.clients and not c.key.startswith(TRITON_DEPLOYMENT)]
+
+
+def test_turning_inference_auth_on_tells_clients_to_send_the_key(shipped_plans) -> None:
+    old = applied_state(records(evaluate("dev", inferenceAuth=False)))
+    (update,) = _triton_updates(compare(old, records(shipped_plans["dev"])))
+    assert "[clients: inference now needs the key: clients must already send it" in update.line()
+    assert "those sending none get 403/UNAVAILABLE as pods roll]" in update.line()
+
+
+@pytest.mark.parametrize("stack", SHIPPED_STACKS)
+def test_no_note_without_a_slot_change(shipped_plans, stack: str) -> None:
+    """A second `up`, a change of the pool, or turning the key off (nothing is refused any more) says nothing."""
+    same = compare(applied_state(records(shipped_plans[stack])), records(shipped_plans[stack]))
+    assert not [c for c in same if c.clients]
+    off = compare(applied_state(records(shipped_plans[stack])), records(evaluate(stack, inferenceAuth=False)))
+    assert _triton_updates(off) and not [c for c in off if c.clients]
+
+
+def test_plan_against_prints_the_note_and_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The red team's command: `plan --stack prod --set inferenceKeySlot=b --against prod.json` exits 0 and now says
+    what clients must do, once per region."""
+    from triton_gke.offline import plan as plan_command
+
+    assert plan_command.main(["--stack", "prod", "--json"]) == 0
+    applied = tmp_path / "prod.json"
+    applied.write_text(capsys.readouterr().out)
+    assert plan_command.main(["--stack", "prod", "--set", "inferenceKeySlot=b", "--against", str(applied)]) == 0
+    out = capsys.readouterr().out
+    notes = [line for line in out.splitlines() if "[clients: the inference key slot moves a -> b" in line]
+    assert len(notes) == 3 and all(
+        line.startswith("update    kubernetes:apps/v1:Deployment::triton-") for line in notes
+    )

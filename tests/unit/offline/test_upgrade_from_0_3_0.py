@@ -180,6 +180,9 @@ def _triton_rollout(engines: bool) -> Expected:
     paths |= {f"{TRITON_TEMPLATE}.containers[].args", f"{TRITON_TEMPLATE}.containers[].env"}
     why = "issue 43 point 4: Triton's pods spread over the region's zones (ScheduleAnyway), a rolling update"
     why += "; issue 44: inference needs the key (the restricted inference group on HTTP and gRPC, from its Secret)"
+    # Red team 44, finding 4b: a digest of the active key in the pod template, so replacing that key rolls the pods.
+    paths.add("spec.template.metadata.annotations.triton-gke/inference-key-digest")
+    why += ", and its digest in the pod template (a new key rolls the pods)"
     if engines:
         paths.add("spec.template.metadata.annotations.triton-gke/model-repository-digest")
         why += "; the engine repository's new digest (plan models served as tensorrt_plan since 0.3.0)"

@@ -90,6 +90,8 @@ def expected(stack: str) -> dict[str, tuple[str, frozenset[str], str]]:
             frozenset(
                 {
                     "spec.template.metadata.annotations.triton-gke/model-repository-digest",
+                    # red team 44, finding 4b: the active inference key's digest, so a new key rolls the pods
+                    "spec.template.metadata.annotations.triton-gke/inference-key-digest",
                     # issue 44 adds the inference restrictions (the list grows: the whole args change) and the key's env
                     f"{TRITON_TEMPLATE}.containers[].args",
                     f"{TRITON_TEMPLATE}.containers[].env",

@@ -195,7 +195,7 @@ def test_adding_a_region_at_the_end_keeps_every_other_window(regions: list[str])
     before, warned = windows_of("staging", regions=json.dumps(regions[:-1] or regions))
     after, _ = windows_of("staging", regions=json.dumps(regions))
     assert all(after[r] == w for r, w in before.items())
-    assert not warned  # up to 9 regions the defaults never overlap
+    assert not [w for w in warned if "maintenanceWindows" in w]  # up to 9 regions the defaults never overlap
 
 
 def hours_open(window: MaintenanceWindow) -> set[int]:
