@@ -135,8 +135,8 @@ def expected(stack: str) -> dict[str, tuple[str, frozenset[str], str]]:
         result["gcp:compute/uRLMap:URLMap::global-routes"] = (
             "update",
             frozenset({"pathMatchers[].routeRules"}),
-            "the retry policy on the inference routes (connect-failure, refused-stream), and a route rule ahead of them "
-            "answering GET /v2/models/stats with 404 (issue 44's red team), in place",
+            "the retry policy on the inference routes (connect-failure, refused-stream), and a route rule ahead of "
+            "them answering GET /v2/models/stats with 404 (issue 44's red team), in place",
         )
     return result
 
