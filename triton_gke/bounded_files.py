@@ -252,20 +252,46 @@ def _nearest_existing_problem(path: Path) -> str | None:
 
 
 def _write_probe_problem(path: Path) -> str | None:
-    """Make what is missing and a probe file, then remove them (the deepest first): None when that worked."""
-    created = [part for part in (path, *path.parents) if _lstat(part) is None][::-1]
-    made: list[Path] = []
+    """Make what is missing and a probe file, then remove them (the deepest first): None when that worked.
+
+    Two commands may probe the same missing folders at once (the test workers' model builds into one build/ did, and
+    two `make model-repo` can): a folder the other made is used, not an error, and one the other removed under us
+    is made again, so only a refusal that stays (EACCES, EROFS, ENOTDIR, ...) is reported.
+    """
+    for _ in range(_PROBE_TRIES - 1):
+        try:
+            return _probe_once(path)
+        except (FileExistsError, FileNotFoundError):  # the other prober made or removed a folder in between
+            continue
     try:
-        for folder in created:
-            folder.mkdir()
-            made.append(folder)
+        return _probe_once(path)
+    except OSError as err:
+        return f"cannot write there ({one_line(err.strerror or err)})"
+
+
+_PROBE_TRIES = 20
+
+
+def _probe_once(path: Path) -> str | None:
+    """One try; FileExistsError or FileNotFoundError when another process changed the missing folders meanwhile."""
+    missing = [part for part in (path, *path.parents) if _lstat(part) is None][::-1]
+    try:
+        for folder in missing:
+            try:
+                folder.mkdir()
+            except FileExistsError:
+                if not folder.is_dir():
+                    raise
+                # another prober made it: used, and removed by whichever of us leaves last (rmdir needs it empty)
         handle, probe = tempfile.mkstemp(prefix=OUT_PROBE_PREFIX, dir=path)
         os.close(handle)
         os.unlink(probe)
+    except (FileExistsError, FileNotFoundError):
+        raise
     except OSError as err:
         return f"cannot write there ({one_line(err.strerror or err)})"
     finally:
-        for folder in reversed(made):
-            with contextlib.suppress(OSError):
+        for folder in reversed(missing):
+            with contextlib.suppress(OSError):  # not empty: another prober or build is using it
                 folder.rmdir()
     return None

@@ -14,7 +14,9 @@ import os
 import socket
 import stat
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -127,6 +129,26 @@ def test_a_new_folder_anywhere_writable_is_accepted_and_nothing_is_left(names: l
     with tempfile.TemporaryDirectory() as folder:
         assert output_folder_problem(Path(folder).joinpath(*names)) is None
         assert list(Path(folder).iterdir()) == []
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_two_commands_probing_the_same_missing_folders_at_once_are_both_accepted(tmp_path: Path, depth: int) -> None:
+    """CI of b7f66e0: the four test workers each built build/model_repository at once and three were refused (one
+    prober's mkdir found the other's folder, or the other removed it in between). Eight threads (mkdir and rmdir
+    release the GIL) start the probe together, fifty rounds: every answer is None, and no probe file is left (a folder a
+    late prober found made may stay, empty: both commands write into it next)."""
+    for round_ in range(50):
+        target = tmp_path.joinpath(*[f"r{round_}-{level}" for level in range(depth)])
+        start = threading.Barrier(8)
+
+        def probe(target: Path = target, start: threading.Barrier = start) -> str | None:
+            start.wait()
+            return output_folder_problem(target)
+
+        with ThreadPoolExecutor(8) as pool:
+            got = [answer.result() for answer in [pool.submit(probe) for _ in range(8)]]
+        assert got == [None] * 8, (round_, got)
+    assert [p for p in tmp_path.rglob("*") if not p.is_dir()] == []
 
 
 # ---------------------------------------------------------------- every command's output folder, through main()
