@@ -30,7 +30,7 @@ RUN = @$(PY) -m triton_gke.offline.make_args --target $@
 MODEL_REPO_MODE := $(if $(filter model-repo,$(MAKECMDGOALS)),,--prerequisite)
 export MAKE_ARGS_GOALS := $(MAKECMDGOALS)
 
-.PHONY: setup system-packages plan sandbox bench tune capacity-compare test test-fast lint model-repo dashboards clean
+.PHONY: setup system-packages plan sandbox bench tune capacity-compare test test-fast test-durations lint model-repo dashboards clean
 
 setup: $(VENV)/.installed
 
@@ -96,7 +96,7 @@ TEST_WORKERS := -n 4 --dist loadfile --no-loadscope-reorder
 # each of the suite's hundreds of Python processes compiles the project again (~1 of a plan's 5 CPU-s) and every
 # worker re-rewrites every test module (collection 8.5 s instead of 3.5 s). An empty value is unset for Python
 # (https://docs.python.org/3/using/cmdline.html#envvar-PYTHONDONTWRITEBYTECODE: "set to a non-empty string").
-test test-fast: export PYTHONDONTWRITEBYTECODE :=
+test test-fast test-durations: export PYTHONDONTWRITEBYTECODE :=
 UNIT_WORKERS := -n auto --maxprocesses 4
 
 ## Every test: the unit and live ones (tritonserver, Locust, Prometheus, haproxy, the GCS emulator) side by side, then the quiet live ones alone: what CI runs. ARGS: pytest's options, given to both runs
@@ -107,6 +107,17 @@ test: lint system-packages
 ## The unit tests only (tests/unit/: pure and mock runtime, no process started), on every core. ARGS: pytest's options
 test-fast: setup
 	$(RUN) $(PY) -m pytest -m "not live" $(UNIT_WORKERS)
+
+## Where make test's time goes: set-up timed with its cache state, both phases timed test by test, then the report in results/test-durations/ (run it on a fresh clone and commit the report)
+DURATIONS := build/test-durations
+test-durations:
+	@rm -rf $(DURATIONS) && mkdir -p $(DURATIONS)
+	@venv=$$(test -f $(VENV)/.installed && echo present || echo absent); started=$$(date +%s); \
+	  $(MAKE) --no-print-directory setup system-packages lint >&2 && \
+	  echo "{\"venv_before\": \"$$venv\", \"setup_seconds\": $$(( $$(date +%s) - started ))}" > $(DURATIONS)/setup.json
+	-$(PY) -m pytest -m "not quiet" $(TEST_WORKERS) -p tests.durations_plugin --durations-out $(DURATIONS)/phase1.json
+	-$(PY) -m pytest -m "live and quiet" -p tests.durations_plugin --durations-out $(DURATIONS)/phase2.json
+	$(PY) -m tests.support.durations_report $(DURATIONS) results/test-durations
 
 ## ruff, and the rooms' import rules (.importlinter)
 lint: setup
