@@ -76,5 +76,10 @@ def slow_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def slow_triton(slow_repository: Path) -> Iterator[TritonServer]:
     """Not in a network namespace: its port relay would add its own CPU use and latency."""
-    with TritonServer(slow_repository, ready_timeout_s=120) as server:
+    with slow_triton_server(slow_repository) as server:
         yield server
+
+
+def slow_triton_server(repository: Path) -> TritonServer:
+    """slow_triton's server, not started: the local flags alone (sandbox.triton wheel_flags)."""
+    return TritonServer(repository, ready_timeout_s=120)

@@ -59,12 +59,17 @@ class LiveStack:
     slow_model: str = SLOW_MODEL
 
 
-def triton_metrics_args() -> list[str]:
+def triton_metrics_flags() -> dict[str, str | tuple[str, ...]]:
     """The metrics flags of the GKE deployment's command line, nothing else of it."""
-    from triton_gke.contracts.triton import triton_server_args
+    from triton_gke.contracts.triton import cluster_flags
 
-    args = triton_server_args("unused", gpu=False)
-    return [a for a in args if a.startswith(("--metrics-config=", "--allow-metrics="))]
+    flags = cluster_flags("unused", gpu=False)
+    return {flag: flags[flag] for flag in ("allow-metrics", "metrics-config")}
+
+
+def monitoring_triton(repository: Path) -> TritonServer:
+    """live_stack's tritonserver, not started: the local flags and the GKE line's metrics flags."""
+    return TritonServer(repository, flags=triton_metrics_flags(), ready_timeout_s=240)
 
 
 class LocustRun:
@@ -135,7 +140,7 @@ def live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     root = tmp_path_factory.mktemp("live_monitoring")
     repository = _build_models(root)
     with contextlib.ExitStack() as stack:
-        triton = stack.enter_context(TritonServer(repository, extra_args=triton_metrics_args(), ready_timeout_s=240))
+        triton = stack.enter_context(monitoring_triton(repository))
         locusts = {
             "normal": LocustRun(triton.http_url, NORMAL_MODEL, root, users=2, rps=1.5),
             "slow": LocustRun(triton.http_url, SLOW_MODEL, root, users=1, rps=1),

@@ -6,6 +6,7 @@ Use from a test module with `pytest_plugins = ("tests.support.triton_fixtures",)
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -25,5 +26,10 @@ def model_repos(tmp_path_factory: pytest.TempPathFactory) -> BuildResult:
 @pytest.fixture(scope="session")
 def cpu_triton(model_repos: BuildResult) -> Iterator[TritonServer]:
     """tritonserver on the CPU twins, in a loopback-only network namespace where allowed."""
-    with TritonServer(model_repos.cpu_out, isolate_network=isolation_available(), ready_timeout_s=240) as server:
+    with cpu_triton_server(model_repos.cpu_out) as server:
         yield server
+
+
+def cpu_triton_server(repository: Path) -> TritonServer:
+    """cpu_triton's server, not started: the local flags alone (sandbox.triton wheel_flags)."""
+    return TritonServer(repository, isolate_network=isolation_available(), ready_timeout_s=240)

@@ -10,7 +10,7 @@ tests/unit/contracts/test_contracts.py checks that copy against PORTS.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 
 # tritonserver's default ports, which the GKE command line also states (--http-port, --grpc-port, --metrics-port):
@@ -104,7 +104,121 @@ ROLLING_MAX_SURGE = 0
 ROLLING_MAX_UNAVAILABLE = 1
 
 
-def triton_server_args(
+# ---------------------------------------------------------------- the command line
+
+# The flags tritonserver accumulates when given more than once; every other flag keeps the last value given
+# (triton-inference-server/server v2.51.0 src/command_line_parser.cc TritonParser::Parse: these cases insert into a set
+# or map or push_back onto a list, e.g. OPTION_BACKEND_CONFIG backend_config_settings_.push_back, OPTION_STARTUP_MODEL
+# startup_models_.insert, OPTION_METRICS_CONFIG metrics_config_settings_.push_back, OPTION_HTTP_RESTRICTED_API and
+# OPTION_GRPC_RESTRICTED_PROTOCOL ParseRestrictedFeatureOption into a map of groups; the others assign, e.g.
+# OPTION_EXIT_TIMEOUT_SECS exit_timeout_secs_ = ..., OPTION_MODEL_CONTROL_MODE control_mode_ = ...).
+REPEATABLE_FLAGS = frozenset(
+    {
+        "model-repository",
+        "load-model",
+        "http-restricted-api",
+        "grpc-restricted-protocol",
+        "metrics-config",
+        "trace-config",
+        "backend-config",
+        "host-policy",
+        "cache-config",
+        "rate-limit-resource",
+        "cuda-memory-pool-byte-size",
+        "cuda-virtual-address-size",
+        "model-load-gpu-limit",
+    }
+)
+
+# A flag's value in an override: one value, the values of a repeatable flag (replacing all it had), or None to drop it.
+FlagValue = str | Sequence[str] | None
+
+
+class ServerFlags(Mapping[str, "str | tuple[str, ...]"]):
+    """tritonserver's flags as an ordered mapping: flag name (no leading --) -> its value, or for a repeatable flag
+    (REPEATABLE_FLAGS) the tuple of its values. Each value keeps its own place in the command line, so the GKE line's
+    alternating --http-restricted-api / --grpc-restricted-protocol stay where they were written.
+
+    A single-valued flag given twice is refused: tritonserver would silently keep the last one, and a reader of the
+    command line the first."""
+
+    def __init__(self, entries: Iterable[tuple[str, str]] = ()) -> None:
+        self._entries = tuple(entries)
+        seen = [flag for flag, _ in self._entries]
+        twice = sorted({f for f in seen if f not in REPEATABLE_FLAGS and seen.count(f) > 1})
+        if twice:
+            raise ValueError(f"tritonserver flag(s) given twice, keeping only the last value: {', '.join(twice)}")
+
+    def __getitem__(self, flag: str) -> str | tuple[str, ...]:
+        values = tuple(value for f, value in self._entries if f == flag)
+        if not values:
+            raise KeyError(flag)
+        return values if flag in REPEATABLE_FLAGS else values[0]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(flag for flag, _ in self._entries))
+
+    def __len__(self) -> int:
+        return len(set(flag for flag, _ in self._entries))
+
+    def __repr__(self) -> str:
+        return f"ServerFlags({dict(self)!r})"
+
+    @property
+    def entries(self) -> tuple[tuple[str, str], ...]:
+        """(flag, value) in command-line order, one per argument."""
+        return self._entries
+
+    def replaced(self, overrides: Mapping[str, FlagValue]) -> ServerFlags:
+        """These flags with each flag of `overrides` replaced, as a dict's update does: its new value(s) where it was
+        (its first place), flags new here at the end in the overrides' order (a ServerFlags' own argument order); a
+        repeatable flag's values all replaced by those given; None drops the flag."""
+        given = _entries(overrides)
+        here = {flag for flag, _ in self._entries}
+        entries: list[tuple[str, str]] = []
+        for flag, value in self._entries:
+            if flag not in overrides:
+                entries.append((flag, value))
+            elif not any(f == flag for f, _ in entries):
+                entries += [e for e in given if e[0] == flag]
+        return ServerFlags([*entries, *(e for e in given if e[0] not in here)])
+
+    def argv(self, program: str = "tritonserver") -> list[str]:
+        return [program, *(f"--{flag}={value}" for flag, value in self._entries)]
+
+
+def _entries(flags: Mapping[str, FlagValue]) -> tuple[tuple[str, str], ...]:
+    if isinstance(flags, ServerFlags):
+        return flags.entries
+    return tuple((flag, v) for flag, value in flags.items() for v in _values(flag, value))
+
+
+def _values(flag: str, value: FlagValue) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if flag not in REPEATABLE_FLAGS and len(value) != 1:
+        raise ValueError(f"tritonserver flag {flag} takes one value (it keeps the last), got {list(value)}")
+    return tuple(value)
+
+
+def triton_command(program: str, *layers: Mapping[str, FlagValue]) -> list[str]:
+    """THE tritonserver command line, for every place that starts one (the cluster's Deployment, the sandbox and its
+    rollout, the bench, Model Analyzer through model_analyzer_flags, the tests' servers): the layers' flags in order,
+    each layer's value of a flag replacing the earlier layers' (never a second copy of a single-valued flag)."""
+    return compose_flags(*layers).argv(program)
+
+
+def compose_flags(*layers: Mapping[str, FlagValue]) -> ServerFlags:
+    """The flags triton_command would write, as a mapping."""
+    flags = ServerFlags()
+    for layer in layers:
+        flags = flags.replaced(layer)
+    return flags
+
+
+def cluster_flags(
     model_repository: str,
     gpu: bool = True,
     admin_key: str = f"$({ADMIN_KEY_ENV})",
@@ -112,8 +226,8 @@ def triton_server_args(
     model_config_name: str | None = None,
     inference_key: str | None = None,
     inference_key_slot: str = INFERENCE_KEY_SLOTS[0],
-) -> list[str]:
-    """tritonserver's command line; local runs reuse it with a local repository and gpu=False.
+) -> ServerFlags:
+    """tritonserver's flags on the cluster; local runs reuse them with a local repository and gpu=False.
 
     exit_timeout_s: --exit-timeout-secs, how long requests in flight may finish after SIGTERM (the lifecycle
     contract's exit_timeout_s, settings/lifecycle.py, default DEFAULT_EXIT_TIMEOUT_S; Triton's HTTP and gRPC front
@@ -126,8 +240,8 @@ def triton_server_args(
     Secret-backed variable. None: inference open to any caller (inferenceAuth false).
     """
     restricted = f"{','.join(RESTRICTED_APIS)}:{ADMIN_KEY_HEADER}={admin_key}"
-    return [
-        "tritonserver",
+    inference = [] if inference_key is None else inference_restrictions(inference_key, inference_key_slot)
+    args = [
         f"--model-repository={model_repository}",
         # Ready only when every model loaded; exit (and restart) rather than serve half a repository.
         "--strict-readiness=true",
@@ -145,7 +259,35 @@ def triton_server_args(
         f"--metrics-config=summary_quantiles={SUMMARY_QUANTILES}",
         f"--http-restricted-api={restricted}",
         f"--grpc-restricted-protocol={restricted}",
-        *([] if inference_key is None else inference_restrictions(inference_key, inference_key_slot)),
+        *inference,
         f"--exit-timeout-secs={exit_timeout_s}",
         *([f"--model-config-name={model_config_name}"] if model_config_name else []),
     ]
+    return parse_flags(args)
+
+
+def parse_flags(args: Sequence[str]) -> ServerFlags:
+    """--flag=value arguments (tritonserver's own spelling) as ServerFlags, in their order."""
+    entries = []
+    for arg in args:
+        flag, equals, value = arg.partition("=")
+        if not flag.startswith("--") or not equals:
+            raise ValueError(f"not a --flag=value tritonserver argument: {arg!r}")
+        entries.append((flag.removeprefix("--"), value))
+    return ServerFlags(entries)
+
+
+def triton_server_args(
+    model_repository: str,
+    gpu: bool = True,
+    admin_key: str = f"$({ADMIN_KEY_ENV})",
+    exit_timeout_s: int = DEFAULT_EXIT_TIMEOUT_S,
+    model_config_name: str | None = None,
+    inference_key: str | None = None,
+    inference_key_slot: str = INFERENCE_KEY_SLOTS[0],
+) -> list[str]:
+    """The cluster's tritonserver command line: cluster_flags (which explains the arguments) through triton_command."""
+    flags = cluster_flags(
+        model_repository, gpu, admin_key, exit_timeout_s, model_config_name, inference_key, inference_key_slot
+    )
+    return triton_command("tritonserver", flags)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from triton_gke.contracts.loadtest import LocustEnvironment, join_headers
 from triton_gke.contracts.paths import LOCUSTFILE, project_dir
-from triton_gke.contracts.triton import triton_server_args
+from triton_gke.contracts.triton import DEFAULT_EXIT_TIMEOUT_S, cluster_flags
 from triton_gke.model_repo.sync import SyncError, SyncReport, sync_repository
 from triton_gke.observability.settings import LOCUST_MASTER_PODS, TRITON_PODS, SloSettings
 from triton_gke.sandbox.gcs_emulator import TRITON_ENV, EmulatorError, GcsEmulator
@@ -88,27 +88,6 @@ def admin_key() -> str:
     return secrets.token_hex(20)
 
 
-def _flag(arg: str) -> str:
-    return arg.split("=", 1)[0]
-
-
-def gke_flags(
-    repository: str, key: str, local_command: Sequence[str], inference_key: str | None = None, slot: str = "a"
-) -> list[str]:
-    """The GKE command line (k8s.triton) minus the binary and the repository the local command already names.
-
-    Port flags take the values the local server binds: the same as on GKE inside a network
-    namespace, free host ports without one. They come after the local command's own flags, and
-    tritonserver keeps the last value of a repeated flag.
-    """
-    local_ports = {_flag(a): a for a in local_command if _flag(a) in ("--http-port", "--grpc-port", "--metrics-port")}
-    args = triton_server_args(
-        repository, gpu=False, admin_key=key, inference_key=inference_key, inference_key_slot=slot
-    )
-    args = args[1:]
-    return [local_ports.get(_flag(a), a) for a in args if _flag(a) != "--model-repository"]
-
-
 def prepare_triton(
     repository: str,
     gcs: GcsEmulator,
@@ -116,15 +95,25 @@ def prepare_triton(
     key: str,
     inference_key: str | None = None,
     slot: str = "a",
+    exit_timeout_s: int = DEFAULT_EXIT_TIMEOUT_S,
 ) -> TritonServer:
     """A TritonServer (not started yet) with the GKE command line, reading the bucket through the emulator; with
-    `inference_key`, inference needs it in `slot`'s header, as on GKE with inferenceAuth."""
+    `inference_key`, inference needs it in `slot`'s header, as on GKE with inferenceAuth. The server's own
+    repository, ports and addresses replace the GKE line's (TritonServer OWN_FLAGS): the same ports inside a network
+    namespace, free host ports without one."""
     env = {TRITON_ENV: gcs.internal_endpoint, **NO_METADATA}
+    flags = cluster_flags(
+        repository,
+        gpu=False,
+        admin_key=key,
+        exit_timeout_s=exit_timeout_s,
+        inference_key=inference_key,
+        inference_key_slot=slot,
+    )
     try:
-        server = TritonServer(repository, netns=netns, env=env, ready_timeout_s=TRITON_READY_TIMEOUT_S)
+        server = TritonServer(repository, netns=netns, flags=flags, env=env, ready_timeout_s=TRITON_READY_TIMEOUT_S)
     except (TritonStartError, OSError, RuntimeError) as err:
         raise ComponentError(f"tritonserver could not be prepared: {one_line(err)}") from None
-    server.extra_args = gke_flags(repository, key, server.command(), inference_key, slot)
     if private_tmp_available():
         # Its model copies then live in its work folder, which close() removes even after a kill.
         server.netns = PrivateTmp(server.workdir, netns)  # TritonServer only calls wrap() and forward()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from triton_gke.contracts.triton import inference_key_header, triton_server_args
+from triton_gke.contracts.triton import ServerFlags, cluster_flags, inference_key_header
 from triton_gke.sandbox import rollout_model
 from triton_gke.sandbox.triton import TritonServer
 
@@ -42,18 +42,19 @@ def new_key() -> str:
     return secrets.token_hex(20)
 
 
-def server_flags(repository: Path, key: str, slot: str) -> list[str]:
-    """The GKE command line with this slot's inference key, minus what a local server sets itself (the binary, the
-    repository, the ports: TritonServer binds free ones)."""
-    local = ("--model-repository=", "--http-port=", "--grpc-port=", "--metrics-port=")
-    args = triton_server_args(
-        str(repository), gpu=False, admin_key=new_key(), inference_key=key, inference_key_slot=slot
-    )
-    return [a for a in args[1:] if not a.startswith(local)]
+def server_flags(repository: Path, key: str, slot: str) -> ServerFlags:
+    """The GKE command line with this slot's inference key (the local server's own repository and ports replace the
+    GKE line's: TritonServer OWN_FLAGS)."""
+    return cluster_flags(str(repository), gpu=False, admin_key=new_key(), inference_key=key, inference_key_slot=slot)
+
+
+def new_server(repository: Path, key: str, slot: str) -> TritonServer:
+    """A replica (not started) checking `slot`'s key."""
+    return TritonServer(repository, flags=server_flags(repository, key, slot), ready_timeout_s=120)
 
 
 def start_server(repository: Path, key: str, slot: str, stack: ExitStack) -> TritonServer:
-    server = TritonServer(repository, extra_args=server_flags(repository, key, slot), ready_timeout_s=120)
+    server = new_server(repository, key, slot)
     stack.enter_context(server)
     return server
 

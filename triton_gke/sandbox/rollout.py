@@ -221,11 +221,7 @@ class Fleet:
         with self._lock:
             slot = self.free.pop(0)
         key_slot = self.key_slot if self.inference_keys else None
-        key = self.inference_keys.get(self.key_slot)
-        server = parts.prepare_triton(
-            self.repository, self.gcs, self.namespaces[slot.namespace], self.key, key, self.key_slot
-        )
-        server.extra_args.append(f"--exit-timeout-secs={exit_timeout_s}")  # tritonserver keeps a flag's last value
+        server = self.prepare(slot, exit_timeout_s)
         replica = Replica(slot, server, key_slot=key_slot)
         with self._lock:
             self.live.append(replica)
@@ -236,6 +232,13 @@ class Fleet:
         if not self.balancer.wait_healthy(slot.name, READY_TIMEOUT_S):
             raise ComponentError(f"haproxy never saw replica {slot.name} healthy: {self.balancer.status(slot.name)}")
         return replica
+
+    def prepare(self, slot: Slot, exit_timeout_s: int) -> TritonServer:
+        """A pod's tritonserver, not started: the GKE command line with the pod template's key slot and this
+        scenario's --exit-timeout-secs."""
+        key = self.inference_keys.get(self.key_slot)
+        netns = self.namespaces[slot.namespace]
+        return parts.prepare_triton(self.repository, self.gcs, netns, self.key, key, self.key_slot, exit_timeout_s)
 
     def delete(self, replica: Replica, lifecycle: LifecycleSettings, kill_after_s: float) -> threading.Thread:
         """Delete the pod; the kubelet and the NEG controller then act on their own (a thread)."""

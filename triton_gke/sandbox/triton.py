@@ -27,7 +27,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from triton_gke.contracts.triton import HEALTH_PATHS, PORTS
+from triton_gke.contracts.triton import HEALTH_PATHS, PORTS, FlagValue, ServerFlags, compose_flags, triton_command
 from triton_gke.sandbox.netns import NetworkNamespace
 from triton_gke.sandbox.processes import free_port, interrupts_held, send_signal, stop_process
 from triton_gke.sandbox.triton_wheel import TritonStartError, library_dir, prepare_backends, tritonserver_binary
@@ -65,6 +65,48 @@ def _redact_arg(arg: str) -> str:
     return f"{flag}={apis}{colon}{header}={REDACTED}" if colon and equals else f"{flag}={REDACTED}"
 
 
+# ---------------------------------------------------------------- the command line
+
+# Seconds the wheel's tritonserver lets requests in flight finish after SIGTERM where nothing else is asked (the
+# cluster's line, cluster_flags, asks for the stack's value): short, a local server is stopped at once.
+LOCAL_EXIT_TIMEOUT_S = 5
+# The flags a TritonServer sets from what it owns: the repository it was given, the backend folder it prepared, the
+# loopback addresses and ports it bound (its http_url and friends read them). A caller's value for one is replaced.
+OWN_FLAGS = (
+    "model-repository",
+    "backend-directory",
+    "http-address",
+    "grpc-address",
+    "metrics-address",
+    "http-port",
+    "grpc-port",
+    "metrics-port",
+)
+
+
+def wheel_flags(backends: Path, shm_prefix: str, ports: Mapping[str, int] | None = None) -> ServerFlags:
+    """What the wheel's tritonserver needs on this machine, wherever it is started (TritonServer, Model Analyzer's
+    triton_server_flags): the python backend folder, 127.0.0.1 only, no GPU metrics, its own shared-memory prefix
+    (the python backend's shm-region-prefix-name, https://github.com/triton-inference-server/python_backend
+    #running-multiple-instances-of-triton-server); `ports`: the ports to bind, by PORTS' names."""
+    addresses = {f"{kind}-address": "127.0.0.1" for kind in PORTS}
+    bound = {f"{kind}-port": str(port) for kind, port in (ports or {}).items()}
+    return compose_flags(
+        {"backend-directory": str(backends), **addresses, **bound},
+        {
+            "allow-gpu-metrics": "false",
+            "backend-config": [f"python,shm-region-prefix-name={shm_prefix}"],
+            "exit-timeout-secs": str(LOCAL_EXIT_TIMEOUT_S),
+        },
+    )
+
+
+def _checked(flags: Mapping[str, FlagValue]) -> Mapping[str, FlagValue]:
+    if not isinstance(flags, Mapping):  # a list of "--flag=value" would be a second copy of a flag waiting to happen
+        raise TypeError(f"TritonServer flags: a mapping of flag -> value(s), not {type(flags).__name__}")
+    return flags
+
+
 # ---------------------------------------------------------------- the server
 
 
@@ -82,13 +124,15 @@ class TritonServer:
         *,
         isolate_network: bool = False,
         netns: NetworkNamespace | None = None,
-        extra_args: Sequence[str] = (),
+        flags: Mapping[str, FlagValue] | None = None,
         env: Mapping[str, str] | None = None,
         ready_timeout_s: float = 120.0,
         log_verbose: int = 0,
     ) -> None:
         self.model_repository = str(model_repository)
-        self.extra_args = list(extra_args)
+        # tritonserver flags over the local ones (wheel_flags), each replacing the local value: cluster_flags for the
+        # GKE command line, {"model-control-mode": "explicit", "load-model": [...]} for the bench.
+        self.flags: Mapping[str, FlagValue] = _checked(flags or {})
         self.extra_env = dict(env or {})
         self.ready_timeout_s = ready_timeout_s
         self.log_verbose = log_verbose
@@ -153,22 +197,15 @@ class TritonServer:
         return self._process is not None and self._process.poll() is None
 
     def command(self) -> list[str]:
-        return [
-            str(tritonserver_binary()),
-            f"--model-repository={self.model_repository}",
-            f"--backend-directory={self.workdir / 'backends'}",
-            "--http-address=127.0.0.1",
-            "--grpc-address=127.0.0.1",
-            "--metrics-address=127.0.0.1",
-            f"--http-port={self._ports['http'][0]}",
-            f"--grpc-port={self._ports['grpc'][0]}",
-            f"--metrics-port={self._ports['metrics'][0]}",
-            "--allow-gpu-metrics=false",
-            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
-            "--exit-timeout-secs=5",
-            f"--log-verbose={self.log_verbose}",
-            *self.extra_args,
-        ]
+        """triton_command: the local flags, then the caller's `flags`, then the flags this server owns (OWN_FLAGS)."""
+        inside = {kind: inner for kind, (inner, _) in self._ports.items()}
+        local = compose_flags(
+            {"model-repository": self.model_repository},
+            wheel_flags(self.workdir / "backends", self.shm_prefix, inside),
+            {"log-verbose": str(self.log_verbose)},
+        )
+        own = {flag: local[flag] for flag in OWN_FLAGS}
+        return triton_command(str(tritonserver_binary()), local, self.flags, own)
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)

@@ -46,8 +46,8 @@ def test_tune_url_loads_each_configuration_into_the_running_server(
 ) -> None:
     repository = twin(tmp_path)
     out = tmp_path / "out"
-    explicit = ["--model-control-mode=explicit", "--load-model=original"]
-    with TritonServer(repository, extra_args=explicit, ready_timeout_s=300) as server:
+    explicit = {"model-control-mode": "explicit", "load-model": ["original"]}
+    with TritonServer(repository, flags=explicit, ready_timeout_s=300) as server:
         args = ["bench", "tune", "--url", server.http_url, "--stack", tuning_stack(project), "--max-candidates", "2",
                 "--budget-minutes", "1", "--step-seconds", "1", "--start-rps", "4", "--max-rps", "8",
                 "--min-requests", "4", "--out", str(out)]  # fmt: skip

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from triton_gke.contracts.triton import ADMIN_KEY_HEADER, triton_server_args
+from triton_gke.contracts.triton import ADMIN_KEY_HEADER, cluster_flags, triton_server_args
 from triton_gke.k8s.triton import PORTS
 from triton_gke.model_repo.build import BuildResult
 from triton_gke.sandbox.netns import isolation_available
@@ -30,10 +30,9 @@ def gke_args_server(model_repos: BuildResult, tmp_path_factory: pytest.TempPathF
     repository = tmp_path_factory.mktemp("one-model") / "repo"
     repository.mkdir()
     shutil.copytree(Path(model_repos.cpu_out) / "original", repository / "original")
-    args = triton_server_args(str(repository), gpu=False, admin_key=ADMIN_KEY)
-    # The runner names the repository itself and adds what only a local run needs (backend dir, 127.0.0.1).
-    extra = [a for a in args[1:] if not a.startswith("--model-repository=")]
-    with TritonServer(repository, isolate_network=True, extra_args=extra, ready_timeout_s=120) as server:
+    flags = cluster_flags(str(repository), gpu=False, admin_key=ADMIN_KEY)
+    # The runner names the repository and ports itself and adds what only a local run needs (backend dir, 127.0.0.1).
+    with TritonServer(repository, isolate_network=True, flags=flags, ready_timeout_s=120) as server:
         yield server
 
 

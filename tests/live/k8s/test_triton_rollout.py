@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tests.conftest import PROJECT_DIR
 from tests.unit.k8s.test_triton_rollout import DEPLOYMENT
-from triton_gke.contracts.triton import ADMIN_KEY_HEADER, triton_server_args
+from triton_gke.contracts.triton import ADMIN_KEY_HEADER, cluster_flags
 from triton_gke.model_repo.build import BuildResult
 from triton_gke.sandbox.triton import TritonServer
 
@@ -51,13 +51,9 @@ def test_a_running_triton_with_the_gke_flags_never_changes_its_models(model_repo
     repository = tmp_path / "repo"
     repository.mkdir()
     shutil.copytree(Path(model_repos.cpu_out) / "original", repository / "original")
-    fixed_ports = ("--model-repository=", "--http-port=", "--grpc-port=", "--metrics-port=")
-    args = [
-        a for a in triton_server_args(str(repository), gpu=False, admin_key="k")[1:] if not a.startswith(fixed_ports)
-    ]
     # Were the GKE flags a polling mode, a 1 s interval would load the new model within the wait below.
-    args.append("--repository-poll-secs=1")
-    with TritonServer(repository, extra_args=args, ready_timeout_s=240) as server:
+    flags = cluster_flags(str(repository), gpu=False, admin_key="k").replaced({"repository-poll-secs": "1"})
+    with TritonServer(repository, flags=flags, ready_timeout_s=240) as server:
         base = f"http://{server.http_url}/v2"
         shutil.copytree(Path(model_repos.cpu_out) / "trt_fp32", repository / "trt_fp32")
         deadline = time.monotonic() + 12  # a poll would find it in 1 s and load it in a few (2 CPU cores)

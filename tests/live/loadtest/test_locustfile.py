@@ -197,7 +197,7 @@ def start_triton(model_repos: BuildResult) -> TritonServer:
     server = TritonServer(
         model_repos.cpu_out,
         isolate_network=isolation_available(),
-        extra_args=["--model-control-mode=explicit", "--load-model=original"],
+        flags={"model-control-mode": "explicit", "load-model": ["original"]},
         ready_timeout_s=240,
     )
     try:

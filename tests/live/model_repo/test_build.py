@@ -45,8 +45,8 @@ def test_uint8_twin_serves_uint8_requests_on_a_real_server(uint8_repos: BuildRes
     expected = ort.InferenceSession(str(uint8_repos.out / "original_uint8" / "1" / "model.onnx")).run(
         ["probabilities"], {"input": pixels}
     )[0]
-    args = ["--model-control-mode=explicit", "--load-model=original_uint8"]
-    with TritonServer(uint8_repos.cpu_out, extra_args=args, ready_timeout_s=240) as server:
+    flags = {"model-control-mode": "explicit", "load-model": ["original_uint8"]}
+    with TritonServer(uint8_repos.cpu_out, flags=flags, ready_timeout_s=240) as server:
         client = httpclient.InferenceServerClient(server.http_url, network_timeout=120)
         request = httpclient.InferInput("input", list(pixels.shape), "UINT8")
         request.set_data_from_numpy(pixels)

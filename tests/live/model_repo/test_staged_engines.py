@@ -155,9 +155,9 @@ def bucket_world(tmp_path: Path) -> Iterator[tuple[NetworkNamespace, GcsEmulator
 def served(netns: NetworkNamespace, gcs: GcsEmulator, config_name: str | None = None) -> tuple[str, float]:
     """(the version Triton's reply names, y for x = 0) from a fresh tritonserver on the bucket, started with
     --model-config-name when a config name is given (as k8s/triton.py starts a held region's)."""
-    extra = [f"--model-config-name={config_name}"] if config_name else []
+    flags = {"model-config-name": config_name} if config_name else {}
     with TritonServer(
-        URL, netns=netns, env={TRITON_ENV: gcs.internal_endpoint}, ready_timeout_s=240, extra_args=extra
+        URL, netns=netns, env={TRITON_ENV: gcs.internal_endpoint}, ready_timeout_s=240, flags=flags
     ) as server:
         client = httpclient.InferenceServerClient(server.http_url, network_timeout=60)
         x = httpclient.InferInput("x", [1, 1], "FP32")

@@ -36,7 +36,7 @@ from tests.live.loadtest.test_locustfile import (
 )
 from tests.support.gcs_proxy import PausingProxy
 from tests.support.project_folder import make_project_folder, own_tmpdir
-from triton_gke.contracts.triton import ADMIN_KEY_HEADER, triton_server_args
+from triton_gke.contracts.triton import ADMIN_KEY_HEADER, ServerFlags, cluster_flags
 from triton_gke.model_repo.build import BuildResult
 from triton_gke.sandbox.gcs_emulator import PYTHON_CLIENT_ENV, TRITON_ENV, GcsEmulator
 from triton_gke.sandbox.netns import NetworkNamespace, isolation_available
@@ -264,11 +264,9 @@ def repository_with_a_broken_model(model_repos: BuildResult, tmp_path: Path) -> 
     return repo
 
 
-def gke_flags(repo: Path, **overrides: str) -> list[str]:
-    """The GKE command line (k8s.triton) for a local repository, flags in `overrides` replaced."""
-    args = triton_server_args(str(repo), gpu=False, admin_key=ADMIN_KEY)[1:]
-    kept = [a for a in args if not a.startswith("--model-repository=") and a.split("=", 1)[0] not in overrides]
-    return kept + [f"{flag}={value}" for flag, value in overrides.items()]
+def gke_flags(repo: Path, **overrides: str) -> ServerFlags:
+    """The GKE command line's flags (k8s.triton) for a local repository, flags in `overrides` replaced."""
+    return cluster_flags(str(repo), gpu=False, admin_key=ADMIN_KEY).replaced(overrides)
 
 
 class LiveTriton(TritonServer):
@@ -294,8 +292,8 @@ def _status(url: str, headers: dict[str, str] | None = None) -> int:
 @needs_isolation
 def test_gke_command_line_refuses_to_start_and_names_the_model(repository_with_a_broken_model: Path) -> None:
     flags = gke_flags(repository_with_a_broken_model)
-    assert "--exit-on-error=true" in flags and "--strict-readiness=true" in flags
-    server = TritonServer(repository_with_a_broken_model, isolate_network=True, extra_args=flags, ready_timeout_s=120)
+    assert flags["exit-on-error"] == "true" and flags["strict-readiness"] == "true"
+    server = TritonServer(repository_with_a_broken_model, isolate_network=True, flags=flags, ready_timeout_s=120)
     try:
         with pytest.raises(TritonStartError) as caught:
             server.start()
@@ -316,10 +314,8 @@ def test_gke_command_line_refuses_to_start_and_names_the_model(repository_with_a
 def test_without_exit_on_error_the_other_models_serve_while_ready_stays_false(
     repository_with_a_broken_model: Path,
 ) -> None:
-    flags = gke_flags(repository_with_a_broken_model, **{"--exit-on-error": "false"})
-    with LiveTriton(
-        repository_with_a_broken_model, isolate_network=True, extra_args=flags, ready_timeout_s=120
-    ) as server:
+    flags = gke_flags(repository_with_a_broken_model, **{"exit-on-error": "false"})
+    with LiveTriton(repository_with_a_broken_model, isolate_network=True, flags=flags, ready_timeout_s=120) as server:
         base = f"http://{server.http_url}/v2"
         assert wait_for(lambda: _status(f"{base}/models/original/ready") == 200, timeout_s=120), server.log_tail()
         assert _status(f"{base}/models/broken/ready") != 200

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from google.protobuf import text_format
@@ -57,6 +57,9 @@ from triton_gke.contracts.triton import READY_PATH
 from triton_gke.model_repo.settings import ModelRepoSettings, VariantSettings
 from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES
 from triton_gke.sandbox.processes import interrupts_held, locust_base_environment
+
+if TYPE_CHECKING:  # started only by the sandbox runs: imported there
+    from triton_gke.sandbox.triton import TritonServer
 
 # The package's own folder (the repository root in a checkout): on the locustfile's PYTHONPATH.
 SHAPE_FILE = LOCUST_STEPS_FILE
@@ -256,15 +259,20 @@ def read_model(settings: VariantSettings, folder: Path | None) -> Model:
     return Model(settings, folder / "1" / "model.onnx", first.name, config.output[0].name, size)
 
 
-@contextlib.contextmanager
-def sandbox_server(repository: Path, model: str) -> Iterator[Endpoint]:
-    """A fresh tritonserver with only `model` loaded. Not in a network namespace: its port relay
-    runs in this process and would add its own CPU use and latency to every request."""
+def sandbox_triton(repository: Path, model: str) -> TritonServer:
+    """A tritonserver (not started) with only `model` loaded. Not in a network namespace: its port relay runs in this
+    process and would add its own CPU use and latency to every request."""
     from triton_gke.sandbox.triton import TritonServer
 
+    flags = {"model-control-mode": "explicit", "load-model": [model]}
+    return TritonServer(repository, flags=flags, ready_timeout_s=300)
+
+
+@contextlib.contextmanager
+def sandbox_server(repository: Path, model: str) -> Iterator[Endpoint]:
+    """A fresh tritonserver with only `model` loaded (sandbox_triton), for as long as the block runs."""
     started = time.monotonic()
-    args = ["--model-control-mode=explicit", f"--load-model={model}"]
-    with TritonServer(repository, extra_args=args, ready_timeout_s=300) as server:
+    with sandbox_triton(repository, model) as server:
         ready = time.monotonic() - started
         yield Endpoint(server.http_url, server.grpc_url, server.metrics_url, server.pid, ready)
 

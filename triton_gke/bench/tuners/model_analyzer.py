@@ -268,6 +268,35 @@ class Endpoints:
     metrics: int
 
 
+# The tritonserver flags MA sets itself in local launch mode, over its triton_server_flags
+# (model_analyzer/triton/server/server_factory.py _get_local_server_handle: model-repository, strict-model-config,
+# the three ports from the endpoints, model-control-mode explicit, metrics-interval-ms).
+MA_OWN_FLAGS = frozenset(
+    {"model-repository", "strict-model-config", "http-port", "grpc-port", "metrics-port", "model-control-mode"}
+    | {"metrics-interval-ms"}
+)
+
+
+def model_analyzer_flags(backends: Path, shm_prefix: str) -> dict[str, str]:
+    """MA's triton_server_flags: the local flags every wheel tritonserver starts with (sandbox.triton wheel_flags),
+    in MA's spelling. MA keeps one value per flag (triton/server/server_config.py TritonServerConfig: a dict filled by
+    update_config, written as --flag=value by to_cli_string), so a repeatable flag may carry one value here; a flag
+    MA sets itself would be replaced without a word, so it is refused."""
+    from triton_gke.sandbox.triton import wheel_flags
+
+    flags = wheel_flags(backends, shm_prefix)
+    if MA_OWN_FLAGS & set(flags):
+        raise ValueError(f"Model Analyzer sets these flags itself: {', '.join(sorted(MA_OWN_FLAGS & set(flags)))}")
+    single = {flag: value if isinstance(value, str) else _one(flag, value) for flag, value in flags.items()}
+    return {flag.replace("-", "_"): value for flag, value in single.items()}
+
+
+def _one(flag: str, values: tuple[str, ...]) -> str:
+    if len(values) != 1:
+        raise ValueError(f"Model Analyzer passes one value per tritonserver flag; {flag} has {len(values)}")
+    return values[0]
+
+
 def profile_config(
     *,
     model: str,
@@ -287,15 +316,7 @@ def profile_config(
         "profile_models": {model: {"cpu_only": True}},
         "triton_launch_mode": "local",
         "triton_server_path": server["binary"],
-        "triton_server_flags": {
-            "backend_directory": server["backends"],
-            "backend_config": f"python,shm-region-prefix-name={server['shm_prefix']}",
-            "http_address": "127.0.0.1",
-            "grpc_address": "127.0.0.1",
-            "metrics_address": "127.0.0.1",
-            "allow_gpu_metrics": "false",
-            "exit_timeout_secs": "5",
-        },
+        "triton_server_flags": model_analyzer_flags(Path(server["backends"]), server["shm_prefix"]),
         "triton_server_environment": {
             "LD_LIBRARY_PATH": server["libraries"],  # the wheel's, then perf_analyzer's plain-named links
             "PATH": server["path"],
