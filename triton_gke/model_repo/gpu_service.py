@@ -9,9 +9,11 @@ the SLO multiplied by k, so that a 2-core machine can drive the twin).
 
 Sharing (processor sharing). While m executions are in flight on one GPU (any instances, any models of the server),
 each progresses at rate s(m)/m of the whole GPU, s(m) = 1 by default (no gain from concurrency: the GPU's work is
-conserved). Why this first model: instances of one model on one GPU run concurrently and share its SMs; Triton
-server issues #7075 and #7108 report more instances being no faster or slower, #7956 no gain past ~6 instances
-(/work/shared/reference/operations-2026-12.md). A measured s(m) > 1 (overlap of small kernels) can be given.
+conserved). Why this first model: instances of one model on one GPU run concurrently and share its SMs, so a
+busy GPU gives each of m executions about 1/m of itself. Reported by Triton's users: a 4-instance TensorRT model
+slower than a 1-instance one (github.com/triton-inference-server/server/issues/7075), more instances adding no
+throughput (#7108), no gain past ~6 instances (#7956). Some GPUs do overlap small executions: #6825 reports 1.6x at 2
+instances and 1.7x at 4 on one card, so s(m) can be given (`speedup`) once measured; 1 is the conservative default.
 It is kept as one virtual time V: dV/dt = s(m)/m while m > 0; an execution of work w that starts at V0 ends when
 V reaches V0 + w. One V for all executions is exact for processor sharing, because all progress at the same rate.
 """

@@ -159,3 +159,17 @@ def test_capacity_never_falls_as_the_slo_loosens(slos, seed):
     scenario = Scenario(CURVE, BatcherConfig(8, (8,), 5000, 2), requests=400)
     tight, loose = sorted(slos)
     assert capacity(scenario, tight, seed, grid=8, steps=5) <= capacity(scenario, loose, seed, grid=8, steps=5)
+
+
+def test_capacity_stays_below_the_peak_and_is_zero_when_nothing_passes():
+    scenario = Scenario(CURVE, BatcherConfig(4, (4,), 2000, 1), requests=600)
+    assert 0 < capacity(scenario, 1.0, seed=3, grid=8, steps=4) < scenario.peak_rate()
+    assert capacity(scenario, S1 / 2, seed=3, grid=8, steps=4) == 0.0  # faster than one batch of one: impossible
+
+
+def test_an_overloaded_queue_fails_even_when_its_overall_p95_passes():
+    """Offered 1.3 x the peak, the queue grows: the last quarter's p95 breaks an SLO the whole run's p95 meets."""
+    scenario = Scenario(CURVE, BatcherConfig(1), requests=2000)
+    rate = 1.3 * scenario.peak_rate()
+    overall = batcher_sim.p95(scenario.latencies_at(rate, 0))
+    assert not scenario.meets(rate, 0, overall * 1.01)
