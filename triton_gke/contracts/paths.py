@@ -29,6 +29,9 @@ MODEL_ANALYZER_CONSTRAINTS = PACKAGE_DIR / "bench" / "model_analyzer-constraints
 CAPACITY_RECORDS_DIR = PACKAGE_DIR / "capacity" / "records"
 BUILTIN_DIGESTS = PACKAGE_DIR / "model_repo" / "builtin_digests.json"
 TWIN_MODEL_TEMPLATE = PACKAGE_DIR / "model_repo" / "twin_model.py"
+GPU_TWIN_MODEL_TEMPLATE = PACKAGE_DIR / "model_repo" / "gpu_twin_model.py"
+GPU_TWIN_SERVICE = PACKAGE_DIR / "model_repo" / "gpu_service.py"  # copied beside it: its timing rule
+T4_SERVICE_CURVES = PACKAGE_DIR / "model_repo" / "data" / "t4_service_curves.csv"
 
 
 # ---------------------------------------------------------------- the project folder and its build/

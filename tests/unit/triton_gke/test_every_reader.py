@@ -39,7 +39,7 @@ from triton_gke.capacity.records import MAX_FILE_BYTES, CapacityError, load_reco
 from triton_gke.infra.cost import load_vm_prices
 from triton_gke.infra.model_upload import built_repository_digest
 from triton_gke.loadtest.arrivals import MAX_TRACE_BYTES, ArrivalError, read_trace
-from triton_gke.model_repo import build, configs, cpu_twin, engines, recipes, smoke, sync_source
+from triton_gke.model_repo import build, configs, cpu_twin, engines, gpu_twin, recipes, smoke, sync_source
 from triton_gke.model_repo.configs import ModelIO, TensorSpec
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.manifest import MANIFEST, MANIFEST_MAX_BYTES, read_manifest
@@ -163,6 +163,8 @@ READERS: tuple[Reader, ...] = (
     Reader("CPU twin's config.pbtxt", ("model_repo/cpu_twin.py:edited_copy",),
            lambda p: cpu_twin.delayed_copy(p.parent, p.parent / "copy", 1), ModelRepoError, CONFIG_MAX_BYTES,
            file="config.pbtxt"),
+    Reader("GPU twin's service curves", ("model_repo/gpu_twin.py:read_rows",), gpu_twin.read_rows, ModelRepoError,
+           gpu_twin.CURVES_MAX_BYTES),
     Reader("model source's config.pbtxt", ("model_repo/sync_source.py:_parse_config",), sync_source._parse_config,
            sync_source.SyncError, CONFIG_MAX_BYTES),
     Reader("model source's model.py", ("model_repo/sync_source.py:_check_python",), sync_source._check_python,
