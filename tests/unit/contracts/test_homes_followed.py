@@ -11,10 +11,13 @@ import pytest
 
 from tests.conftest import stack_settings
 from tests.support.fresh_modules import fresh_copy
+from tests.support.settings_probes import largest_gpu_max_nodes
 from triton_gke.bench.runners.runner import BenchError
-from triton_gke.contracts import slo
+from triton_gke.contracts import gke_limits, slo
+from triton_gke.k8s.on_cluster import DEFAULT_ACCELERATOR
 from triton_gke.settings import ConfigError, lifecycle
 from triton_gke.settings import stack as stack_module
+from triton_gke.settings.catalogue import DEFAULT_GPU_CATALOGUE, load_gpu_catalogue
 
 # ---------------------------------------------------------------- the SLO's latency ceiling (contracts/slo.py)
 
@@ -63,3 +66,19 @@ def test_the_stack_settings_follow_the_slo_ceiling(lower_slo_ceiling: int, monke
     config = stack_settings("dev", sloLatencyMs=lower_slo_ceiling + 1)
     with pytest.raises(ConfigError, match=f"sloLatencyMs.*expected at most {lower_slo_ceiling} ms"):
         stack_module.load_stack_settings(config, stack="dev")
+
+
+# ---------------------------------------------------------------- GKE's node limits (contracts/gke_limits.py)
+
+
+def test_the_stack_settings_follow_the_nodes_per_zone_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Halving GKE's per-zone node limit in its home halves the largest gpuMaxNodes of a one-zone region."""
+    halved = gke_limits.MAX_NODES_PER_POOL_ZONE // 2
+    monkeypatch.setattr(gke_limits, "MAX_NODES_PER_POOL_ZONE", halved)
+    monkeypatch.setattr(stack_module, "cluster", fresh_copy("triton_gke.settings.cluster"))
+    catalogue = load_gpu_catalogue(DEFAULT_GPU_CATALOGUE)
+    region = next(
+        r for r in catalogue.regions_with(DEFAULT_ACCELERATOR) if len(catalogue.zones_with(DEFAULT_ACCELERATOR, r)) == 1
+    )
+    zones = catalogue.zones_with(DEFAULT_ACCELERATOR, region)
+    assert largest_gpu_max_nodes(stack_module, region, zones) == halved
