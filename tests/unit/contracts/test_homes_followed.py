@@ -5,6 +5,7 @@ here."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -13,11 +14,18 @@ from tests.conftest import stack_settings
 from tests.support.fresh_modules import fresh_copy
 from tests.support.settings_probes import largest_gpu_max_nodes
 from triton_gke.bench.runners.runner import BenchError
-from triton_gke.contracts import gke_limits, slo
+from triton_gke.capacity.records import TWIN_GPU, load_records
+from triton_gke.contracts import gke_limits, gpus, slo
+from triton_gke.infra.gpu_choice import MACHINES
 from triton_gke.k8s.on_cluster import DEFAULT_ACCELERATOR
+from triton_gke.model_repo.errors import ModelRepoError
+from triton_gke.model_repo.settings import DEFAULT_GPU, ModelRepoSettings, VariantSettings, gpu_memory_problem
+from triton_gke.model_repo.settings import validate_settings as validate_model_settings
 from triton_gke.settings import ConfigError, lifecycle
 from triton_gke.settings import stack as stack_module
 from triton_gke.settings.catalogue import DEFAULT_GPU_CATALOGUE, load_gpu_catalogue
+from triton_gke.settings.gpu_types import shipped_gpu_types
+from triton_gke.settings.schema import config_schema
 
 # ---------------------------------------------------------------- the SLO's latency ceiling (contracts/slo.py)
 
@@ -82,3 +90,74 @@ def test_the_stack_settings_follow_the_nodes_per_zone_limit(monkeypatch: pytest.
     )
     zones = catalogue.zones_with(DEFAULT_ACCELERATOR, region)
     assert largest_gpu_max_nodes(stack_module, region, zones) == halved
+
+
+# ---------------------------------------------------------------- the GPU table, keyed by GKE's accelerator name
+
+L4 = "nvidia-l4"
+L4_STACK = {"gpuAcceleratorType": L4, "gpuMachineType": MACHINES[L4], "regions": ["us-central1"]}
+
+
+def gpu_keyed_tables() -> dict[str, set[str]]:
+    """Every table of the package keyed by a GPU name, by where it lives: each must hold the same GPUs."""
+    return {
+        "contracts/gpus.py GPU_MEMORY_BYTES (memory)": set(gpus.GPU_MEMORY_BYTES),
+        "infra/data/gpu_types.csv (machine shapes, GPUs per VM, compute capability, quota, prices)": set(
+            shipped_gpu_types()
+        ),
+        "infra/gpu_choice.py MACHINES (the node each GPU type is priced on)": set(MACHINES),
+        "infra/data/gcp_t4_zones.csv (zones and prices per zone)": set(
+            load_gpu_catalogue(DEFAULT_GPU_CATALOGUE).accelerators
+        ),
+    }
+
+
+def test_every_table_keyed_by_a_gpu_name_holds_the_same_gpus() -> None:
+    tables = gpu_keyed_tables()
+    every = set().union(*tables.values())
+    assert {where: sorted(every - gpus_there) for where, gpus_there in tables.items()} == dict.fromkeys(tables, [])
+
+
+def test_every_gpu_name_used_elsewhere_is_a_key_of_the_table() -> None:
+    """The default GPU (the stack's, the component's, the model repository's) and every capacity record's GPU."""
+    known = set(shipped_gpu_types())
+    _, keys = config_schema()
+    defaults = {keys["gpuAcceleratorType"].default, DEFAULT_ACCELERATOR, DEFAULT_GPU}
+    assert len(defaults) == 1 and defaults <= known, defaults
+    assert {r.gpu for r in load_records()} - {TWIN_GPU} <= known
+
+
+def largest_fitting_count(variant: VariantSettings, gpu: str, memory: int) -> int:
+    """The most instances of `variant` whose sum (model_repo/settings.py gpu_memory_problem) fits in `memory`."""
+    low, high = 1, 2**20
+    while low < high:
+        middle = (low + high + 1) // 2
+        settings = ModelRepoSettings(variants=(dataclasses.replace(variant, instance_count=middle),))
+        low, high = (middle, high) if gpu_memory_problem(settings, gpu, memory) is None else (low, middle - 1)
+    return low
+
+
+def lower_l4_memory(monkeypatch: pytest.MonkeyPatch) -> int:
+    """The L4's memory in its one home, lowered by a sixth (24 GB would become 20)."""
+    lowered = gpus.GPU_MEMORY_BYTES[L4] * 5 // 6
+    monkeypatch.setitem(gpus.GPU_MEMORY_BYTES, L4, lowered)
+    return lowered
+
+
+def test_the_model_repository_follows_the_gpu_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As many instances as filled the L4 before now overflow it, and the refusal names the home's new figure."""
+    variant = VariantSettings("m", "FP32", 64, 1, 0, 1, "FP32")
+    count = largest_fitting_count(variant, L4, gpus.GPU_MEMORY_BYTES[L4])
+    full = ModelRepoSettings(variants=(dataclasses.replace(variant, instance_count=count),))
+    validate_model_settings(full, gpu=L4)
+    lowered = lower_l4_memory(monkeypatch)
+    with pytest.raises(ModelRepoError, match=f"more than the {L4}'s {lowered / 1e9:g} GB of GPU memory"):
+        validate_model_settings(full, gpu=L4)
+
+
+def test_the_gpu_table_and_the_stack_settings_follow_the_gpu_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    smaller_l4 = lower_l4_memory(monkeypatch)
+    assert shipped_gpu_types()[L4].memory_bytes == smaller_l4
+    config = stack_settings("dev", **L4_STACK, modelInstanceCount=1000)
+    with pytest.raises(ConfigError, match=f"more than the {L4}'s {smaller_l4 / 1e9:g} GB of GPU memory"):
+        stack_module.load_stack_settings(config, stack="dev")
