@@ -4,7 +4,7 @@ Every file the program reads that a user can name, or that the program wrote whe
 read through here (READERS in tests/unit/triton_gke/test_every_reader.py lists them all, and fails on a new one):
 stack files and Pulumi.yaml (settings/stack_file.py, whose read_yaml_file adds YAML's depth and alias guard;
 settings/schema.py, offline/runtime.py, offline/plan_folder.py), the replacement rules (offline/lifecycle.py), the
-catalogues and the VM price table (settings/catalogue.py, infra/cost.py), capacity records, results.json
+catalogues and the VM price table (settings/catalogue.py, settings/cost.py), capacity records, results.json
 (bench/reports/record.py, bench/plans/results.py, bench/reports/report.py), plan JSON (offline/plan_diff.py) and the
 plan's list of its files (offline/plan_out.py), the build manifest, cache digests and labels (model_repo/manifest.py,
 model_repo/build.py, infra/model_upload.py), config.pbtxt and model.py (model_repo/sync_source.py,

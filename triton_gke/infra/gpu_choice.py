@@ -5,7 +5,7 @@
 Per GPU type offered in the region (infra/data/gcp_t4_zones.csv): its machine type (MACHINES below, one of
 infra/data/gpu_types.csv), its reference rate per GPU (gpu_types.csv reference_rps_per_gpu: MLPerf ResNet-50 INT8
 Server, a ratio between GPU types rather than what this project's Triton serves at its SLO), the GPU's price in the
-region (the lowest of its zones, as infra/cost.py prices a pool) and the VM's (infra/data/gcp_vm_prices.csv).
+region (the lowest of its zones, as settings/cost.py prices a pool) and the VM's (infra/data/gcp_vm_prices.csv).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 import sys
 
 from triton_gke.capacity.gpu_choice import Costed, GpuOption, arithmetic, as_fraction, choose
-from triton_gke.infra.cost import load_vm_prices
 from triton_gke.one_line import OneLineParser
 from triton_gke.settings.catalogue import DEFAULT_GPU_CATALOGUE, GpuCatalogue, load_gpu_catalogue
+from triton_gke.settings.cost import load_vm_prices
 from triton_gke.settings.gpu_types import GpuType, shipped_gpu_types
 
 # The node each GPU type is compared on: the project's default T4 node (Pulumi.yaml gpuMachineType) and the G2 type

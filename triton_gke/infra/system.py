@@ -26,7 +26,6 @@ import pulumi_random as random
 from triton_gke.contracts.triton import INFERENCE_KEY_SLOTS, PORTS, inference_key_header, other_slot
 from triton_gke.contracts.workloads import GRAFANA_PORT, LOCUST_WEB_PORT, PROMETHEUS_PORT
 from triton_gke.infra.cluster_args import gke_cluster_args
-from triton_gke.infra.cost import stack_cost_summary
 from triton_gke.infra.engine_writer import EngineWriter, EngineWriterArgs, engine_build_args
 from triton_gke.infra.global_lb import GlobalLoadBalancer, GlobalLoadBalancerArgs, RegionBackend
 from triton_gke.infra.model_store import ModelStore, ModelStoreArgs
@@ -48,6 +47,7 @@ from triton_gke.k8s.monitoring import MONITORING_NAMESPACE, MonitoringArgs
 from triton_gke.k8s.on_cluster import GKE_ACCELERATOR_LABEL, ClusterWiring, TritonOnClusterArgs
 from triton_gke.k8s.triton import TRITON_APP, TRITON_NAMESPACE, triton_address
 from triton_gke.policy.principals import engine_service_account, triton_service_account
+from triton_gke.settings.cost import stack_cost_summary
 from triton_gke.settings.load_balancer import backend_rates, shares_of
 from triton_gke.settings.values import StackSettings
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from triton_gke.bounded_files import one_line
-from triton_gke.infra.cost import load_vm_prices, region_costs, usd_per_million
 from triton_gke.k8s.schema import ManifestError, validate_manifest
 from triton_gke.offline.runtime import Plan, PlannedResource
 from triton_gke.settings import StackSettings
+from triton_gke.settings.cost import load_vm_prices, region_costs, usd_per_million
 from triton_gke.settings.load_balancer import describe_split, shares_of
 
 KUBERNETES_PREFIX = "kubernetes:"
@@ -294,7 +294,7 @@ def _sized_or_explicit(settings: StackSettings) -> list[str]:
 
 
 def _region_costs(settings: StackSettings) -> dict[str, dict[bool, float | None]]:
-    """region -> {spot: $/h at minimum size}, from infra/cost.py (None where a price is missing)."""
+    """region -> {spot: $/h at minimum size}, from settings/cost.py (None where a price is missing)."""
     prices = load_vm_prices()
     found: dict[str, dict[bool, float | None]] = {}
     for spot in (False, True):

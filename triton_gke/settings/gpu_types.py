@@ -5,7 +5,9 @@ machine_type `n1-*`: any N1 type with at most `vcpus` and `memory_gb` for that G
 in (L4 in G2) has one row per machine type, whose GPU count is fixed. The file's header names every source.
 
 The settings layer (settings/cluster.py gpu_pool) checks gpuAcceleratorType, gpuAcceleratorCount and gpuMachineType
-against it; the capacity contract (capacity/gpu_choice.py) reads the reference throughput and prices from it.
+against it; the capacity contract (capacity/gpu_choice.py) reads the reference throughput and prices from it. A
+GPU's memory is the one fact of a GPU type kept elsewhere, in contracts/gpus.py, because the model repository (below
+settings/) checks against it too; GpuType.memory_bytes reads it from there.
 """
 
 from __future__ import annotations
@@ -16,15 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triton_gke.bounded_files import one_line
+from triton_gke.contracts.gpus import gpu_memory_bytes
 from triton_gke.contracts.naming import COMPUTE_CAPABILITY
 from triton_gke.contracts.paths import DATA_DIR
 from triton_gke.settings.catalogue import CatalogueError, MachineShape, price_usd_h, read_csv_table
 
 GPU_TYPES_CSV = DATA_DIR / "gpu_types.csv"
 COLUMNS = (
-    "accelerator", "family", "machine_type", "gpus_per_vm", "vcpus", "memory_gb", "gpu_memory_gb",
-    "compute_capability", "spot", "quota_metric", "spot_quota_metric", "reference_rps_per_gpu", "price_region",
-    "price_on_demand_usd_h", "price_spot_usd_h", "price_read",
+    "accelerator", "family", "machine_type", "gpus_per_vm", "vcpus", "memory_gb", "compute_capability", "spot",
+    "quota_metric", "spot_quota_metric", "reference_rps_per_gpu", "price_region", "price_on_demand_usd_h",
+    "price_spot_usd_h", "price_read",
 )  # fmt: skip
 # Facts of the GPU itself: every row of one accelerator must agree on them.
 PER_GPU = COLUMNS[6:] + ("family",)
@@ -52,7 +55,6 @@ class MachineRule:
 class GpuType:
     accelerator: str
     family: str
-    gpu_memory_gb: int
     compute_capability: str
     spot: bool
     quota_metric: str
@@ -72,6 +74,11 @@ class GpuType:
     def gpu_counts(self) -> tuple[int, ...]:
         return tuple(sorted({r.gpus_per_vm for r in self.rules}))
 
+    @property
+    def memory_bytes(self) -> int | None:
+        """One GPU's memory, from its one home (contracts/gpus.py): the table has no column of its own for it."""
+        return gpu_memory_bytes(self.accelerator)
+
     def quota(self, spot: bool) -> str:
         return self.spot_quota_metric if spot else self.quota_metric
 
@@ -89,7 +96,7 @@ def load_gpu_types(path: Path = GPU_TYPES_CSV) -> dict[str, GpuType]:
         empty = next((key for key in COLUMNS if not row[key]), None)
         if empty:
             raise CatalogueError(f"{where}: {empty}: empty")
-        for key in ("gpus_per_vm", "vcpus", "memory_gb", "gpu_memory_gb"):
+        for key in ("gpus_per_vm", "vcpus", "memory_gb"):
             if not _COUNT.fullmatch(row[key]):
                 raise CatalogueError(f"{where}: {key}: {one_line(row[key][:40])!r} is not a count (1 to 999)")
         if not COMPUTE_CAPABILITY.fullmatch(row["compute_capability"]):
@@ -126,7 +133,6 @@ def load_gpu_types(path: Path = GPU_TYPES_CSV) -> dict[str, GpuType]:
         table[name] = GpuType(
             accelerator=name,
             family=fact["family"],
-            gpu_memory_gb=int(fact["gpu_memory_gb"]),
             compute_capability=fact["compute_capability"],
             spot=fact["spot"] == "yes",
             quota_metric=fact["quota_metric"],

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_gke.bench.tuners import model_analyzer as ma
+from triton_gke.contracts.slo import MAX_SLO_LATENCY_MS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "model_analyzer"
 SUMMARY = Path("reports") / "summaries" / "original" / ma.SUMMARY_HTML
@@ -154,7 +155,7 @@ def test_missing_results_or_config_are_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"latency_ms": 99.5}, "latency_ms: expected whole milliseconds from 1 to 600000, got 99.5"),
+        ({"latency_ms": 99.5}, f"latency_ms: expected whole milliseconds from 1 to {MAX_SLO_LATENCY_MS}, got 99.5"),
         ({"latency_ms": 0}, "latency_ms: expected whole milliseconds"),
         ({"latency_ms": True}, "latency_ms: expected whole milliseconds"),
         ({"percentile": 50}, "percentile: MA constrains p90, p95 or p99 latency, got 50"),

@@ -9,14 +9,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import evaluate
+from tests.support.settings_probes import largest_gpu_max_nodes
 from triton_gke.bench.__main__ import FLOAT_RANGES
 from triton_gke.capacity.records import BOUNDS
-from triton_gke.contracts.gke_limits import MAX_NODES_PER_CLUSTER, MAX_NODES_PER_POOL_ZONE, MAX_TRITON_REPLICAS
+from triton_gke.contracts.gke_limits import MAX_TRITON_REPLICAS
 from triton_gke.contracts.naming import BUCKET_NAME_MAX, BUCKET_NAME_MAX_DOTTED, bucket_name_problem
 from triton_gke.contracts.slo import MAX_SLO_LATENCY_MS
 from triton_gke.k8s import on_cluster_args
+from triton_gke.k8s.on_cluster import DEFAULT_ACCELERATOR
 from triton_gke.model_repo.sync import SyncError, parse_gs_url
 from triton_gke.observability.settings import MonitoringError, SloSettings
+from triton_gke.settings import stack as stack_module
+from triton_gke.settings.catalogue import DEFAULT_GPU_CATALOGUE, load_gpu_catalogue
 from triton_gke.settings.monitoring import MAX_SLO_MS
 
 # Names near every edge of the rule: lengths around 3, 63 and 222, dots, upper case, "goog", IP addresses.
@@ -62,14 +66,18 @@ def test_bucket_name_edges(bucket: str, valid: bool) -> None:
     assert component_accepts(bucket) is valid and sync_accepts(bucket) is valid, (len(bucket), why)
 
 
-def test_the_largest_gpu_pool_any_region_allows_is_a_replica_count_the_component_accepts() -> None:
+def test_the_largest_gpu_pool_the_settings_accept_is_a_replica_count_the_component_accepts() -> None:
     """Triton runs one pod per GPU node: the stack passes gpuMaxNodes as max_replicas, so every gpuMaxNodes the
-    settings accept (1,000 per zone, 15,000 per cluster) must be a max_replicas the component accepts."""
-    for zones in range(1, 5):
-        most = min(MAX_NODES_PER_POOL_ZONE * zones, MAX_NODES_PER_CLUSTER - 1)  # at least one CPU node
+    settings accept must be a max_replicas the component accepts. Asked of the settings for a region of each zone
+    count the shipped T4 catalogue has (the bound grows with the zones), so a settings bound that moves is seen."""
+    catalogue = load_gpu_catalogue(DEFAULT_GPU_CATALOGUE)
+    by_zones = {
+        len(catalogue.zones_with(DEFAULT_ACCELERATOR, r)): r for r in catalogue.regions_with(DEFAULT_ACCELERATOR)
+    }
+    for count, region in sorted(by_zones.items()):
+        most = largest_gpu_max_nodes(stack_module, region, catalogue.zones_with(DEFAULT_ACCELERATOR, region))
         args = {"min_replicas": 1, "max_replicas": most}
-        assert on_cluster_args.whole_number_problem("max_replicas", most, args) is None, zones
-    assert MAX_TRITON_REPLICAS >= MAX_NODES_PER_CLUSTER
+        assert on_cluster_args.whole_number_problem("max_replicas", most, args) is None, (region, count, most)
     too_many = MAX_TRITON_REPLICAS + 1
     assert on_cluster_args.whole_number_problem("max_replicas", too_many, {"max_replicas": too_many})
 

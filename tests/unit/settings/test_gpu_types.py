@@ -20,7 +20,7 @@ def test_the_table_holds_t4_on_n1_and_l4_built_into_g2():
     table = load_gpu_types()
     t4, l4 = table["nvidia-tesla-t4"], table["nvidia-l4"]
     assert (t4.family, t4.attached, t4.gpu_counts, t4.compute_capability) == ("n1", True, (1, 2, 4), "7.5")
-    assert (l4.family, l4.attached, l4.compute_capability, l4.gpu_memory_gb) == ("g2", False, "8.9", 24)
+    assert (l4.family, l4.attached, l4.compute_capability, l4.memory_bytes) == ("g2", False, "8.9", 24 * 10**9)
     assert {r.machine_type: r.gpus_per_vm for r in l4.rules}["g2-standard-24"] == 2
     assert (t4.quota(spot=False), t4.quota(spot=True)) == ("NVIDIA_T4_GPUS", "PREEMPTIBLE_NVIDIA_T4_GPUS")
     assert (l4.quota(spot=False), l4.quota(spot=True)) == ("NVIDIA_L4_GPUS", "PREEMPTIBLE_NVIDIA_L4_GPUS")
@@ -69,7 +69,7 @@ def test_an_l4_with_two_gpus_plans_on_g2_standard_24():
     ("edit", "why"),
     [
         (
-            lambda t: t.replace("nvidia-l4,g2,g2-standard-8,1,8,32,24,8.9", "nvidia-l4,g2,g2-standard-8,1,8,32,24,8.6"),
+            lambda t: t.replace("nvidia-l4,g2,g2-standard-8,1,8,32,8.9", "nvidia-l4,g2,g2-standard-8,1,8,32,8.6"),
             "compute_capability: nvidia-l4 rows disagree",
         ),
         (lambda t: t.replace("nvidia-l4,g2,g2-standard-4,", "nvidia-l4,g2,n1-standard-4,"), "is not of family g2"),

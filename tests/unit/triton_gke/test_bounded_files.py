@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from triton_gke.bench.plans.results import load_run
 from triton_gke.bench.reports.record import read_results
 from triton_gke.capacity.records import load_record
-from triton_gke.infra.cost import load_vm_prices
 from triton_gke.settings.catalogue import load_gpu_catalogue
+from triton_gke.settings.cost import load_vm_prices
 
 GPU_HEADER = "accelerator,count,region,zone,price_on_demand_usd_h,price_spot_usd_h"
 VM_HEADER = "machine_type,region,price_on_demand_usd_h,price_spot_usd_h"

@@ -36,7 +36,6 @@ from triton_gke.bench.runners.runner import BenchError, read_model
 from triton_gke.bench.tuners import compare_tuners, model_analyzer
 from triton_gke.bounded_files import MAX_JSON_DEPTH, UnreadableFileError
 from triton_gke.capacity.records import MAX_FILE_BYTES, CapacityError, load_record
-from triton_gke.infra.cost import load_vm_prices
 from triton_gke.infra.model_upload import built_repository_digest
 from triton_gke.loadtest.arrivals import MAX_TRACE_BYTES, ArrivalError, read_trace
 from triton_gke.model_repo import build, configs, cpu_twin, engines, gpu_twin, recipes, smoke, sync_source
@@ -50,6 +49,7 @@ from triton_gke.sandbox import leftovers, out_folder, run_folder
 from triton_gke.sandbox import report as sandbox_report
 from triton_gke.settings import schema, stack_file
 from triton_gke.settings.catalogue import MAX_CSV_BYTES, CatalogueError, load_gpu_catalogue
+from triton_gke.settings.cost import load_vm_prices
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.gpu_types import load_gpu_types
 

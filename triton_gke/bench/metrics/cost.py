@@ -1,4 +1,5 @@
-"""Cost per million inferences: the stack's list prices (infra/data) over a measured or reference RPS.
+"""Cost per million inferences: the stack's list prices (infra/data, priced by settings/cost.py) over a measured or
+reference RPS.
 
 Two views per region and pricing (on-demand, spot):
 - one GPU node (GPU VM + its T4s) serving `rps`: the marginal cost of capacity;
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from triton_gke.infra.cost import VmPrice, load_vm_prices, region_costs
+from triton_gke.settings.cost import VmPrice, load_vm_prices, region_costs, usd_per_million
 
 if TYPE_CHECKING:
     from triton_gke.settings.values import StackSettings
@@ -62,13 +63,6 @@ class CostRow:
     lb_data_usd_per_1m: float | None  # input tensors through the global LB (globalLoadBalancer: true only)
 
 
-def usd_per_million(usd_h: float | None, rps: float | None) -> float | None:
-    """Dollars per million requests at `rps` sustained for an hour."""
-    if usd_h is None or not rps or rps <= 0:
-        return None
-    return usd_h / (rps * 3600) * 1_000_000
-
-
 def lb_usd_per_million(bytes_per_request: int) -> float:
     return bytes_per_request * 1_000_000 / 2**30 * LB_DATA_USD_PER_GIB
 
@@ -84,7 +78,7 @@ def node_usd_h(
     gpu_prices = [(o.spot_usd_h if spot else o.on_demand_usd_h) for o in offers if o]
     if vm_h is None or not gpu_prices:
         return None
-    return vm_h + max(gpu_prices) * gpu.accelerator_count  # the dearest zone, as infra.cost does
+    return vm_h + max(gpu_prices) * gpu.accelerator_count  # the dearest zone, as settings.cost does
 
 
 def pricings(settings: StackSettings) -> list[Pricing]:

@@ -84,6 +84,7 @@ from triton_gke.bounded_files import one_line, parse_json, read_text_file
 from triton_gke.contracts.naming import MODEL_NAME_RE
 from triton_gke.contracts.paths import MODEL_ANALYZER_CONSTRAINTS
 from triton_gke.contracts.paths import tools_dir as default_tools_dir
+from triton_gke.contracts.slo import MAX_SLO_LATENCY_MS
 from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES
 from triton_gke.sandbox.processes import interrupts_held, without_proxies
 
@@ -245,9 +246,12 @@ def _pip_step(command: list[str], what: str) -> None:
 
 def check_inputs(repository: Path, variant: str, latency_ms: int, percentile: int) -> Path:
     """The twin folder repository/variant, checked before anything is installed or started."""
-    if isinstance(latency_ms, bool) or not isinstance(latency_ms, int) or not 1 <= latency_ms <= 600_000:
-        # MA's constraint takes whole milliseconds (constraints_scheme: ConfigPrimitive(int)).
-        raise ModelAnalyzerError(f"latency_ms: expected whole milliseconds from 1 to 600000, got {latency_ms!r}")
+    if isinstance(latency_ms, bool) or not isinstance(latency_ms, int) or not 1 <= latency_ms <= MAX_SLO_LATENCY_MS:
+        # MA's constraint takes whole milliseconds (constraints_scheme: ConfigPrimitive(int)); the ceiling is the
+        # stack's SLO bound (contracts/slo.py), so an SLO the stack accepts is one MA can be tuned for.
+        raise ModelAnalyzerError(
+            f"latency_ms: expected whole milliseconds from 1 to {MAX_SLO_LATENCY_MS}, got {latency_ms!r}"
+        )
     if percentile not in PERCENTILES:
         raise ModelAnalyzerError(f"percentile: MA constrains p90, p95 or p99 latency, got {percentile!r}")
     if not variant or "/" in variant or variant in (".", ".."):

@@ -1,4 +1,9 @@
-"""Hourly cost estimate of a stack from the shipped price catalogues (list prices; egress, disks and LB data extra)."""
+"""Hourly cost estimate of a stack from the shipped price catalogues (list prices; egress, disks and LB data extra).
+
+Here, beside the catalogues it reads, not in infra/: the program's estimatedCost output (infra/system.py), the plan
+view (offline/plan_view.py) and the bench's $/1M figures (bench/metrics/cost.py) all price with it, and the bench
+imports no Pulumi room (.importlinter, bench-no-pulumi).
+"""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from triton_gke.infra.cost import stack_cost_summary
 from triton_gke.settings import from_stack_file as load_settings
+from triton_gke.settings.cost import stack_cost_summary
 
 
 def test_dev_costs_one_spot_t4_node_one_cpu_node_and_the_cluster():
