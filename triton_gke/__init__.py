@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 
 def _installed_version() -> str:
-    """The installed distribution's version, which setuptools-scm derived from the git tag when it was built
-    (pyproject.toml [tool.setuptools_scm]); "0+unknown" for a tree used without installing it. Read on first use of
-    `__version__` (__getattr__ below): importing importlib.metadata costs every command ~60 ms at start."""
+    """The installed distribution's version: pyproject.toml's static `version` when it was installed (an editable
+    install keeps it until `make setup` installs again); "0+unknown" for a tree used without installing it. Read on
+    first use of `__version__` (__getattr__ below): importing importlib.metadata costs every command ~60 ms at
+    start."""
     import importlib.metadata
 
     try:

@@ -126,11 +126,11 @@ def pulumi_version(version: str) -> str:
     """The package's PEP 440 version as the semantic version Pulumi parses.
 
     Pulumi reads a schema's version with blang/semver ParseTolerant and refuses what it cannot parse ("failed to
-    parse semver", pulumi/pulumi pkg/codegen/schema/bind.go newBinder), and setuptools-scm's versions between
-    releases are PEP 440 (0.3.1.dev2+gHASH), which semver cannot parse. So: X.Y.Z (missing parts 0, a fourth and
+    parse semver", pulumi/pulumi pkg/codegen/schema/bind.go newBinder), and PEP 440 versions such as 0.3.1.dev2+gHASH
+    (a development build) are not all semver. So: X.Y.Z (missing parts 0, a fourth and
     the epoch dropped), a pre-release as -alpha.N / -beta.N / -rc.N, a development release as -dev.N after it, a
     post-release and the local label as build metadata (+post.N.LOCAL). The versions this package is built with
-    (X.Y.Z and X.Y.Z.devN, pyproject.toml [tool.setuptools_scm]) keep their PEP 440 order in semver; the rarer forms
+    (X.Y.Z in pyproject.toml; X.Y.Z.devN if ever used) keep their PEP 440 order in semver; the rarer forms
     stay valid semver but may order differently (1.0.dev1 sorts after 1.0a1 there, a post-release equals its
     release).
     """
@@ -165,13 +165,10 @@ def amend_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def schema_text(components: Sequence[type[pulumi.ComponentResource]] | None = None) -> str:
-    """The schema as committed in triton_gke/schema.json: sorted keys, two-space indent, final newline, and no
-    version. The version is the installed package's, derived from the git tag (pyproject.toml [tool.setuptools_scm]),
-    so it differs between a release and every commit after it; the provider serves the schema with it (GetSchema),
-    the committed file leaves it out, as Pulumi's provider repositories stamp it at build time."""
-    schema = infer_schema(components)
-    schema.pop("version", None)
-    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    """The schema as committed in triton_gke/schema.json: sorted keys, two-space indent, final newline. Its version
+    is the installed package's (pyproject.toml's static version) as semver, the one the provider serves (GetSchema,
+    GetPluginInfo); tests/unit/triton_gke/test_release.py checks it is pyproject.toml's."""
+    return json.dumps(infer_schema(components), indent=2, sort_keys=True) + "\n"
 
 
 def host(components: Sequence[type[pulumi.ComponentResource]] | None = None) -> None:
@@ -240,7 +237,9 @@ def _parser() -> OneLineParser:
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
-        "--schema", action="store_true", help="print the schema the SDK's analyzer infers, as committed (no version)"
+        "--schema",
+        action="store_true",
+        help="print the schema the SDK's analyzer infers, as committed (with the installed version)",
     )
     mode.add_argument("--write-schema", action="store_true", help=f"rewrite {SCHEMA_FILE.name} with that schema")
     parser.add_argument(

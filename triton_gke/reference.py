@@ -163,7 +163,8 @@ def index_page(schema: Mapping[str, Any]) -> str:
         "# Component reference",
         "",
         f"The components the `{schema['name']}` package serves to every Pulumi language, one page each, generated "
-        "from `triton_gke/schema.json`; their version is the release tag you install ([library](../library.md)):",
+        f"from `triton_gke/schema.json` at version {schema.get('version', 'unknown')}, the package's "
+        "([library](../library.md#install)):",
         "",
     ]
     for token in sorted(schema.get("resources", {})):

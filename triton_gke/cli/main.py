@@ -72,7 +72,7 @@ def provider_main(argv: list[str]) -> int:
     )
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument(
-        "--schema", action="store_true", help="print the schema as committed (JSON; the provider adds the version)"
+        "--schema", action="store_true", help="print the schema as committed (JSON, with the installed version)"
     )
     mode.add_argument(
         "--write-schema", action="store_true", help="rewrite triton_gke/schema.json with that schema (a checkout only)"
@@ -196,7 +196,7 @@ def help_text(commands: Mapping[str, Command] = COMMANDS, prog: str = CONSOLE_SC
     lines += [f"  {name:<{width}}{command.summary}" for name, command in commands.items()]
     lines += ["", f"{prog} SUBCOMMAND --help: the subcommand's options."]
     if commands is COMMANDS:
-        lines += [f"{prog} --version: the installed version (the release's git tag).", "", EXIT_STATUS]
+        lines += [f"{prog} --version: the installed version (pyproject.toml's).", "", EXIT_STATUS]
     return "\n".join(lines)
 
 
@@ -213,7 +213,7 @@ def resolve(argv: Sequence[str]) -> tuple[str, Command, list[str]] | int:
     if argv[0] in ("-h", "--help"):
         print(help_text())
         return 0
-    if list(argv) == ["--version"]:  # the installed distribution's, which setuptools-scm took from the git tag
+    if list(argv) == ["--version"]:  # the installed distribution's: pyproject.toml's version
         from triton_gke import __version__
 
         print(f"{CONSOLE_SCRIPT} {__version__}")

@@ -27,12 +27,11 @@ from pathlib import Path
 
 import pytest
 from packaging.utils import canonicalize_name
-from packaging.version import Version
 
 from tests.conftest import PROJECT_DIR
 from tests.support import wheel_installs
 from tests.support.wheel_installs import Installed
-from tests.unit.triton_gke.test_release import CHANGELOG, newest_release
+from tests.unit.triton_gke.test_release import CHANGELOG, newest_release, static_version
 
 REPO = PROJECT_DIR
 EXAMPLE = REPO / "examples" / "on-cluster-python"
@@ -124,9 +123,9 @@ def build_wheel(source: Path, dist: Path, epoch: str | None = None) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tagged_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the working tree (tracked and untracked, not ignored files: no build/ here), committed in a git
-    repository of its own and tagged as the newest release in CHANGELOG.md, as a release is: `git tag -a vX.Y.Z`."""
+    repository of its own with no tag at all, as a clone of this repository is."""
     source = tmp_path_factory.mktemp("wheel") / "source"
     files = run(["git", "ls-files", "-co", "--exclude-standard", "-z"], REPO).stdout.split("\0")
     for name in filter(None, files):
@@ -139,59 +138,39 @@ def tagged_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run([*GIT, "init", "-q"], source)
     run([*GIT, "add", "-A"], source)
     run([*GIT, "commit", "-q", "-m", "the working tree"], source)
-    run([*GIT, "tag", "-a", f"v{RELEASE}", "-m", f"Release {RELEASE}"], source)
-    # Tags that are no release, on the same commit, made after it: none may become the version. deploy-prod-2 did
-    # (as "2") before describe --match; v{RELEASE}-rc1 broke the build before --exclude; a lightweight v99.0.0 is
-    # no annotated release tag.
-    run([*GIT, "tag", "-a", "deploy-prod-2", "-m", "not a release"], source)
-    run([*GIT, "tag", "-a", f"v{RELEASE}-rc1", "-m", "not a release either"], source)
-    run([*GIT, "tag", "v99.0.0"], source)
     return source
 
 
 def commit_time(source: Path) -> str:
-    return run(["git", "log", "-1", "--format=%ct", f"v{RELEASE}"], source).stdout.strip()
+    return run(["git", "log", "-1", "--format=%ct", "HEAD"], source).stdout.strip()
 
 
 @pytest.fixture(scope="module")
-def wheel(tagged_source: Path) -> Path:
-    """The wheel built at the release tag, its timestamps the commit's (SOURCE_DATE_EPOCH)."""
-    return build_wheel(tagged_source, tagged_source.parent / "dist", commit_time(tagged_source))
+def wheel(source: Path) -> Path:
+    """The wheel built from the commit, its timestamps the commit's (SOURCE_DATE_EPOCH)."""
+    return build_wheel(source, source.parent / "dist", commit_time(source))
 
 
-def test_the_wheel_at_a_release_tag_is_that_release(wheel: Path, highest: Installed) -> None:
-    """The version comes from the git tag (pyproject.toml [tool.setuptools_scm]): the wheel's name, its metadata and
-    the installed package's __version__ (what the component provider reports to Pulumi) all say the tag's release."""
-    assert wheel.name == f"triton_gke-{RELEASE}-py3-none-any.whl"
+def test_the_wheel_is_the_static_version(wheel: Path, highest: Installed) -> None:
+    """The version is pyproject.toml's, the newest release in CHANGELOG.md, with no tag in the repository: the
+    wheel's name, its metadata and the installed package's __version__ (what the component provider reports to
+    Pulumi) all say it."""
+    assert static_version() == RELEASE and wheel.name == f"triton_gke-{RELEASE}-py3-none-any.whl"
     out = run([str(highest.python), "-c", "import triton_gke; print(triton_gke.__version__)"], wheel.parent).stdout
     assert out.strip() == RELEASE
 
 
-def test_a_git_archive_of_the_tag_builds_that_release_byte_for_byte(tagged_source: Path, wheel: Path) -> None:
-    """`git archive vX.Y.Z` holds no .git: setuptools-scm reads the tag from .git_archival.txt, which git filled in
-    (export-subst, .gitattributes). Built with the same SOURCE_DATE_EPOCH from the archive, the wheel is the checkout's,
-    byte for byte (tar.umask 022: the wheel records file modes)."""
-    archive = tagged_source.parent / "archive.tar"
-    run([*GIT, "-c", "tar.umask=0022", "archive", "-o", str(archive), f"v{RELEASE}"], tagged_source)
-    unpacked = tagged_source.parent / "unpacked"
+def test_a_git_archive_builds_the_same_wheel_byte_for_byte(source: Path, wheel: Path) -> None:
+    """`git archive HEAD` holds no .git, and needs none: the version is static. Built with the same
+    SOURCE_DATE_EPOCH from the archive, the wheel is the checkout's, byte for byte (tar.umask 022: the wheel records
+    file modes)."""
+    archive = source.parent / "archive.tar"
+    run([*GIT, "-c", "tar.umask=0022", "archive", "-o", str(archive), "HEAD"], source)
+    unpacked = source.parent / "unpacked"
     unpacked.mkdir()
     run(["tar", "-xf", str(archive), "-C", str(unpacked)], unpacked)
-    built = build_wheel(unpacked, tagged_source.parent / "dist-archive", commit_time(tagged_source))
+    built = build_wheel(unpacked, source.parent / "dist-archive", commit_time(source))
     assert built.name == wheel.name and built.read_bytes() == wheel.read_bytes()
-
-
-def test_a_commit_after_the_tag_builds_the_next_development_release(tagged_source: Path, wheel: Path) -> None:
-    """setuptools-scm's default scheme (guess-next-dev): one commit after vX.Y.Z builds X.Y.(Z+1).dev1+gHASH, which
-    sorts after the release and before the next one; no commit can build a release's version without its tag."""
-    run([*GIT, "commit", "-q", "--allow-empty", "-m", "after the release"], tagged_source)
-    commit = run(["git", "rev-parse", "HEAD"], tagged_source).stdout.strip()
-    built = build_wheel(tagged_source, tagged_source.parent / "dist-after")
-    version = Version(built.name.split("-")[1])
-    release = Version(RELEASE)
-    assert version.is_devrelease and version.dev == 1, built.name
-    assert version.local and version.local[0] == "g" and commit.startswith(version.local[1:]), built.name
-    assert version.release == (*release.release[:-1], release.release[-1] + 1)
-    assert release < version < Version(f"{release.major}.{release.minor}.{release.micro + 1}")
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ from pulumi.runtime.proto import engine_pb2_grpc, provider_pb2, provider_pb2_grp
 
 import triton_gke
 from tests.unit.triton_gke.test_provider import PLUGIN_DIR, SEMVER, TOKEN, committed_schema
+from tests.unit.triton_gke.test_release import static_version
 from triton_gke import provider
 from triton_gke.offline.runtime import CloudMocks, RecordingMonitor
 
@@ -112,11 +113,11 @@ class EngineOverGrpc(engine_pb2_grpc.EngineServicer):
 def test_get_schema_over_grpc_is_the_committed_schema(provider_process: Provider) -> None:
     response = provider_process.stub.GetSchema(provider_pb2.GetSchemaRequest(version=0), timeout=60)
     served = json.loads(response.schema)
-    # Stamped with the installed version (from the git tag) as the semantic version Pulumi's binder parses: this
-    # checkout's is a development version between releases (0.3.1.devN+gHASH), which semver could not parse as is.
-    version = provider.pulumi_version(triton_gke.__version__)
-    assert served.pop("version") == version and SEMVER.match(version), version
-    assert served == committed_schema()
+    # The package's version (pyproject.toml's, the installed one) as the semantic version Pulumi's binder parses, in
+    # the served schema, the committed one and the plugin's info (what `pulumi package add PATH` reads).
+    version = provider.pulumi_version(static_version())
+    assert version == provider.pulumi_version(triton_gke.__version__) and SEMVER.match(version), version
+    assert served["version"] == version and served == committed_schema()
     info = provider_process.stub.GetPluginInfo(empty_pb2.Empty(), timeout=30)
     assert info.version == version
 

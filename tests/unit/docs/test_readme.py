@@ -101,12 +101,12 @@ NOT_RUN: dict[str, str] = {
     ),
     "SOURCE_DATE_EPOCH=$(git log -1 --format=%ct) .venv/bin/python -m pip wheel . --no-deps -w dist": (
         "writes dist/ into the checkout; tests/live/triton_gke/test_package.py builds the same wheel (pip wheel . "
-        "--no-deps, SOURCE_DATE_EPOCH the commit's) from a tagged copy of the tree, and from its git archive, byte "
-        "for byte, and installs it in fresh virtualenvs"
+        "--no-deps, SOURCE_DATE_EPOCH the commit's) from a copy of the tree without tags, and from its git archive, "
+        "byte for byte, and installs it in fresh virtualenvs"
     ),
     'pip install "triton-gke[models] @ file://$PWD/dist/triton_gke-0.3.0-py3-none-any.whl"': (
-        "installs into the reader's own program virtualenv; tests/live/triton_gke/test_package.py installs the built "
-        "wheel outside the repository"
+        "installs into the reader's own program virtualenv; tests/live/triton_gke/test_release_clone.py runs it "
+        "verbatim in a fresh virtualenv, in a clone without tags, after building the wheel"
     ),
     ".venv/bin/python -m triton_gke.reference": (
         "rewrites the committed docs/reference/; tests/unit/docs/test_reference.py generates the pages in memory and "
@@ -431,7 +431,7 @@ def check_console_script_help(result: Result) -> None:
 
 
 def check_console_script_version(result: Result) -> None:
-    """'the installed version (the release's git tag)': a PEP 440 version, the installed distribution's."""
+    """'the installed version (pyproject.toml's)': the installed distribution's, which is pyproject.toml's."""
     import importlib.metadata
 
     assert result.returncode == 0, result.output

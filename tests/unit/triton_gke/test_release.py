@@ -1,25 +1,30 @@
-"""A package that looks kept (issue 33): the version derived from the release's git tag, a changelog whose newest
-release the docs install, and the Apache-2.0 licence declared and shipped.
+"""A package that looks kept (issues 33, 48): one static version every clone, archive and wheel reads, a changelog
+whose newest release is that version, and the Apache-2.0 licence declared and shipped.
 
-The version is not written in the source: setuptools-scm derives it from the newest tag vX.Y.Z when the package is
-built (pyproject.toml [tool.setuptools_scm]), and triton_gke.__version__ reads the installed distribution's. The
-committed provider schema (triton_gke/schema.json) therefore carries no version; the provider serves it with the
-installed one. tests/live/triton_gke/test_package.py builds a tagged copy and checks the wheel's version, and
-tests/live/triton_gke/test_release_tag.py the tag of the newest release in a clone that has tags.
+The version's one home is pyproject.toml's `[project] version` (static PEP 621 metadata: no git tag is needed, and a
+clone has none). Its readers: the installed distribution's metadata (built from it), triton_gke.__version__ and
+`triton-gke --version` (which read that metadata), the provider schema's version (triton_gke/schema.json, served to
+Pulumi), CHANGELOG.md's newest dated release and the install lines of docs/library.md. `test_every_reader_agrees`
+checks them all against the home; `test_a_changelog_bumped_alone_is_caught` shows the check catching such a mutant.
+tests/live/triton_gke/test_release_clone.py builds the wheel in a fresh clone, which has no tags.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import io
+import json
 import re
 import tomllib
-from fnmatch import fnmatchcase
 
 import pytest
 from packaging.version import Version
 
 import triton_gke
 from tests.conftest import PROJECT_DIR
+from triton_gke import provider
+from triton_gke.cli import main as cli
 
 CHANGELOG = PROJECT_DIR / "CHANGELOG.md"
 LIBRARY = PROJECT_DIR / "docs" / "library.md"
@@ -32,6 +37,11 @@ def pyproject() -> dict:
     return tomllib.loads((PROJECT_DIR / "pyproject.toml").read_text(encoding="utf-8"))
 
 
+def static_version() -> str:
+    """The home: pyproject.toml's [project] version."""
+    return pyproject()["project"]["version"]
+
+
 def releases(text: str) -> list[tuple[str, str | None]]:
     """The changelog's `## [VERSION] - DATE` headings in order (Unreleased has no date)."""
     return [(m["version"], m["date"]) for m in RELEASE.finditer(text)]
@@ -41,51 +51,71 @@ def newest_release(text: str) -> str:
     return next(version for version, _ in releases(text) if version != "Unreleased")
 
 
-def counted_by_describe(tag: str, command: list[str]) -> bool:
-    """Whether `git describe` with these --match/--exclude globs considers `tag` (git's wildmatch without a path
-    separator in play: *, ? and [!...] as fnmatch reads them)."""
-    matches = [command[i + 1] for i, word in enumerate(command) if word == "--match"]
-    excludes = [command[i + 1] for i, word in enumerate(command) if word == "--exclude"]
-    return any(fnmatchcase(tag, m) for m in matches) and not any(fnmatchcase(tag, e) for e in excludes)
+def console_version() -> str:
+    """What `triton-gke --version` prints, run in-process (the dispatcher answers before importing any command)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["--version"]) == 0
+    return out.getvalue().removeprefix("triton-gke ").strip()
 
 
-@pytest.mark.parametrize(
-    ("tag", "counted"),
-    [
-        ("v0.3.0", True),
-        ("v10.20.30", True),
-        ("v01.2.3", True),  # git cannot tell it from v1.2.3's intent; setuptools-scm reads 1.2.3
-        ("v1.2", False),
-        ("v1.2.3-rc1", False),  # broke the build (the regex refused what describe chose) before --exclude
-        ("v1.2.3.4", False),
-        ("v1.2.3+build", False),
-        ("V1.2.3", False),
-        ("1.2.3", False),
-        ("issue-33", False),
-        ("deploy-prod-2", False),  # became the version "2" before --match
-        ("latest", False),
-    ],
-)
-def test_only_release_tags_set_the_version(tag: str, counted: bool) -> None:
-    scm = pyproject()["tool"]["setuptools_scm"]
-    command = scm["scm"]["git"]["describe_command"]
-    assert counted_by_describe(tag, command) is counted
-    if counted:  # what describe chooses, the regex must read, or the build fails
-        assert re.match(scm["tag"]["regex"], tag)["version"] == tag[1:]
+def disagreements(version: str, readers: dict[str, str | set[str]]) -> list[str]:
+    """The readers whose version is not `version` (a reader that names several, as the docs do, must name only it)."""
+    wrong = []
+    for name, found in readers.items():
+        if found != ({version} if isinstance(found, set) else version):
+            wrong.append(f"{name} says {sorted(found) if isinstance(found, set) else found}")
+    return wrong
 
 
-def test_the_version_is_derived_from_annotated_release_tags_by_a_pinned_setuptools_scm() -> None:
+def readers(changelog: str, library: str, schema: dict) -> dict[str, str | set[str]]:
+    """Every place the version is read, as it reads it (the schema's semver turned back into the release's X.Y.Z)."""
+    return {
+        "the installed metadata (make setup)": importlib.metadata.version("triton-gke"),
+        "triton_gke.__version__": triton_gke.__version__,
+        "triton-gke --version": console_version(),
+        # Served as semver (provider.pulumi_version); X.Y.Z and -dev.N read back as PEP 440.
+        "triton_gke/schema.json": str(Version(schema["version"])) if "version" in schema else "none",
+        "CHANGELOG.md's newest dated release": newest_release(changelog),
+        "docs/library.md's install lines": {m["version"] or m["wheel"] for m in PINNED.finditer(library)},
+    }
+
+
+def _committed() -> tuple[str, str, dict]:
+    return (
+        CHANGELOG.read_text(encoding="utf-8"),
+        LIBRARY.read_text(encoding="utf-8"),
+        json.loads(provider.SCHEMA_FILE.read_text(encoding="utf-8")),
+    )
+
+
+def test_the_version_is_static_and_needs_no_git_tag() -> None:
     project = pyproject()
-    assert "version" not in project["project"] and project["project"]["dynamic"] == ["version"]
-    command = project["tool"]["setuptools_scm"]["scm"]["git"]["describe_command"]
-    assert command[:2] == ["git", "describe"] and "--tags" not in command, "annotated tags only, as releases are"
-    archival = (PROJECT_DIR / ".git_archival.txt").read_text(encoding="utf-8")
-    globs = [f"{word}={command[i + 1]}" for i, word in enumerate(command) if word in ("--match", "--exclude")]
-    assert f"describe-name: $Format:%(describe:{','.join(g[2:] for g in globs)})$" in archival, "git archive agrees"
-    assert ".git_archival.txt export-subst" in (PROJECT_DIR / ".gitattributes").read_text(encoding="utf-8")
+    assert Version(project["project"]["version"]) and "version" not in project["project"].get("dynamic", [])
+    assert "setuptools_scm" not in project.get("tool", {}), "no tag-derived version beside the static one"
     requires = project["build-system"]["requires"]
     assert all("==" in requirement for requirement in requires), "every build requirement pinned"
-    assert {r.split("==")[0] for r in requires} >= {"setuptools", "setuptools-scm", "vcs-versioning", "packaging"}
+    assert not any(r.startswith(("setuptools-scm", "setuptools_scm")) for r in requires)
+
+
+def test_every_reader_agrees_with_the_static_version() -> None:
+    """An installed metadata that disagrees means the virtualenv predates pyproject.toml: `make setup` installs again
+    (its stamp depends on pyproject.toml)."""
+    version = static_version()
+    changelog, library, schema = _committed()
+    assert disagreements(version, readers(changelog, library, schema)) == [], f"pyproject.toml says {version}"
+    assert json.loads(provider.SCHEMA_FILE.read_text(encoding="utf-8"))["version"] == provider.pulumi_version(version)
+
+
+def test_a_changelog_bumped_alone_is_caught() -> None:
+    """The mutant the issue names: a release heading added to CHANGELOG.md without bumping pyproject.toml."""
+    changelog, library, schema = _committed()
+    bumped = Version(static_version())
+    heading = f"## [{bumped.major}.{bumped.minor + 1}.0] - 2099-01-01\n\n"
+    mutant = changelog.replace("## [Unreleased]\n", "## [Unreleased]\n\n" + heading, 1)
+    assert newest_release(mutant) != static_version()
+    found = disagreements(static_version(), readers(mutant, library, schema))
+    assert found == [f"CHANGELOG.md's newest dated release says {bumped.major}.{bumped.minor + 1}.0"], found
 
 
 def test_the_version_is_the_installed_distributions_or_names_itself_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,13 +128,6 @@ def test_the_version_is_the_installed_distributions_or_names_itself_unknown(monk
 
     monkeypatch.setattr(importlib.metadata, "version", missing)
     assert triton_gke._installed_version() == "0+unknown"
-
-
-def test_the_docs_install_the_newest_release() -> None:
-    """Every tag, wheel name or version the docs pin is the newest release in CHANGELOG.md (the tag a user fetches)."""
-    release = newest_release(CHANGELOG.read_text(encoding="utf-8"))
-    pinned = {m["version"] or m["wheel"] for m in PINNED.finditer(LIBRARY.read_text(encoding="utf-8"))}
-    assert pinned == {release}, f"docs/library.md pins {sorted(pinned)}; CHANGELOG.md's newest release is {release}"
 
 
 def test_changelog_keeps_the_format() -> None:
