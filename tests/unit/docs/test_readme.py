@@ -90,7 +90,23 @@ NOT_RUN: dict[str, str] = {
     "gcloud auth login": "a browser login to a Google account (none here)",
     "gcloud billing projects link YOUR_PROJECT --billing-account=YOUR_BILLING_ACCOUNT": _NO_PULUMI,
     "gcloud compute regions describe us-central1 --project YOUR_PROJECT": _NO_PULUMI,
-    "gcloud components install gke-gcloud-auth-plugin": "installs a gcloud component; needs the Google Cloud SDK",
+    "gcloud components install gke-gcloud-auth-plugin kubectl": (
+        "docs/deploy-steps.md, macOS: installs gcloud components; needs the standalone Google Cloud SDK (none here)"
+    ),
+    "sudo apt-get install google-cloud-cli google-cloud-cli-gke-gcloud-auth-plugin kubectl": (
+        "docs/deploy-steps.md: needs Google's apt repository and root (none here)"
+    ),
+    "curl -fsSL https://get.pulumi.com | sh": "docs/deploy-steps.md: installs the Pulumi CLI from the network",
+    "brew install pulumi/tap/pulumi": "docs/deploy-steps.md, macOS: needs Homebrew on macOS (none here)",
+    "make setup": (
+        "installs the pinned dependencies into the .venv this test runs in; tests/live/cli/test_make_setup.py runs "
+        "its recipe with a stand-in python that records each call"
+    ),
+    "gcloud compute project-info describe --project YOUR_PROJECT": _NO_PULUMI,
+    "pulumi stack output grafanaAdminPassword -s dev --show-secrets": _NO_PULUMI,
+    "kubectl -n monitoring port-forward svc/grafana 3000:3000 &": _NO_CLUSTER,
+    "gcloud container clusters list --project YOUR_PROJECT": _NO_PULUMI,
+    "gcloud compute network-endpoint-groups list --project YOUR_PROJECT": _NO_PULUMI,
     "gcloud auth application-default login": "a browser login to a Google account (none here)",
     "pulumi login": _NO_PULUMI,
     "pulumi stack init dev": _NO_PULUMI,
