@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 
 PROJECT_PACKAGES = ("settings", "infra", "k8s", "model_repo", "observability", "loadtest", "policy", "offline")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import jedi
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 
 PACKAGE = PROJECT_DIR / "triton_gke"
 ROOMS = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
