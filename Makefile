@@ -90,7 +90,7 @@ dashboards: setup
 # and the others fill the cores meanwhile (measured: 1.85 of 2 cores busy with four, 1.4 with three; 12 min 22 s
 # against 13 min 39 s). Each live test
 # works in folders of its own; the quiet ones measure rates or latencies that a neighbour would skew
-# (tests/conftest.py QUIET). make test-fast: the unit tests alone, spread test by test over every core.
+# (tests/support/phases.py QUIET). make test-fast: the unit tests alone, spread test by test over every core.
 TEST_WORKERS := -n 4 --dist loadfile --no-loadscope-reorder
 # The tests cache bytecode even where the environment says not to (PYTHONDONTWRITEBYTECODE=1 on this machine): else
 # each of the suite's hundreds of Python processes compiles the project again (~1 of a plan's 5 CPU-s) and every

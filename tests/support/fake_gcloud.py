@@ -22,6 +22,8 @@ from google.api_core import exceptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
+from tests.support.checkout import PROJECT_DIR
+
 
 def _split(url: str) -> tuple[str, str]:
     if not url.startswith("gs://"):
@@ -83,7 +85,7 @@ def install_fake_gcloud(bin_dir: Path) -> Path:
     """A `gcloud` in bin_dir that runs this module with this interpreter, from this checkout."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     launcher = bin_dir / "gcloud"
-    root = Path(__file__).resolve().parents[2]
+    root = PROJECT_DIR
     launcher.write_text(
         f'#!/bin/sh\ncd_root={root}\nPYTHONPATH="$cd_root${{PYTHONPATH:+:$PYTHONPATH}}" '
         f'exec {sys.executable} -m tests.support.fake_gcloud "$@"\n'

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.model_repo.build import build_repository
 from triton_gke.model_repo.cpu_twin import delayed_copy
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 
 # What the program and `triton-gke` read from the project folder: the project and stack files, the program.
 PROJECT_FILES = ("Pulumi.yaml", "__main__.py")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from types import ModuleType
 
-from tests.conftest import stack_settings
+from tests.support.stacks import stack_settings
 from triton_gke.settings import ConfigError
 
 

@@ -1,13 +1,14 @@
-"""The two phases of `make test` (tests/conftest.py): every test is in exactly one, and QUIET names real tests."""
+"""The two phases of `make test` (tests/support/phases.py, applied by tests/conftest.py's hooks): every test is in
+exactly one, and QUIET names real tests."""
 
 from __future__ import annotations
 
 import ast
-from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import LIVE_DIR, LONGEST_FILES, PHASES, PROJECT_DIR, QUIET, is_quiet, pytest_ignore_collect
+from tests.support.checkout import PROJECT_DIR
+from tests.support.phases import LIVE_DIR, LONGEST_FILES, PHASES, QUIET, is_quiet, skipped_in_quiet_phase
 
 MAKE_TEST_PHASES = ("not quiet", "live and quiet")
 
@@ -55,8 +56,7 @@ def test_the_makefile_runs_the_two_phases_in_order() -> None:
 
 def test_the_quiet_phase_imports_only_the_files_holding_quiet_tests() -> None:
     def ignored(markexpr: str, path: str) -> bool:
-        config = SimpleNamespace(option=SimpleNamespace(markexpr=markexpr))
-        return bool(pytest_ignore_collect(PROJECT_DIR / path, config))  # type: ignore[arg-type]
+        return bool(skipped_in_quiet_phase(PROJECT_DIR / path, markexpr))
 
     assert not ignored("live and quiet", "tests/live/sandbox/test_rollout.py")
     assert not ignored("live and quiet", "tests/live/bench/test_conditions.py")

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.support.signals import hup_as_in_a_terminal
 from triton_gke.sandbox.processes import stop_process, wait_for
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.support.cpu_hog import hogging
 from triton_gke.bench.metrics import conditions
 from triton_gke.bench.metrics.probes import cpu_count

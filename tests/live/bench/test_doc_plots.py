@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.bench.reports import doc_plots
 
 DOCS_RESULTS = PROJECT_DIR / "docs" / "results"

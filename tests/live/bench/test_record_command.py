@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.unit.bench.test_record import _summary
 from tests.unit.bench.test_report import RUN_JSON, _folder
 from triton_gke.capacity.records import load_records

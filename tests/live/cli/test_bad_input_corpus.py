@@ -26,7 +26,7 @@ import yaml
 from google.cloud import storage
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 
 pytest_plugins = ("tests.support.gcs_fixtures",)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.cli import main as cli
 from triton_gke.one_line import MAKE_TARGET_ENV
 

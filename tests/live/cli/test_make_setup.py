@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 
 FAKE_PYTHON = '#!/bin/sh\necho "called: python $*" >&2\n'
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import stack_settings
+from tests.support.stacks import stack_settings
 from tests.unit.settings.test_project_dir import REPO
 from triton_gke.one_line import MAKE_TARGET_ENV
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.support.project_folder import own_tmpdir
 from tests.unit.docs.test_readme import (
     RUN,

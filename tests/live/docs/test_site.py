@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.unit.docs.test_pages import _config, _nav_pages
 
 MKDOCS = Path(sys.executable).with_name("mkdocs")

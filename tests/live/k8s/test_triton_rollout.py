@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.unit.k8s.test_triton_rollout import DEPLOYMENT
 from triton_gke.contracts.triton import ADMIN_KEY_HEADER, cluster_flags
 from triton_gke.model_repo.build import BuildResult

@@ -23,7 +23,7 @@ import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.model_repo.build import BuildResult
 from triton_gke.sandbox.netns import isolation_available
 from triton_gke.sandbox.processes import free_port

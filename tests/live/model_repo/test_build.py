@@ -15,7 +15,7 @@ import onnxruntime as ort
 import pytest
 import tritonclient.http as httpclient
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.support.onnx_models import small_onnx
 from triton_gke.model_repo.build import BuildResult, lock_path
 from triton_gke.model_repo.resnet50 import UINT8_SCALE

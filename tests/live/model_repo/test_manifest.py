@@ -9,7 +9,7 @@ from pathlib import Path
 
 from google.cloud import storage
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.unit.model_repo.test_manifest import REBUILD, build_small, cache_files, edit_in_place
 
 pytest_plugins = ("tests.support.gcs_fixtures",)

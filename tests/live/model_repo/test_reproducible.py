@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.model_repo.digests import ROLES, published
 
 # docs/model-repository.md, verbatim (tests/unit/docs/test_readme.py NOT_RUN points here).

@@ -29,7 +29,7 @@ from google.protobuf import text_format
 from onnx import TensorProto, helper, numpy_helper
 from tritonclient.grpc import model_config_pb2 as mc
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.support.fake_gcloud import install_fake_gcloud
 from triton_gke.contracts.paths import TWIN_MODEL_TEMPLATE as TWIN_MODEL_PY
 from triton_gke.infra.model_upload import sync_command

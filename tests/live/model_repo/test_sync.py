@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tritonclient.grpc import model_config_pb2 as mc
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.support.gcs_fixtures import write_small_repo
 from tests.support.gcs_proxy import PausingProxy
 from tests.support.onnx_models import onnx_model

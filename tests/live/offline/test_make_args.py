@@ -15,7 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.unit.offline.test_make_args import TARGETS_WITH_ARGS, TRICKY, TRITON_GKE
 
 PREREQUISITES = ("setup", ".venv/.installed", "model-repo", "system-packages")

@@ -16,7 +16,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT, PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import PROJECT
 from tests.unit.infra.test_system import CLUSTER, NODE_POOL, PROD_REGIONS
 from tests.unit.settings.test_config_fuzz import (
     KEYS,
@@ -212,7 +213,7 @@ def test_a_share_that_leaves_a_protocol_nothing_is_refused_in_one_line(share: in
     import subprocess
     import sys
 
-    from tests.conftest import PROJECT_DIR
+    from tests.support.checkout import PROJECT_DIR
 
     result = subprocess.run(
         [sys.executable, "-m", "triton_gke.offline.plan", "--stack", "staging", "--set", f"lbHttpSharePercent={share}"],

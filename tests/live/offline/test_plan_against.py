@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_DIR, evaluate
+from tests.support.checkout import PROJECT_DIR
 from tests.support.project_folder import make_project_folder
+from tests.support.stacks import evaluate
 from tests.unit.offline.test_lifecycle import SHIPPED_STACKS
 from triton_gke.contracts.exit_codes import EXIT_DISRUPTIVE
 from triton_gke.offline.plan_view import plan_records

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.unit.offline.test_plan_diff import HPA, record, write
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT
 

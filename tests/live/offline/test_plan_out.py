@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.unit.offline.test_plan_out import link_refusal, snapshot, tree
 from triton_gke.offline.plan_out import WRITTEN_LIST
 

@@ -13,7 +13,8 @@ import pytest
 from google.protobuf import empty_pb2, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
-from tests.conftest import PROJECT_DIR, evaluate
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import evaluate
 from tests.unit.policy.test_policies import BY_NAME, POOL, STACK_BY_NAME, _first, _gpu_pool
 from triton_gke.offline.runtime import Plan, PlannedResource
 from triton_gke.policy.policies import (

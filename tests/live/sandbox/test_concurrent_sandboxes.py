@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.support.project_folder import make_project_folder, own_tmpdir
 from triton_gke.sandbox import single_run
 from triton_gke.sandbox.gcs_emulator import NAMESPACE_PORT, GcsEmulator

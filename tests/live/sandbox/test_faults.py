@@ -24,8 +24,6 @@ import pytest
 import tritonclient.http as httpclient
 from google.cloud import storage
 
-from tests.conftest import PROJECT_DIR
-
 # Locust runner helpers shared with the load-test tests (plain functions, not tests).
 from tests.live.loadtest.test_locustfile import (
     RUN_TIME_REACHED,
@@ -34,6 +32,7 @@ from tests.live.loadtest.test_locustfile import (
     start_locust,
     start_triton,
 )
+from tests.support.checkout import PROJECT_DIR
 from tests.support.gcs_proxy import PausingProxy
 from tests.support.project_folder import make_project_folder, own_tmpdir
 from triton_gke.contracts.triton import ADMIN_KEY_HEADER, ServerFlags, cluster_flags

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.sandbox.processes import start_time
 from triton_gke.sandbox.run_folder import MARKER, MARKER_KIND, PREFIX, remove_orphans
 

@@ -19,7 +19,7 @@ import onnxruntime as ort
 import pytest
 import tritonclient.http as httpclient
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.model_repo.build import BuildResult
 from triton_gke.model_repo.resnet50 import synthetic_images
 from triton_gke.sandbox.netns import NetworkNamespace, isolation_available

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 
 
 def test_the_settings_layer_imports_no_pulumi() -> None:

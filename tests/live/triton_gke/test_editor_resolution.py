@@ -18,10 +18,11 @@ from pathlib import Path
 import jedi
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 
 PACKAGE = PROJECT_DIR / "triton_gke"
-ROOMS = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+# Rooms with a module besides __init__.py (dashboards/ is JSON data: its __init__.py only makes it one module).
+ROOMS = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py") if len(list(p.parent.glob("*.py"))) > 1)
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name
 
-from tests.conftest import PROJECT_DIR
 from tests.support import wheel_installs
+from tests.support.checkout import PROJECT_DIR
 from tests.support.wheel_installs import Installed
 from tests.unit.triton_gke.test_release import CHANGELOG, newest_release, static_version
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.unit.triton_gke.test_release import CHANGELOG, LIBRARY, newest_release, static_version
 
 GIT = ["git", "-c", "user.name=clone", "-c", "user.email=clone@example.invalid", "-c", "commit.gpgsign=false",

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.bench.runners import perf_analyzer, runner
 from triton_gke.bench.tuners import compare_tuners as ct
 from triton_gke.bench.tuners import model_analyzer as ma

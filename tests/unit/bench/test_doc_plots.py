@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.bench.reports import doc_plots
 
 DOCS = PROJECT_DIR / "docs"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.bench.reports import plots, report
 from triton_gke.bench.tuners import model_analyzer
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.bench.reports import record
 
 RUN = PROJECT_DIR / "bench" / "results" / "dev-2026-11-30-alone" / "results.json"

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.unit.bench.test_slo_search import RECORDED_ORIGINAL_CPU, SLO
 from triton_gke.bench.metrics import cost
 from triton_gke.bench.plans.results import (

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import triton_gke.bench.tuners.tune as tune
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.bench.tuners import tune_search
 from triton_gke.bench.tuners.tune_search import complete
 from triton_gke.cli.main import main as cli_main

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import triton_gke.capacity.records as records_module
-from tests.conftest import PROJECT_DIR, stack_settings
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import stack_settings
 from tests.unit.capacity.test_records import record  # the one record factory of the capacity tests
 from triton_gke.bench.reports import record as bench_record
 from triton_gke.capacity.compare import Row, slo_group

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.unit.capacity.test_records import T4
 from triton_gke.capacity.from_bench import Measured, records_from_results
 

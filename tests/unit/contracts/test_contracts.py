@@ -21,7 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tritonclient.grpc import model_config_pb2 as mc
 
-from tests.conftest import PROJECT_DIR, stack_settings
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import stack_settings
 from triton_gke.contracts.loadtest import LOCUST_ENV_KEYS, LOCUST_METRICS_PORT, LocustEnvironment
 from triton_gke.contracts.naming import BUCKET_NAME_MAX, model_bucket_name
 from triton_gke.contracts.paths import LOCUSTFILE

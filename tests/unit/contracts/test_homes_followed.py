@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import stack_settings
 from tests.support.fresh_modules import fresh_copy
 from tests.support.settings_probes import largest_gpu_max_nodes
+from tests.support.stacks import stack_settings
 from triton_gke.bench.runners.runner import BenchError
 from triton_gke.capacity.records import TWIN_GPU, load_records
 from triton_gke.contracts import gke_limits, gpus, slo

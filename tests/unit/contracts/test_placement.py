@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import evaluate
+from tests.support.stacks import evaluate
 from triton_gke.contracts.placement import (
     CPU_POOL,
     GPU_POOL,

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import evaluate
 from tests.support.settings_probes import largest_gpu_max_nodes
+from tests.support.stacks import evaluate
 from triton_gke.bench.__main__ import FLOAT_RANGES
 from triton_gke.capacity.records import BOUNDS
 from triton_gke.contracts.gke_limits import MAX_TRITON_REPLICAS

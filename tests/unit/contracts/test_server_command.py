@@ -16,7 +16,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import PROJECT_DIR, evaluate
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import evaluate
 from triton_gke.contracts.triton import (
     REPEATABLE_FLAGS,
     ServerFlags,

@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.contracts.workloads import GRAFANA_PORT, LOCUST_WEB_PORT, PROMETHEUS_PORT
 from triton_gke.observability.prometheus_config import prometheus_config
 from triton_gke.observability.rules import TRITON_JOB, rules

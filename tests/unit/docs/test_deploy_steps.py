@@ -16,7 +16,7 @@ import shlex
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.unit.docs.test_readme import readme_examples, without_comment
 
 PAGE = PROJECT_DIR / "docs" / "deploy-steps.md"

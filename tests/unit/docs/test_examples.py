@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.reference import pascal_case, snake_case
 
 EXAMPLES = PROJECT_DIR / "examples"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 
 BARE = re.compile(r"triton[-_.]gke(\[[^\]]*\])?", re.I)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 
 DOCS = PROJECT_DIR / "docs"
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 
 README = PROJECT_DIR / "README.md"
 

@@ -11,7 +11,7 @@ import copy
 
 import yaml
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke import reference
 
 PAGES = PROJECT_DIR / "docs" / "reference"

@@ -41,8 +41,9 @@ def test_an_arrow_against_the_layers_is_counted() -> None:
 
 
 def test_every_room_name_is_banned_as_a_top_level_import() -> None:
-    """The top-level room folders are links, and the project folder is on the path: `from bench import runner`
-    would load a second copy that import-linter cannot see. ruff's banned-api refuses each room's bare name."""
+    """The top-level room folders are links, and the project folder is on the path: `from bench.runners import
+    runner` is the same module (triton_gke/one_name.py) but one import-linter cannot see and the wheel lacks. ruff's
+    banned-api refuses each room's bare name."""
     import tomllib
 
     banned = tomllib.loads((structure.PROJECT_DIR / "pyproject.toml").read_text())["tool"]["ruff"]["lint"][

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import evaluate_component
+from tests.support.stacks import evaluate_component
 from triton_gke.contracts.placement import (
     CPU_POOL,
     GPU_POOL,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import evaluate_component
+from tests.support.stacks import evaluate_component
 from triton_gke.infra.cluster import GkeCluster, GkeClusterArgs, GpuNodePoolArgs, NodePoolArgs, build_kubeconfig
 from triton_gke.infra.network import Network, NetworkArgs, SubnetPlan
 from triton_gke.k8s.nvidia_driver import NvidiaDriverInstaller, NvidiaDriverInstallerArgs

@@ -39,7 +39,7 @@ def test_the_offline_runtime_leaves_the_day_to_the_settings_layer(monkeypatch: p
 
 
 def test_the_offline_runtime_marks_itself_before_it_runs_a_program() -> None:
-    from tests.conftest import evaluate
+    from tests.support.stacks import evaluate
 
     evaluate("dev")
     assert config._RUNTIME["offline"] is True

@@ -23,7 +23,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from tests.conftest import evaluate
+from tests.support.stacks import evaluate
 from triton_gke.infra import project_services
 from triton_gke.offline.runtime import Plan, PlannedResource
 

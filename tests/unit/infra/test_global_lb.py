@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT, evaluate, evaluate_component, stack_settings
+from tests.support.stacks import PROJECT, evaluate, evaluate_component, stack_settings
 from triton_gke.infra.global_lb import (
     HEALTH_CHECK_RANGES,
     GlobalLoadBalancer,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import evaluate
+from tests.support.stacks import evaluate
 
 
 def pools(plan, role: str):

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import evaluate, stack_settings
+from tests.support.stacks import evaluate, stack_settings
 from tests.unit.infra.test_deploy_invariants import TRITON_SERVING, of_kind, triton_deployments
 from triton_gke.contracts.triton import READY_PATH
 from triton_gke.k8s import on_cluster as on_cluster_module

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import evaluate
+from tests.support.stacks import evaluate
 from triton_gke.settings import maintenance
 from triton_gke.settings.values import MaintenanceWindow
 

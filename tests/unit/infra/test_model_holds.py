@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import evaluate, stack_settings
+from tests.support.stacks import evaluate, stack_settings
 from triton_gke.settings import ConfigError, load_stack_settings
 
 PROD_REGIONS = ("us-central1", "europe-west4", "asia-east1")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import evaluate_component, stack_settings
+from tests.support.stacks import evaluate_component, stack_settings
 from triton_gke.infra.config import load_stack_settings
 from triton_gke.infra.model_store import ModelStore, ModelStoreArgs
 

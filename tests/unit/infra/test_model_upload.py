@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from tests.conftest import evaluate_component
+from tests.support.stacks import evaluate_component
 from triton_gke.infra.model_upload import BUILT_REPOSITORY, ModelUpload, ModelUploadArgs, built_repository_digest
 from triton_gke.model_repo.build import build_repository
 from triton_gke.model_repo.settings import default_settings

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from tests.conftest import evaluate, evaluate_component, stack_settings
+from tests.support.stacks import evaluate, evaluate_component, stack_settings
 from triton_gke.infra.negs import (
     CLEANUP_TIMEOUT_S,
     NODE_STARTUP_BUDGET_S,

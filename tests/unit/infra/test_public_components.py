@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pulumi_kubernetes import Provider
 
-from tests.conftest import PROJECT, stack_settings
+from tests.support.stacks import PROJECT, stack_settings
 from tests.unit.infra.test_components import cluster_args
 from triton_gke.infra.region import TritonGkeRegion, TritonGkeRegionArgs
 from triton_gke.infra.system import TritonGkeSystem, TritonGkeSystemArgs

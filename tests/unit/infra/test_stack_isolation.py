@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.conftest import PROJECT_DIR, evaluate, stack_settings
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import evaluate, stack_settings
 from triton_gke.infra import system
 from triton_gke.offline.plan_view import render_text
 from triton_gke.offline.runtime import Plan

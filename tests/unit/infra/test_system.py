@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import evaluate, stack_settings
+from tests.support.stacks import evaluate, stack_settings
 from triton_gke.offline.runtime import Plan
 
 CLUSTER = "gcp:container/cluster:Cluster"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT, evaluate_component, stack_settings
+from tests.support.stacks import PROJECT, evaluate_component, stack_settings
 from triton_gke.k8s.autoscaling import INT32_MAX, QUEUE_TIME_METRIC, Autoscaling, AutoscalingArgs
 from triton_gke.offline.runtime import CloudMocks, Plan, PlannedResource, RecordingMonitor, run_program, run_under_mocks
 

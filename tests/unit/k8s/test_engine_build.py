@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import evaluate, stack_settings
+from tests.support.stacks import evaluate, stack_settings
 from triton_gke.k8s.engine_build import (
     BACKOFF_LIMIT,
     EngineBuildArgs,

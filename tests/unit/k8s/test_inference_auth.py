@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import evaluate
+from tests.support.stacks import evaluate
 from tests.unit.contracts.test_contracts import LOAD_SETTINGS, SETTING_ERROR
 from triton_gke.contracts.loadtest import INFERENCE_HEADERS_ENV, join_headers
 from triton_gke.contracts.triton import (
@@ -259,7 +259,7 @@ def test_smoke_takes_the_key_from_the_environment_both_or_neither(header: str, k
 # ---- the active key's digest in the pod template (red team 44, finding 4b) -----------------------------------------
 def _component_plan(admin: str, key_a: str, key_b: str, slot: str) -> Plan:
     """A TritonOnCluster with the keys given (plain, as TritonOnClusterArgs take them)."""
-    from tests.conftest import evaluate_component
+    from tests.support.stacks import evaluate_component
     from triton_gke.k8s.on_cluster import TritonOnCluster
 
     args = {"model_repository": "gs://team-models/triton", "admin_key": admin, "inference_key_slot": slot}
@@ -328,7 +328,7 @@ KEY_FIELDS = ("admin_key", "inference_key_a", "inference_key_b")
 def test_a_key_given_as_an_output_meets_the_rule_of_a_plain_one(field: str, value: str) -> None:
     """config.require_secret hands the component an Output: its value is checked once known, and a bad one stops the
     run with the plain key's one line (a RunError: no traceback), never repeating the value."""
-    from tests.conftest import evaluate_component
+    from tests.support.stacks import evaluate_component
     from triton_gke.k8s.on_cluster import KeyValueError, TritonOnCluster
 
     args = {"model_repository": "gs://team-models/triton", field: pulumi.Output.secret(value)}

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT_DIR, evaluate, stack_settings
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import evaluate, stack_settings
 from triton_gke.loadtest import arrivals
 from triton_gke.settings import load_stack_settings
 from triton_gke.settings.errors import ConfigError

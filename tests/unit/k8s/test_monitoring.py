@@ -8,7 +8,8 @@ import pulumi_kubernetes as kubernetes
 import pytest
 import yaml
 
-from tests.conftest import PROJECT_DIR, evaluate, evaluate_component
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import evaluate, evaluate_component
 from tests.unit.k8s.test_serving import named, pod_spec, provider_region
 from triton_gke.contracts.workloads import LOCUST_NAMESPACE, TRITON_NAMESPACE
 from triton_gke.k8s.autoscaling import QUEUE_TIME_METRIC

@@ -19,7 +19,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT, PROJECT_DIR, stack_settings
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import PROJECT, stack_settings
 from triton_gke.contracts.naming import DNS_LABEL
 from triton_gke.contracts.workloads import (
     ADAPTER_NAME,

@@ -18,7 +18,8 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT, PROJECT_DIR, stack_settings
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import PROJECT, stack_settings
 from tests.unit.infra.test_components import cluster_args
 from triton_gke import provider
 from triton_gke.contracts.naming import GOOGLE_LIKE

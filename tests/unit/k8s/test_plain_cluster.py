@@ -29,7 +29,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT, stack_settings
+from tests.support.stacks import PROJECT, stack_settings
 from triton_gke.k8s.nvidia_driver import NvidiaDriverInstaller, NvidiaDriverInstallerArgs
 from triton_gke.k8s.on_cluster import TritonOnCluster, TritonOnClusterArgs
 from triton_gke.offline.runtime import Plan, run_under_mocks

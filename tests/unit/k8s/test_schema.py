@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import evaluate
+from tests.support.stacks import evaluate
 from triton_gke.k8s.schema import ManifestError, validate_manifest
 from triton_gke.offline.plan_view import invalid_kubernetes_objects, kubernetes_objects
 

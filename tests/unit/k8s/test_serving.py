@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from tests.conftest import PROJECT_DIR, evaluate
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import evaluate
 from triton_gke.offline.runtime import Plan, PlannedResource
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT, evaluate
+from tests.support.stacks import PROJECT, evaluate
 from tests.unit.infra.test_deploy_invariants import rollout_waves
 from triton_gke.k8s.triton import (
     MODEL_DIGEST_ANNOTATION,

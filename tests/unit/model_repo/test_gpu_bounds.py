@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT
+from tests.support.stacks import PROJECT
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS, ModelRepoSettings, VariantSettings, validate_settings
 from triton_gke.offline.runtime import config_string

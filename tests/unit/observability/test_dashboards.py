@@ -75,7 +75,7 @@ def test_slo_threshold_line_is_the_slo_latency(latency_ms: int) -> None:
 def test_the_default_folder_in_the_checkout_is_the_package_s_own(monkeypatch, tmp_path) -> None:
     """In this repository the top-level dashboards/ is a link into triton_gke/, which `--out` refuses: the default
     is the folder the link points to (red team: `make dashboards` failed with "is a symbolic link")."""
-    from tests.conftest import PROJECT_DIR
+    from tests.support.checkout import PROJECT_DIR
     from triton_gke.observability.__main__ import default_out, main
 
     monkeypatch.chdir(PROJECT_DIR)

@@ -14,7 +14,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from tests.conftest import PROJECT_DIR, evaluate
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import evaluate
 from tests.support.stored_plans import with_stored_project
 from triton_gke.contracts.paths import ARRIVALS_FILE, LOCUSTFILE
 from triton_gke.infra import system

@@ -13,7 +13,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT_DIR, evaluate
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import evaluate
 from triton_gke.infra.node_recreation import (
     NODE_READY_MINUTES,
     PROVIDER_DEFAULT_MINUTES,

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import stack_settings
+from tests.support.stacks import stack_settings
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.settings import image_release
 from triton_gke.observability.settings import MonitoringError, validate_duration, validate_label_name

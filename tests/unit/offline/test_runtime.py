@@ -22,7 +22,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 from pulumi.runtime.proto import resource_pb2
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.offline import runtime
 from triton_gke.offline.runtime import SECRET_SIG, SIG_KEY, Plan, run_under_mocks
 

@@ -50,7 +50,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import PROJECT_DIR, evaluate, stack_settings
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import evaluate, stack_settings
 from tests.support.stored_plans import with_stored_project
 from triton_gke.offline.lifecycle import Change, applied_state, compare, normalize
 from triton_gke.offline.plan_diff import index_records

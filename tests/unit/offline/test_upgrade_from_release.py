@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import PROJECT_DIR, evaluate
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import evaluate
 from tests.support.stored_plans import with_stored_project
 from tests.unit.offline.test_aliases import baseline
 from triton_gke.offline.lifecycle import applied_state, compare, normalize

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT
+from tests.support.stacks import PROJECT
 from triton_gke.policy import policies
 from triton_gke.policy.address_space import (
     COMPATIBLE,

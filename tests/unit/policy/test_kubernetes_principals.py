@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT, stack_settings
+from tests.support.stacks import PROJECT, stack_settings
 from tests.unit.policy.test_policies import all_violations, violations
 from triton_gke.contracts.naming import DNS_LABEL
 from triton_gke.contracts.workloads import TRITON_NAMESPACE

@@ -27,7 +27,7 @@ from pulumi_policy import (
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from tests.conftest import evaluate, stack_settings
+from tests.support.stacks import evaluate, stack_settings
 from triton_gke.offline.runtime import Plan, PlannedResource
 from triton_gke.policy.policies import (
     BUCKET,

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT, stack_settings
+from tests.support.stacks import PROJECT, stack_settings
 from tests.unit.policy.test_policies import all_violations, violations
 from triton_gke.offline.runtime import Plan, PlannedResource, run_under_mocks
 from triton_gke.policy import policies, principals

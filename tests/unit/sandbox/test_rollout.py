@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.unit.contracts.test_contracts import LOAD_SETTINGS
 from tests.unit.k8s.test_inference_auth import KEYS
 from triton_gke.contracts.loadtest import INFERENCE_HEADERS_ENV, join_headers

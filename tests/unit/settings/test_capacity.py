@@ -22,7 +22,8 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import triton_gke.settings.capacity as sizing
-from tests.conftest import PROJECT_DIR, evaluate, stack_settings
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import evaluate, stack_settings
 from triton_gke.capacity.records import FILE_KEYS, RECORDS_DIR, SCHEMA
 from triton_gke.offline import plan as plan_command
 from triton_gke.offline.runtime import Plan

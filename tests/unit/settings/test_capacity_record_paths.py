@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import triton_gke.settings.capacity as sizing
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from tests.unit.settings.test_capacity import _capacity_rows, plan_refusal, write_record
 from triton_gke.capacity.records import (
     RECORDS_DIR,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import PROJECT, stack_settings
+from tests.support.stacks import PROJECT, stack_settings
 from triton_gke.offline.runtime import CloudMocks, RecordingMonitor, run_program
 from triton_gke.settings.errors import ConfigError
 

@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pulumi.runtime.config import set_all_config
 
-from tests.conftest import PROJECT, PROJECT_DIR, stack_settings
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import PROJECT, stack_settings
 from triton_gke.infra.config import load_stack_settings
 from triton_gke.offline.runtime import config_string, run_under_mocks
 from triton_gke.settings.errors import ConfigError

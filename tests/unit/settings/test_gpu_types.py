@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT, evaluate, stack_settings
+from tests.support.stacks import PROJECT, evaluate, stack_settings
 from triton_gke.offline.runtime import CloudMocks, RecordingMonitor, run_program
 from triton_gke.settings import load_stack_settings
 from triton_gke.settings.catalogue import CatalogueError

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT, stack_settings
+from tests.support.stacks import PROJECT, stack_settings
 from triton_gke.k8s.on_cluster_args import image_tag_problem
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.recipes import driver_needed, image_runs_on_driver

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pulumi_kubernetes.provider import ProviderArgs
 
 import triton_gke.infra.config as infra_config
-from tests.conftest import PROJECT, stack_settings
+from tests.support.stacks import PROJECT, stack_settings
 from triton_gke.offline.runtime import config_string, run_under_mocks
 from triton_gke.settings import from_stack_file, load_stack_settings
 from triton_gke.settings.errors import ConfigError

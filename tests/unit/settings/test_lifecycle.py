@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT, stack_settings
+from tests.support.stacks import PROJECT, stack_settings
 from triton_gke.settings import ConfigError, load_stack_settings
 from triton_gke.settings.lifecycle import (
     DEFAULTS,

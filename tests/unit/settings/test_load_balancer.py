@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import triton_gke.settings.capacity as sizing
-from tests.conftest import evaluate, stack_settings
+from tests.support.stacks import evaluate, stack_settings
 from tests.unit.settings.test_capacity import per_pod_rates
 from triton_gke.settings import load_stack_settings
 from triton_gke.settings.load_balancer import PROTOCOL_SHARE_PERCENT, backend_rates, describe_split

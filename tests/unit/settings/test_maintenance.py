@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT
+from tests.support.stacks import PROJECT
 from triton_gke.settings import ConfigError, from_stack_file, maintenance, versions
 from triton_gke.settings.values import ClusterSettings, MaintenanceWindow
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT
+from tests.support.stacks import PROJECT
 from triton_gke.settings import from_stack_file
 from triton_gke.settings.load_balancer import PLAINTEXT_KEY_SOURCE
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.one_line import MAKE_TARGET_ENV, model_repo_command
 
 REPO = PROJECT_DIR

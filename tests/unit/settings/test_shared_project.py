@@ -19,7 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT_DIR, evaluate, stack_settings
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import evaluate, stack_settings
 from triton_gke.settings import from_stack_file
 from triton_gke.settings.keys import GCP_PROJECT_ID
 from triton_gke.settings.stack import DEPLOYABLE_STACK, shared_project_notice

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.offline.plan_out import WRITTEN_LIST, _previously_written, check_out_dir, default_out_dir
 from triton_gke.settings import ConfigError, stack_config
 from triton_gke.settings.stack import check_stack_name

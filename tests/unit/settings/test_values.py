@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT
+from tests.support.stacks import PROJECT
 from tests.unit.model_repo.test_gpu_bounds import largest_fitting
 from triton_gke.offline.runtime import config_string
 from triton_gke.settings import catalogue, versions

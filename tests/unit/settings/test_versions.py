@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PROJECT, PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
+from tests.support.stacks import PROJECT
 from triton_gke.settings import ConfigError, cluster, from_stack_file, versions
 from triton_gke.settings.catalogue import CatalogueError
 from triton_gke.settings.schema import config_schema
@@ -73,7 +74,7 @@ def test_prod_plans_the_day_after_the_tables_last_end_of_support_with_a_warning(
     infra/data/gke_versions.csv (computed from the table) exits 0 and warns once, naming prod's version and its end
     date; the clusters keep their floor and channel (nothing in the plan moves for a date). The program's
     pulumi.log.warn reaches the mock runtime's logging (stderr from the command, pytest's log capture here)."""
-    from tests.conftest import evaluate
+    from tests.support.stacks import evaluate
     from triton_gke.offline import plan as plan_command
 
     monkeypatch.setenv(versions.TODAY_ENV, AFTER_THE_TABLE.isoformat())

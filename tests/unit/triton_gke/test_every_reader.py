@@ -28,6 +28,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.bench.plans.results import load_run
 from triton_gke.bench.reports import plots
 from triton_gke.bench.reports import report as bench_report
@@ -53,7 +54,6 @@ from triton_gke.settings.cost import load_vm_prices
 from triton_gke.settings.errors import ConfigError
 from triton_gke.settings.gpu_types import load_gpu_types
 
-PROJECT_DIR = Path(__file__).resolve().parents[3]
 HANG_LIMIT_S = 3  # a read that makes no progress this long (a FIFO) is cut here and fails the test
 READ_TIME_LIMIT_S = 120  # a read still making progress (a slow, busy machine reading a 128 MiB file) is cut here
 _PROGRESS_BYTES = 4096  # more than the cut's own read of /proc/self/io: a read that grew rchar by this much moved

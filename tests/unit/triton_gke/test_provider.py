@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from packaging.version import Version
 
 import triton_gke
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke import provider
 
 REPO = PROJECT_DIR

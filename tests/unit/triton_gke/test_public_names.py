@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 import triton_gke
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 
 
 def test_all_lists_exactly_the_public_components() -> None:

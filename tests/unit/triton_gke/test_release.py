@@ -22,7 +22,7 @@ import pytest
 from packaging.version import Version
 
 import triton_gke
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke import provider
 from triton_gke.cli import main as cli
 
