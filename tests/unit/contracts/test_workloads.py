@@ -58,13 +58,13 @@ def test_the_web_ui_ports_are_the_contracts_and_the_access_text_is_unchanged(dev
         access["prometheus"] == f"kubectl -n monitoring port-forward svc/prometheus {PROMETHEUS_PORT}:{PROMETHEUS_PORT}"
     )
     assert (LOCUST_WEB_PORT, GRAFANA_PORT, PROMETHEUS_PORT) == (8089, 3000, 9090)  # the programs' own defaults
-    # The README's smoke step after `pulumi up` is this line's two halves.
+    # The deploy page's smoke step after `pulumi up` is this line's two halves.
     assert access["triton"] == (
         "kubectl -n triton port-forward svc/triton 8000:8000  # then: triton-gke smoke http://localhost:8000"
     )
-    readme = (PROJECT_DIR / "README.md").read_text()
+    steps = (PROJECT_DIR / "docs" / "deploy-steps.md").read_text()
     forward, smoke = access["triton"].replace("# then: triton-gke", ".venv/bin/triton-gke").split("  ")
-    assert f"\n{forward} &\n{smoke}  " in readme
+    assert f"\n{forward} &\n{smoke}  " in steps
 
 
 @settings(max_examples=25, deadline=None)
