@@ -4,7 +4,7 @@
                    [--repeats 2] [--step-seconds 6] [--start-rps 2] [--max-users 32] [--out DIR] [--record]
 
 Writes results.csv, summary.csv, cost.csv, results.json, README.md and plots into --out (default
-bench/results/<stack>-<date>/), and the run's capacity records into its records/ (--record: also into
+results/bench/<stack>-<date>/), and the run's capacity records into its records/ (--record: also into
 capacity/records/; bench/reports/record.py). Bad input: one line on stderr, exit 2. See bench/runners/runner.py for the
 procedure and the two targets, bench/plans/slo_search.py for the search rule.
 """
@@ -113,7 +113,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--raw-seconds", type=float, default=3.0, help="seconds per raw ONNX Runtime measurement")
     p.add_argument("--saddr", help="stack target: Triton host:port instead of the stack's httpEndpoint output")
     p.add_argument("--metrics-url", help="stack target: Triton metrics URL (batch size, GPU use), e.g. port-forwarded")
-    p.add_argument("--out", type=Path, help="output folder (default bench/results/<stack>-<date>)")
+    p.add_argument("--out", type=Path, help="output folder (default results/bench/<stack>-<date>)")
     p.add_argument("--build-dir", type=Path, default=runner.bench_build_dir(), help="where the CPU twins are built")
     p.add_argument(
         "--record",

@@ -17,7 +17,7 @@ waits for its answer before sending the next), which never lets a queue build be
 throughput at a concurrency, not a rate the service holds at the SLO under arrivals it does not control. Both are
 reported; the comparison is on the open-loop capacity.
 
-Writes comparison.json and README.md into --out (default bench/results/tuners-<stack>-<date>/). Bad input: one line,
+Writes comparison.json and README.md into --out (default results/bench/tuners-<stack>-<date>/). Bad input: one line,
 exit 2; a configuration no tool could measure: exit 1.
 """
 
@@ -273,7 +273,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--start-rps", type=float, default=4.0, help="first request rate of a search (4)")
     p.add_argument("--max-rps", type=float, default=500.0, help="highest request rate a search tries (500)")
     p.add_argument("--min-requests", type=int, default=40, help="requests a passing step needs (default 40)")
-    p.add_argument("--out", help="output folder (default bench/results/tuners-<stack>-<date>)")
+    p.add_argument("--out", help="output folder (default results/bench/tuners-<stack>-<date>)")
     p.add_argument("--build-dir", default=runner.bench_build_dir(), help="where the CPU twin is built")
     return p
 

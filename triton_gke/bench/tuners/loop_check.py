@@ -5,7 +5,7 @@
 
 Why: Model Analyzer measured the no-batching configuration at 28.3 infer/s with p95 82.9 ms at concurrency 2 (a
 closed loop), while open-loop rate searches of the same configuration found 4.3-6.3 requests/s at p95 <= 100 ms
-(bench/results/tuners-dev-2026-12-02d). Both cannot describe one server. This command measures both on ONE fresh
+(results/bench/tuners-dev-2026-12-02d). Both cannot describe one server. This command measures both on ONE fresh
 CPU-twin server in one run, with perf_analyzer (a tool we did not write) doing all the measuring:
 
 1. a discarded warm-up (concurrency 1);
@@ -386,7 +386,7 @@ def parser() -> argparse.ArgumentParser:
         help="seconds of each Locust level at the same rates (default 30; 0: no Locust levels)",
     )
     p.add_argument("--locust-users", type=int, default=32, help="Locust's bound on requests in flight (default 32)")
-    p.add_argument("--out", help="output folder, new or empty (default bench/results/loop-check-<stack>-<date>)")
+    p.add_argument("--out", help="output folder, new or empty (default results/bench/loop-check-<stack>-<date>)")
     p.add_argument("--build-dir", default=runner.bench_build_dir(), help="where the CPU twin is built")
     return p
 

@@ -782,7 +782,7 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--max-instances", type=int, default=SearchLimits.max_instance_count)
     p.add_argument("--max-batch", type=int, default=SearchLimits.max_model_batch_size)
     p.add_argument("--budget-minutes", type=float, default=SearchLimits.budget_s / 60, help="hard stop (20)")
-    p.add_argument("--out", help="output folder, new or empty (default bench/results/model-analyzer-<stack>-<date>)")
+    p.add_argument("--out", help="output folder, new or empty (default results/bench/model-analyzer-<stack>-<date>)")
     p.add_argument("--build-dir", default=runner.bench_build_dir(), help="where the CPU twin is built")
     stamp = datetime.datetime.now().astimezone()
     try:

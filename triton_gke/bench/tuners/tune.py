@@ -16,7 +16,7 @@ The stack's default configuration is always one of them and is measured to the e
 (bench/tuners/tune_search.py: successive halving within the budget). The budget is sized from the timed first search of
 the default; the best measured is recommended only when it beat the default beyond noise (tune_search.py).
 
-Writes into --out (default bench/results/tune-<stack>-<date>/): tune.json (every candidate, every measurement, the
+Writes into --out (default results/bench/tune-<stack>-<date>/): tune.json (every candidate, every measurement, the
 schedule, the machine's conditions), README.md, results.json and records/ (the winner's capacity record, as
 `make bench` writes them). --write-stack sets the winner's keys in Pulumi.<stack>.yaml, keeping its comments.
 Bad input: one line on stderr, exit 2, nothing started.
@@ -136,7 +136,7 @@ def candidate_grid(default: Candidate, cores: int) -> list[Candidate]:
     d = default
     grid = [
         d,
-        # No batching: Model Analyzer's pick, which beat every other in bench/results/tuners-dev-2026-12-02 (a batch
+        # No batching: Model Analyzer's pick, which beat every other in results/bench/tuners-dev-2026-12-02 (a batch
         # of 4 costs about 4 single images on 2 CPU cores, so near the SLO waiting for one only adds latency).
         dataclasses.replace(d, max_queue_delay_us=0, preferred_batch_size=1, max_batch_size=1),
         dataclasses.replace(d, max_queue_delay_us=5000),
@@ -222,7 +222,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--start-rps", type=float, default=8.0, help="first request rate of the first search (8)")
     p.add_argument("--max-rps", type=float, default=500.0, help="highest request rate a search tries (500)")
     p.add_argument("--min-requests", type=int, default=40, help="requests a passing step needs (default 40)")
-    p.add_argument("--out", help="output folder (default bench/results/tune-<stack>-<date>)")
+    p.add_argument("--out", help="output folder (default results/bench/tune-<stack>-<date>)")
     p.add_argument("--build-dir", default=runner.bench_build_dir(), help="where the CPU twin is built")
     p.add_argument("--write-stack", action="store_true", help="set the winner's keys in Pulumi.<stack>.yaml")
     p.add_argument(
