@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from triton_gke.bench import command
 from triton_gke.bench.metrics import conditions, machine
 from triton_gke.bench.plans.load_plan import LoadPlan, PlanError
 from triton_gke.bench.plans.results import BenchRun
@@ -49,11 +50,7 @@ from triton_gke.bench.reports import plots, record
 from triton_gke.bench.runners import runner
 from triton_gke.bench.runners.remote import Remote, RemoteError, current, edited
 from triton_gke.bench.tuners import tune_search
-from triton_gke.bounded_files import one_line
 from triton_gke.capacity.records import CapacityError
-from triton_gke.one_line import OneLineParser
-from triton_gke.sandbox import run_folder
-from triton_gke.sandbox.processes import run_interruptible
 
 if TYPE_CHECKING:
     from triton_gke.bench.tuners.tune_search import Outcome
@@ -197,17 +194,18 @@ def stack_refusal(candidate: Candidate, stack: str) -> str | None:
 # ---------------------------------------------------------------- options
 
 
-def parser() -> argparse.ArgumentParser:
-    p = OneLineParser(
+OUT_PREFIX = "tune-"  # --out's default: results/bench/tune-<stack>-<date>
+
+
+def parser() -> command.BenchParser:
+    p = command.BenchParser(
         prog=PROG,
         description="Search one variant's serving configuration (batcher delay, batch sizes, instances; ONNX "
         "Runtime threads on the CPU twin) for the most open-loop capacity at the stack's SLO, on the CPU twin.",
         epilog="Exit 0 done, 1 nothing could be measured, 2 bad input, 128+N stopped by signal N.",
-        hint=None,
-        raise_as=runner.BenchError,
     )
-    p.add_argument("--stack", default="dev", help="stack whose variant, SLO and settings apply (default dev)")
-    p.add_argument("--variant", help="the variant to tune (default: the stack's capacityVariant, else locustModel)")
+    p.add_stack("variant, SLO and settings")
+    p.add_variant("the variant to tune")
     p.add_argument(
         "--search",
         choices=SEARCHES,
@@ -218,12 +216,9 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--budget-minutes", type=float, default=20.0, help="time for the search (default 20)")
     p.add_argument("--max-candidates", type=int, help="at most this many configurations, the default included")
-    p.add_argument("--step-seconds", type=float, default=4.0, help="measured seconds per step (default 4)")
-    p.add_argument("--start-rps", type=float, default=8.0, help="first request rate of the first search (8)")
-    p.add_argument("--max-rps", type=float, default=500.0, help="highest request rate a search tries (500)")
-    p.add_argument("--min-requests", type=int, default=40, help="requests a passing step needs (default 40)")
-    p.add_argument("--out", help="output folder (default results/bench/tune-<stack>-<date>)")
-    p.add_argument("--build-dir", default=runner.bench_build_dir(), help="where the CPU twin is built")
+    add_search_options(p, start_rps=8.0, first="the first search")
+    p.add_out(OUT_PREFIX)
+    p.add_build_dir()
     p.add_argument("--write-stack", action="store_true", help="set the winner's keys in Pulumi.<stack>.yaml")
     p.add_argument(
         "--url",
@@ -232,6 +227,14 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--grpc-url", help="with --url: HOST:PORT of its gRPC endpoint (without it gRPC is not tried)")
     return p
+
+
+def add_search_options(p: argparse.ArgumentParser, *, start_rps: float, first: str) -> None:
+    """The options of a rate search, checked by check_search_args (shared with bench compare-tuners)."""
+    p.add_argument("--step-seconds", type=float, default=4.0, help="measured seconds per step (default 4)")
+    p.add_argument("--start-rps", type=float, default=start_rps, help=f"first request rate of {first} ({start_rps:g})")
+    p.add_argument("--max-rps", type=float, default=500.0, help="highest request rate a search tries (500)")
+    p.add_argument("--min-requests", type=int, default=40, help="requests a passing step needs (default 40)")
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -607,64 +610,50 @@ def pulumi_lines(candidate: Candidate, current: Candidate, project: str, stack: 
 # ---------------------------------------------------------------- the run
 
 
-def log(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+log = command.log
 
 
 def main(argv: list[str] | None = None) -> int:
-    with run_folder.this_run():
-        return run_interruptible(lambda: _tune(argv), "stopped every process the tuner started")
+    return command.run(argv, _tune, stopped="stopped every process the tuner started", refuse=(RemoteError,))
 
 
-def _tune(argv: list[str] | None) -> int:
-    from triton_gke.model_repo.errors import ModelRepoError
-    from triton_gke.settings import ConfigError
-    from triton_gke.settings.stack import check_stack_name
-
+def _tune(argv: list[str]) -> int:
     started, stamp = time.monotonic(), datetime.datetime.now().astimezone()
-    argv = sys.argv[1:] if argv is None else argv
+    p = parser()
+    args = p.parse_args(argv)
+    check_args(args)
+    out = p.default_out(args, stamp)
+    runner.check_writable(out, "--out")
+    settings = record.stack_settings(args.stack, "--stack")
+    variant = pick_variant(args.variant, settings)
+    plan = load_plan(args, settings)
+    # The budget is sized from a measured search later; a screen's unit is seconds.
+    if args.search == "open-loop" and 60 * args.budget_minutes < unit_seconds(plan):
+        raise runner.BenchError(
+            f"--budget-minutes {args.budget_minutes:g}: too short for one rate search of about "
+            f"{unit_seconds(plan):.0f} s (the default's, which sizes the rest)"
+        )
+    remote = None
+    if args.url:  # a running server: its configuration is the default, candidates are loaded into it
+        remote = Remote(args.url.removeprefix("http://"), variant.name, args.grpc_url)
+        remote.connect()
+        default, grid = remote_grid(remote, conditions.cpu_count(), args.stack)
+        base = args.build_dir  # unused: nothing is built or started
+    else:
+        default = Candidate.of(variant)
+        grid = accepted(candidate_grid(default, conditions.cpu_count()), args.stack, log)
+        copies = runner.payload_copies([variant], [variant.name]) if any(c.other_payload for c in grid) else []
+        repo = settings.model_repo
+        base = runner.build_sandbox_repository(repo, [variant, *copies], args.build_dir / args.stack) / variant.name
     try:
-        args = parser().parse_args(argv)
-        check_args(args)
-        check_stack_name(args.stack, "--stack")
-        out = args.out or runner.results_dir() / f"tune-{args.stack}-{stamp:%Y-%m-%d}"
-        runner.check_writable(out, "--out")
-        settings = record.stack_settings(args.stack, "--stack")
-        variant = pick_variant(args.variant, settings)
-        plan = load_plan(args, settings)
-        # The budget is sized from a measured search later; a screen's unit is seconds.
-        if args.search == "open-loop" and 60 * args.budget_minutes < unit_seconds(plan):
-            raise runner.BenchError(
-                f"--budget-minutes {args.budget_minutes:g}: too short for one rate search of about "
-                f"{unit_seconds(plan):.0f} s (the default's, which sizes the rest)"
-            )
-        remote = None
-        if args.url:  # a running server: its configuration is the default, candidates are loaded into it
-            remote = Remote(args.url.removeprefix("http://"), variant.name, args.grpc_url)
-            remote.connect()
-            default, grid = remote_grid(remote, conditions.cpu_count(), args.stack)
-            base = args.build_dir  # unused: nothing is built or started
+        if args.search == "screen":
+            outcome, measurer, facts = _screen(args, settings, variant, base, grid, remote)
         else:
-            default = Candidate.of(variant)
-            grid = accepted(candidate_grid(default, conditions.cpu_count()), args.stack, log)
-            copies = runner.payload_copies([variant], [variant.name]) if any(c.other_payload for c in grid) else []
-            repo = settings.model_repo
-            base = runner.build_sandbox_repository(repo, [variant, *copies], args.build_dir / args.stack) / variant.name
-        try:
-            if args.search == "screen":
-                outcome, measurer, facts = _screen(args, settings, variant, base, grid, remote)
-            else:
-                outcome, measurer, facts = _search(args, settings, variant, base, grid, plan, remote)
-        finally:
-            if remote is not None:
-                remote.restore()
-                log(f"{args.url}: {variant.name} serves the configuration it had before the tuning again")
-    except (runner.BenchError, ConfigError, ModelRepoError, CapacityError, RemoteError) as err:
-        print(f"error: {one_line(str(err))}", file=sys.stderr)
-        return 2
-    except OSError as err:  # --build-dir a file, a folder not writable (red team: a NotADirectoryError traceback)
-        print(f"error: {one_line(str(err))}", file=sys.stderr)
-        return 2
+            outcome, measurer, facts = _search(args, settings, variant, base, grid, plan, remote)
+    finally:
+        if remote is not None:
+            remote.restore()
+            log(f"{args.url}: {variant.name} serves the configuration it had before the tuning again")
     if outcome is None or outcome.best is None:
         print("error: the default configuration could not be measured", file=sys.stderr)
         return 1
