@@ -34,7 +34,7 @@ from triton_gke.sandbox import run_folder
 from triton_gke.sandbox.processes import run_interruptible
 
 DEFAULT_STACK = "dev"
-VARIANT_DEFAULT = "the stack's capacityVariant, else locustModel"  # tuners/tune.py pick_variant
+VARIANT_DEFAULT = "the stack's capacityVariant, else locustModel"  # tuners/tune_options.py pick_variant
 
 
 class BenchParser(OneLineParser):

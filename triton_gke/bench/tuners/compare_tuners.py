@@ -7,8 +7,9 @@ search's wall time). --model-analyzer: a `bench.tuners.model_analyzer.search` ou
 own closed-loop figures and its search time). Each distinct configuration is measured on the CPU twin, in `--rounds`
 rounds, every configuration once per round (so a drift of the machine reaches each alike), by two tools:
 
-- our open-loop rate search (bench/runners/runner.py through bench/tuners/tune.py's Measurer: a fresh tritonserver,
-  Locust with Poisson arrivals, the achieved rate at the highest offered rate whose p95 met the stack's SLO);
+- our open-loop rate search (bench/runners/runner.py through bench/tuners/tune_measure.py's Measurer: a fresh
+  tritonserver, Locust with Poisson arrivals, the achieved rate at the highest offered rate whose p95 met the
+  stack's SLO);
 - perf_analyzer's own rate search with --async (Poisson arrivals, --binary-search on --latency-threshold at p95;
   bench/runners/perf_analyzer.py search), on a fresh server of the same configuration: a tool we did not write.
 
