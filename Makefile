@@ -68,11 +68,11 @@ plan: model-repo
 sandbox: model-repo system-packages
 	$(RUN) --stack $(TRITON_GKE) sandbox
 
-## The measure-and-tune benchmark of every variant (CSV, Markdown, PNG under bench/results/); the stack file's settings as they are (no --set, --config-file)
+## The measure-and-tune benchmark of every variant (CSV, Markdown, PNG under results/bench/); the stack file's settings as they are (no --set, --config-file)
 bench: model-repo system-packages
 	$(RUN) --stack $(TRITON_GKE) bench
 
-## Search one variant's serving configuration (batcher delay, batch sizes, instances) for the most capacity at the SLO on the CPU twin (bench/results/tune-*). ARGS: --variant V, --budget-minutes 20, --out DIR, --write-stack
+## Search one variant's serving configuration (batcher delay, batch sizes, instances) for the most capacity at the SLO on the CPU twin (results/bench/tune-*). ARGS: --variant V, --budget-minutes 20, --out DIR, --write-stack
 tune: model-repo system-packages
 	$(RUN) --stack $(TRITON_GKE) bench tune
 

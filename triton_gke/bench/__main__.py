@@ -4,7 +4,7 @@
                    [--repeats 2] [--step-seconds 6] [--start-rps 2] [--max-users 32] [--out DIR] [--record]
 
 Writes results.csv, summary.csv, cost.csv, results.json, README.md and plots into --out (default
-bench/results/<stack>-<date>/), and the run's capacity records into its records/ (--record: also into
+results/bench/<stack>-<date>/), and the run's capacity records into its records/ (--record: also into
 capacity/records/; bench/reports/record.py). Bad input: one line on stderr, exit 2. See bench/runners/runner.py for the
 procedure and the two targets, bench/plans/slo_search.py for the search rule.
 """
@@ -23,18 +23,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from triton_gke.bench import command
 from triton_gke.bench.metrics import conditions, cost, machine
 from triton_gke.bench.plans.load_plan import LoadPlan, PlanError
 from triton_gke.bench.plans.results import BenchRun
 from triton_gke.bench.plans.slo_search import RateLadder, SloCriteria
 from triton_gke.bench.reports import record, report
 from triton_gke.bench.runners import runner
-from triton_gke.capacity.records import RECORDS_DIR, CapacityError
+from triton_gke.capacity.records import RECORDS_DIR
 from triton_gke.contracts.slo import MAX_SLO_LATENCY_MS
 from triton_gke.loadtest.arrivals import MAX_RATE  # the locustfile's own cap on rates (pure module: no Locust needed)
-from triton_gke.one_line import OneLineParser
-from triton_gke.sandbox import run_folder
-from triton_gke.sandbox.processes import run_interruptible
 
 if TYPE_CHECKING:
     from triton_gke.settings.values import StackSettings
@@ -58,9 +56,8 @@ def _users(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
 
 
-def parser() -> argparse.ArgumentParser:
-    # A bad option is raised as a BenchError: main() prints it like every other refusal, one line, exit 2.
-    p = OneLineParser(
+def parser() -> command.BenchParser:
+    p = command.BenchParser(
         prog="triton-gke bench",
         description="Measure-and-tune benchmark of the stack's model variants.",
         epilog="Also: triton-gke bench record (capacity records from a run's results.json), triton-gke bench report "
@@ -68,10 +65,8 @@ def parser() -> argparse.ArgumentParser:
         "triton-gke bench tune (search the serving configuration), triton-gke bench model-analyzer (Triton Model "
         "Analyzer's search), triton-gke bench compare-tuners (their picks side by side); "
         "each with --help. Exit 0 measured, 1 no variant could be measured, 2 bad input, 128+N stopped by signal N.",
-        hint=None,
-        raise_as=runner.BenchError,
     )
-    p.add_argument("--stack", default="dev", help="stack whose variants, SLO and prices apply (default dev)")
+    p.add_stack("variants, SLO and prices")
     p.add_argument(
         "--target",
         choices=("sandbox", "stack"),
@@ -113,8 +108,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--raw-seconds", type=float, default=3.0, help="seconds per raw ONNX Runtime measurement")
     p.add_argument("--saddr", help="stack target: Triton host:port instead of the stack's httpEndpoint output")
     p.add_argument("--metrics-url", help="stack target: Triton metrics URL (batch size, GPU use), e.g. port-forwarded")
-    p.add_argument("--out", type=Path, help="output folder (default bench/results/<stack>-<date>)")
-    p.add_argument("--build-dir", type=Path, default=runner.bench_build_dir(), help="where the CPU twins are built")
+    p.add_out("", as_path=True)
+    p.add_build_dir(twins=True, as_path=True)
     p.add_argument(
         "--record",
         action="store_true",
@@ -299,45 +294,32 @@ def costs(settings: StackSettings, summaries: list[Any], target: str) -> tuple[l
     return cost.records(cost.cost_rows(prices, measured, sizes, label)), cost.records(prices)
 
 
-def log(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+log = command.log
 
 
 def main(argv: list[str] | None = None) -> int:
     """The bench; SIGINT, SIGTERM or SIGHUP stops every server and Locust it started: one line, exit 128 + signal."""
-    # Every temporary folder of the run (and of its tritonserver and Locust) in one run folder, removed at the end;
-    # a run killed by SIGKILL leaves it for the next run (of the bench or the sandbox) to remove.
-    with run_folder.this_run():
-        return run_interruptible(lambda: _bench(argv), "stopped every process the bench started")
+    return command.run(argv, _bench, stopped="stopped every process the bench started")
 
 
-def _bench(argv: list[str] | None) -> int:
-    from triton_gke.model_repo.errors import ModelRepoError
-    from triton_gke.settings import ConfigError
-    from triton_gke.settings.stack import check_stack_name
-
+def _bench(argv: list[str]) -> int:
     started, stamp = time.monotonic(), datetime.datetime.now().astimezone()
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        args = parser().parse_args(argv)
-        check_stack_name(args.stack, "--stack")  # it names the default --out folder and the stack file
-        out = args.out or runner.results_dir() / f"{args.stack}-{stamp:%Y-%m-%d}"
-        check_args(args, out)
-        record.check_guard_options(args.record, args.force, args.accept_regression)
-        record.check_before_run(args.target, args.saddr, args.record, args.records_dir, out)
-        settings = record.stack_settings(args.stack, "--stack")
-        config = bench_config(args, settings)
-        models, serve = prepare(config, settings)
-        facts = {**machine.facts(), "load_start": machine.load_average()}
-        _warn_if_busy(facts)
-        watch = conditions.Watch()
-        before = watch.start()  # the baseline before any server starts (bench/metrics/conditions.py)
-        log(f"baseline: raw onnxruntime {before.inferences_per_s:.1f} inferences/s, {_others(before)}")
-        outcome = runner.run_all(config, models, serve, log)
-        facts["conditions"] = _finish(watch)
-    except (runner.BenchError, ConfigError, ModelRepoError, CapacityError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    p = parser()
+    args = p.parse_args(argv)
+    out = p.default_out(args, stamp)
+    check_args(args, out)
+    record.check_guard_options(args.record, args.force, args.accept_regression)
+    record.check_before_run(args.target, args.saddr, args.record, args.records_dir, out)
+    settings = record.stack_settings(args.stack, "--stack")
+    config = bench_config(args, settings)
+    models, serve = prepare(config, settings)
+    facts = {**machine.facts(), "load_start": machine.load_average()}
+    _warn_if_busy(facts)
+    watch = conditions.Watch()
+    before = watch.start()  # the baseline before any server starts (bench/metrics/conditions.py)
+    log(f"baseline: raw onnxruntime {before.inferences_per_s:.1f} inferences/s, {_others(before)}")
+    outcome = runner.run_all(config, models, serve, log)
+    facts["conditions"] = _finish(watch)
     if not outcome.runs:
         print("error: no variant could be measured: " + "; ".join(outcome.failed), file=sys.stderr)
         return 1
@@ -360,19 +342,17 @@ def _bench(argv: list[str] | None) -> int:
     )
     for path in report.write_all(run, out):
         print(path)
-    try:  # the capacity records (bench/reports/record.py): OUT/records/ always, --records-dir with --record
-        in_out, updated, notes = record.write_run_records(
-            json.loads(run.to_json()),
-            settings,
-            out,
-            record=args.record,
-            records_dir=args.records_dir,
-            force=args.force,
-            accept_regression=args.accept_regression,
-        )
-    except CapacityError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    # the capacity records (bench/reports/record.py): OUT/records/ always, --records-dir with --record; a refusal
+    # (CapacityError) is one line and exit 2 through command.run, after the report above is written
+    in_out, updated, notes = record.write_run_records(
+        json.loads(run.to_json()),
+        settings,
+        out,
+        record=args.record,
+        records_dir=args.records_dir,
+        force=args.force,
+        accept_regression=args.accept_regression,
+    )
     for written in in_out:
         print(written.path)
     for written in updated:

@@ -86,6 +86,16 @@ def bench_build_dir() -> Path:
     return build_dir() / "bench"
 
 
+# The runs of the bench's commands (and gpu-check), relative to the project folder: their default --out is a dated
+# folder below it, and a checkout's committed runs live there, outside the package (the wheel ships none).
+BENCH_RESULTS = Path("results", "bench")
+
+
+def bench_results_dir() -> Path:
+    """results/bench of the current project: where bench, its tuners and gpu-check write by default."""
+    return project_dir() / BENCH_RESULTS
+
+
 def tools_dir() -> Path:
     """build/tools: perf_analyzer and Model Analyzer, installed on first use."""
     return build_dir() / "tools"

@@ -16,7 +16,7 @@ the model's largest batch, whose own summary lines are recorded as trtexec print
 NVIDIA/TensorRT samples/common/sampleReporting.cpp), a figure of the tool, not of this code. A plan built for one
 compute capability runs only there, so the GPU's own (nvidia-smi's compute_cap) names the plan file.
 
-Writes gpu_check.json and README.md under --out (default bench/results/gpu-check-<GPU>-<YYYY-MM-DD>/). Exit 0 when
+Writes gpu_check.json and README.md under --out (default results/bench/gpu-check-<GPU>-<YYYY-MM-DD>/). Exit 0 when
 every plan built and ran, 1 when one did not (its step and the end of its output are in the files), 2 for bad input:
 no NVIDIA GPU, no trtexec, a trtexec of another TensorRT major than the repository's release, no plan model.
 """
@@ -41,7 +41,7 @@ from pathlib import Path
 from triton_gke.bounded_files import one_line, output_folder_problem
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED
 from triton_gke.contracts.naming import COMPUTE_CAPABILITY
-from triton_gke.contracts.paths import built_repository, project_dir
+from triton_gke.contracts.paths import bench_results_dir, built_repository
 from triton_gke.model_repo.engines import PlanModel, engine_filename, engine_recipe, plan_models
 from triton_gke.model_repo.errors import ModelRepoError
 from triton_gke.model_repo.manifest import read_manifest
@@ -242,10 +242,10 @@ def _run(step: Sequence[str], folder: Path, run: Runner) -> tuple[str | None, st
 def results_folder(out: Path | None, gpu: Gpu, day: datetime.date) -> Path:
     """The folder the record goes to, made empty before any build (a bad one is refused while nothing has run): --out
     must be a new or empty folder, not a link (the record never writes through one, nor over a user's files); the
-    default, bench/results/gpu-check-<GPU>-<date>, takes the next free -2, -3 ... when that day's exists."""
+    default, results/bench/gpu-check-<GPU>-<date>, takes the next free -2, -3 ... when that day's exists."""
     if out is None:
         short = re.sub(r"[^a-z0-9]+", "-", gpu.name.lower()).strip("-")[:40] or "gpu"
-        base = project_dir() / "bench" / "results" / f"gpu-check-{short}-{day.isoformat()}"
+        base = bench_results_dir() / f"gpu-check-{short}-{day.isoformat()}"
         out = base
         for n in range(2, 1000):
             if not os.path.lexists(out):
@@ -337,7 +337,7 @@ def _parser() -> OneLineParser:
     parser.add_argument(
         "--repository", type=Path, default=None, help="the built model repository (default build/model_repository)"
     )
-    parser.add_argument("--out", type=Path, default=None, help="the results folder (default bench/results/...)")
+    parser.add_argument("--out", type=Path, default=None, help="the results folder (default results/bench/...)")
     return parser
 
 

@@ -208,7 +208,7 @@ def _compose(path: Path) -> Node | None:
 
 def stack_file_text(path: Path) -> str:
     """The stack file's text: a regular UTF-8 file of at most MAX_BYTES without NUL bytes, else StackFileError
-    naming it (the parse reads it so, and so does an edit of the file, bench/tuners/tune.py --write-stack)."""
+    naming it (the parse reads it so, and so does an edit of the file, bench/tuners/tune_candidates.py write_stack)."""
     try:
         data = read_regular_file(path, MAX_BYTES)
     except NotRegularFileError as err:

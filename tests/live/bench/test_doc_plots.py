@@ -1,5 +1,5 @@
 """The plots the docs embed are what the bench's plotting code draws from the committed runs, byte for byte
-(issue 33 part 4): re-rendered here from bench/results/, twice, against docs/results/. A change to a plot's code
+(issue 33 part 4): re-rendered here from results/bench/, twice, against docs/results/. A change to a plot's code
 fails this until the images are rendered again (`python -m triton_gke.bench.reports.doc_plots`) and committed."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import pytest
 
 from tests.support.checkout import PROJECT_DIR
 from triton_gke.bench.reports import doc_plots
+from triton_gke.contracts.paths import BENCH_RESULTS
 
 DOCS_RESULTS = PROJECT_DIR / "docs" / "results"
-RESULTS = PROJECT_DIR / "bench" / "results"
+RESULTS = PROJECT_DIR / BENCH_RESULTS
 
 
 def test_the_embedded_images_are_the_committed_runs_rendered_again(tmp_path: Path) -> None:

@@ -18,8 +18,9 @@ from triton_gke.bench.runners import perf_analyzer, runner
 from triton_gke.bench.tuners import compare_tuners as ct
 from triton_gke.bench.tuners import model_analyzer as ma
 from triton_gke.bench.tuners import tune
+from triton_gke.contracts.paths import BENCH_RESULTS
 
-FIRST_TUNING = PROJECT_DIR / "bench" / "results" / "tune-dev-2026-12-02"  # before the noise rule: no "recommended"
+FIRST_TUNING = PROJECT_DIR / BENCH_RESULTS / "tune-dev-2026-12-02"  # before the noise rule: no "recommended"
 MA_FIXTURES = Path(__file__).parent / "fixtures" / "model_analyzer"
 DEFAULT = tune.Candidate(20000, 64, 64, 1)
 

@@ -7,6 +7,7 @@ import re
 
 from tests.support.checkout import PROJECT_DIR
 from triton_gke.bench.reports import doc_plots
+from triton_gke.contracts.paths import BENCH_RESULTS
 
 DOCS = PROJECT_DIR / "docs"
 IMAGE_LINK = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
@@ -21,7 +22,7 @@ def test_every_rendered_image_is_committed_and_embedded_in_measure_and_tune_or_t
     for name, (run, _) in doc_plots.IMAGES.items():
         assert (DOCS / "results" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
         assert f"results/{name}" in embedded, f"neither docs/measure-and-tune.md nor docs/tuning.md embeds {name}"
-        assert (PROJECT_DIR / "bench" / "results" / run).is_dir(), run
+        assert (PROJECT_DIR / BENCH_RESULTS / run).is_dir(), run
     assert sorted(p.name for p in (DOCS / "results").glob("*.png")) == sorted(doc_plots.IMAGES)
 
 

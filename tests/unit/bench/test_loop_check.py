@@ -1,5 +1,5 @@
 """bench/tuners/loop_check.py: its options, refused in one line, and the CPU shares it reports (the run itself: the
-committed bench/results/loop-check-dev-2026-12-03/, made with perf_analyzer against a real tritonserver)."""
+committed results/bench/loop-check-dev-2026-12-03/, made with perf_analyzer against a real tritonserver)."""
 
 from __future__ import annotations
 

@@ -13,8 +13,9 @@ import pytest
 from tests.support.checkout import PROJECT_DIR
 from triton_gke.bench.reports import plots, report
 from triton_gke.bench.tuners import model_analyzer
+from triton_gke.contracts.paths import BENCH_RESULTS
 
-RESULTS = PROJECT_DIR / "bench" / "results"
+RESULTS = PROJECT_DIR / BENCH_RESULTS
 TUNE = RESULTS / "tune-dev-2026-12-02c"
 TUNERS = RESULTS / "tuners-dev-2026-12-02d"
 ALONE = RESULTS / "dev-2026-11-30-alone"

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from tests.support.checkout import PROJECT_DIR
 from triton_gke.bench.reports import record
+from triton_gke.contracts.paths import BENCH_RESULTS
 
-RUN = PROJECT_DIR / "bench" / "results" / "dev-2026-11-30-alone" / "results.json"
+RUN = PROJECT_DIR / BENCH_RESULTS / "dev-2026-11-30-alone" / "results.json"
 
 
 # ------------------------------------------------------------------ bench.reports.record's facts
@@ -46,5 +47,5 @@ def test_record_type_checks_command_wall_s_and_machine(key: str, value: object, 
 
 
 def test_the_committed_runs_pass_the_fact_checks() -> None:
-    for path in sorted((PROJECT_DIR / "bench" / "results").glob("*/results.json")):
+    for path in sorted((PROJECT_DIR / BENCH_RESULTS).glob("*/results.json")):
         assert record.read_results(path)[0]["machine"]

@@ -3,7 +3,7 @@ inputs.
 
 Each refusal is one line, exit 2, and leaves every file as it was: report reads results.json strictly before it
 renders, and renders into a temporary folder moved into place at the end. The run folders are copies of the
-committed runs in bench/results/."""
+committed runs in results/bench/."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from triton_gke.bench.plans.slo_search import (
     rate_search,
 )
 from triton_gke.bench.reports import report
+from triton_gke.contracts.paths import BENCH_RESULTS
 from triton_gke.settings import from_stack_file as load_settings
 
 
@@ -143,7 +144,7 @@ def test_lowest_load_and_contention_are_read_from_the_steps() -> None:
     assert "`original` (80 %)" in note
 
 
-RUN = PROJECT_DIR / "bench" / "results" / "dev-2026-11-30-alone"
+RUN = PROJECT_DIR / BENCH_RESULTS / "dev-2026-11-30-alone"
 
 
 RUN_JSON = json.loads((RUN / "results.json").read_text())
@@ -170,7 +171,7 @@ def _report_refuses(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 
 
 # ---------------------------------------------------------------- bench.reports.report
-@pytest.mark.parametrize("path", sorted((PROJECT_DIR / "bench" / "results").glob("*/results.json")), ids=str)
+@pytest.mark.parametrize("path", sorted((PROJECT_DIR / BENCH_RESULTS).glob("*/results.json")), ids=str)
 def test_every_committed_results_json_reads_back_strictly(path: Path) -> None:
     run = report.read_run(path)
     assert json.loads(run.to_json()) == json.loads(path.read_text())

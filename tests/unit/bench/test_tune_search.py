@@ -227,7 +227,7 @@ TOPS = {"default": 4.0, "no batching": 11.0, "delay 5 ms": 7.5, "delay 2 ms": 7.
 
 
 def unlucky_first(seed: int) -> Callable[[str, int], list[float]]:
-    """The committed run's failure (bench/results/tune-dev-2026-12-02c): the best configuration's FIRST search draws
+    """The committed run's failure (results/bench/tune-dev-2026-12-02c): the best configuration's FIRST search draws
     low (half its capacity: the machine was busy, a Poisson burst), every later one near its capacity; the others'
     searches all near theirs (85-100 %). Its capacity is known only from its second search on."""
     rng, seen = random.Random(seed), Counter[str]()

@@ -24,10 +24,11 @@ from triton_gke.bench.reports import record as bench_record
 from triton_gke.capacity.compare import Row, slo_group
 from triton_gke.capacity.from_bench import Measured, records_from_results
 from triton_gke.capacity.records import CapacityError, load_record, load_records, slo_mismatch, write_records
+from triton_gke.contracts.paths import BENCH_RESULTS
 from triton_gke.settings import load_stack_settings
 from triton_gke.settings.cost import load_vm_prices
 
-RUN_JSON = json.loads((PROJECT_DIR / "bench" / "results" / "dev-2026-11-30-alone" / "results.json").read_text())
+RUN_JSON = json.loads((PROJECT_DIR / BENCH_RESULTS / "dev-2026-11-30-alone" / "results.json").read_text())
 T4 = "nvidia-tesla-t4"
 
 

@@ -13,8 +13,9 @@ import pytest
 from tests.support.checkout import PROJECT_DIR
 from tests.unit.capacity.test_records import T4
 from triton_gke.capacity.from_bench import Measured, records_from_results
+from triton_gke.contracts.paths import BENCH_RESULTS
 
-RESULTS = PROJECT_DIR / "bench" / "results"
+RESULTS = PROJECT_DIR / BENCH_RESULTS
 
 
 def run(*argv: str) -> subprocess.CompletedProcess[str]:

@@ -172,26 +172,26 @@ NOT_RUN: dict[str, str] = {
     ),
     ".venv/bin/triton-gke bench model-analyzer --stack twin": (
         "installs Model Analyzer and searches for 8 minutes on the stack file the line above adds "
-        "(bench/results/model-analyzer-twin-2026-12-03 is its committed run); tests/unit/bench/test_model_analyzer.py "
+        "(results/bench/model-analyzer-twin-2026-12-03 is its committed run); tests/unit/bench/test_model_analyzer.py "
         "reads a real run's files"
     ),
     ".venv/bin/triton-gke bench tune --stack twin --search screen --budget-minutes 3 "
-    "--out bench/results/tune-twin-2026-12-03-screen": (
-        "measures for 3.4 minutes (bench/results/tune-twin-2026-12-03-screen); tests/live/bench/test_tune.py runs a "
+    "--out results/bench/tune-twin-2026-12-03-screen": (
+        "measures for 3.4 minutes (results/bench/tune-twin-2026-12-03-screen); tests/live/bench/test_tune.py runs a "
         "screen on a stack derived from dev's"
     ),
-    ".venv/bin/triton-gke bench compare-tuners --stack twin --tune bench/results/tune-twin-2026-12-03-screen "
-    "--model-analyzer bench/results/model-analyzer-twin-2026-12-03 --rounds 3 --start-rps 4": (
-        "measures three configurations with two tools for 26 minutes (bench/results/tuners-twin-2026-12-03 is its "
+    ".venv/bin/triton-gke bench compare-tuners --stack twin --tune results/bench/tune-twin-2026-12-03-screen "
+    "--model-analyzer results/bench/model-analyzer-twin-2026-12-03 --rounds 3 --start-rps 4": (
+        "measures three configurations with two tools for 26 minutes (results/bench/tuners-twin-2026-12-03 is its "
         "committed run); tests/unit/bench/test_compare_tuners.py checks what it reads and the significance it states"
     ),
     ".venv/bin/triton-gke bench model-analyzer": (
         "installs Model Analyzer (a 600 MB virtualenv) and searches for 6-14 minutes on 2 cores; "
         "tests/unit/bench/test_model_analyzer.py reads a real run's files and refuses bad input before installing"
     ),
-    ".venv/bin/triton-gke bench compare-tuners --tune bench/results/tune-dev-2026-12-02c "
-    "--model-analyzer bench/results/model-analyzer-dev-2026-12-02 --rounds 3 --start-rps 4": (
-        "measures three configurations with two tools for about an hour (bench/results/tuners-dev-2026-12-02d is "
+    ".venv/bin/triton-gke bench compare-tuners --tune results/bench/tune-dev-2026-12-02c "
+    "--model-analyzer results/bench/model-analyzer-dev-2026-12-02 --rounds 3 --start-rps 4": (
+        "measures three configurations with two tools for about an hour (results/bench/tuners-dev-2026-12-02d is "
         "its committed run); tests/unit/bench/test_compare_tuners.py checks what it reads, its order and its figures"
     ),
     ".venv/bin/triton-gke bench tune --url 127.0.0.1:8000 --budget-minutes 10": (
@@ -200,7 +200,7 @@ NOT_RUN: dict[str, str] = {
         "in the default mode"
     ),
     ".venv/bin/triton-gke bench loop-check --rates 3,6,10,15,20": (
-        "starts a tritonserver and runs perf_analyzer and Locust for about 7 minutes (bench/results/loop-check-dev-* "
+        "starts a tritonserver and runs perf_analyzer and Locust for about 7 minutes (results/bench/loop-check-dev-* "
         "are its committed runs); tests/unit/bench/test_loop_check.py checks its options and the CPU shares it "
         "reports, tests/live/bench/test_loop_check.py a Locust level against a real tritonserver"
     ),

@@ -218,7 +218,7 @@ def test_the_results_folder_is_checked_before_anything_runs(tmp_path: Path, monk
         with pytest.raises(GpuCheckError, match=why):
             results_folder(tmp_path / out, gpu, day)
     assert (tmp_path / "full" / "README.md").read_text() == "mine" and not (tmp_path / "elsewhere").exists()
-    monkeypatch.setattr(gpu_check, "project_dir", lambda: tmp_path)
+    monkeypatch.chdir(tmp_path)  # the project folder (contracts/paths.py project_dir) is the current one
     first = results_folder(None, gpu, day)
     (first / "gpu_check.json").write_text("{}")
     second = results_folder(None, gpu, day)

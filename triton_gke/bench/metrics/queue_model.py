@@ -3,7 +3,7 @@ instances under Poisson arrivals (M/D/c), and the highest rate whose p95 meets a
 
 Why it ranks serving configurations for an open-loop SLO where a closed-loop throughput does not: a closed loop never
 lets more than N requests wait, so its throughput says nothing about the queue that independent arrivals build.
-`bench loop-check` measured one configuration both ways (bench/results/loop-check-dev-2026-12-03-locust): M/D/1 with
+`bench loop-check` measured one configuration both ways (results/bench/loop-check-dev-2026-12-03-locust): M/D/1 with
 the closed loop's 59 ms per request predicted how the measured p95 grew with the rate (107, 137, 222, 782 ms at 3, 6,
 10, 15 requests/s against 126-160, 170-190, 210-267, 680-727 measured). It does not know the slower tail of requests
 that find the server idle (p95 near twice the service time at low rates there), which every configuration of one

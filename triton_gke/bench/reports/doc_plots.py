@@ -1,7 +1,7 @@
-"""The plots docs/measure-and-tune.md and docs/tuning.md show, rendered from the committed runs in bench/results/
+"""The plots docs/measure-and-tune.md and docs/tuning.md show, rendered from the committed runs in results/bench/
 into docs/results/.
 
-    python -m triton_gke.bench.reports.doc_plots           # (re)writes docs/results/*.png from bench/results/
+    python -m triton_gke.bench.reports.doc_plots           # (re)writes docs/results/*.png from results/bench/
     python -m triton_gke.bench.reports.doc_plots --check   # exit 1 naming each image unlike a fresh rendering
 
 The images are the bench's own plots (bench/reports/report.py, bench/reports/plots.py) of those runs, drawn by the same
@@ -16,9 +16,9 @@ import tempfile
 from pathlib import Path
 
 from triton_gke.bench.reports import plots, report
-from triton_gke.contracts.paths import project_dir
+from triton_gke.contracts.paths import BENCH_RESULTS, project_dir
 
-# image in docs/results/ -> (the run folder in bench/results/, the plot of it)
+# image in docs/results/ -> (the run folder in results/bench/, the plot of it)
 IMAGES: dict[str, tuple[str, str]] = {
     "bench-dev-2026-11-30-alone.png": ("dev-2026-11-30-alone", "curves"),
     "bench-dev-2026-11-30.png": ("dev-2026-11-30", "curves"),
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="compare with a fresh rendering; write nothing")
     args = parser.parse_args(argv)
     root = project_dir()
-    results, docs = root / "bench" / "results", root / "docs" / "results"
+    results, docs = root / BENCH_RESULTS, root / "docs" / "results"
     if not args.check:
         for path in render(results, docs):
             print(path)

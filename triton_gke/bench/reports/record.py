@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from triton_gke.settings.values import StackSettings
 
 OUT_RECORDS = "records"  # the folder of a run's records inside its --out
-# A run's results.json is ~100 KB (bench/results/); far more is not one, and is not read into memory whole.
+# A run's results.json is ~100 KB (results/bench/); far more is not one, and is not read into memory whole.
 # The sandbox's tritonserver is the nvidia-pytriton 0.7.0 wheel's: Triton 2.51.0, which is NGC release 24.10
 # (one minor version per monthly release: Triton 2.44.0 is release 24.03, the newest its release notes list,
 # https://docs.nvidia.com/deeplearning/triton-inference-server/archives/triton-inference-server-2440/release-notes/running.html).

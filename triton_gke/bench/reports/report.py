@@ -1,6 +1,6 @@
 """Write a benchmark run: results.csv, summary.csv, cost.csv, results.json, README.md and PNG plots.
 
-triton-gke bench report bench/results/dev-2026-11-30   # re-render from its results.json
+triton-gke bench report results/bench/dev-2026-11-30   # re-render from its results.json
 
 The files are rendered into a temporary folder inside the run's folder and moved into place only when all of them
 are written (os.replace is atomic within a file system: https://docs.python.org/3/library/os.html#os.replace);

@@ -51,6 +51,7 @@ from triton_gke.contracts.paths import (
     LOCUST_STEPS_FILE,
     LOCUSTFILE,
     bench_build_dir,
+    bench_results_dir,
     project_dir,
 )
 from triton_gke.contracts.triton import READY_PATH
@@ -68,9 +69,9 @@ _TYPE_BYTES = {"TYPE_FP32": 4, "TYPE_FP16": 2, "TYPE_BF16": 2, "TYPE_UINT8": 1, 
 
 
 def results_dir() -> Path:
-    """Where bench, tune and the tuner comparison write by default: the current project's bench/results (not the
+    """Where bench, tune and the tuner comparison write by default: the current project's results/bench (not the
     installed package's folder: a command acts on the project in the current folder, settings/schema.py)."""
-    return project_dir() / "bench" / "results"
+    return bench_results_dir()
 
 
 class BenchError(RuntimeError):
@@ -537,7 +538,7 @@ def typical_ramp_s(plan: LoadPlan) -> float:
     return plan.warmup_s + search + len(plan.saturation_users) * (plan.settle_s + plan.step_s + 1) + 30
 
 
-# The sandbox runs of bench/results/ took 9-14 search steps per ramp (climb, confirmations, bisection).
+# The sandbox runs of results/bench/ took 9-14 search steps per ramp (climb, confirmations, bisection).
 TYPICAL_SEARCH_STEPS = 12
 
 

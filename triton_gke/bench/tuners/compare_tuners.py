@@ -7,8 +7,9 @@ search's wall time). --model-analyzer: a `bench.tuners.model_analyzer.search` ou
 own closed-loop figures and its search time). Each distinct configuration is measured on the CPU twin, in `--rounds`
 rounds, every configuration once per round (so a drift of the machine reaches each alike), by two tools:
 
-- our open-loop rate search (bench/runners/runner.py through bench/tuners/tune.py's Measurer: a fresh tritonserver,
-  Locust with Poisson arrivals, the achieved rate at the highest offered rate whose p95 met the stack's SLO);
+- our open-loop rate search (bench/runners/runner.py through bench/tuners/tune_measure.py's Measurer: a fresh
+  tritonserver, Locust with Poisson arrivals, the achieved rate at the highest offered rate whose p95 met the
+  stack's SLO);
 - perf_analyzer's own rate search with --async (Poisson arrivals, --binary-search on --latency-threshold at p95;
   bench/runners/perf_analyzer.py search), on a fresh server of the same configuration: a tool we did not write.
 
@@ -17,7 +18,7 @@ waits for its answer before sending the next), which never lets a queue build be
 throughput at a concurrency, not a rate the service holds at the SLO under arrivals it does not control. Both are
 reported; the comparison is on the open-loop capacity.
 
-Writes comparison.json and README.md into --out (default bench/results/tuners-<stack>-<date>/). Bad input: one line,
+Writes comparison.json and README.md into --out (default results/bench/tuners-<stack>-<date>/). Bad input: one line,
 exit 2; a configuration no tool could measure: exit 1.
 """
 
@@ -30,7 +31,6 @@ import json
 import math
 import shlex
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -38,15 +38,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from triton_gke.bench import command
 from triton_gke.bench.metrics import conditions, machine
 from triton_gke.bench.plans.slo_search import spread
 from triton_gke.bench.reports import plots, record
 from triton_gke.bench.runners import perf_analyzer, runner
 from triton_gke.bench.tuners import tune, tune_search
 from triton_gke.bounded_files import one_line, parse_json, read_text_file
-from triton_gke.one_line import OneLineParser
-from triton_gke.sandbox import run_folder
-from triton_gke.sandbox.processes import run_interruptible
 
 if TYPE_CHECKING:
     from triton_gke.model_repo.settings import VariantSettings
@@ -253,74 +251,57 @@ def measure_rounds(
 # ---------------------------------------------------------------- the run
 
 
-def parser() -> argparse.ArgumentParser:
-    p = OneLineParser(
+OUT_PREFIX = "tuners-"  # --out's default: results/bench/tuners-<stack>-<date>
+
+
+def parser() -> command.BenchParser:
+    p = command.BenchParser(
         prog=PROG,
         description="Measure the stack's default, `bench tune`'s pick and Model Analyzer's pick side by side on the "
         "CPU twin, with our open-loop rate search and with perf_analyzer --async.",
         epilog="Exit 0 done, 1 nothing could be measured, 2 bad input, 128+N stopped by signal N.",
-        hint=None,
-        raise_as=runner.BenchError,
     )
     p.add_argument("--tune", required=True, help="a `bench tune` output folder (holding tune.json)")
     p.add_argument("--model-analyzer", required=True, help="a bench.tuners.model_analyzer output folder")
-    p.add_argument("--stack", default="dev", help="stack whose variant, SLO and settings apply (default dev)")
-    p.add_argument(
-        "--variant", help="the variant the tuning searched (default: the stack's capacityVariant, else locustModel)"
-    )
+    p.add_stack("variant, SLO and settings")
+    p.add_variant("the variant the tuning searched")
     p.add_argument("--rounds", type=int, default=2, help="measurements of each configuration by each tool (2)")
-    p.add_argument("--step-seconds", type=float, default=4.0, help="measured seconds per step (default 4)")
-    p.add_argument("--start-rps", type=float, default=4.0, help="first request rate of a search (4)")
-    p.add_argument("--max-rps", type=float, default=500.0, help="highest request rate a search tries (500)")
-    p.add_argument("--min-requests", type=int, default=40, help="requests a passing step needs (default 40)")
-    p.add_argument("--out", help="output folder (default bench/results/tuners-<stack>-<date>)")
-    p.add_argument("--build-dir", default=runner.bench_build_dir(), help="where the CPU twin is built")
+    tune.add_search_options(p, start_rps=4.0, first="a search")
+    p.add_out(OUT_PREFIX)
+    p.add_build_dir()
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    with run_folder.this_run():
-        return run_interruptible(lambda: _compare(argv), "stopped every process the comparison started")
-
-
-def _compare(argv: list[str] | None) -> int:
     from triton_gke.bench.tuners.model_analyzer import ModelAnalyzerError
-    from triton_gke.capacity.records import CapacityError
-    from triton_gke.model_repo.errors import ModelRepoError
-    from triton_gke.settings import ConfigError
-    from triton_gke.settings.stack import check_stack_name
 
+    return command.run(
+        argv, _compare, stopped="stopped every process the comparison started", refuse=(ModelAnalyzerError,)
+    )
+
+
+def _compare(argv: list[str]) -> int:
     started, stamp = time.monotonic(), datetime.datetime.now().astimezone()
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        args = parser().parse_args(argv)
-        if not ROUNDS_RANGE[0] <= args.rounds <= ROUNDS_RANGE[1]:
-            raise runner.BenchError(f"--rounds {args.rounds}: expected {ROUNDS_RANGE[0]} to {ROUNDS_RANGE[1]}")
-        tune.check_search_args(args)
-        runner.refuse_empty_paths(args, "--tune", "--model-analyzer")  # '' would read the current folder's files
-        check_stack_name(args.stack, "--stack")
-        out = args.out or runner.results_dir() / f"tuners-{args.stack}-{stamp:%Y-%m-%d}"
-        # Never over other files: a tuning's README, or a committed comparison (the default is dated by day)
-        runner.check_new_or_empty(Path(out), "the comparison")
-        settings = record.stack_settings(args.stack, "--stack")
-        entries = tuner_entries(Path(args.tune))
-        entries = distinct([*entries, model_analyzer_entry(Path(args.model_analyzer), entries[0].candidate)])
-        variant = tune.pick_variant(args.variant, settings)
-        check_same_question(entries, variant.name, settings.monitoring.slo.latency_ms)
-        if entries[0].candidate != tune.Candidate.of(variant):
-            raise runner.BenchError(f"--tune {args.tune}: its default is not stack {args.stack!r}'s {variant.name}")
-        check_with_stack(entries, args.stack)
-        copies = (
-            runner.payload_copies([variant], [variant.name]) if any(e.candidate.other_payload for e in entries) else []
-        )
-        base = runner.build_sandbox_repository(settings.model_repo, [variant, *copies], args.build_dir / args.stack)
-        found, facts = _measure(args, settings, variant, base / variant.name, entries)
-    except (runner.BenchError, ConfigError, ModelAnalyzerError, CapacityError, ModelRepoError) as err:
-        print(f"error: {one_line(str(err))}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        print(f"error: {one_line(str(err.filename))}: {err.strerror}", file=sys.stderr)
-        return 2
+    p = parser()
+    args = p.parse_args(argv)
+    if not ROUNDS_RANGE[0] <= args.rounds <= ROUNDS_RANGE[1]:
+        raise runner.BenchError(f"--rounds {args.rounds}: expected {ROUNDS_RANGE[0]} to {ROUNDS_RANGE[1]}")
+    tune.check_search_args(args)
+    runner.refuse_empty_paths(args, "--tune", "--model-analyzer")  # '' would read the current folder's files
+    out = p.default_out(args, stamp)
+    # Never over other files: a tuning's README, or a committed comparison (the default is dated by day)
+    runner.check_new_or_empty(out, "the comparison")
+    settings = record.stack_settings(args.stack, "--stack")
+    entries = tuner_entries(Path(args.tune))
+    entries = distinct([*entries, model_analyzer_entry(Path(args.model_analyzer), entries[0].candidate)])
+    variant = tune.pick_variant(args.variant, settings)
+    check_same_question(entries, variant.name, settings.monitoring.slo.latency_ms)
+    if entries[0].candidate != tune.Candidate.of(variant):
+        raise runner.BenchError(f"--tune {args.tune}: its default is not stack {args.stack!r}'s {variant.name}")
+    check_with_stack(entries, args.stack)
+    copies = runner.payload_copies([variant], [variant.name]) if any(e.candidate.other_payload for e in entries) else []
+    base = runner.build_sandbox_repository(settings.model_repo, [variant, *copies], args.build_dir / args.stack)
+    found, facts = _measure(args, settings, variant, base / variant.name, entries)
     report = _report(args, argv, settings, variant, entries, found, facts, stamp, time.monotonic() - started)
     out.mkdir(parents=True, exist_ok=True)
     (out / "comparison.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

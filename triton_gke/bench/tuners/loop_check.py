@@ -5,7 +5,7 @@
 
 Why: Model Analyzer measured the no-batching configuration at 28.3 infer/s with p95 82.9 ms at concurrency 2 (a
 closed loop), while open-loop rate searches of the same configuration found 4.3-6.3 requests/s at p95 <= 100 ms
-(bench/results/tuners-dev-2026-12-02d). Both cannot describe one server. This command measures both on ONE fresh
+(results/bench/tuners-dev-2026-12-02d). Both cannot describe one server. This command measures both on ONE fresh
 CPU-twin server in one run, with perf_analyzer (a tool we did not write) doing all the measuring:
 
 1. a discarded warm-up (concurrency 1);
@@ -32,7 +32,6 @@ measurement that failed: exit 1 with what was measured before it written.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime
 import json
@@ -46,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from triton_gke.bench import command
 from triton_gke.bench.metrics import conditions, machine
 from triton_gke.bench.metrics.queue_model import single_queue
 from triton_gke.bench.reports import record
@@ -54,9 +54,7 @@ from triton_gke.bench.tuners import tune
 from triton_gke.bounded_files import one_line
 from triton_gke.contracts.loadtest import LocustEnvironment
 from triton_gke.contracts.paths import LOCUSTFILE, project_dir
-from triton_gke.one_line import OneLineParser
-from triton_gke.sandbox import run_folder
-from triton_gke.sandbox.processes import interrupts_held, locust_base_environment, run_interruptible
+from triton_gke.sandbox.processes import interrupts_held, locust_base_environment
 
 PROG = "triton-gke bench loop-check"
 MAX_LEVELS = 16
@@ -362,17 +360,18 @@ def parse_batch(text: str) -> tuple[int, int]:
     return preferred, largest
 
 
-def parser() -> argparse.ArgumentParser:
-    p = OneLineParser(
+OUT_PREFIX = "loop-check-"  # --out's default: results/bench/loop-check-<stack>-<date>
+
+
+def parser() -> command.BenchParser:
+    p = command.BenchParser(
         prog=PROG,
         description="One configuration on one CPU-twin tritonserver: perf_analyzer's closed loop (concurrency) and "
         "open loop (Poisson rates, --async) side by side, with the load generator's and the server's CPU use.",
         epilog="Exit 0 done, 1 a measurement failed (what came before it is written), 2 bad input.",
-        hint=None,
-        raise_as=runner.BenchError,
     )
-    p.add_argument("--stack", default="dev", help="stack whose variant and SLO apply (default dev)")
-    p.add_argument("--variant", help="the variant (default: the stack's capacityVariant, else locustModel)")
+    p.add_stack("variant and SLO")
+    p.add_variant()
     p.add_argument("--delay-us", type=int, default=20000, help="batcher delay in us (default 20000)")
     p.add_argument("--batch", default="1/1", help="preferred/max batch size (default 1/1: Model Analyzer's pick)")
     p.add_argument("--instances", type=int, default=1, help="model instances (default 1)")
@@ -386,52 +385,42 @@ def parser() -> argparse.ArgumentParser:
         help="seconds of each Locust level at the same rates (default 30; 0: no Locust levels)",
     )
     p.add_argument("--locust-users", type=int, default=32, help="Locust's bound on requests in flight (default 32)")
-    p.add_argument("--out", help="output folder, new or empty (default bench/results/loop-check-<stack>-<date>)")
-    p.add_argument("--build-dir", default=runner.bench_build_dir(), help="where the CPU twin is built")
+    p.add_out(OUT_PREFIX, new_or_empty=True)
+    p.add_build_dir()
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    with run_folder.this_run():
-        return run_interruptible(lambda: _loop_check(argv), "stopped the server it started")
+    return command.run(
+        argv, _loop_check, stopped="stopped the server it started", refuse=(perf_analyzer.PerfAnalyzerError,)
+    )
 
 
-def _loop_check(argv: list[str] | None) -> int:
-    from triton_gke.model_repo.errors import ModelRepoError
+def _loop_check(argv: list[str]) -> int:
     from triton_gke.sandbox.triton_wheel import TritonStartError
-    from triton_gke.settings import ConfigError
-    from triton_gke.settings.stack import check_stack_name
 
     stamp = datetime.datetime.now().astimezone()
     started = time.monotonic()
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        args = parser().parse_args(argv)
-        levels, rates = parse_concurrency(args.concurrency), parse_rates(args.rates)
-        preferred, largest = parse_batch(args.batch)
-        if not 0 <= args.delay_us <= 10_000_000 or not 1 <= args.instances <= 64:
-            raise runner.BenchError("--delay-us 0 to 10000000 and --instances 1 to 64 expected")
-        if args.intra_op_threads is not None and not 1 <= args.intra_op_threads <= 64:
-            raise runner.BenchError(f"--intra-op-threads {args.intra_op_threads}: expected 1 to 64")
-        locust = locust_levels(rates, args.locust_seconds, args.locust_users)
-        check_stack_name(args.stack, "--stack")
-        runner.refuse_empty_paths(args, "--out", "--build-dir")
-        out = Path(args.out) if args.out else runner.results_dir() / f"loop-check-{args.stack}-{stamp:%Y-%m-%d}"
-        runner.check_new_or_empty(out, "the loop check")
-        build = Path(args.build_dir)
-        runner.check_writable(build, "--build-dir")
-        settings = record.stack_settings(args.stack, "--stack")
-        variant = tune.pick_variant(args.variant, settings)
-        candidate = tune.Candidate(args.delay_us, preferred, largest, args.instances, args.intra_op_threads)
-        base = runner.build_sandbox_repository(settings.model_repo, [variant], build / args.stack) / variant.name
-        model = runner.read_model(variant, base)
-        binary = perf_analyzer.ensure_binary()
-    except (runner.BenchError, ConfigError, ModelRepoError, perf_analyzer.PerfAnalyzerError) as err:
-        print(f"error: {one_line(str(err))}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        print(f"error: {one_line(str(err))}", file=sys.stderr)
-        return 2
+    p = parser()
+    args = p.parse_args(argv)
+    levels, rates = parse_concurrency(args.concurrency), parse_rates(args.rates)
+    preferred, largest = parse_batch(args.batch)
+    if not 0 <= args.delay_us <= 10_000_000 or not 1 <= args.instances <= 64:
+        raise runner.BenchError("--delay-us 0 to 10000000 and --instances 1 to 64 expected")
+    if args.intra_op_threads is not None and not 1 <= args.intra_op_threads <= 64:
+        raise runner.BenchError(f"--intra-op-threads {args.intra_op_threads}: expected 1 to 64")
+    locust = locust_levels(rates, args.locust_seconds, args.locust_users)
+    runner.refuse_empty_paths(args, "--out", "--build-dir")
+    out = p.default_out(args, stamp)
+    runner.check_new_or_empty(out, "the loop check")
+    build = Path(args.build_dir)
+    runner.check_writable(build, "--build-dir")
+    settings = record.stack_settings(args.stack, "--stack")
+    variant = tune.pick_variant(args.variant, settings)
+    candidate = tune.Candidate(args.delay_us, preferred, largest, args.instances, args.intra_op_threads)
+    base = runner.build_sandbox_repository(settings.model_repo, [variant], build / args.stack) / variant.name
+    model = runner.read_model(variant, base)
+    binary = perf_analyzer.ensure_binary()
     out.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {
         "command": " ".join([PROG, shlex.join(argv)]).strip(),
@@ -492,8 +481,7 @@ def _loop_check(argv: list[str] | None) -> int:
     return status
 
 
-def log(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+log = command.log
 
 
 def _service_ms(report: dict[str, Any]) -> float | None:

@@ -75,7 +75,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
@@ -87,6 +87,9 @@ from triton_gke.contracts.paths import tools_dir as default_tools_dir
 from triton_gke.contracts.slo import MAX_SLO_LATENCY_MS
 from triton_gke.model_repo.sync_source import CONFIG_MAX_BYTES
 from triton_gke.sandbox.processes import interrupts_held, without_proxies
+
+if TYPE_CHECKING:
+    from triton_gke.bench.command import BenchParser
 
 MA_REQUIREMENT = "triton-model-analyzer==1.58.0"
 MA_CONSTRAINTS = MODEL_ANALYZER_CONSTRAINTS
@@ -747,71 +750,67 @@ def stack_keys(config: mc.ModelConfig) -> dict[str, int]:
 PROG = "triton-gke bench model-analyzer"
 
 
+OUT_PREFIX = "model-analyzer-"  # --out's default: results/bench/model-analyzer-<stack>-<date>
+
+
 def main(argv: list[str] | None = None) -> int:
     """Model Analyzer's search on the stack's CPU twin at the stack's SLO; its pick and `pulumi config set` lines.
     SIGINT, SIGTERM or SIGHUP stop MA and what it started (its own session would outlive us) and exit 128 + N."""
-    from triton_gke.sandbox.processes import run_interruptible
+    from triton_gke.bench import command  # the runner's modules: only when the command runs
 
-    return run_interruptible(lambda: _main(argv), "stopped Model Analyzer and the servers it started")
+    return command.run(
+        argv, _main, stopped="stopped Model Analyzer and the servers it started", refuse=(ModelAnalyzerError,)
+    )
 
 
-def _main(argv: list[str] | None) -> int:
-    import argparse
+def parser() -> BenchParser:
+    from triton_gke.bench import command
+
+    p = command.BenchParser(
+        prog=PROG,
+        description="Run Triton Model Analyzer's own configuration search (closed loop, perf_analyzer concurrency "
+        "mode) on the stack's CPU twin at p95 <= sloLatencyMs; writes its files and pick.json into --out.",
+        epilog="Exit 0 done, 2 bad input or Model Analyzer failed.",
+    )
+    p.add_stack("variant and SLO")
+    p.add_variant()
+    p.add_argument("--max-concurrency", type=int, default=SearchLimits.max_concurrency)
+    p.add_argument("--max-instances", type=int, default=SearchLimits.max_instance_count)
+    p.add_argument("--max-batch", type=int, default=SearchLimits.max_model_batch_size)
+    p.add_argument("--budget-minutes", type=float, default=SearchLimits.budget_s / 60, help="hard stop (20)")
+    p.add_out(OUT_PREFIX, new_or_empty=True)
+    p.add_build_dir()
+    return p
+
+
+def _main(argv: list[str]) -> int:
     import datetime
 
     from triton_gke.bench.reports import record
     from triton_gke.bench.runners import runner
     from triton_gke.bench.tuners import tune
-    from triton_gke.capacity.records import CapacityError
-    from triton_gke.model_repo.errors import ModelRepoError
-    from triton_gke.one_line import OneLineParser
-    from triton_gke.settings import ConfigError
-    from triton_gke.settings.stack import check_stack_name
 
-    p = OneLineParser(
-        prog=PROG,
-        description="Run Triton Model Analyzer's own configuration search (closed loop, perf_analyzer concurrency "
-        "mode) on the stack's CPU twin at p95 <= sloLatencyMs; writes its files and pick.json into --out.",
-        epilog="Exit 0 done, 2 bad input or Model Analyzer failed.",
-        hint=None,
-        raise_as=runner.BenchError,
-    )
-    p.add_argument("--stack", default="dev", help="stack whose variant and SLO apply (default dev)")
-    p.add_argument("--variant", help="the variant (default: the stack's capacityVariant, else locustModel)")
-    p.add_argument("--max-concurrency", type=int, default=SearchLimits.max_concurrency)
-    p.add_argument("--max-instances", type=int, default=SearchLimits.max_instance_count)
-    p.add_argument("--max-batch", type=int, default=SearchLimits.max_model_batch_size)
-    p.add_argument("--budget-minutes", type=float, default=SearchLimits.budget_s / 60, help="hard stop (20)")
-    p.add_argument("--out", help="output folder, new or empty (default bench/results/model-analyzer-<stack>-<date>)")
-    p.add_argument("--build-dir", default=runner.bench_build_dir(), help="where the CPU twin is built")
     stamp = datetime.datetime.now().astimezone()
+    p = parser()
+    args = p.parse_args(argv)
+    runner.refuse_empty_paths(args, "--out", "--build-dir")
+    runner.check_writable(Path(args.build_dir), "--build-dir")  # the twin is built there before MA starts
     try:
-        args: argparse.Namespace = p.parse_args(sys.argv[1:] if argv is None else argv)
-        check_stack_name(args.stack, "--stack")
-        runner.refuse_empty_paths(args, "--out", "--build-dir")
-        runner.check_writable(Path(args.build_dir), "--build-dir")  # the twin is built there before MA starts
-        try:
-            limits = SearchLimits(args.max_concurrency, args.max_instances, args.max_batch, 1, args.budget_minutes * 60)
-        except LimitError as err:
-            if err.field == "budget_s":
-                raise runner.BenchError(f"--budget-minutes {args.budget_minutes}: expected 1 to 1440") from None
-            raise runner.BenchError(f"{LIMIT_OPTIONS[err.field]}: {err.problem}") from None
-        settings = record.stack_settings(args.stack, "--stack")
-        variant = tune.pick_variant(args.variant, settings)
-        out = Path(args.out or runner.results_dir() / f"model-analyzer-{args.stack}-{stamp:%Y-%m-%d}")
-        runner.check_new_or_empty(out, "Model Analyzer")
-        twins = runner.build_sandbox_repository(settings.model_repo, [variant], Path(args.build_dir) / args.stack)
-        pick = search(
-            twins, variant.name, latency_ms=settings.monitoring.slo.latency_ms,
-            percentile=round(settings.monitoring.slo.quantile * 100),  # the stack's SLO (p95): what compare-tuners asks
-            limits=limits, out_dir=out, log=lambda line: print(line, file=sys.stderr, flush=True),
-        )  # fmt: skip
-    except (ModelAnalyzerError, runner.BenchError, ConfigError, CapacityError, ModelRepoError) as err:
-        print(f"error: {one_line(str(err))}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        print(f"error: {one_line(str(err.filename))}: {err.strerror}", file=sys.stderr)
-        return 2
+        limits = SearchLimits(args.max_concurrency, args.max_instances, args.max_batch, 1, args.budget_minutes * 60)
+    except LimitError as err:
+        if err.field == "budget_s":
+            raise runner.BenchError(f"--budget-minutes {args.budget_minutes}: expected 1 to 1440") from None
+        raise runner.BenchError(f"{LIMIT_OPTIONS[err.field]}: {err.problem}") from None
+    settings = record.stack_settings(args.stack, "--stack")
+    variant = tune.pick_variant(args.variant, settings)
+    out = p.default_out(args, stamp)
+    runner.check_new_or_empty(out, "Model Analyzer")
+    twins = runner.build_sandbox_repository(settings.model_repo, [variant], Path(args.build_dir) / args.stack)
+    pick = search(
+        twins, variant.name, latency_ms=settings.monitoring.slo.latency_ms,
+        percentile=round(settings.monitoring.slo.quantile * 100),  # the stack's SLO (p95): what compare-tuners asks
+        limits=limits, out_dir=out, log=lambda line: print(line, file=sys.stderr, flush=True),
+    )  # fmt: skip
     print(out / PICK_JSON)
     print(f"Model Analyzer's pick after {pick.search_s or 0:.0f} s: {pick.describe()}")
     current = tune.Candidate.of(variant).stack_values()

@@ -20,7 +20,7 @@ happens by chance at most ALPHA of the time when both have one capacity (the exa
 U = 0: probability 1 / C(m + n, m) for m and n searches; H. B. Mann and D. R. Whitney, "On a test of whether one of two
 random variables is stochastically larger than the other", Ann. Math. Statist. 18 (1947),
 https://doi.org/10.1214/aoms/1177730491). Three searches each give 1/20. The same configuration searched twice
-here found 6.2 and 3.3 requests/s (bench/results/tune-dev-2026-12-02/): a ranking on medians alone is not evidence.
+here found 6.2 and 3.3 requests/s (results/bench/tune-dev-2026-12-02/): a ranking on medians alone is not evidence.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from typing import Generic, TypeVar
 C = TypeVar("C", bound=Hashable)
 ETA = 3  # survivors per rung: the best third (Hyperband's default eta)
 # Searches per candidate in the first rung. One is not enough here: one configuration's searches ranged 2x
-# (5.3-11.0 requests/s, bench/results/tune-dev-2026-12-02c), so a first rung of one search each dropped no batching
+# (5.3-11.0 requests/s, results/bench/tune-dev-2026-12-02c), so a first rung of one search each dropped no batching
 # on one low draw while it measured at least the winner in every later comparison
-# (bench/results/tuners-dev-2026-12-02d). Two each rank by the median (the mean) of two; the test with a noisy
+# (results/bench/tuners-dev-2026-12-02d). Two each rank by the median (the mean) of two; the test with a noisy
 # stand-in (tests/unit/bench/test_tune_search.py) shows the wrong picks this removes at the same budget.
 FIRST_EFFORT = 2
 MAX_SPLITS = 200_000  # exact_p_greater's enumeration: C(20, 10) = 184,756, compare-tuners' 10 rounds each
