@@ -25,10 +25,11 @@ def model_prefix(reader: Reader) -> str:
     """modelPrefix without its leading and trailing '/'. Spaces around it are refused, not stripped (the one reader
     strips every text setting): " models" is another GCS prefix than "models" for the sync, which refuses it
     (contracts/naming.py object_prefix_problem), so a stack that said it would name a prefix nothing uploads to."""
+    text = reader.string("modelPrefix")  # first: control characters are refused as in every text setting
     raw = reader.raw("modelPrefix")
     if isinstance(raw, str) and raw != raw.strip():
         raise reader.fail("modelPrefix", raw, "no whitespace (spaces, tabs, line breaks) before or after the prefix")
-    prefix = reader.string("modelPrefix").strip("/")
+    prefix = text.strip("/")
     segments = prefix.split("/")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", prefix) or {".", ".."} & set(segments):
         raise reader.fail("modelPrefix", prefix, "expected a folder path of letters, digits, '_', '-', '.' and '/'")
