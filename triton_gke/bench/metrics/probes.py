@@ -17,31 +17,15 @@ import os
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import make_dataclass
 
+from triton_gke.bench.metrics import registry
+from triton_gke.bench.metrics.registry.base import Sample, Window
 
-@dataclass(frozen=True)
-class Sample:
-    t: float  # time.time()
-    server_cpu_s: float | None  # user + system seconds of the server process tree
-    machine_busy: float | None  # /proc/stat jiffies, all cores
-    machine_total: float | None
-    inferences: float | None  # Triton nv_inference_count of the model (images, batch counted)
-    executions: float | None  # nv_inference_exec_count: model executions (batches)
-    successes: float | None  # nv_inference_request_success: requests answered
-    request_us: float | None  # nv_inference_request_duration_us: their summed time in the server
-    queue_us: float | None  # nv_inference_queue_duration_us: ... of which waiting in the queue
-    gpu_util: float | None  # mean nv_gpu_utilization (0-1) over the server's GPUs
-
-
-@dataclass(frozen=True)
-class WindowStats:
-    server_cpu_pct: float | None  # % of the whole machine (100 = every core busy)
-    machine_cpu_pct: float | None  # the same for everything on the machine (Locust included)
-    batch: float | None  # inferences per execution: the batch size the dynamic batcher achieved
-    server_ms: float | None  # mean time a request spent in the server (queue included)
-    queue_ms: float | None  # mean time a request waited in the queue (the batcher's delay included)
-    gpu_pct: float | None
+# What a step's window reads: one field per registered metric (bench/metrics/registry/), in its order.
+WindowStats = make_dataclass(
+    "WindowStats", [(m.name, "float | None") for m in registry.METRICS], frozen=True, namespace={"__module__": __name__}
+)
 
 
 def cpu_count() -> int:
@@ -148,31 +132,17 @@ class Sampler:
 
 
 def window_stats(samples: list[Sample], start: float, end: float) -> WindowStats:
-    """Averages between the last sample at or before `start` and the first at or after `end`."""
+    """Averages between the last sample at or before `start` and the first at or after `end`, one per registered
+    metric."""
+    nothing = WindowStats(**{m.name: None for m in registry.METRICS})
     if len(samples) < 2:
-        return WindowStats(None, None, None, None, None, None)
+        return nothing
     times = [s.t for s in samples]
     first = samples[max(0, bisect.bisect_right(times, start) - 1)]
     last = samples[min(len(samples) - 1, bisect.bisect_left(times, end))]
     elapsed = last.t - first.t
     if elapsed <= 0:
-        return WindowStats(None, None, None, None, None, None)
-    gpu = [s.gpu_util for s in samples if first.t <= s.t <= last.t and s.gpu_util is not None]
-    return WindowStats(
-        server_cpu_pct=_ratio(_delta(first.server_cpu_s, last.server_cpu_s), elapsed * cpu_count(), 100),
-        machine_cpu_pct=_ratio(
-            _delta(first.machine_busy, last.machine_busy), _delta(first.machine_total, last.machine_total), 100
-        ),
-        batch=_ratio(_delta(first.inferences, last.inferences), _delta(first.executions, last.executions), 1),
-        server_ms=_ratio(_delta(first.request_us, last.request_us), _delta(first.successes, last.successes), 1e-3),
-        queue_ms=_ratio(_delta(first.queue_us, last.queue_us), _delta(first.successes, last.successes), 1e-3),
-        gpu_pct=100 * sum(gpu) / len(gpu) if gpu else None,
-    )
-
-
-def _delta(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else b - a
-
-
-def _ratio(part: float | None, whole: float | None, scale: float) -> float | None:
-    return None if part is None or not whole else scale * part / whole
+        return nothing
+    inside = [s for s in samples if first.t <= s.t <= last.t]
+    window = Window(first, last, inside, elapsed, cpu_count())
+    return WindowStats(**{m.name: m.read(window) for m in registry.METRICS})

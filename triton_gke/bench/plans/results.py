@@ -8,47 +8,58 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, make_dataclass
 from pathlib import Path
 from typing import Any
 
+from triton_gke.bench.metrics import registry
 from triton_gke.bench.plans.slo_search import Step
 from triton_gke.bounded_files import UnreadableFileError, one_line, parse_json, read_text_file
 
 
-@dataclass(frozen=True)
-class StepRow:
-    """One step of one repeat of one variant (results.csv)."""
+def _metric_fields() -> list[tuple[str, str]]:
+    """One field per registered metric (bench/metrics/registry/), in its order: the columns of results.csv and
+    summary.csv and the keys of results.json between the fields around them."""
+    return [(m.name, "float | None") for m in registry.METRICS]
 
-    variant: str
-    repeat: int
-    step: int  # 0 is the warm-up
-    users: int
-    offered_rps: float | None
-    warmup: bool
-    duration_s: float
-    requests: int
-    failures: int
-    rps: float  # successful responses per second
-    p50_ms: float | None
-    p95_ms: float | None
-    mean_ms: float | None
-    batch: float | None  # inferences per model execution during the step
-    server_ms: float | None  # mean time in the server (Triton's request duration), queue included
-    queue_ms: float | None  # mean queue time (Triton), the dynamic batcher's wait included
-    server_cpu_pct: float | None  # % of the machine used by the server process tree
-    machine_cpu_pct: float | None  # % of the machine used by everything (Locust included)
-    gpu_pct: float | None
-    verdict: str  # slo_search verdict
-    chosen: bool  # the step the SLO search picked for this repeat
-    errors: str = ""  # the most frequent failure messages
-    phase: str = "search"  # warm-up | search (open loop at offered_rps) | saturation (closed loop, `users` users)
-    wait_p95_ms: float | None = None  # p95 of arrival-to-send: waiting for a free user (in the latencies)
 
-    def as_step(self) -> Step:
-        return Step(
-            self.users, self.rps, self.p50_ms, self.p95_ms, self.requests, self.failures, self.offered_rps, self.warmup
-        )
+def _as_step(self: Any) -> Step:
+    return Step(
+        self.users, self.rps, self.p50_ms, self.p95_ms, self.requests, self.failures, self.offered_rps, self.warmup
+    )
+
+
+# One step of one repeat of one variant (results.csv). Built with make_dataclass so that the metric fields come from
+# the registry; the types are strings, as `from __future__ import annotations` gives the other dataclasses here.
+StepRow = make_dataclass(
+    "StepRow",
+    [
+        ("variant", "str"),
+        ("repeat", "int"),
+        ("step", "int"),  # 0 is the warm-up
+        ("users", "int"),
+        ("offered_rps", "float | None"),
+        ("warmup", "bool"),
+        ("duration_s", "float"),
+        ("requests", "int"),
+        ("failures", "int"),
+        ("rps", "float"),  # successful responses per second
+        ("p50_ms", "float | None"),
+        ("p95_ms", "float | None"),
+        ("mean_ms", "float | None"),
+        *_metric_fields(),  # each over the step's window (bench/metrics/registry/)
+        ("verdict", "str"),  # slo_search verdict
+        ("chosen", "bool"),  # the step the SLO search picked for this repeat
+        ("errors", "str", field(default="")),  # the most frequent failure messages
+        # warm-up | search (open loop at offered_rps) | saturation (closed loop, `users` users)
+        ("phase", "str", field(default="search")),
+        # p95 of arrival-to-send: waiting for a free user (in the latencies)
+        ("wait_p95_ms", "float | None", field(default=None)),
+    ],
+    frozen=True,
+    namespace={"as_step": _as_step, "__module__": __name__},  # pickling and repr find it here
+)
+StepRow.__doc__ = "One step of one repeat of one variant (results.csv)."
 
 
 @dataclass(frozen=True)
@@ -84,50 +95,53 @@ class PerfAnalyzerOpinion:
         return self.locust_p95_ms / self.p95_ms if self.locust_p95_ms and self.p95_ms else None
 
 
-@dataclass(frozen=True)
-class VariantSummary:
-    """One variant over all repeats (summary.csv)."""
-
-    variant: str
-    precision: str
-    input_dtype: str
-    max_batch_size: int
-    preferred_batch_size: int
-    max_queue_delay_us: int
-    instance_count: int
-    bytes_per_request: int  # input tensor bytes of one image
-    repeats: int
-    found: int  # repeats in which some step met the SLO
-    max_rps: float | None  # median over repeats of the highest request rate (open loop) that met the SLO
-    max_rps_low: float | None
-    max_rps_high: float | None
-    spread_pct: float | None  # (high - low) / median
-    users: float | None  # median user count of the chosen steps
-    offered_rps: float | None
-    p50_ms: float | None  # medians over the chosen steps
-    p95_ms: float | None
-    batch: float | None
-    server_ms: float | None
-    queue_ms: float | None
-    server_cpu_pct: float | None
-    machine_cpu_pct: float | None
-    gpu_pct: float | None
-    peak_rps: float | None  # highest RPS of any step, SLO or not: the saturation throughput
-    pa_concurrency: int | None  # perf_analyzer's concurrency, when it offered one (see pa_load)
-    pa_rps: float | None
-    pa_p95_ms: float | None
-    pa_ratio: float | None  # Locust RPS / perf_analyzer RPS at the same load
-    pa_note: str
-    raw_batch: int | None  # batch size of the raw ONNX Runtime measurement
-    raw_rps: float | None
-    served_raw: float | None  # max_rps / raw_rps
-    server_ready_s: float | None  # restart to READY
-    pa_load: str = ""  # what perf_analyzer offered, in words
-    pa_p95_ratio: float | None = None  # Locust p95 / perf_analyzer p95 at the same load
-    pa_max_rps: float | None = None  # perf_analyzer's own search: highest request rate meeting the SLO
-    saturation_rps: float | None = None  # closed loop, best user count: the most the server delivered
-    saturation_users: int | None = None
-    saturation_batch: float | None = None
+# One variant over all repeats (summary.csv); its metric fields are the medians (each metric's `summarise`) over the
+# chosen steps.
+VariantSummary = make_dataclass(
+    "VariantSummary",
+    [
+        ("variant", "str"),
+        ("precision", "str"),
+        ("input_dtype", "str"),
+        ("max_batch_size", "int"),
+        ("preferred_batch_size", "int"),
+        ("max_queue_delay_us", "int"),
+        ("instance_count", "int"),
+        ("bytes_per_request", "int"),  # input tensor bytes of one image
+        ("repeats", "int"),
+        ("found", "int"),  # repeats in which some step met the SLO
+        ("max_rps", "float | None"),  # median over repeats of the highest request rate (open loop) that met the SLO
+        ("max_rps_low", "float | None"),
+        ("max_rps_high", "float | None"),
+        ("spread_pct", "float | None"),  # (high - low) / median
+        ("users", "float | None"),  # median user count of the chosen steps
+        ("offered_rps", "float | None"),
+        ("p50_ms", "float | None"),  # medians over the chosen steps
+        ("p95_ms", "float | None"),
+        *_metric_fields(),
+        ("peak_rps", "float | None"),  # highest RPS of any step, SLO or not: the saturation throughput
+        ("pa_concurrency", "int | None"),  # perf_analyzer's concurrency, when it offered one (see pa_load)
+        ("pa_rps", "float | None"),
+        ("pa_p95_ms", "float | None"),
+        ("pa_ratio", "float | None"),  # Locust RPS / perf_analyzer RPS at the same load
+        ("pa_note", "str"),
+        ("raw_batch", "int | None"),  # batch size of the raw ONNX Runtime measurement
+        ("raw_rps", "float | None"),
+        ("served_raw", "float | None"),  # max_rps / raw_rps
+        ("server_ready_s", "float | None"),  # restart to READY
+        ("pa_load", "str", field(default="")),  # what perf_analyzer offered, in words
+        ("pa_p95_ratio", "float | None", field(default=None)),  # Locust p95 / perf_analyzer p95 at the same load
+        # perf_analyzer's own search: highest request rate meeting the SLO
+        ("pa_max_rps", "float | None", field(default=None)),
+        # closed loop, best user count: the most the server delivered
+        ("saturation_rps", "float | None", field(default=None)),
+        ("saturation_users", "int | None", field(default=None)),
+        ("saturation_batch", "float | None", field(default=None)),
+    ],
+    frozen=True,
+    namespace={"__module__": __name__},
+)
+VariantSummary.__doc__ = "One variant over all repeats (summary.csv)."
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -18,11 +19,13 @@ import shutil
 import statistics
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from triton_gke.bench.metrics import registry
 from triton_gke.bench.metrics.cost import lb_usd_per_million
+from triton_gke.bench.metrics.registry.base import Metric
 from triton_gke.bench.plans.load_plan import SATURATION_GAIN, STRETCH
 from triton_gke.bench.plans.results import MAX_RESULTS_BYTES, BenchRun, StepRow, VariantSummary, payload_pairs
 from triton_gke.bench.reports import plots
@@ -123,18 +126,31 @@ def _max_rps(s: VariantSummary, steps: Sequence[StepRow]) -> str:
     return "none met the SLO" + at_lowest
 
 
+def metric_columns() -> list[tuple[str, Callable[[Any], str]]]:
+    """The results table's metric columns, (header, cell of a summary), from the registry in each metric's order; a
+    metric shown `inside` another is in brackets in that one's column: "in server ms (queue)", "57 (20)"."""
+    columns = []
+    for outer in sorted((m for m in registry.METRICS if m.inside is None), key=lambda m: m.order):
+        shown = [outer, *sorted((m for m in registry.METRICS if m.inside == outer.name), key=lambda m: m.order)]
+        header = outer.header + "".join(f" ({m.header})" for m in shown[1:])
+        columns.append((header, functools.partial(_metric_cell, shown)))
+    return columns
+
+
+def _metric_cell(shown: Sequence[Metric], summary: Any) -> str:
+    figures = [fmt(getattr(summary, m.name), m.digits) for m in shown]
+    return figures[0] + "".join(f" ({figure})" for figure in figures[1:])
+
+
 def results_table(summaries: Sequence[VariantSummary], steps: Sequence[StepRow] = ()) -> str:
+    columns = metric_columns()
     header = [
         "variant",
         "max RPS at SLO (achieved)",
         "perf_analyzer max RPS",
         "p50 ms",
         "p95 ms",
-        "in server ms (queue)",
-        "batch size",
-        "server CPU %",
-        "machine CPU %",
-        "GPU %",
+        *(header for header, _ in columns),
         "spread (low-high)",
         "saturation RPS (users, batch)",
         "served/raw",
@@ -147,11 +163,7 @@ def results_table(summaries: Sequence[VariantSummary], steps: Sequence[StepRow] 
             _ratio(s),
             fmt(s.p50_ms, 0),
             fmt(s.p95_ms, 0),
-            f"{fmt(s.server_ms, 0)} ({fmt(s.queue_ms, 0)})",
-            fmt(s.batch, 2),
-            fmt(s.server_cpu_pct, 0),
-            fmt(s.machine_cpu_pct, 0),
-            fmt(s.gpu_pct, 0),
+            *(cell(s) for _, cell in columns),
             _spread(s),
             _saturation(s),
             fmt(s.served_raw, 2) + (f" (raw {fmt(s.raw_rps)} img/s at batch {s.raw_batch})" if s.raw_rps else ""),
@@ -196,7 +208,8 @@ def payload_table(summaries: Sequence[VariantSummary], steps: Sequence[StepRow] 
     pairs = _payload_pairs(summaries)
     if not pairs:
         return None
-    header = ["variant", "payload", "bytes/request", "max RPS at SLO", "p95 ms", "server CPU %", "LB data $/1M"]
+    cpu = registry.metric("server_cpu_pct")  # what the payload costs the server: this metric on purpose
+    header = ["variant", "payload", "bytes/request", "max RPS at SLO", "p95 ms", cpu.header, "LB data $/1M"]
     rows = []
     for pair in pairs:
         for s in pair:
@@ -207,7 +220,7 @@ def payload_table(summaries: Sequence[VariantSummary], steps: Sequence[StepRow] 
                     f"{s.bytes_per_request:,}",
                     _max_rps(s, steps),
                     fmt(s.p95_ms, 0),
-                    fmt(s.server_cpu_pct, 0),
+                    fmt(getattr(s, cpu.name), cpu.digits),
                     fmt(lb_usd_per_million(s.bytes_per_request), 2),
                 ]
             )

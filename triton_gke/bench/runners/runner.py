@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
+from triton_gke.bench.metrics import registry
 from triton_gke.bench.metrics.probes import Sampler
 from triton_gke.bench.plans.load_plan import LoadPlan
 from triton_gke.bench.plans.results import PerfAnalyzerOpinion, StepRow, VariantSummary
@@ -661,12 +662,7 @@ def _row(variant: str, repeat: int, index: int, record: dict, sampler: Sampler, 
         p50_ms=record["p50_ms"],
         p95_ms=record["p95_ms"],
         mean_ms=record["mean_ms"],
-        batch=stats.batch,
-        server_ms=stats.server_ms,
-        queue_ms=stats.queue_ms,
-        server_cpu_pct=stats.server_cpu_pct,
-        machine_cpu_pct=stats.machine_cpu_pct,
-        gpu_pct=stats.gpu_pct,
+        **{m.name: getattr(stats, m.name) for m in registry.METRICS},
         verdict=verdict,
         chosen=chosen,
         errors=errors,
@@ -758,12 +754,7 @@ def summarise(run: VariantRun, raw: tuple[int, float] | None) -> VariantSummary:
         offered_rps=_median(offered),
         p50_ms=_median([r.p50_ms for r in chosen]),
         p95_ms=_median([r.p95_ms for r in chosen]),
-        batch=_median([r.batch for r in chosen]),
-        server_ms=_median([r.server_ms for r in chosen]),
-        queue_ms=_median([r.queue_ms for r in chosen]),
-        server_cpu_pct=_median([r.server_cpu_pct for r in chosen]),
-        machine_cpu_pct=_median([r.machine_cpu_pct for r in chosen]),
-        gpu_pct=_median([r.gpu_pct for r in chosen]),
+        **{m.name: m.summarise([getattr(r, m.name) for r in chosen]) for m in registry.METRICS},
         peak_rps=max((r.rps for r in run.rows if not r.warmup), default=None),
         pa_concurrency=run.opinion.concurrency,
         pa_rps=run.opinion.rps,
