@@ -30,7 +30,7 @@ RUN = @$(PY) -m triton_gke.offline.make_args --target $@
 MODEL_REPO_MODE := $(if $(filter model-repo,$(MAKECMDGOALS)),,--prerequisite)
 export MAKE_ARGS_GOALS := $(MAKECMDGOALS)
 
-.PHONY: setup system-packages plan sandbox bench tune capacity-compare test test-fast test-durations lint model-repo dashboards clean
+.PHONY: setup system-packages plan sandbox bench tune e2e capacity-compare test test-fast test-durations lint model-repo dashboards clean
 
 setup: $(VENV)/.installed
 
@@ -75,6 +75,10 @@ bench: model-repo system-packages
 ## Search one variant's serving configuration (batcher delay, batch sizes, instances) for the most capacity at the SLO on the CPU twin (results/bench/tune-*). ARGS: --variant V, --budget-minutes 20, --out DIR, --write-stack
 tune: model-repo system-packages
 	$(RUN) --stack $(TRITON_GKE) bench tune
+
+## In a scratch project: pulumi up of STACK, the smoke test and a short Locust run, pulumi destroy, then gcloud listings of what is left (real, billed resources; exit 1 on a leftover). ARGS: --locust-seconds 30, --rate 1.0, --users 2
+e2e: model-repo
+	$(RUN) --stack $(TRITON_GKE) e2e
 
 ## Compare two sets of capacity records (files or folders): ARGS='BASELINE NEW [--max-regression-percent 10]'. A regression ends in `Error 1`, bad input in `Error 2`; make itself exits 2 either way
 capacity-compare: setup

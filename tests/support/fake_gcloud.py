@@ -8,6 +8,9 @@ What it copies of the real CLI (https://cloud.google.com/sdk/gcloud/reference/st
   --no-clobber skips an object that exists ("If a file or object exists at the destination, it is skipped"), exit 0.
 Anything else exits 2 with one line, so a Job step that starts using another verb fails here loudly.
 
+With FAKE_CLI_DIR set it answers from that recorded scenario instead (tests/support/fake_cli.py: the listings and
+auth checks `triton-gke e2e` runs).
+
 Run as `python -m tests.support.fake_gcloud ARGS...`; install_fake_gcloud writes a `gcloud` launcher into a folder.
 """
 
@@ -22,6 +25,7 @@ from google.api_core import exceptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
+from tests.support import fake_cli
 from tests.support.checkout import PROJECT_DIR
 
 
@@ -73,6 +77,8 @@ def _cp(args: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
+    if os.environ.get(fake_cli.SCENARIO_ENV):
+        return fake_cli.main("gcloud", argv)
     if argv[:2] == ["storage", "ls"] and len(argv) == 3:
         return _ls(argv[2])
     if argv[:2] == ["storage", "cp"]:

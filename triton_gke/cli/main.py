@@ -148,6 +148,11 @@ COMMANDS: dict[str, Command] = {
         "after `pulumi up`: one image to each Triton address, checked against the built repository",
         extra="local",
     ),
+    "e2e": Command(
+        "triton_gke.cli.e2e",
+        "in a scratch project: pulumi up, smoke test, Locust, pulumi destroy, then list what is left",
+        extra="local",
+    ),
     "gpu-check": Command(
         "triton_gke.model_repo.gpu_check",
         "on an NVIDIA GPU, in the TensorRT container: build and run every plan as the engine-build Job would",
@@ -181,7 +186,8 @@ exit status (each subcommand's --help tells its own):
   0    done, or the check passed
   1    the check failed or the work did: capacity compare (a rate dropped by more than the threshold), plan-diff
        (an unexpected difference), lifecycle-table --check and dashboards --check (out of date), sandbox and
-       neg-cleanup (a step failed), bench (no variant measured), plan-folder (the program itself failed)
+       neg-cleanup (a step failed), bench (no variant measured), plan-folder (the program itself failed), e2e (a
+       step failed or something was left)
   2    bad input: an unknown subcommand or option, a bad setting or file; one line on stderr, nothing changed
   3, 4 plan only: a generated Kubernetes manifest is invalid (3); --against: the change takes a region down (4)
   128+N  stopped by signal N (Ctrl-C: 130)
@@ -296,7 +302,7 @@ GC_THRESHOLDS = (200_000, 30, 30)
 # Commands that run for minutes (servers, load, searches) keep CPython's defaults: rarer collections there would let
 # cyclic garbage pile up for the whole run (a review's synthetic cycles of 16 KB: 21 MB peak with the defaults, 958 MB
 # with GC_THRESHOLDS), and their CPU is not spent in the collector.
-LONG_RUNNING = ("sandbox", "bench", "smoke", "provider")
+LONG_RUNNING = ("sandbox", "bench", "smoke", "provider", "e2e")
 
 
 def tune_gc(argv: Sequence[str] = ()) -> None:

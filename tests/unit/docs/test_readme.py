@@ -135,6 +135,11 @@ NOT_RUN: dict[str, str] = {
     "pulumi config set gcp:project YOUR_PROJECT": _NO_PULUMI,
     "pulumi up -s dev": _NO_PULUMI,
     "pulumi destroy -s dev": _NO_PULUMI,
+    "make e2e STACK=dev": (
+        "docs/deploy-steps.md: creates and deletes a real stack (a Google Cloud project, the Pulumi CLI and a "
+        "backend; none here); tests/live/cli/test_e2e.py runs the command's steps against recorded pulumi, gcloud "
+        "and kubectl output, and its refusal without them"
+    ),
     "pulumi config set --path 'regions[3]' us-east4 -s prod": _NO_PULUMI,
     "pulumi up -s prod": _NO_PULUMI,
     ".venv/bin/triton-gke bench --variants original --uint8 --repeats 1 --no-perf-analyzer --saturation-users '' "
