@@ -17,7 +17,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.support.checkout import PROJECT_DIR
 from triton_gke.bench import command
 from triton_gke.cli.main import BENCH_COMMANDS, COMMANDS, Command
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT
