@@ -2,10 +2,11 @@
 
 The folder's program runs under the same mock runtime as `triton-gke plan` (offline/runtime.py run_program_folder):
 its Pulumi.yaml, its Pulumi.<stack>.yaml and --config values are the config; the language host's working
-directory is the folder (contracts/paths.py project_dir). Printed: every resource it declares, and with --json each
-resource's URN, parent, provider, dependencies and inputs, and the stack outputs' values (secrets as "[secret]"), so
-a user can check the provider they passed reached the children. Bad input (no such folder, no Pulumi.yaml, no such
-stack file, a component refusing its Args) is one line on stderr and exit 2.
+directory is the folder (contracts/paths.py project_dir). Printed: every resource it declares with its parent and
+provider, then the stack outputs' values (secrets as "[secret]"), so a user can check the provider they passed
+reached the children; with --json each resource's URN, parent, provider, dependencies and inputs, and the outputs.
+Bad input (no such folder, no Pulumi.yaml, no such stack file, a component refusing its Args) is one line on stderr
+and exit 2.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import pulumi
 
 from triton_gke.contracts.exit_codes import EXIT_BAD_INPUT, EXIT_FAILED
-from triton_gke.offline.plan_view import tree_order
+from triton_gke.offline.plan_view import one_line_each, tree_order
 from triton_gke.offline.runtime import (
     Plan,
     PlannedResource,
@@ -123,13 +124,35 @@ def plan_folder(folder: Path, stack: str, config: Mapping[str, str]) -> Plan:
 
 
 def print_plan(plan: Plan, as_json: bool) -> None:
-    rows = resource_rows(plan)
+    outputs = output_values(plan.outputs)
     if as_json:
-        document = {"resources": rows, "outputs": output_values(plan.outputs)}
-        print(json.dumps(document, indent=2, default=str))
+        print(json.dumps({"resources": resource_rows(plan), "outputs": outputs}, indent=2, default=str))
         return
-    for row in rows:
-        print(f"{row['type']}  {row['name']}" + (f"  (in {row['parent']})" if row["parent"] else ""))
+    print(text_view(plan, outputs))
+
+
+def text_view(plan: Plan, outputs: Mapping[str, Any]) -> str:
+    """The resources in --json's order, each with its parent and what it is bound to (the provider a user passed to a
+    component is what they check first), then the stack outputs as compact JSON (secrets "[secret]", as --json has
+    them). Names come from the program: each line is kept one line (plan_view.one_line_each)."""
+    resources = tree_order(plan)
+    lines = [f"Resources ({len(resources)}):"] + [_resource_line(r, _row(plan, r)) for r in resources]
+    lines += ["", f"Outputs ({len(outputs)}):"] if outputs else ["", "Outputs: none"]
+    lines += [f"  {name} = {json.dumps(value, default=str, sort_keys=True)}" for name, value in outputs.items()]
+    return one_line_each(lines)
+
+
+def _resource_line(resource: PlannedResource, row: Mapping[str, Any]) -> str:
+    parent = f"  (in {row['parent']})" if row["parent"] else ""
+    return f"  {row['type']}  {row['name']}{parent}  [{_binding(resource, row['provider'])}]"
+
+
+def _binding(resource: PlannedResource, provider: str | None) -> str:
+    """A component has no provider of its own (its children have theirs); a custom resource with none named gets
+    its package's default provider from the engine (https://www.pulumi.com/docs/iac/concepts/resources/providers/)."""
+    if not resource.custom:
+        return "component"
+    return f"provider {provider}" if provider else "default provider"
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
