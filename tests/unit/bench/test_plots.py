@@ -123,6 +123,33 @@ def test_the_comparison_plot_marks_none_and_leaves_gaps(plt: Any, tmp_path: Path
     assert all(line.get_xdata()[0] == 0 for line in crosses)
 
 
+@pytest.mark.parametrize("run", ["tuners-dev-2026-12-02d", "tuners-twin-2026-12-03"])
+def test_the_comparison_plots_value_labels_sit_clear_of_the_markers(plt: Any, tmp_path: Path, run: str) -> None:
+    """Issue 48: the labels sat on the markers. In display units (pixels, through matplotlib's transforms), each
+    label's box starts at least plots.LABEL_GAP_POINTS right of the centre of every marker in its row, which is more
+    than the widest marker's half-width: its text never covers a marker."""
+    plots.compare_plot(json.loads((RESULTS / run / "comparison.json").read_text()), tmp_path / "c.png", plt)
+    figure, ax = plt.gcf(), plt.gca()
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    gap = plots.LABEL_GAP_POINTS * figure.dpi / 72
+    widest = max(line.get_markersize() for line in ax.lines) * figure.dpi / 72
+    assert gap >= widest / 2 + 2 * figure.dpi / 72  # at least 2 points clear of a marker's edge
+    labels = [text for text in ax.texts if text.get_text()]
+    assert len(labels) == 2 * len(ax.get_yticks())  # one per tool per configuration
+    for label in labels:
+        box = label.get_window_extent(renderer)
+        row = [
+            ax.transData.transform((x, y))
+            for line in ax.lines
+            for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True)
+            if box.y0 <= ax.transData.transform((x, y))[1] <= box.y1
+        ]
+        assert row, label.get_text()  # every label has markers in its row (a median comes from rounds)
+        assert all(box.x0 - centre_x >= gap - 0.5 for centre_x, _ in row), (label.get_text(), box.x0, row)
+        assert box.x1 <= ax.get_window_extent(renderer).x1, label.get_text()  # inside the axes
+
+
 def test_bench_report_draws_a_tuning_folder_s_plot_and_nothing_else(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     folder = tmp_path / "tune"

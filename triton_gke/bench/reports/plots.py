@@ -157,14 +157,17 @@ def compare_plot(report: dict[str, Any], path: Path, plt: Any) -> Path:
     rows = report["rows"]
     figure, ax = plt.subplots(figsize=(9, 1.1 * len(rows) + 2.4), layout="constrained")
     tools = (("ours", "tab:blue", "o", "Locust, open loop (ours)"), ("pa", "tab:orange", "s", "perf_analyzer --async"))
+    right = max(
+        [1.0] + [v or 0 for row in rows for tool, *_ in tools for v in [*row[tool]["values"], row[tool].get("median")]]
+    )
     for y, row in enumerate(rows):
         for shift, (tool, colour, marker, _) in zip((-0.18, 0.18), tools, strict=True):
             figures = row[tool]
             median = figures.get("median")
             if median:
                 ax.barh(y + shift, median, height=0.32, color=colour, alpha=0.35)
-            text = f" {median:.1f}" if median else " median: none" if median is not None else " no figure"
-            ax.text(median or 0, y + shift, text, va="center", fontsize=8)
+            text = f"median {median:.1f}" if median else "median: none" if median is not None else "no figure"
+            _label_beside(ax, figure, [*figures["values"], median], y + shift, text)
             for value in figures["values"]:
                 if value:
                     ax.plot(value, y + shift, marker, color=colour, markeredgecolor="black", markeredgewidth=0.5)
@@ -173,7 +176,7 @@ def compare_plot(report: dict[str, Any], path: Path, plt: Any) -> Path:
     labels = [f"{_source(row['source'])}\n{_short(row)}" for row in rows]
     ax.set_yticks(range(len(rows)), labels, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlim(left=0)
+    ax.set_xlim(0, right * 1.22)  # room for the labels right of the rightmost marker
     ax.set_xlabel(capacity_label(report["slo_ms"]))
     ax.grid(True, axis="x", alpha=0.3)
     handles: list[Any] = [
@@ -192,6 +195,21 @@ def compare_plot(report: dict[str, Any], path: Path, plt: Any) -> Path:
         fontsize=10,
     )
     return save(figure, path)
+
+
+# How far a value's label starts right of the rightmost marker of its row, in points (display units): the markers
+# are 6 points across (matplotlib's default markersize, an "x" 8), so 4 points of them and a gap remain clear.
+LABEL_GAP_POINTS = 8.0
+
+
+def _label_beside(ax: Any, figure: Any, values: Sequence[float | None], y: float, text: str) -> None:
+    """The label of one row, LABEL_GAP_POINTS right of its rightmost marker or bar end (0 when it has none), so no
+    marker covers it: offset_copy shifts the text's data position by a fixed distance on the display."""
+    from matplotlib.transforms import offset_copy
+
+    x = max([0.0] + [v for v in values if v])
+    shifted = offset_copy(ax.transData, fig=figure, x=LABEL_GAP_POINTS, y=0, units="points")
+    ax.text(x, y, text, va="center", ha="left", fontsize=8, transform=shifted)
 
 
 def _source(source: str) -> str:
