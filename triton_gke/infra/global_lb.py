@@ -88,6 +88,9 @@ class RegionBackend:
     # backends before that Service (and before ZonalNegs.cleanup deletes what the NEG controller left).
     negs_ready: pulumi.Resource
     node_service_account: pulumi.Input[str]
+    # The share of its capacity the balancer offers this region (BackendServiceBackendArgs capacity_scaler: "0 means
+    # the group is completely drained", range [0.0, 1.0], pulumi-gcp 10.2): `triton-gke rollout` weighs a canary down.
+    capacity_scaler: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -242,7 +245,7 @@ class GlobalLoadBalancer(pulumi.ComponentResource):
             group=neg_url(self._args.project, zone, region.neg_names[port]),
             balancing_mode="RATE",
             max_rate_per_endpoint=self._args.max_rate_per_pod[port],
-            capacity_scaler=1.0,
+            capacity_scaler=region.capacity_scaler,
         )
 
     def _url_map(self) -> gcp.compute.URLMap:

@@ -285,7 +285,7 @@ class TritonGkeSystem(pulumi.ComponentResource):
                 model_repository=self._served_repository,
                 model_reader_service_account=self._store.reader.email,
                 service_account_name=triton_service_account(settings.stack),  # the principal the binding names
-                image_tag=settings.model_repo.triton_image_tag,
+                image_tag=settings.image_tag(region.name),  # regionOverrides, else the stack's
                 min_replicas=settings.gpu_pool.min_triton_pods,
                 max_replicas=settings.gpu_pool.max_nodes,
                 gpu_node_selector={GKE_ACCELERATOR_LABEL: settings.gpu_pool.accelerator_type},
@@ -293,7 +293,7 @@ class TritonGkeSystem(pulumi.ComponentResource):
                 cpu_node_selector=CPU_NODES.node_selector,
                 gpus_per_pod=settings.gpu_pool.accelerator_count,
                 startup_minutes=settings.serving.startup_minutes,
-                queue_time_target_us=settings.serving.queue_time_target_us,
+                queue_time_target_us=settings.queue_time_target_us(region.name),
                 autoscaling=autoscale,
                 monitoring=True,
                 load_test=True,
@@ -331,6 +331,7 @@ class TritonGkeSystem(pulumi.ComponentResource):
                         neg_names=self._regions[name].triton.serving.neg_names,
                         negs_ready=self._regions[name].negs.ready,
                         node_service_account=self._regions[name].cluster.node_service_account.email,
+                        capacity_scaler=settings.capacity_scaler(name),  # regionOverrides: a rollout's drain
                     )
                     for region_settings in settings.regions
                     for name in (region_settings.name,)

@@ -21,6 +21,7 @@ from triton_gke.settings import (
     maintenance,
     model_store,
     monitoring,
+    region_overrides,
     serving,
     source_ranges,
 )
@@ -65,6 +66,7 @@ STEPS: Mapping[Callable[..., Any], tuple[str, ...]] = {
         *("prometheusRetention", "monitoringMode", "prometheusStorageGb"),
     ),
     lifecycle.lifecycle: tuple(lifecycle.STACK_KEYS.values()),
+    region_overrides.region_overrides: ("regionOverrides",),
     capacity.sized: ("targetRps", "capacityHeadroomPercent", "capacityVariant", "capacityRecord"),
 }
 

@@ -94,14 +94,20 @@ def model_repo(reader: Reader, gpu: GpuPoolSettings, build_engines: bool = False
         if build_engines
         else (),
     )
-    try:
-        validate_source(settings, image_release(settings.triton_image_tag))
-    except ModelRepoError as err:
-        raise _model_error(reader, err) from None
+    validate_image(reader, settings)
     _check_fits_gpu(reader, settings, gpu.accelerator_type)
     if build_engines:
         _check_job_builds(reader, settings)
     return settings
+
+
+def validate_image(reader: Reader, settings: ModelRepoSettings) -> None:
+    """The Triton image tag's own rules and the model source against its release (settings/region_overrides.py judges
+    a region's image by these too)."""
+    try:
+        validate_source(settings, image_release(settings.triton_image_tag))
+    except ModelRepoError as err:
+        raise _model_error(reader, err) from None
 
 
 def _check_job_builds(reader: Reader, settings: ModelRepoSettings) -> None:

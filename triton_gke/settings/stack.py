@@ -23,6 +23,7 @@ from triton_gke.settings import (
     maintenance,
     model_store,
     monitoring,
+    region_overrides,
     serving,
     shared_project,
     versions,
@@ -107,7 +108,9 @@ def load_stack_settings(
         # request at the SLO.
         lifecycle=lifecycle.lifecycle(reader, gpu_pool.spot, monitored.slo.latency_ms),
         warnings=tuple(w for w in (version_notice, maintenance.overlap_warning(reader, windows)) if w),
+        region_overrides=region_overrides.region_overrides(reader, tuple(r.name for r in regions)),
     )
+    region_overrides.check_images(reader, explicit)
     # Last: a target replaces the explicit pool minimum, LB rate and HPA target; then the SLO knobs must nest, and
     # the disruption budget must leave a pod of the sized minimum serving.
     sized = capacity.sized(reader, explicit)

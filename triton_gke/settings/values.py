@@ -185,6 +185,19 @@ class CapacitySettings:
 
 
 @dataclass(frozen=True)
+class RegionOverride:
+    """What one region serves apart from the stack-wide settings (regionOverrides, settings/region_overrides.py);
+    None: the stack-wide value."""
+
+    triton_image_tag: str | None = None
+    queue_time_ms: int | None = None
+    capacity_scaler_percent: int | None = None
+
+
+NO_OVERRIDE = RegionOverride()
+
+
+@dataclass(frozen=True)
 class StackSettings:
     project: str
     stack: str
@@ -206,3 +219,22 @@ class StackSettings:
     # What the program tells the user at every plan and `up` without refusing (pulumi.log.warn under the engine):
     # a kubernetesVersion near or past the end of its GKE support (settings/versions.py).
     warnings: tuple[str, ...] = ()
+    # regionOverrides: (region, what it serves apart from the stack-wide settings), for a change one region at a time.
+    region_overrides: tuple[tuple[str, RegionOverride], ...] = ()
+
+    def override(self, region: str) -> RegionOverride:
+        return dict(self.region_overrides).get(region, NO_OVERRIDE)
+
+    def image_tag(self, region: str) -> str:
+        """The region's Triton image tag: its override, else the stack's (model_repo's one field)."""
+        return self.override(region).triton_image_tag or self.model_repo.triton_image_tag
+
+    def queue_time_target_us(self, region: str) -> int:
+        """The region's HPA queue-time target: its override (ms), else the stack's."""
+        ms = self.override(region).queue_time_ms
+        return self.serving.queue_time_target_us if ms is None else ms * 1000
+
+    def capacity_scaler(self, region: str) -> float:
+        """The share of capacity the balancer offers the region's backends (1.0 unless overridden)."""
+        percent = self.override(region).capacity_scaler_percent
+        return 1.0 if percent is None else percent / 100
