@@ -8,7 +8,21 @@ of preference:
 `args` is matched word for word ("*" matches any one word; null matches any words); `stdout` and `stderr` are the
 text to print, or "@FILE" for a file of the folder; `rc` the exit status; `hold`: after printing, wait until stopped
 (kubectl port-forward). A call nothing matches prints one line and exits 97, so a command that starts asking
-something new fails loudly. Every call is appended to FAKE_CLI_LOG as one JSON line {"tool": NAME, "args": [...],
+something new fails loudly.
+
+For a fake `pulumi` driven through the Automation API (cli/rollout.py, tests/live/cli/test_rollout.py):
+- `config`: {KEY: VALUE} the stack config must hold for the call to match, where the stack config is config.json of
+  the folder overlaid with every `pulumi config set KEY ... -- VALUE` logged so far (a preview's answer follows the
+  config it runs with, as the engine's does);
+- `stdout` "=config": that stack config as `pulumi config --json` prints it ({KEY: {"value", "secret"}}), which
+  LocalWorkspace.get_all_config parses (pulumi/automation/_local_workspace.py);
+- `events`: "@FILE" of engine events, one JSON object a line, sent to the `--event-log` the call was given. Since CLI
+  3.206 that is tcp://127.0.0.1:PORT, a gRPC server of the SDK's (Stack._setup_event_log: use_grpc for a CLI newer
+  than 3.205.0), to which the CLI streams pulumirpc.Events/StreamEvents requests each holding one event's JSON
+  (_EventsServicer.StreamEvents); before, a file the SDK tails (_watch_logs). Both are served here. Stack.preview
+  raises "summary event never found" without a summaryEvent, so recordings end with one.
+
+Every call is appended to FAKE_CLI_LOG as one JSON line {"tool": NAME, "args": [...],
 "env": {...}}, env holding the variables FAKE_CLI_ENV names (comma-separated) that the call had.
 
 Run as `python -m tests.support.fake_cli NAME ARGS...`; install_fake_cli writes a launcher NAME into a folder.
@@ -44,9 +58,44 @@ def _text(folder: Path, value: str) -> str:
 
 
 def answer(tool: str, args: list[str], folder: Path) -> dict[str, Any] | None:
-    """The scenario's first call of `tool` that matches `args`, or None."""
+    """The scenario's first call of `tool` that matches `args` (and the stack config it asks for), or None."""
     calls = json.loads((folder / "calls.json").read_text()).get(tool, [])
-    return next((call for call in calls if _matches(call.get("args"), args)), None)
+    config = stack_config(folder) if any("config" in call for call in calls) else {}
+    return next(
+        (
+            call
+            for call in calls
+            if _matches(call.get("args"), args)
+            and all(config.get(key) == value for key, value in call.get("config", {}).items())
+        ),
+        None,
+    )
+
+
+def stack_config(folder: Path) -> dict[str, str]:
+    """config.json of the folder, overlaid with every `pulumi config set KEY ... -- VALUE` the log holds."""
+    initial = folder / "config.json"
+    config = json.loads(initial.read_text()) if initial.exists() else {}
+    log = os.environ.get(LOG_ENV)
+    for call in logged_calls(Path(log)) if log else []:
+        words = call["args"]
+        if call["tool"] == "pulumi" and words[:2] == ["config", "set"] and "--" in words:
+            config[words[2]] = words[words.index("--") + 1]
+    return config
+
+
+def send_events(target: str, lines: list[str]) -> None:
+    """Engine events to the Automation API: over gRPC to tcp://HOST:PORT, else appended to the log file."""
+    if target.startswith("tcp://"):
+        import grpc  # noqa: PLC0415 (only a fake pulumi needs it)
+        from pulumi.runtime.proto import events_pb2, events_pb2_grpc  # noqa: PLC0415
+
+        with grpc.insecure_channel(target.removeprefix("tcp://")) as channel:
+            stub = events_pb2_grpc.EventsStub(channel)
+            stub.StreamEvents(iter([events_pb2.EventRequest(event=line) for line in lines]))
+        return
+    with open(target, "a") as out:
+        out.writelines(line + "\n" for line in lines)
 
 
 def main(tool: str, args: list[str]) -> int:
@@ -60,7 +109,12 @@ def main(tool: str, args: list[str]) -> int:
     if call is None:
         print(f"fake {tool}: no recorded answer for: {' '.join(args)}", file=sys.stderr)
         return UNMATCHED
-    sys.stdout.write(_text(folder, call.get("stdout", "")))
+    if call.get("events") and "--event-log" in args:
+        lines = _text(folder, call["events"]).splitlines()
+        send_events(args[args.index("--event-log") + 1], [line for line in lines if line.strip()])
+    stdout = call.get("stdout", "")
+    config = {k: {"value": v, "secret": False} for k, v in stack_config(folder).items()}
+    sys.stdout.write(json.dumps(config) if stdout == "=config" else _text(folder, stdout))
     sys.stderr.write(_text(folder, call.get("stderr", "")))
     sys.stdout.flush()
     if call.get("hold"):

@@ -162,27 +162,34 @@ def stack_outputs(tools: Tools, stack: str) -> dict[str, Any]:
 @contextmanager
 def port_forward(tools: Tools, kubeconfig: str) -> Iterator[int]:
     """The local port on which a region's Triton answers, while `kubectl port-forward` runs."""
+    with forward(tools.kubectl, kubeconfig, TRITON_NAMESPACE, TRITON_APP, PORTS["http"]) as port:
+        yield port
+
+
+@contextmanager
+def forward(kubectl: str, kubeconfig: str, namespace: str, service: str, port: int) -> Iterator[int]:
+    """The local port on which svc/SERVICE:PORT of a region's cluster answers, while `kubectl port-forward` runs
+    (also the rollout's route to a region's Prometheus, cli/rollout.py)."""
     with tempfile.TemporaryDirectory(prefix="triton-gke-e2e-") as folder:
         config = Path(folder) / "kubeconfig"
         config.write_text(kubeconfig)
         config.chmod(0o600)  # it names the cluster's endpoint and CA; the token comes from the auth plugin
-        http = PORTS["http"]
-        words = [tools.kubectl, "--kubeconfig", str(config), "-n", TRITON_NAMESPACE]
-        words += ["port-forward", f"svc/{TRITON_APP}", f":{http}"]
+        words = [kubectl, "--kubeconfig", str(config), "-n", namespace]
+        words += ["port-forward", f"svc/{service}", f":{port}"]
         process = subprocess.Popen(words, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
         try:
-            yield _forwarded_port(process)
+            yield _forwarded_port(process, service)
         finally:
             stop_process(process, 5.0)
 
 
-def _forwarded_port(process: subprocess.Popen[str]) -> int:
+def _forwarded_port(process: subprocess.Popen[str], service: str) -> int:
     assert process.stdout is not None
     for line in process.stdout:
         found = FORWARDING.search(line)
         if found:
             return int(found.group(1))
-    raise E2eError(f"kubectl port-forward svc/{TRITON_APP} ended without a port (exit {process.wait()})")
+    raise E2eError(f"kubectl port-forward svc/{service} ended without a port (exit {process.wait()})")
 
 
 def key_headers(outputs: Mapping[str, Any]) -> dict[str, str]:

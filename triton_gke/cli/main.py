@@ -153,6 +153,10 @@ COMMANDS: dict[str, Command] = {
         "in a scratch project: pulumi up, smoke test, Locust, pulumi destroy, then list what is left",
         extra="local",
     ),
+    "rollout": Command(
+        "triton_gke.cli.rollout",
+        "change one region at a time: canary, waves, each gated on its SLO, rolled back on a breach",
+    ),
     "gpu-check": Command(
         "triton_gke.model_repo.gpu_check",
         "on an NVIDIA GPU, in the TensorRT container: build and run every plan as the engine-build Job would",
@@ -187,7 +191,7 @@ exit status (each subcommand's --help tells its own):
   1    the check failed or the work did: capacity compare (a rate dropped by more than the threshold), plan-diff
        (an unexpected difference), lifecycle-table --check and dashboards --check (out of date), sandbox and
        neg-cleanup (a step failed), bench (no variant measured), plan-folder (the program itself failed), e2e (a
-       step failed or something was left)
+       step failed or something was left), rollout (stopped: a breach, a refused preview, a failed up, an abort)
   2    bad input: an unknown subcommand or option, a bad setting or file; one line on stderr, nothing changed
   3, 4 plan only: a generated Kubernetes manifest is invalid (3); --against: the change takes a region down (4)
   128+N  stopped by signal N (Ctrl-C: 130)

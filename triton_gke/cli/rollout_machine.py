@@ -237,8 +237,18 @@ def abort(state: RolloutState) -> RolloutState:
 
 
 def _revert_or_stop(state: RolloutState) -> RolloutState:
-    changed = any(state.current[r] != state.last_good[r] for r in state.wave_regions)
-    return dataclasses.replace(state, step=REVERT if changed else STOPPED)
+    """REVERT where a wave region's pins changed; RAMP where only the canary's scaler moved (a revert would be an `up`
+    that changes nothing); else STOPPED."""
+
+    def pins(region: str, of: Mapping[str, Pins]) -> dict[str, Any]:
+        return {k: v for k, v in of[region].items() if k != SCALER_KEY}
+
+    regions = state.wave_regions
+    if any(pins(r, state.current) != pins(r, state.last_good) for r in regions):
+        return dataclasses.replace(state, step=REVERT)
+    if any(state.current[r] != state.last_good[r] for r in regions):
+        return dataclasses.replace(state, step=RAMP)
+    return dataclasses.replace(state, step=STOPPED)
 
 
 def _next_wave(state: RolloutState) -> RolloutState:
@@ -261,15 +271,17 @@ def to_json(state: RolloutState) -> str:
 def from_json(text: str) -> RolloutState:
     try:
         data = json.loads(text)
-        plan = data["plan"]
+        stored = data["plan"]
+        plan = RolloutPlan(
+            change=stored["change"],
+            waves=tuple(tuple(w) for w in stored["waves"]),
+            canary_percent=stored["canary_percent"],
+        )
         return RolloutState(
-            plan=RolloutPlan(
-                change=plan["change"],
-                waves=tuple(tuple(w) for w in plan["waves"]),
-                canary_percent=plan["canary_percent"],
-            ),
-            last_good=data["last_good"],
-            current=data["current"],
+            plan=plan,
+            # In the plan's region order (the JSON's keys are sorted): the regionOverrides items keep their order.
+            last_good={r: data["last_good"][r] for r in plan.regions},
+            current={r: data["current"][r] for r in plan.regions},
             wave=data["wave"],
             step=_known_step(data["step"]),
             outcome=data["outcome"],

@@ -41,6 +41,8 @@ LOCUST_WORKER = "worker"
 DCGM_NAMESPACE = "gpu-metrics"
 DCGM_APP = "dcgm-exporter"
 MONITORING_NAMESPACE = "monitoring"
+# The Service in front of the builtin Prometheus (k8s/monitoring/prometheus.py), which `triton-gke rollout` reads.
+PROMETHEUS_SERVICE = "prometheus"
 
 # The web UIs an operator reaches (`kubectl port-forward`, the stack's `access` output, or the LoadBalancers
 # webUiSourceRanges opens), each on its program's default port: Locust's --web-port

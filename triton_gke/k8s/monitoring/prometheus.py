@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import pulumi
 import pulumi_kubernetes as kubernetes
 
-from triton_gke.contracts.workloads import DEFAULT_NAMESPACES, PROMETHEUS_PORT, Namespaces
+from triton_gke.contracts.workloads import DEFAULT_NAMESPACES, PROMETHEUS_PORT, PROMETHEUS_SERVICE, Namespaces
 from triton_gke.k8s.common import ANY_NODE, PodPlacement, http_probe, non_root_container_security
 from triton_gke.k8s.monitoring.shapes import NOBODY, Scope, config_map_volume, meta, service, single_pod_deployment
 from triton_gke.observability.prometheus_config import prometheus_config_yaml
@@ -91,7 +91,7 @@ def prometheus(
         service_account=account,
         placement=placement,
     )
-    return service(scope, "prometheus", ns, {"web": PROMETHEUS_PORT}, ())
+    return service(scope, PROMETHEUS_SERVICE, ns, {"web": PROMETHEUS_PORT}, ())
 
 
 def _container(retention: str) -> kubernetes.core.v1.ContainerArgs:
