@@ -26,8 +26,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-# The regionOverrides key the drain writes (settings/region_overrides.py declares it; one name for both).
-SCALER_KEY = "capacityScalerPercent"
+from triton_gke.settings.region_overrides import SCALER
+
+# The regionOverrides key the drain writes: settings/region_overrides.py's name, the one home.
+SCALER_KEY = SCALER
 FULL_CAPACITY = 100
 
 # Steps, in the order a wave takes them; `revert` and the two ends only after a breach, failure or abort.
