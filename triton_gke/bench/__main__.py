@@ -108,7 +108,7 @@ def parser() -> command.BenchParser:
     p.add_argument("--raw-seconds", type=float, default=3.0, help="seconds per raw ONNX Runtime measurement")
     p.add_argument("--saddr", help="stack target: Triton host:port instead of the stack's httpEndpoint output")
     p.add_argument("--metrics-url", help="stack target: Triton metrics URL (batch size, GPU use), e.g. port-forwarded")
-    p.add_out("", as_path=True)
+    p.add_out("")  # as text: --out '' is refused, not taken as the current folder
     p.add_build_dir(twins=True, as_path=True)
     p.add_argument(
         "--record",
@@ -153,8 +153,18 @@ def check_args(args: argparse.Namespace, out: Path) -> None:
         if value is not None and not low <= value <= high:  # NaN and infinities fail this too
             raise runner.BenchError(f"{_option(dest)} {value:g}: expected a number from {low:.10g} to {high:.10g}")
     _check_target_options(args)
+    runner.refuse_empty_paths(args, "--out")
+    _check_out_folder(out)
     runner.check_writable(out, "--out")
     runner.check_writable(args.build_dir, "--build-dir")
+
+
+def _check_out_folder(out: Path) -> None:
+    """The bench writes README.md, results.json, CSVs and plots into --out: only into a new or empty folder, or over
+    an earlier bench run's (it holds results.json), never over someone else's files (`--out .` replaced the
+    project's own README.md: found by the red team of issue 45)."""
+    if out.is_dir() and any(out.iterdir()) and not (out / "results.json").is_file():
+        raise runner.BenchError(f"--out {out}: a folder holding other files than a bench run's; choose a new one")
 
 
 def _check_target_options(args: argparse.Namespace) -> None:

@@ -261,3 +261,31 @@ def test_a_build_dir_that_cannot_be_written_is_one_line_naming_it(kind: str, tmp
     err = _refused(["--build-dir", str(build), "--out", str(tmp_path / "out")], capsys)
     assert err.startswith(f"error: --build-dir {build}: ") and (tmp_path / "file").read_text() == "kept\n"
     assert not (tmp_path / "out").exists()
+
+
+FILE_NAMES = st.text(st.characters(categories=("L", "N")), min_size=1, max_size=8)
+
+
+@pytest.mark.usefixtures("no_start")
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=st.lists(FILE_NAMES, min_size=1, max_size=4, unique=True))
+def test_out_over_someone_elses_files_is_refused_and_nothing_is_written(
+    names: list[str], capsys: pytest.CaptureFixture[str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Red team of issue 45: `bench --out ''` (Path('') is '.') and `--out .` wrote the run's README.md over the
+    project's own. A folder holding files that are not a bench run's (no results.json) is refused in one line before
+    anything runs, and '' is refused as an empty path; an earlier run's folder may be written over."""
+    folder = tmp_path_factory.mktemp("someone-elses")
+    for name in names:
+        (folder / name).write_text("a user's file\n")
+    before = sorted(p.name for p in folder.iterdir())
+    err = _refused(["--out", str(folder)], capsys)
+    assert err.startswith(f"error: --out {folder}: a folder holding other files than a bench run's")
+    assert sorted(p.name for p in folder.iterdir()) == before
+    assert _refused(["--out", ""], capsys).startswith("error: --out: an empty path")
+
+
+def test_out_over_an_earlier_bench_run_is_accepted(tmp_path: Path) -> None:
+    (tmp_path / "results.json").write_text("{}\n")
+    (tmp_path / "README.md").write_text("an earlier run\n")
+    bench_main._check_out_folder(tmp_path)  # no error
