@@ -34,6 +34,7 @@ Exit status: 0 all passed and nothing is left; 1 a step failed or a listing show
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -52,8 +53,11 @@ from triton_gke.contracts.loadtest import LocustEnvironment, join_headers
 from triton_gke.contracts.paths import LOCUSTFILE
 from triton_gke.contracts.triton import PORTS
 from triton_gke.contracts.workloads import TRITON_APP, TRITON_NAMESPACE
+from triton_gke.loadtest.arrivals import MAX_RATE
 from triton_gke.one_line import OneLineParser, invoked_as
 from triton_gke.sandbox.processes import locust_base_environment, stop_process
+from triton_gke.settings import ConfigError, from_stack_file
+from triton_gke.settings.stack import check_stack_name
 
 NON_INTERACTIVE = ("--yes", "--skip-preview", "--non-interactive")
 # kubectl port-forward's line naming the local port it listens on: "Forwarding from 127.0.0.1:PORT -> 8000".
@@ -300,12 +304,33 @@ def parser() -> OneLineParser:
     return command
 
 
+MAX_LOCUST_SECONDS = 3600  # a check, not a soak test
+MAX_USERS = 10_000
+
+
+def _check_stack_and_model(stack: str, model: str) -> None:
+    """The stack name by Pulumi's rule (an empty --stack would make pulumi up and destroy the selected stack: red
+    team of issue 48), its stack file's settings valid, and --model one of the variants it serves."""
+    settings = from_stack_file(check_stack_name(stack, "--stack"))
+    served = tuple(variant.name for variant in settings.model_repo.variants)
+    if model not in served:
+        raise ConfigError(f"--model {model!r}: not a variant stack {stack} serves ({', '.join(served)})")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     command = parser()
     args = command.parse_args(list(sys.argv[1:] if argv is None else argv))
-    for option, value in (("--locust-seconds", args.locust_seconds), ("--rate", args.rate), ("--users", args.users)):
-        if value <= 0:
-            command.error(f"{option}: must be above 0, not {value}")
+    for option, value, most in (
+        ("--locust-seconds", args.locust_seconds, MAX_LOCUST_SECONDS),
+        ("--rate", args.rate, MAX_RATE),
+        ("--users", args.users, MAX_USERS),
+    ):
+        if not (math.isfinite(value) and 0 < value <= most):  # NaN fails this too
+            command.error(f"{option}: must be above 0 and at most {most:g}, not {value}")
+    try:
+        _check_stack_and_model(args.stack, args.model)  # before tools and credentials: a bad option is told first
+    except ConfigError as err:
+        command.error(str(err))
     try:
         return run(args, Tools.found())
     except Refusal as refusal:
