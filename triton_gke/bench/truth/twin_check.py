@@ -32,7 +32,6 @@ import statistics
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +82,10 @@ def spec(name: str, curve: dict[int, float], candidate: Candidate, k: float, sta
 
 
 def served_config(url: str, name: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"http://{url}/v2/models/{name}/config", timeout=30) as reply:
-        return json.load(reply)
+    """The model's configuration as the server answers it, read as `bench tune --url` reads it (bounded)."""
+    from triton_gke.bench.runners.remote import Remote
+
+    return Remote(url, name).read_config()
 
 
 def serve(specs: list[TwinSpec], root: Path):  # noqa: ANN201 (a TritonServer context)
