@@ -91,7 +91,9 @@ def test_the_client_side_candidates_are_measured_over_grpc_with_the_uint8_copy(
 
     from triton_gke.bench.tuners import tune
 
-    client_side = lambda default, cores: [default, dataclasses.replace(default, protocol="grpc", other_payload=True)]  # noqa: E731
+    client_side = lambda default, slo_ms, seed: [  # noqa: E731
+        default, dataclasses.replace(default, protocol="grpc", other_payload=True)
+    ]
     monkeypatch.setattr(tune, "candidate_grid", client_side)
     out = tmp_path / "out"
     assert main(short_tuning(tmp_path, monkeypatch)) == 0
@@ -118,7 +120,9 @@ def test_a_screen_predicts_each_configuration_from_perf_analyzers_closed_loop(
     from triton_gke.bench.metrics.queue_model import capacity
     from triton_gke.bench.tuners import tune
 
-    client_side = lambda default, cores: [default, dataclasses.replace(default, protocol="grpc", other_payload=True)]  # noqa: E731
+    client_side = lambda default, slo_ms, seed: [  # noqa: E731
+        default, dataclasses.replace(default, protocol="grpc", other_payload=True)
+    ]
     monkeypatch.setattr(tune, "candidate_grid", client_side)
     out = tmp_path / "out"
     assert main([*short_tuning(tmp_path, monkeypatch), "--search", "screen"]) == 0

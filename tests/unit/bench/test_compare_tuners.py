@@ -451,3 +451,21 @@ def test_a_pick_proposed_by_several_is_tested_once_under_each_name() -> None:
     assert "| bench tune's pick is the default (the same configuration) | both | - | - |" in lines
     same = {"rows": [row("default", [1.0], [1.0]), row("bench tune (recommended) = Model Analyzer", [3.0], [2.0])]}
     assert "| bench tune's pick is Model Analyzer's (the same configuration) | both | - | - |" in ct.significance(same)
+
+
+def test_rounds_visit_the_configurations_in_an_order_drawn_from_the_seed() -> None:
+    """Issue 46: rounds in a random order, the same for the same seed, recorded; None keeps the listed order."""
+    entries = [ct.Entry(f"c{i}", tune.Candidate(0, 1, 1, i + 1), "", None) for i in range(4)]
+
+    def visits(seed: int | None) -> tuple[list[str], list[list[str]]]:
+        seen: list[str] = []
+        orders: list[list[str]] = []
+        ct.measure_rounds(entries, 6, lambda c, e: seen.append(f"c{c.instance_count - 1}") or [1.0],
+                          lambda c, near: None, lambda _: None, seed, orders)  # fmt: skip
+        return seen, orders
+
+    seen, orders = visits(7)
+    assert [name for order in orders for name in order] == seen  # what ran is what was recorded
+    assert visits(7) == (seen, orders) and visits(8)[1] != orders
+    assert len({tuple(o) for o in orders}) > 1 and all(sorted(o) == ["c0", "c1", "c2", "c3"] for o in orders)
+    assert visits(None)[1] == [["c0", "c1", "c2", "c3"]] * 6

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.checkout import PROJECT_DIR
-from tests.unit.bench.test_slo_search import RECORDED_ORIGINAL_CPU, SLO
+from tests.unit.bench.test_slo_search import RECORDED_ORIGINAL_CPU, RECORDED_RULE, SLO
 from triton_gke.bench.metrics import cost
 from triton_gke.bench.plans.results import (
     BenchRun,
@@ -40,7 +40,7 @@ from triton_gke.settings import from_stack_file as load_settings
 
 # ---------------------------------------------------------------- report
 def recorded_run() -> BenchRun:
-    criteria = dataclasses.replace(SLO, slo_ms=400)
+    criteria = dataclasses.replace(SLO, slo_ms=400, rule=RECORDED_RULE)  # the rule it was recorded under
     result = rate_search(RECORDED_ORIGINAL_CPU, criteria)  # offered 2, 2, 4, 6, 8 requests/s
     rows = [
         StepRow("original", 1, i, s.users, s.offered_rps, s.warmup, 6.0, s.requests, s.failures, s.rps, s.p50_ms,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.bench.test_slo_search import RECORDED_ORIGINAL_CPU, SLO
+from tests.unit.bench.test_slo_search import RECORDED_ORIGINAL_CPU, RECORDED_RULE, SLO
 from triton_gke.bench.plans.load_plan import LoadPlan
 from triton_gke.bench.plans.results import PerfAnalyzerOpinion, StepRow, payload_pairs
 from triton_gke.bench.plans.slo_search import (
@@ -24,7 +24,7 @@ from triton_gke.bench.runners import runner
 from triton_gke.model_repo.settings import REFERENCE_VARIANTS
 from triton_gke.sandbox.triton import TritonStartError
 
-SLO_400 = dataclasses.replace(SLO, slo_ms=400)
+SLO_400 = dataclasses.replace(SLO, slo_ms=400, rule=RECORDED_RULE)  # RECORDED_ORIGINAL_CPU's rule
 
 
 # ---------------------------------------------------------------- runner helpers

@@ -83,7 +83,7 @@ def test_any_budget_is_refused_in_one_line_or_accepted(minutes: float) -> None:
 def test_the_search_is_sized_from_the_measured_time_of_the_defaults_search() -> None:
     """The first real run budgeted ~72 s a search and paid for 6 of the 10 it planned: a search there took ~2.3 min.
     Sized from that measured time, 20 minutes pay for 8 searches: 3 configurations, each finalist searched 3 times."""
-    grid = tune.candidate_grid(dev_default(), cores=2)
+    grid = tune.candidate_grid(dev_default(), 100.0, 46)
     units, candidates, rungs = tune.sized_search(grid, 20 * 60, 138.0, None)
     assert units == 8 and candidates == grid[:3] and complete(rungs)
     assert sum(r.cost for r in rungs) <= units
@@ -96,7 +96,7 @@ def test_the_search_is_sized_from_the_measured_time_of_the_defaults_search() -> 
 def test_the_budgets_end_cuts_no_search_before_the_default_was_compared_with_one_other(units: int) -> None:
     """The default's search outlasted the whole budget (a one-minute budget on busy cores: 111 s). The other
     configuration of the first rung is still searched, as the sizing paid for; later searches stop at the deadline."""
-    grid = tune.candidate_grid(dev_default(), cores=2)
+    grid = tune.candidate_grid(dev_default(), 100.0, 46)
     default, other = grid[:2]
     searched, measured = {default}, []
 
@@ -121,7 +121,7 @@ def test_the_budgets_end_cuts_no_search_before_the_default_was_compared_with_one
 def test_a_sized_search_never_plans_more_than_its_budget_pays_for(
     budget_s: float, search_s: float, cap: int | None
 ) -> None:
-    grid = tune.candidate_grid(dev_default(), cores=2)
+    grid = tune.candidate_grid(dev_default(), 100.0, 46)
     units, candidates, rungs = tune.sized_search(grid, budget_s, search_s, cap)
     assert units == 2 or units * max(search_s, 1.0) <= budget_s
     assert 1 <= len(candidates) <= min(len(grid), cap or 64) and candidates == grid[: len(candidates)]
@@ -139,7 +139,7 @@ def dev_default() -> tune.Candidate:
 def test_the_default_is_the_stacks_capacity_variant_and_comes_first() -> None:
     settings_ = from_stack_file("dev")
     assert tune.pick_variant(None, settings_).name == settings_.capacity.variant == "original"
-    grid = tune.candidate_grid(dev_default(), cores=2)
+    grid = tune.candidate_grid(dev_default(), 100.0, 46)
     assert grid[0] == dev_default() == tune.Candidate(20000, 64, 64, 1)
     assert len(set(grid)) == len(grid)
 
@@ -149,7 +149,7 @@ def test_every_accepted_candidates_pulumi_lines_pass_the_stack_checks(stack: str
     """Each line printed is `pulumi config set KEY VALUE -s STACK`; the stack file with those values loads."""
     name = tune.pick_variant(None, from_stack_file(stack)).name
     default = tune.Candidate.of(tune.pick_variant(None, from_stack_file(stack)))
-    for candidate in tune.accepted(tune.candidate_grid(default, cores=2), stack, lambda _: None):
+    for candidate in tune.accepted(tune.candidate_grid(default, 100.0, 46), stack, lambda _: None):
         config = stack_config(stack)
         for line in tune.pulumi_lines(candidate, default, PROJECT, stack):
             words = shlex.split(line)
@@ -164,7 +164,7 @@ def test_every_accepted_candidates_pulumi_lines_pass_the_stack_checks(stack: str
 def test_the_grid_covers_model_analyzers_space_and_the_client_side_it_cannot_search() -> None:
     """Issue 35: instances, batching on and off, batch sizes and the queue delay (Model Analyzer's space), and the
     client's protocol and payload (not Model Analyzer's); the client's choices print as lines of their own."""
-    grid = tune.candidate_grid(dev_default(), cores=2)
+    grid = tune.candidate_grid(dev_default(), 100.0, 46)
     off = [c for c in grid if c.max_batch_size == 1]
     assert {c.instance_count for c in off} == {1, 2} and {c.protocol for c in off} == {"http", "grpc"}
     assert any(c.other_payload for c in off) and len({c.max_queue_delay_us for c in grid}) >= 4

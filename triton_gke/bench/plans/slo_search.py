@@ -68,12 +68,20 @@ class Step:
         return self.offered_rps if self.offered_rps is not None else float(self.users)
 
 
+# How a rate search decides a rate (RateState): one rule both ways since issue 46, recorded in a run's settings as
+# `rule`; runs recorded before it have none: a rate failed after stop_after failing steps IN A ROW and passed at its
+# first passing step (LEGACY_RULE), a bias toward higher rates kept only to read those recordings as they were made.
+RATE_RULE = "same-both-ways"
+LEGACY_RULE = "fail-twice-in-a-row"
+
+
 @dataclass(frozen=True)
 class SloCriteria:
     slo_ms: float = 100.0  # p95 objective (the stack's sloLatencyMs)
     max_failure_ratio: float = 0.01  # the stack's sloMaxFailurePercent / 100
     stop_after: int = 2  # K consecutive failing steps end the search
     min_requests: int = 20  # fewer and a p95 is little more than the maximum
+    rule: str = RATE_RULE  # how the rate search decides a rate
 
     def __post_init__(self) -> None:
         if not (self.slo_ms > 0 and math.isfinite(self.slo_ms)):
@@ -82,6 +90,8 @@ class SloCriteria:
             raise ValueError(f"max_failure_ratio must be from 0 to below 1, got {self.max_failure_ratio!r}")
         if self.stop_after < 1 or self.min_requests < 1:
             raise ValueError("stop_after and min_requests must be >= 1")
+        if self.rule not in (RATE_RULE, LEGACY_RULE):
+            raise ValueError(f"rule must be {RATE_RULE!r} or {LEGACY_RULE!r}, got {self.rule!r}")
 
 
 @dataclass(frozen=True)
@@ -195,9 +205,10 @@ class RateLadder:
 
 @dataclass(frozen=True)
 class RateState:
-    """What the steps so far say about each rate: a rate PASSES when a step at it passed; it FAILS
-    when `stop_after` steps at it failed in a row (one failing step is re-measured: a failure
-    followed by a pass is noise). `pending` is a rate measured but not yet decided."""
+    """What the steps so far say about each rate, by one rule both ways (issue 46: a rule that re-measured a failing
+    rate but took a passing one at its first step biased the capacity upward): a rate PASSES when `stop_after` steps
+    at it passed, and FAILS when `stop_after` steps at it failed, whichever comes first (with the default 2: the
+    majority of at most 3 conclusive steps). `pending` is a rate measured but not yet decided."""
 
     passed: tuple[float, ...]
     failed: tuple[float, ...]
@@ -215,22 +226,25 @@ class RateState:
         return max((r for r in self.passed if high is None or r < high), default=None)
 
 
-MAX_TRIES = 4  # measurements of one rate that stay inconclusive: then it counts as failing
+MAX_TRIES = 4  # measurements of one rate (2 x stop_after - 1 conclusive ones decide it): past this it fails
 
 
 def rate_state(steps: Sequence[Step], criteria: SloCriteria) -> RateState:
     passed: list[float] = []
     failed: list[float] = []
-    pending, fails, tries = None, 0, 0
+    pending, passes, fails, tries = None, 0, 0, 0
     for step in steps:
         if step.warmup or step.offered_rps is None:
             continue
         if step.offered_rps != pending:
-            pending, fails, tries = step.offered_rps, 0, 0
+            pending, passes, fails, tries = step.offered_rps, 0, 0, 0
         kind = verdict(step, criteria).kind
         tries += 1
-        fails = fails + 1 if kind == FAIL else fails if kind == SKIP else 0
-        if kind == PASS:
+        passes += kind == PASS
+        fails += kind == FAIL
+        # The two rules differ only in what a pass needs: under the legacy one the first decides (so a failure never
+        # followed another's pass at the same rate, and counting failures alike is counting them in a row).
+        if passes >= (criteria.stop_after if criteria.rule == RATE_RULE else 1):
             passed.append(pending)
         elif fails >= criteria.stop_after or tries >= MAX_TRIES:
             failed.append(pending)
@@ -244,7 +258,7 @@ def next_rate(steps: Sequence[Step], criteria: SloCriteria, ladder: RateLadder) 
     """The rate to measure next, or None when the search is over."""
     state = rate_state(steps, criteria)
     if state.pending is not None:
-        return state.pending  # confirm a failure (or retry an inconclusive step) at the same rate
+        return state.pending  # the same rate until stop_after steps agree, passing or failing alike
     low, high = state.low, state.high
     if high is None:  # still climbing
         if low is None:

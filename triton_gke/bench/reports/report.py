@@ -28,6 +28,7 @@ from triton_gke.bench.metrics.cost import lb_usd_per_million
 from triton_gke.bench.metrics.registry.base import Metric
 from triton_gke.bench.plans.load_plan import SATURATION_GAIN, STRETCH
 from triton_gke.bench.plans.results import MAX_RESULTS_BYTES, BenchRun, StepRow, VariantSummary, payload_pairs
+from triton_gke.bench.plans.slo_search import RATE_RULE
 from triton_gke.bench.reports import plots
 from triton_gke.bounded_files import parse_json, read_text_file
 from triton_gke.one_line import OneLineParser
@@ -404,8 +405,8 @@ def method_text(s: dict[str, Any]) -> str:
             f"passing and the lowest failing rate until they are within {100 * s['ladder_precision']:g} %. "
             "A step fails on a failure ratio above the tolerance (whatever its p95), or a p95 of its successful "
             f"requests above the SLO; it passes with >= {s['min_requests']} requests (else it is inconclusive). "
-            f"A rate fails only after {s['stop_after']} failing steps in a row at it (a failure followed by a pass "
-            "is noise). The answer is the highest passing rate below every failing one.",
+            + rate_rule_text(s)
+            + " The answer is the highest passing rate below every failing one.",
             f"- Steps: {s['settle_s']:g} s to settle (not measured), then {s['step_s']:g} s measured, longer (up to "
             f"{STRETCH:g}x) at low rates until {s['min_requests']} requests. A {s['warmup_s']:g} s warm-up runs first "
             "and is discarded (the first measurement after a restart is slow).",
@@ -833,3 +834,16 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def rate_rule_text(s: dict[str, Any]) -> str:
+    """How the run decided a rate: the rule it recorded (slo_search.RATE_RULE), else the earlier one."""
+    if s.get("rule") == RATE_RULE:
+        return (
+            f"A rate passes when {s['stop_after']} steps at it passed and fails when {s['stop_after']} failed, "
+            "whichever comes first: one rule both ways."
+        )
+    return (
+        f"A rate fails only after {s['stop_after']} failing steps in a row at it (a failure followed by a pass "
+        "is noise)."
+    )

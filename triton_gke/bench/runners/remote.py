@@ -98,6 +98,16 @@ class Remote:
             raise RemoteError(f"--url {self.http}: the model configuration it answered has no instance_group")
         return config
 
+    def stats(self) -> dict[str, Any] | None:
+        """The model's statistics (GET /v2/models/NAME/stats, Triton's statistics extension,
+        server docs/protocol/extension_statistics.md); None when the server answers none."""
+        try:
+            status, text = _call(f"{self.base}/v2/models/{self.model}/stats")
+            found = json.loads(text) if status == 200 else None
+        except (OSError, ValueError):
+            return None
+        return found if isinstance(found, dict) else None
+
     def load(self, config: dict[str, Any] | None, label: str) -> float:
         """Load the model with `config` (None: the repository's own); seconds it took. RemoteError when refused."""
         body: dict[str, Any] = {"parameters": {"config": json.dumps(config)}} if config is not None else {}

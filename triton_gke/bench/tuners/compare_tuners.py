@@ -29,6 +29,7 @@ import dataclasses
 import datetime
 import json
 import math
+import random
 import shlex
 import shutil
 import tempfile
@@ -232,11 +233,21 @@ def measure_rounds(
     ours: Callable[[tune.Candidate, int], list[float]],
     theirs: Callable[[tune.Candidate, float | None], perf_analyzer.SearchResult | None],
     log: runner.Log,
+    seed: int | None = None,
+    orders: list[list[str]] | None = None,
 ) -> dict[tune.Candidate, dict[str, list[float | None]]]:
-    """Each configuration once per round, by both tools, rounds one after the other."""
+    """Each configuration once per round, by both tools, rounds one after the other. With a seed, each round visits
+    the configurations in an order drawn from it (issue 46: a fixed order lets a drift of the machine favour the same
+    configuration every round), each round's order appended to `orders` (the run records them)."""
     found: dict[tune.Candidate, dict[str, list[float | None]]] = {e.candidate: {"ours": [], "pa": []} for e in entries}
+    draw = random.Random(seed) if seed is not None else None
     for number in range(rounds):
-        for entry in entries:
+        order = list(entries)
+        if draw is not None:
+            draw.shuffle(order)
+        if orders is not None:
+            orders.append([e.source for e in order])
+        for entry in order:
             log(f"round {number + 1}/{rounds}: {entry.source}")
             measured = ours(entry.candidate, 1)
             capacity = measured[0] if measured else None
@@ -266,6 +277,9 @@ def parser() -> command.BenchParser:
     p.add_stack("variant, SLO and settings")
     p.add_variant("the variant the tuning searched")
     p.add_argument("--rounds", type=int, default=2, help="measurements of each configuration by each tool (2)")
+    p.add_argument(
+        "--seed", type=int, help="seed of each round's random order (default: from the start time; recorded)"
+    )
     tune.add_search_options(p, start_rps=4.0, first="a search")
     p.add_out(OUT_PREFIX)
     p.add_build_dir()
@@ -327,14 +341,16 @@ def _measure(
     progress = tune.TuneProgress(len(entries) * args.rounds, tune.unit_seconds(plan), tune.log)
     ours = tune.Measurer(args, settings, variant, base, workdir, progress, tune.log)
     theirs = PaMeasurer(settings, variant, base, workdir, tune.log)
+    seed = args.seed if args.seed is not None else int(time.time()) % 2**31
+    orders: list[list[str]] = []
     try:
-        found = measure_rounds(entries, args.rounds, ours, theirs, tune.log)
+        found = measure_rounds(entries, args.rounds, ours, theirs, tune.log, seed, orders)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     checked = watch.finish()
     for reason in checked.noisy:
         tune.log(f"warning: this run is marked noisy: {reason}")
-    facts.update(conditions=checked.to_dict(), load_end=machine.load_average())
+    facts.update(conditions=checked.to_dict(), load_end=machine.load_average(), seed=seed, round_orders=orders)
     return found, facts
 
 

@@ -7,14 +7,21 @@
 candidate into it through its model-control API (bench/runners/remote.py); it needs --model-control-mode=explicit, and a
 server that refuses loads is refused in one line (exit 2) before anything is measured.
 
-On the CPU twin in the local sandbox (bench/runners/runner.py: a fresh tritonserver per measurement, real Locust), each
-candidate's objective is the bench's own open-loop rate search: the achieved rate at the highest offered rate whose p95
-met sloLatencyMs (runner.capacity). The candidates vary the stack's batching keys (modelMaxQueueDelayUs,
-modelPreferredBatchSize, modelMaxBatchSize, modelInstanceCount) and, on the twin only, ONNX Runtime's intra-op threads;
-each is checked through the settings layer first, so every `pulumi config set` line printed is one the stack accepts.
-The stack's default configuration is always one of them and is measured to the end, beside the winner
-(bench/tuners/tune_search.py: successive halving within the budget). The budget is sized from the timed first search of
-the default; the best measured is recommended only when it beat the default beyond noise (tune_search.py).
+The search strategy (issue 46): the space is the full factorial of tune_candidates.py's stated levels (batch sizes
+with batching off, instances, the batcher's delay as a share of the SLO, and where the tuner starts the server the
+client's protocol and payload), the stack's default first; the rest is searched in a random order drawn from the
+run's seed (--seed, recorded in tune.json), so a budget that reaches N configurations measures a uniform random
+sample of the space (random search), taken from no earlier result. Every candidate is checked through the settings
+layer first, so every `pulumi config set` line printed is one the stack accepts. One run tunes one variant
+(--variant): the variant is a dimension of the space across runs, not within one.
+
+--search open-loop: each candidate's objective is the bench's own open-loop rate search: the achieved rate at the
+highest offered rate whose p95 met sloLatencyMs (runner.capacity). The sampled candidates then go through successive
+halving within the budget (bench/tuners/tune_search.py); the default is measured to the end, beside the winner. The
+budget is sized from the timed first search of the default; the best measured is recommended only when it beat the
+default beyond noise (tune_search.py). --search screen: one prediction per candidate from closed-loop measurements
+(tune_screen.py), by the dynamic batcher's model where the served model's batch timings are known (a GPU twin's
+curve, a server's statistics), else M/D/c; a running server (--url) whose batch timings are unknown is refused.
 
 Writes into --out (default results/bench/tune-<stack>-<date>/): tune.json (every candidate, every measurement, the
 schedule, the machine's conditions), README.md, results.json and records/ (the winner's capacity record, as
@@ -76,7 +83,14 @@ from triton_gke.bench.tuners.tune_options import (
     unit_seconds,
 )
 from triton_gke.bench.tuners.tune_report import finish, make_report, readme, screened
-from triton_gke.bench.tuners.tune_screen import SCREEN_FIRST, SCREEN_WINDOW_S, Screener, screen_count, screen_row
+from triton_gke.bench.tuners.tune_screen import (
+    SCREEN_FIRST,
+    SCREEN_WINDOW_S,
+    Screener,
+    screen_count,
+    screen_curve,
+    screen_row,
+)
 
 # tune's public names, wherever they live since the split: importers (tests, compare-tuners, loop-check,
 # model-analyzer) keep using tune.X.
@@ -150,15 +164,18 @@ def _tune(argv: list[str]) -> int:
             f"--budget-minutes {args.budget_minutes:g}: too short for one rate search of about "
             f"{unit_seconds(plan):.0f} s (the default's, which sizes the rest)"
         )
+    # The run's seed draws the order the space is searched in (tune_candidates.shuffled); recorded in tune.json.
+    seed = args.seed if args.seed is not None else int(stamp.timestamp()) % 2**31
+    slo_ms = float(settings.monitoring.slo.latency_ms)
     remote = None
     if args.url:  # a running server: its configuration is the default, candidates are loaded into it
         remote = Remote(args.url.removeprefix("http://"), variant.name, args.grpc_url)
         remote.connect()
-        default, grid = remote_grid(remote, conditions.cpu_count(), args.stack)
+        default, grid = remote_grid(remote, slo_ms, seed, args.stack)
         base = args.build_dir  # unused: nothing is built or started
     else:
         default = Candidate.of(variant)
-        grid = accepted(candidate_grid(default, conditions.cpu_count()), args.stack, log)
+        grid = accepted(candidate_grid(default, slo_ms, seed), args.stack, log)
         copies = runner.payload_copies([variant], [variant.name]) if any(c.other_payload for c in grid) else []
         repo = settings.model_repo
         base = runner.build_sandbox_repository(repo, [variant, *copies], args.build_dir / args.stack) / variant.name
@@ -171,6 +188,7 @@ def _tune(argv: list[str]) -> int:
         if remote is not None:
             remote.restore()
             log(f"{args.url}: {variant.name} serves the configuration it had before the tuning again")
+    facts.update(seed=seed, space=len(grid))
     if outcome is None or outcome.best is None:
         print("error: the default configuration could not be measured", file=sys.stderr)
         return 1
@@ -284,6 +302,10 @@ def _screen(
     log(f"baseline: raw onnxruntime {watch.start().inferences_per_s:.1f} inferences/s")
     workdir = Path(tempfile.mkdtemp(prefix="tune-"))
     screener = Screener(settings, variant, base, workdir, log, binary, remote=remote)
+    if remote is not None:  # its batch timings, or a one-line refusal (tune_screen.screen_curve)
+        screener.curve = screen_curve(remote.original, remote.stats(), args.url)
+        log(f"{args.url}: batch timings known for sizes {min(screener.curve)}..{max(screener.curve)}: the screen "
+            "predicts the dynamic batcher on them")  # fmt: skip
     budget_s = 60 * args.budget_minutes
     deadline = screener.started + budget_s
     default = grid[0]

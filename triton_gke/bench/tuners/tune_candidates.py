@@ -4,7 +4,9 @@ and the stack file's keys a winner sets (`--write-stack`, the `pulumi config set
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
+import random
 import re
 import shlex
 import tempfile
@@ -82,40 +84,50 @@ class Candidate:
         )
 
 
-def candidate_grid(default: Candidate, cores: int) -> list[Candidate]:
-    """The default first, then the changes most likely to pay on a CPU twin near its SLO, each knob early (a short
-    budget measures only the first few: on a slow host 20 minutes pay for two): no batching at all, a shorter
-    batcher delay (it is pure waiting below saturation), smaller batches (compute grows with the batch on CPU), two
-    instances (one thread each), the intra-op threads; then more delays and combinations. Duplicates of the default
-    are dropped."""
-    d = default
-    grid = [
-        d,
-        # No batching: Model Analyzer's pick, which beat every other in results/bench/tuners-dev-2026-12-02 (a batch
-        # of 4 costs about 4 single images on 2 CPU cores, so near the SLO waiting for one only adds latency).
-        dataclasses.replace(d, max_queue_delay_us=0, preferred_batch_size=1, max_batch_size=1),
-        dataclasses.replace(d, max_queue_delay_us=5000),
-        # What Model Analyzer cannot search (issue 35): the client's protocol and payload, on no batching.
-        dataclasses.replace(d, max_queue_delay_us=0, preferred_batch_size=1, max_batch_size=1, protocol="grpc"),
-        dataclasses.replace(d, max_queue_delay_us=0, preferred_batch_size=1, max_batch_size=1, other_payload=True),
-        # Model Analyzer's instance sweep on its pick: two instances of one thread each.
-        dataclasses.replace(
-            d, max_queue_delay_us=0, preferred_batch_size=1, max_batch_size=1, instance_count=2, intra_op_threads=1
-        ),
-        dataclasses.replace(d, max_queue_delay_us=2000, preferred_batch_size=4, max_batch_size=8),
-        dataclasses.replace(d, max_queue_delay_us=5000, instance_count=2, intra_op_threads=max(1, cores // 2)),
-        dataclasses.replace(d, max_queue_delay_us=0),
-        dataclasses.replace(d, max_queue_delay_us=5000, intra_op_threads=1),
-        dataclasses.replace(d, max_queue_delay_us=10000),
-        dataclasses.replace(d, max_queue_delay_us=1000, preferred_batch_size=2, max_batch_size=4),
-        dataclasses.replace(d, max_queue_delay_us=10000, preferred_batch_size=8, max_batch_size=16),
-        dataclasses.replace(d, max_queue_delay_us=2000, instance_count=2, preferred_batch_size=4, max_batch_size=8),
-    ]
-    unique: list[Candidate] = []
-    for candidate in grid:
-        if candidate not in unique:
-            unique.append(candidate)
-    return unique
+# The space searched (issue 46): every combination of these levels, stated here and taken from no earlier result.
+# Batch levels (preferred, max): batching off, then three sizes doubling; instances 1 and 2; the batcher's delay as a
+# share of the SLO (0: send at once; 1/50 and 1/10 of it: waiting that long for a fuller batch costs at most that
+# share of the latency budget), so the levels follow a time-scaled twin's SLO. The client's side (issue 35: the
+# protocol and the payload, which Model Analyzer cannot search) is two more factors where the tuner starts the server,
+# with ONNX Runtime's intra-op threads on the CPU twin (None: the twin's own choice, cores / instances; or 1).
+BATCH_LEVELS = ((1, 1), (4, 8), (8, 16), (16, 32))
+INSTANCE_LEVELS = (1, 2)
+DELAY_SLO_SHARES = (0.0, 1 / 50, 1 / 10)
+INTRA_LEVELS = (None, 1)
+
+
+def candidate_space(default: Candidate, slo_ms: float, client_side: bool = True) -> list[Candidate]:
+    """client_side: the tuner starts the server (the CPU twin), so the client's side and the threads are factors
+    too. The full factorial of the levels above (a delay only where batching is on: with max batch 1 it changes
+    nothing), the default first whether or not it is a point of the grid; no order but that (shuffled() draws one).
+    Candidates the stack refuses are dropped later (accepted)."""
+    delays = sorted({round(share * slo_ms * 1000) for share in DELAY_SLO_SHARES})
+    clients = [("http", False), ("grpc", False), ("http", True)] if client_side else [("http", False)]
+    threads = INTRA_LEVELS if client_side else (None,)
+    space = [default]
+    for (preferred, largest), instances, intra, (protocol, other) in itertools.product(
+        BATCH_LEVELS, INSTANCE_LEVELS, threads, clients
+    ):
+        for delay in delays if largest > 1 else [0]:
+            candidate = Candidate(delay, preferred, largest, instances, intra, protocol, other)
+            if candidate not in space:
+                space.append(candidate)
+    return space
+
+
+def shuffled(space: Sequence[Candidate], seed: int) -> list[Candidate]:
+    """The default (space[0]) first, then the rest in a random order drawn from `seed` (the run's, recorded in its
+    tune.json): a budget that measures only the first N measures a uniform random sample of the space (random search,
+    J. Bergstra and Y. Bengio, "Random Search for Hyper-Parameter Optimization", JMLR 13 (2012),
+    https://jmlr.org/papers/v13/bergstra12a.html), never a hand-picked head."""
+    rest = list(space[1:])
+    random.Random(seed).shuffle(rest)
+    return [space[0], *rest]
+
+
+def candidate_grid(default: Candidate, slo_ms: float, seed: int, client_side: bool = True) -> list[Candidate]:
+    """The space in the run's random order (candidate_space, shuffled)."""
+    return shuffled(candidate_space(default, slo_ms, client_side), seed)
 
 
 def overrides(candidate: Candidate, project: str) -> dict[str, str]:

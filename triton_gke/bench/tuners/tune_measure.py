@@ -137,9 +137,10 @@ def remote_edit(config: dict[str, Any], candidate: Candidate) -> dict[str, Any]:
                   c.intra_op_threads, INTRA_PARAMETER)  # fmt: skip
 
 
-def remote_grid(remote: Remote, cores: int, stack: str) -> tuple[Candidate, list[Candidate]]:
+def remote_grid(remote: Remote, slo_ms: float, seed: int, stack: str) -> tuple[Candidate, list[Candidate]]:
     """The running server's own configuration as the default, and the candidates it can serve: not the other payload
     (its model copy is not in that server's repository), gRPC only with --grpc-url."""
     default = Candidate(*current(remote.original, INTRA_PARAMETER))
-    grid = [c for c in candidate_grid(default, cores) if not c.other_payload and (c.protocol == "http" or remote.grpc)]
+    space = candidate_grid(default, slo_ms, seed)
+    grid = [c for c in space if not c.other_payload and (c.protocol == "http" or remote.grpc)]
     return default, accepted(grid, stack, command.log)

@@ -46,6 +46,12 @@ def parser() -> command.BenchParser:
     )
     p.add_argument("--budget-minutes", type=float, default=20.0, help="time for the search (default 20)")
     p.add_argument("--max-candidates", type=int, help="at most this many configurations, the default included")
+    p.add_argument(
+        "--seed",
+        type=int,
+        help="seed of the random order the space is searched in (default: from the run's start time; tune.json "
+        "records it)",
+    )
     add_search_options(p, start_rps=8.0, first="the first search")
     p.add_out(OUT_PREFIX)
     p.add_build_dir()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from triton_gke.bench import command
 from triton_gke.bench.plans.results import BenchRun
-from triton_gke.bench.plans.slo_search import spread
+from triton_gke.bench.plans.slo_search import RATE_RULE, spread
 from triton_gke.bench.reports import plots, record
 from triton_gke.bench.runners import runner
 from triton_gke.bench.tuners import tune_search
@@ -151,6 +151,7 @@ def _records(report: dict[str, Any], settings: StackSettings, out: Path, run: ru
             "ladder_growth": 1.5,
             "ladder_precision": 0.1,
             "stop_after": 2,
+            "rule": RATE_RULE,
             "step_s": run.rows[0].duration_s if run.rows else 0,
             "repeats": summary_row.repeats,
         },  # fmt: skip
