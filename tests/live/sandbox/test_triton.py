@@ -268,10 +268,11 @@ README_SMOKE = ".venv/bin/triton-gke smoke http://localhost:8000"
 
 @needs_isolation
 def test_the_readmes_smoke_command_verbatim_against_triton_on_port_8000(cpu_triton: TritonServer) -> None:
-    """The README's line after `kubectl port-forward svc/triton 8000:8000`, run as shown from the repository root, in
-    Triton's own network namespace, where tritonserver listens on 8000 as the port-forward would expose it."""
-    readme = (PROJECT_DIR / "README.md").read_text()
-    assert f"\n{README_SMOKE}  " in readme
+    """The deploy page's line after `kubectl port-forward svc/triton 8000:8000` (docs/deploy-steps.md, step 5), run as
+    shown from the repository root, in Triton's own network namespace, where tritonserver listens on 8000 as the
+    port-forward would expose it."""
+    steps = (PROJECT_DIR / "docs" / "deploy-steps.md").read_text()
+    assert f"\n{README_SMOKE}  " in steps
     assert cpu_triton.netns is not None
     done = subprocess.run(
         cpu_triton.netns.wrap(["sh", "-c", README_SMOKE]), cwd=PROJECT_DIR, capture_output=True, text=True, timeout=300

@@ -1044,3 +1044,17 @@ def _secured_prod() -> Plan:
     if not _SECURED:
         _SECURED.append(evaluate("prod", domain="infer.example.com"))
     return _SECURED[0]
+
+
+def test_the_readme_documents_every_policy_with_its_level() -> None:
+    """policy/README.md's table is what a user reads before enabling the pack: every policy, at the level it enforces
+    (prod-inference-auth was missing, and a blank line cut prod-lb-https's row out of the table)."""
+    import re
+
+    from tests.support.checkout import PROJECT_DIR
+
+    text = (PROJECT_DIR / "triton_gke" / "policy" / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("\n| `") : text.index("\n\n", text.index("\n| `"))]
+    documented = dict(re.findall(r"^\| `([a-z0-9-]+)` \| (advisory|mandatory) \|", table, re.M))
+    served = {p.name: p.enforcement_level.value for p in (*POLICIES, *STACK_POLICIES)}
+    assert documented == served
