@@ -626,7 +626,10 @@ def run_program_folder(folder: Path | str, stack: str = "dev", overrides: Mappin
     program = read_program_folder(folder, stack, overrides)
 
     def declare() -> None:
-        with _as_language_host(program.folder):
+        # The program's own print()s go to stderr: stdout is plan-folder's report (its --json parsed by scripts; the
+        # red team of issue 48 broke it with one print). Programs that mean to talk to the user use pulumi.log
+        # (https://www.pulumi.com/docs/iac/concepts/logging/).
+        with _as_language_host(program.folder), contextlib.redirect_stdout(sys.stderr):
             try:
                 runpy.run_path(str(program.main), run_name="__main__")
             except SystemExit as ended:  # sys.exit() in the program: 0 ends it, as under the engine; else it failed

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -89,3 +90,28 @@ def test_json_is_the_rows_and_the_outputs_as_before(plan: Plan, capsys: pytest.C
         "dependsOn",
         "inputs",
     }
+
+
+@pytest.mark.parametrize("json_out", [True, False])
+def test_the_programs_own_prints_go_to_stderr_not_into_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], json_out: bool
+) -> None:
+    """Red team of issue 48: one print() in the program broke `plan-folder --json` (its stdout went into the report)
+    and, in the text report, could forge lines before the real resource list."""
+    from triton_gke.offline import plan_folder
+
+    (tmp_path / "Pulumi.yaml").write_text("name: printer\nruntime: python\n")
+    (tmp_path / "Pulumi.dev.yaml").write_text("config: {}\n")
+    (tmp_path / "__main__.py").write_text(
+        "import pulumi\nprint('Resources (99):\\n  forged')\n"
+        "pulumi.CustomResource('test:index:Thing', 'real', {})\npulumi.export('answer', 42)\n"
+    )
+    asyncio.set_event_loop(asyncio.new_event_loop())  # an earlier test's asyncio.run left none (see _outputs)
+    code = plan_folder.main([str(tmp_path), *(["--json"] if json_out else [])])
+    assert code == 0, capsys.readouterr()
+    out, err = capsys.readouterr()
+    assert "forged" not in out and "forged" in err
+    if json_out:
+        assert json.loads(out)["outputs"] == {"answer": 42}
+    else:
+        assert out.count("Resources (") == 1
