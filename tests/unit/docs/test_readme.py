@@ -103,6 +103,10 @@ NOT_RUN: dict[str, str] = {
         "its recipe with a stand-in python that records each call"
     ),
     "gcloud compute project-info describe --project YOUR_PROJECT": _NO_PULUMI,
+    "gcloud services enable compute.googleapis.com --project YOUR_PROJECT": _NO_PULUMI,
+    "gcloud storage buckets create gs://YOUR_STATE_BUCKET --project YOUR_PROJECT --location us-central1 "
+    "--uniform-bucket-level-access": _NO_PULUMI,
+    "pulumi login gs://YOUR_STATE_BUCKET": _NO_PULUMI,
     "pulumi stack output grafanaAdminPassword -s dev --show-secrets": _NO_PULUMI,
     "kubectl -n monitoring port-forward svc/grafana 3000:3000 &": _NO_CLUSTER,
     "gcloud container clusters list --project YOUR_PROJECT": _NO_PULUMI,
