@@ -134,3 +134,12 @@ def test_a_simulation_of_no_arrivals_is_refused(requests: int) -> None:
         queue_times(59.0, 2, 10.0, requests)
     with pytest.raises(ValueError, match="requests"):
         single_queue(59.0, 10.0, requests)
+
+
+@settings(max_examples=20, deadline=None)
+@given(extra=st.integers(1, 10**12), requests=st.integers(2, 300), rate=st.floats(0.5, 20.0))  # below 0.95 load of 2
+def test_instances_beyond_one_per_request_change_nothing(extra: int, requests: int, rate: float) -> None:
+    """With as many instances as requests none waits; more change nothing (the model caps its heap there, which
+    took a 10**9-instance example from 7 minutes to milliseconds)."""
+    assert queue_times(40.0, requests + extra, rate, requests) == queue_times(40.0, requests, rate, requests)
+    assert queue_times(40.0, requests, rate, requests) == (40.0, 0.0)

@@ -68,6 +68,9 @@ def queue_times(
         return None
     if servers == 1:
         return single_queue(service_ms, rate, requests)
+    # More instances than requests: none ever waits, so the heap needs no more than one per request (10**9 instances
+    # allocated a 10**9-entry list: 7 minutes of the test suite's time in one hypothesis example).
+    servers = min(servers, requests)
     arrivals = np.cumsum(_gaps(rate, requests)).tolist()
     free = [0.0] * servers  # when each instance is next free, a heap
     waits = np.empty(requests)
