@@ -107,7 +107,10 @@ def test_the_programs_own_prints_go_to_stderr_not_into_the_report(
         "pulumi.CustomResource('test:index:Thing', 'real', {})\npulumi.export('answer', 42)\n"
     )
     asyncio.set_event_loop(asyncio.new_event_loop())  # an earlier test's asyncio.run left none (see _outputs)
-    code = plan_folder.main([str(tmp_path), *(["--json"] if json_out else [])])
+    try:
+        code = plan_folder.main([str(tmp_path), *(["--json"] if json_out else [])])
+    finally:  # main's own asyncio.run leaves none either: the next test of this worker plans under the mocks
+        asyncio.set_event_loop(asyncio.new_event_loop())
     assert code == 0, capsys.readouterr()
     out, err = capsys.readouterr()
     assert "forged" not in out and "forged" in err
