@@ -53,10 +53,11 @@ def start_site_files() -> set[str]:
 def local(monkeypatch: pytest.MonkeyPatch) -> None:
     """TritonServers built, never started: no network namespace or private /tmp probe (each starts a process)."""
     from tests.support import triton_fixtures
-    from triton_gke.sandbox import components
+    from triton_gke.sandbox import components, netns
 
     monkeypatch.setattr(components, "private_tmp_available", lambda: False)
     monkeypatch.setattr(triton_fixtures, "isolation_available", lambda: False)
+    monkeypatch.setattr(netns, "isolation_available", lambda: False)  # twin_check imports it when it serves
 
 
 def _argv(server) -> list[str]:  # noqa: ANN001 - a TritonServer, closed once its command line is read
@@ -114,6 +115,12 @@ def _bench(tmp: Path) -> Iterator[list[str]]:
     yield _argv(runner.sandbox_triton(tmp, "original"))
 
 
+def _twin_check(tmp: Path) -> Iterator[list[str]]:
+    from triton_gke.bench.truth import twin_check
+
+    yield _argv(twin_check.serve([], tmp))
+
+
 def _model_analyzer(tmp: Path) -> Iterator[list[str]]:
     """The command line MA builds from its configuration: our triton_server_flags, then the flags it sets itself
     (MA_OWN_FLAGS) as --flag=value (triton/server/server_config.py to_cli_string)."""
@@ -153,6 +160,7 @@ SITES: dict[str, Callable[[Path], Iterator[list[str]]]] = {
     "triton_gke/sandbox/inference_key.py": _inference_key,
     "triton_gke/bench/runners/runner.py": _bench,
     "triton_gke/bench/tuners/model_analyzer.py": _model_analyzer,
+    "triton_gke/bench/truth/twin_check.py": _twin_check,
     "tests/support/triton_fixtures.py": _fixtures,
     "tests/support/bench_fixtures.py": _fixtures,
     "tests/support/monitoring_fixtures.py": _fixtures,
