@@ -125,20 +125,21 @@ def tuner_pick(curves: dict[str, dict[int, float]], points: list[tuple[str, Cand
     return best, rows
 
 
-def measure(specs: list[TwinSpec], low: float, high: float, k: float, root: Path, binary: Path, seed: int,
-            rounds: int, log: Any) -> tuple[dict[str, list[float | None]], list[list[str]]]:  # fmt: skip
-    """Each twin's capacity by perf_analyzer's Poisson --async binary search, `rounds` rounds in a seeded order."""
+def measure(specs: list[TwinSpec], ranges: dict[str, tuple[float, float]], k: float, root: Path, binary: Path,
+            seed: int, rounds: int, log: Any) -> tuple[dict[str, list[float | None]], list[list[str]]]:  # fmt: skip
+    """Each twin's capacity by perf_analyzer's Poisson --async binary search over its (low, high) range in `ranges`,
+    `rounds` rounds in a seeded order."""
     from triton_gke.bench.runners import perf_analyzer
 
     rng, found, orders = random.Random(seed), {s.name: [] for s in specs}, []
-    rates = perf_analyzer.RateRange(low, high, max(0.5, 0.02 * high))
+    searches = {name: perf_analyzer.RateRange(low, high, max(0.5, 0.02 * high)) for name, (low, high) in ranges.items()}
     with serve(specs, root) as server:
         for number in range(rounds):
             order = [s.name for s in specs]
             rng.shuffle(order)
             orders.append(order)
             for name in order:
-                csv = root / f"{name}.csv"
+                csv, rates = root / f"{name}.csv", searches[name]
                 result = perf_analyzer.search(binary, name, server.http_url, "http", rates, SLO_T4_MS * k, 60, csv)
                 found[name].append(result.rps)
                 log(f"round {number + 1} {name}: {result.rps} infer/s at p95 {result.p95_ms} ms ({rates.describe()})")
@@ -175,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     log(f"tuner's pick {pick['variant']}, {pick['label']}: predicted {pick['predicted_rps']}, true {pick_e.mean:.1f}")
     state = Path(tempfile.mkdtemp(prefix="gpu-state-", dir="/dev/shm"))
     specs = [spec("pick", curves[pick["variant"]], pick_c, k, state), spec("optimum", curves[best_v], best_c, k, state)]
-    found, orders = measure(specs, 0.3 * best_e.mean, 1.3 * best_e.mean, k, root, binary, seed, args.rounds, log)
+    shared = (0.3 * best_e.mean, 1.3 * best_e.mean)  # one range for both: neither anchored to its own measurement
+    found, orders = measure(specs, {s.name: shared for s in specs}, k, root, binary, seed, args.rounds, log)
     medians = {name: statistics.median([v or 0.0 for v in values]) for name, values in found.items()}
     ratio = medians["pick"] / medians["optimum"] if medians["optimum"] else None
     report = {
