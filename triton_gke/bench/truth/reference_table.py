@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": round(time.monotonic() - started, 1),
     }  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    (args.out / "reference_table.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     (args.out / "README.md").write_text(readme(report), encoding="utf-8")
     log(f"wrote {args.out}")
     return 0
